@@ -1,0 +1,74 @@
+//! The one error type of the API and its mapping onto HTTP.
+//!
+//! Every handler returns `Result<_, ApiError>`, and every error leaves the service in the shape of
+//! [`watchpost_proto::ErrorBody`]: `{"error": "<code>", "message": "<text>", ...fields}`. Routing
+//! failures (unknown path, wrong method) use the same shape.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use watchpost_proto::ErrorBody;
+
+/// An error answer: a status and the body.
+#[derive(Debug)]
+pub struct ApiError {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// The JSON body.
+    pub body: ErrorBody,
+    /// Seconds for `Retry-After`, on 429 and 503.
+    pub retry_after: Option<u64>,
+}
+
+impl ApiError {
+    /// An error of `status` with `code` and `message`.
+    pub fn new(status: StatusCode, code: &str, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            body: ErrorBody::new(code, message),
+            retry_after: None,
+        }
+    }
+
+    /// 422 for a query parameter, naming it.
+    pub fn invalid_parameter(name: &str, message: impl Into<String>) -> ApiError {
+        let mut e = ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_parameter",
+            message,
+        );
+        e.body = e.body.with("parameter", name);
+        e
+    }
+
+    /// 404.
+    pub fn not_found(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+
+    /// 500, logging the cause (which is not shown to the client).
+    pub fn internal(cause: impl std::fmt::Display) -> ApiError {
+        tracing::error!("internal error: {cause}");
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "internal error; see the service log",
+        )
+    }
+
+    /// Adds `Retry-After`.
+    pub fn retry_after(mut self, seconds: u64) -> ApiError {
+        self.retry_after = Some(seconds);
+        self
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut r = (self.status, axum::Json(self.body)).into_response();
+        if let Some(s) = self.retry_after {
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(s));
+        }
+        r
+    }
+}

@@ -1,0 +1,61 @@
+//! Watchpost's control plane: the HTTP API under `/api/v1`, on its own tokio runtime.
+//!
+//! It reads the data plane's atomic counters and the RocksDB store and never touches worker
+//! state, so no request can slow ingestion beyond the CPU it uses. Every error has one JSON shape
+//! ([`error::ApiError`]); routes are listed in one place, [`router`].
+#![deny(missing_docs)]
+
+pub mod error;
+pub mod query;
+pub mod routes;
+pub mod state;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use error::ApiError;
+pub use state::{AppState, RateSampler};
+use std::future::Future;
+
+/// Every route of the API.
+pub fn router(state: AppState) -> Router {
+    let api = Router::new()
+        .route("/health", get(routes::system::health))
+        .route("/stats", get(routes::system::stats))
+        .route("/config", get(routes::system::config))
+        .route("/events", get(routes::events::list))
+        .route("/ingest", post(routes::ingest::ingest))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed);
+    Router::new()
+        .nest("/api/v1", api)
+        .fallback(not_found)
+        // Bodies are bounded by the ingest handler itself (api_max_body_bytes) with our error shape.
+        .layer(DefaultBodyLimit::disable())
+        .with_state(state)
+}
+
+async fn not_found() -> ApiError {
+    ApiError::not_found("no such route")
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "method not allowed on this route",
+    )
+}
+
+/// Serves the API on `listener` until `shutdown` completes, then finishes in-flight requests.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    state.rates.spawn(state.stats.clone());
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await
+}

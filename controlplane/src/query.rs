@@ -1,0 +1,123 @@
+//! Strict parsing of query strings: unknown, repeated or malformed parameters answer 422 naming
+//! the parameter, so a typo never silently widens a search.
+
+use crate::error::ApiError;
+use std::collections::BTreeMap;
+
+/// Parsed query parameters, checked against the names a route accepts.
+pub struct Params {
+    map: BTreeMap<String, String>,
+}
+
+impl Params {
+    /// Parses `raw` (the part after `?`), accepting only `allowed` names.
+    pub fn parse(raw: Option<&str>, allowed: &[&str]) -> Result<Params, ApiError> {
+        let mut map = BTreeMap::new();
+        for pair in raw.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            let k = decode(k).ok_or_else(|| {
+                ApiError::invalid_parameter(k, "is not valid percent-encoded UTF-8")
+            })?;
+            let v = decode(v).ok_or_else(|| {
+                ApiError::invalid_parameter(&k, "value is not valid percent-encoded UTF-8")
+            })?;
+            if !allowed.contains(&k.as_str()) {
+                return Err(ApiError::invalid_parameter(
+                    &k,
+                    format!("unknown parameter `{k}`; allowed: {}", allowed.join(", ")),
+                ));
+            }
+            if map.insert(k.clone(), v).is_some() {
+                return Err(ApiError::invalid_parameter(
+                    &k,
+                    format!("`{k}` is given more than once"),
+                ));
+            }
+        }
+        Ok(Params { map })
+    }
+
+    /// The raw value of `name`.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.map.get(name).map(String::as_str)
+    }
+
+    /// A whole number in `lo..=hi`, or `default`.
+    pub fn int(&self, name: &str, default: u32, lo: u32, hi: u32) -> Result<u32, ApiError> {
+        match self.get(name) {
+            None => Ok(default),
+            Some(v) => match v.parse::<u32>() {
+                Ok(n) if (lo..=hi).contains(&n) => Ok(n),
+                _ => Err(ApiError::invalid_parameter(
+                    name,
+                    format!("`{v}` must be a whole number from {lo} to {hi}"),
+                )),
+            },
+        }
+    }
+
+    /// An ISO-8601 time as ns.
+    pub fn time(&self, name: &str) -> Result<Option<i64>, ApiError> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(v) => watchpost_dataplane::parse::time::parse_rfc3339(v.as_bytes())
+                .map(Some)
+                .ok_or_else(|| {
+                    ApiError::invalid_parameter(
+                        name,
+                        format!("`{v}` is not an ISO-8601 timestamp such as 2026-11-21T10:00:00Z"),
+                    )
+                }),
+        }
+    }
+
+    /// A text of 1 to `max` characters.
+    pub fn text(&self, name: &str, max: usize) -> Result<Option<String>, ApiError> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(v) if v.is_empty() || v.chars().count() > max => Err(ApiError::invalid_parameter(
+                name,
+                format!("must be 1 to {max} characters"),
+            )),
+            Some(v) => Ok(Some(v.to_string())),
+        }
+    }
+}
+
+/// Percent-decoding with `+` as space, as browsers encode forms.
+fn decode(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' => {
+                let hex = |c: u8| (c as char).to_digit(16);
+                let hi = hex(*b.get(i + 1)?)?;
+                let lo = hex(*b.get(i + 2)?)?;
+                out.push((hi * 16 + lo) as u8);
+                i += 2;
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_and_repeated_parameters_are_refused() {
+        assert!(Params::parse(Some("limit=5&bogus=1"), &["limit"]).is_err());
+        assert!(Params::parse(Some("limit=5&limit=6"), &["limit"]).is_err());
+        let p = Params::parse(Some("q=a%20b+c&limit=5"), &["q", "limit"]).unwrap();
+        assert_eq!(p.get("q"), Some("a b c"));
+        assert_eq!(p.int("limit", 50, 1, 1000).unwrap(), 5);
+        assert!(p.int("limit", 50, 6, 10).is_err());
+        assert!(Params::parse(Some("q=%zz"), &["q"]).is_err());
+    }
+}

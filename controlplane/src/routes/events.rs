@@ -1,0 +1,130 @@
+//! `GET /events`: paginated event search served from the store.
+
+use crate::error::ApiError;
+use crate::query::Params;
+use crate::state::AppState;
+use axum::Json;
+use axum::extract::{RawQuery, State};
+use watchpost_dataplane::store::{EntityFilter, EventQuery};
+use watchpost_proto::{
+    EntityKind, Event, ListMeta, ListResponse, Severity, Uuid, canonicalize_into,
+};
+
+const PARAMS: &[&str] = &[
+    "since",
+    "until",
+    "source",
+    "severity",
+    "template_id",
+    "entity",
+    "q",
+    "page",
+    "limit",
+];
+
+/// Most items per page.
+pub const MAX_LIMIT: u32 = 1000;
+/// Items per page when `limit` is not given.
+pub const DEFAULT_LIMIT: u32 = 50;
+
+/// Newest events first, filtered.
+pub async fn list(
+    State(st): State<AppState>,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<ListResponse<Event>>, ApiError> {
+    let p = Params::parse(raw.as_deref(), PARAMS)?;
+    let mut q = EventQuery {
+        since_ns: p.time("since")?,
+        until_ns: p.time("until")?,
+        source: p.text("source", 256)?,
+        min_severity: severity(&p)?,
+        template_id: template_id(&p)?,
+        entity: None,
+        text: p.text("q", 256)?,
+        page: p.int("page", 1, 1, 1_000_000)?,
+        limit: p.int("limit", DEFAULT_LIMIT, 1, MAX_LIMIT)?,
+        retention_days: st.config.storage.retention_days,
+    };
+    if let (Some(s), Some(u)) = (q.since_ns, q.until_ns)
+        && s >= u
+    {
+        return Err(ApiError::invalid_parameter(
+            "until",
+            "`until` must be later than `since`",
+        ));
+    }
+    let store = st.store.clone();
+    let entity = p.text("entity", 256)?;
+    let (page, limit) = (q.page, q.limit);
+    let result = tokio::task::spawn_blocking(move || {
+        if let Some(e) = entity {
+            match entity_filter(&store, &e) {
+                Some(f) => q.entity = Some(f),
+                // A UUID the store has never seen, or a value no kind accepts: nothing matches.
+                None => return Ok(None),
+            }
+        }
+        store.search_events(&q).map(Some)
+    })
+    .await
+    .map_err(ApiError::internal)?
+    .map_err(ApiError::internal)?;
+    let (items, total) = result.map_or((Vec::new(), 0), |r| (r.items, r.total));
+    Ok(Json(ListResponse {
+        items,
+        meta: ListMeta { total, page, limit },
+    }))
+}
+
+/// `severity`: minimum severity, 0 to 5 or a name (`high`, `warning`...).
+fn severity(p: &Params) -> Result<Option<u8>, ApiError> {
+    let Some(v) = p.get("severity") else {
+        return Ok(None);
+    };
+    if let Ok(n) = v.parse::<u8>() {
+        if n <= 5 {
+            return Ok(Some(n));
+        }
+    } else if let Some(s) = Severity::from_word(v) {
+        return Ok(Some(s as u8));
+    }
+    Err(ApiError::invalid_parameter(
+        "severity",
+        format!("`{v}` is not a severity: 0 (debug) to 5 (critical), or a name such as high"),
+    ))
+}
+
+fn template_id(p: &Params) -> Result<Option<u64>, ApiError> {
+    let Some(v) = p.get("template_id") else {
+        return Ok(None);
+    };
+    match u64::from_str_radix(v, 16) {
+        Ok(id) if !v.is_empty() && v.len() <= 16 => Ok(Some(id)),
+        _ => Err(ApiError::invalid_parameter(
+            "template_id",
+            format!("`{v}` is not a template id (16 hex digits)"),
+        )),
+    }
+}
+
+/// An entity given as a UUID (looked up in the store) or as a value (every kind it can be).
+fn entity_filter(store: &watchpost_dataplane::store::Store, v: &str) -> Option<EntityFilter> {
+    if let Ok(uuid) = Uuid::parse_str(v) {
+        let (kind, _, name) = store.entity(uuid.as_bytes())?;
+        return Some(EntityFilter {
+            alternatives: vec![(EntityKind::from_u8(kind)?, name)],
+        });
+    }
+    let mut alternatives = Vec::new();
+    let mut buf = String::new();
+    for kind in EntityKind::ALL {
+        if canonicalize_into(kind, v, &mut buf) {
+            alternatives.push((kind, buf.clone()));
+        }
+    }
+    // An address is only ever an IP entity.
+    if alternatives.iter().any(|(k, _)| *k == EntityKind::Ip) {
+        alternatives.retain(|(k, _)| *k == EntityKind::Ip);
+    }
+    (!alternatives.is_empty()).then_some(EntityFilter { alternatives })
+}

@@ -1,0 +1,5 @@
+//! One module per API area; each handler is thin and calls into the store or the counters.
+
+pub mod events;
+pub mod ingest;
+pub mod system;

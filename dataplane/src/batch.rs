@@ -1,0 +1,293 @@
+//! Pooled batches of raw lines, the unit that moves between threads.
+//!
+//! An I/O thread copies framed lines into a [`RawBatch`]'s one byte buffer and records where each
+//! line starts; nothing is allocated per line. Batches come from a [`Pool`] and return to it once
+//! a worker has parsed them, so after warm-up the data plane allocates nothing per event: memory is
+//! bounded by the pool size, which the ring capacities bound.
+
+use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
+use std::ops::Range;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// How the worker should read the lines of a batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Format {
+    /// RFC 5424 / RFC 3164 syslog, or free text.
+    Syslog = 0,
+    /// One JSON object per line.
+    Json = 1,
+    /// JSON if the line starts with `{`, syslog otherwise (tailed files).
+    Auto = 2,
+}
+
+/// Which input produced a batch; indexes the per-input counters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum InputId {
+    /// Syslog over UDP.
+    SyslogUdp = 0,
+    /// Syslog over TCP.
+    SyslogTcp = 1,
+    /// JSON lines over TCP.
+    JsonTcp = 2,
+    /// Tailed files.
+    File = 3,
+    /// HTTP `POST /api/v1/ingest`.
+    Http = 4,
+}
+
+impl InputId {
+    /// Every input, in counter order.
+    pub const ALL: [InputId; 5] = [
+        InputId::SyslogUdp,
+        InputId::SyslogTcp,
+        InputId::JsonTcp,
+        InputId::File,
+        InputId::Http,
+    ];
+
+    /// Name in `/stats` and `/health`.
+    pub fn name(self) -> &'static str {
+        match self {
+            InputId::SyslogUdp => "syslog_udp",
+            InputId::SyslogTcp => "syslog_tcp",
+            InputId::JsonTcp => "json_tcp",
+            InputId::File => "file",
+            InputId::Http => "http",
+        }
+    }
+
+    /// The `input` field of events from this input.
+    pub fn event_input(self) -> &'static str {
+        match self {
+            InputId::SyslogUdp | InputId::SyslogTcp => "syslog",
+            InputId::JsonTcp => "json",
+            InputId::File => "file",
+            InputId::Http => "http",
+        }
+    }
+
+    /// Inverse of `as u8`.
+    pub fn from_u8(v: u8) -> Option<InputId> {
+        InputId::ALL.get(v as usize).copied()
+    }
+}
+
+/// Where one line sits in a batch, and what is known of it before parsing.
+#[derive(Clone, Copy, Debug)]
+pub struct LineMeta {
+    /// Start of the line in [`RawBatch::bytes`].
+    pub start: u32,
+    /// Length in bytes.
+    pub len: u32,
+    /// Receive time, ns.
+    pub received_ns: i64,
+    /// The line was longer than `dataplane.max_line_bytes` and was cut.
+    pub truncated: bool,
+}
+
+/// A file offset that becomes durable together with the lines before it (see the file input).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Checkpoint {
+    /// Identity of the tailed path (hash of the path).
+    pub path_key: u64,
+    /// The path itself, for the store's record.
+    pub path: String,
+    /// Device and inode of the file the offset belongs to.
+    pub dev: u64,
+    /// Inode number.
+    pub ino: u64,
+    /// Byte offset just after the last line of this batch from that file.
+    pub offset: u64,
+}
+
+/// A batch of raw lines from one input.
+#[derive(Debug)]
+pub struct RawBatch {
+    /// The lines, back to back.
+    pub bytes: Vec<u8>,
+    /// One entry per line.
+    pub lines: Vec<LineMeta>,
+    /// Input that produced it.
+    pub input: InputId,
+    /// How to parse it.
+    pub format: Format,
+    /// File offsets to persist with these lines (file input only).
+    pub checkpoints: Vec<Checkpoint>,
+    /// Receive time of the first line, for linger.
+    pub opened_ns: i64,
+    max_lines: usize,
+}
+
+impl RawBatch {
+    fn new(input: InputId, format: Format, max_lines: usize, max_bytes: usize) -> RawBatch {
+        RawBatch {
+            bytes: Vec::with_capacity(max_bytes),
+            lines: Vec::with_capacity(max_lines),
+            input,
+            format,
+            checkpoints: Vec::with_capacity(4),
+            opened_ns: 0,
+            max_lines,
+        }
+    }
+
+    /// Empties the batch, keeping its buffers.
+    pub fn clear(&mut self) {
+        self.bytes.clear();
+        self.lines.clear();
+        self.checkpoints.clear();
+        self.opened_ns = 0;
+    }
+
+    /// Lines in the batch.
+    pub fn len(&self) -> usize {
+        self.lines.len()
+    }
+
+    /// No lines yet.
+    pub fn is_empty(&self) -> bool {
+        self.lines.is_empty()
+    }
+
+    /// Whether a line of `len` bytes still fits without growing a buffer.
+    pub fn fits(&self, len: usize) -> bool {
+        self.lines.len() < self.max_lines && self.bytes.len() + len <= self.bytes.capacity()
+    }
+
+    /// Appends one line; the caller checked [`RawBatch::fits`] (otherwise the buffers grow, which
+    /// is correct but allocates).
+    pub fn push(&mut self, line: &[u8], received_ns: i64, truncated: bool) {
+        if self.lines.is_empty() {
+            self.opened_ns = received_ns;
+        }
+        let start = self.bytes.len() as u32;
+        self.bytes.extend_from_slice(line);
+        self.lines.push(LineMeta {
+            start,
+            len: line.len() as u32,
+            received_ns,
+            truncated,
+        });
+    }
+
+    /// The bytes of line `i`.
+    pub fn line(&self, i: usize) -> &[u8] {
+        let m = &self.lines[i];
+        &self.bytes[m.start as usize..(m.start + m.len) as usize]
+    }
+
+    /// Byte range of line `i`.
+    pub fn range(&self, i: usize) -> Range<usize> {
+        let m = &self.lines[i];
+        m.start as usize..(m.start + m.len) as usize
+    }
+}
+
+/// A bounded free list of batches shared by one producer and the workers that return batches.
+#[derive(Clone)]
+pub struct Pool {
+    free_tx: Sender<Box<RawBatch>>,
+    free_rx: Receiver<Box<RawBatch>>,
+    created: Arc<AtomicUsize>,
+    input: InputId,
+    format: Format,
+    max_lines: usize,
+    max_bytes: usize,
+}
+
+impl Pool {
+    /// A pool of at most `capacity` batches, created lazily (an idle input costs no memory).
+    pub fn new(
+        input: InputId,
+        format: Format,
+        capacity: usize,
+        max_lines: usize,
+        max_bytes: usize,
+    ) -> Pool {
+        let (free_tx, free_rx) = bounded(capacity);
+        Pool {
+            free_tx,
+            free_rx,
+            created: Arc::new(AtomicUsize::new(0)),
+            input,
+            format,
+            max_lines,
+            max_bytes,
+        }
+    }
+
+    /// A cleared batch: a returned one if any, a new one while under capacity, otherwise waits for
+    /// a worker to return one (the pool bounds memory; waiting here is backpressure).
+    pub fn take(&self) -> Box<RawBatch> {
+        if let Ok(b) = self.free_rx.try_recv() {
+            return b;
+        }
+        if self.created.fetch_add(1, Ordering::Relaxed)
+            < self.free_tx.capacity().unwrap_or(usize::MAX)
+        {
+            return Box::new(RawBatch::new(
+                self.input,
+                self.format,
+                self.max_lines,
+                self.max_bytes,
+            ));
+        }
+        self.created.fetch_sub(1, Ordering::Relaxed);
+        // Every batch is in flight; one comes back as soon as a worker finishes it. The pool holds
+        // a sender itself, so this cannot wait forever while the pool exists.
+        self.free_rx.recv().unwrap_or_else(|_| {
+            Box::new(RawBatch::new(
+                self.input,
+                self.format,
+                self.max_lines,
+                self.max_bytes,
+            ))
+        })
+    }
+
+    /// Returns a batch for reuse.
+    pub fn give(&self, mut batch: Box<RawBatch>) {
+        batch.clear();
+        match self.free_tx.try_send(batch) {
+            Ok(()) | Err(TrySendError::Disconnected(_)) => {}
+            // More batches than capacity can only come from the fallback above; let it go.
+            Err(TrySendError::Full(_)) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batches_are_reused_not_reallocated() {
+        let pool = Pool::new(InputId::SyslogTcp, Format::Syslog, 2, 4, 64);
+        let mut a = pool.take();
+        a.push(b"hello", 1, false);
+        assert_eq!(a.line(0), b"hello");
+        let ptr = a.bytes.as_ptr();
+        pool.give(a);
+        let b = pool.take();
+        assert!(b.is_empty());
+        assert_eq!(
+            b.bytes.as_ptr(),
+            ptr,
+            "the returned buffer is handed out again"
+        );
+    }
+
+    #[test]
+    fn fits_respects_line_and_byte_limits() {
+        let pool = Pool::new(InputId::SyslogTcp, Format::Syslog, 1, 2, 8);
+        let mut b = pool.take();
+        assert!(b.fits(8));
+        assert!(!b.fits(9));
+        b.push(b"abc", 0, false);
+        b.push(b"d", 0, false);
+        assert!(!b.fits(1), "line limit reached");
+    }
+}

@@ -1,0 +1,16 @@
+//! Inputs: syslog over UDP and TCP, JSON lines over TCP, file tail, and HTTP ingest.
+//!
+//! Each input is one thread that frames messages into pooled batches and sends them on its own
+//! SPSC rings, one per stage A worker ([`outlet`]). Sockets are bound by the pipeline before any
+//! thread starts, so a port already in use is a start-up error naming the config key.
+
+pub mod file;
+pub mod framing;
+pub mod http;
+pub mod outlet;
+pub mod tcp;
+pub mod udp;
+
+pub use framing::{Frame, Framer, Framing};
+pub use http::{HttpIngest, IngestError, IngestReceipt};
+pub use outlet::Outlet;

@@ -1,0 +1,33 @@
+//! Watchpost's data plane: from listening sockets and tailed files to RocksDB.
+//!
+//! ```text
+//! inputs (UDP, TCP, files, HTTP) -- pooled batches --> SPSC rings --> stage A workers (pinned)
+//!     parse, normalise, mine templates, find entities, encode --> SPSC rings --> writer --> RocksDB
+//! ```
+//!
+//! Batches, not events, cross threads; every buffer is pooled; each worker owns its state. So the
+//! steady state allocates nothing and takes no lock per event, and the control plane reads only
+//! atomics ([`stats`]) and the store ([`store::Store`]), never the workers' state.
+//!
+//! ```no_run
+//! let config = watchpost_proto::Config::default();
+//! let pipeline = watchpost_dataplane::Pipeline::start(&config).expect("start");
+//! println!("stored so far: {}", pipeline.stats().snapshot().stored_total);
+//! pipeline.shutdown();
+//! ```
+#![deny(missing_docs)]
+
+pub mod batch;
+pub mod clock;
+pub mod hash;
+pub mod input;
+pub mod normalize;
+pub mod parse;
+pub mod pipeline;
+pub mod ring;
+pub mod stats;
+pub mod store;
+pub mod template;
+pub mod worker;
+
+pub use pipeline::{Pipeline, StartError};

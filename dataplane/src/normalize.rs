@@ -1,0 +1,646 @@
+//! Stage A's per-line work: parse, normalise into the Event record, mine the template, find the
+//! entities, and encode the record into the worker's block.
+//!
+//! Everything here writes into buffers the [`Normalizer`] owns and reuses: field values are copied
+//! into one arena string and referred to by ranges, so a steady stream of events allocates
+//! nothing (`tests/zero_alloc.rs` proves it). Field mappings (which JSON keys are the timestamp,
+//! the host, a user...) are documented in `docs/event.md`.
+
+use crate::batch::{Format, InputId, LineMeta};
+use crate::hash::{hash64, hash64_seeded};
+use crate::parse::extract::{self, TextEntity};
+use crate::parse::json::{JsonScalar, JsonScratch, scan_object};
+use crate::parse::syslog::{SyslogFormat, for_each_sd_param, parse_syslog, unescape_sd_value};
+use crate::parse::time::parse_timestamp;
+use crate::store::{
+    EncodedBlock, EntitySlot, EventView, FLAG_INVALID_UTF8, FLAG_MALFORMED, FLAG_TRUNCATED,
+    NewEntity, Posting, PostingKind, Role, bincode_config,
+};
+use crate::template::{Change, TemplateMiner};
+use std::collections::HashSet;
+use std::fmt::Write as _;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::ops::Range;
+use watchpost_proto::{EntityKind, Severity, canonicalize_into, entity_uuid};
+
+/// Most entities kept per event.
+const MAX_ENTITIES: usize = 32;
+/// Most attributes kept per event; more are counted in `watchpost.fields_dropped`.
+const MAX_ATTRIBUTES: usize = 256;
+/// Entities remembered as already recorded before the set is reset.
+const SEEN_CAPACITY: usize = 1 << 18;
+
+/// Per-batch tallies a worker adds to the shared counters once per batch.
+#[derive(Default, Debug, Clone, Copy)]
+pub struct Tally {
+    /// Lines parsed per their format.
+    pub parsed: u64,
+    /// Lines kept as free text because they did not parse.
+    pub malformed: u64,
+    /// Lines with invalid UTF-8.
+    pub invalid_utf8: u64,
+    /// Lines that had been truncated.
+    pub truncated: u64,
+}
+
+/// A hasher for keys that are already hashes.
+#[derive(Default)]
+struct PreHashed(u64);
+
+impl Hasher for PreHashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8) | u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+}
+
+/// Which field gave a value, so a better-named field can override a weaker one.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+struct Rank(u8);
+
+/// The fields of the event being built, as ranges into the arena.
+#[derive(Default)]
+struct Fields {
+    timestamp_ns: Option<(i64, Rank)>,
+    severity: Option<(Severity, Rank)>,
+    source: Option<(Range<u32>, Rank)>,
+    host: Option<(Range<u32>, Rank)>,
+    message: Option<(Range<u32>, Rank)>,
+}
+
+/// Stage A state of one worker.
+pub struct Normalizer {
+    arena: String,
+    entities: Vec<EntitySlot>,
+    attributes: Vec<(Range<u32>, Range<u32>)>,
+    fields_dropped: u32,
+    text_entities: Vec<TextEntity>,
+    /// Taken out while a line is scanned (the visitor borrows the rest of `self`).
+    json: Option<JsonScratch>,
+    sd_value: Vec<u8>,
+    canon: String,
+    lossy: String,
+    miner: TemplateMiner,
+    seen: HashSet<u64, BuildHasherDefault<PreHashed>>,
+}
+
+impl Normalizer {
+    /// A normaliser that mines with `miner`.
+    pub fn new(miner: TemplateMiner) -> Normalizer {
+        let mut seen =
+            HashSet::with_capacity_and_hasher(SEEN_CAPACITY, BuildHasherDefault::default());
+        seen.insert(0);
+        Normalizer {
+            arena: String::with_capacity(64 << 10),
+            entities: Vec::with_capacity(MAX_ENTITIES),
+            attributes: Vec::with_capacity(MAX_ATTRIBUTES),
+            fields_dropped: 0,
+            text_entities: Vec::with_capacity(MAX_ENTITIES),
+            json: Some(JsonScratch::new()),
+            sd_value: Vec::with_capacity(1024),
+            canon: String::with_capacity(256),
+            lossy: String::with_capacity(64 << 10),
+            miner,
+            seen,
+        }
+    }
+
+    /// The worker's template miner.
+    pub fn miner(&self) -> &TemplateMiner {
+        &self.miner
+    }
+
+    /// Normalises one line and appends it to `out`.
+    pub fn push_line(
+        &mut self,
+        raw: &[u8],
+        meta: &LineMeta,
+        input: InputId,
+        format: Format,
+        out: &mut EncodedBlock,
+        tally: &mut Tally,
+    ) {
+        self.arena.clear();
+        self.entities.clear();
+        self.attributes.clear();
+        self.fields_dropped = 0;
+        let mut f = Fields::default();
+        let mut flags = 0u8;
+        if meta.truncated {
+            flags |= FLAG_TRUNCATED;
+            tally.truncated += 1;
+        }
+        // Invalid UTF-8 is kept, with the bad bytes replaced, in a buffer taken out of `self`
+        // for the duration of the line (the parsers below borrow `self` mutably).
+        let mut lossy = std::mem::take(&mut self.lossy);
+        let line: &str = match std::str::from_utf8(raw) {
+            Ok(s) => s,
+            Err(_) => {
+                flags |= FLAG_INVALID_UTF8;
+                tally.invalid_utf8 += 1;
+                lossy.clear();
+                lossy.push_str(&String::from_utf8_lossy(raw));
+                &lossy
+            }
+        };
+        let is_json = match format {
+            Format::Json => true,
+            Format::Syslog => false,
+            Format::Auto => line.trim_start().starts_with('{'),
+        };
+        let parsed = if is_json {
+            self.json_fields(line, &mut f)
+        } else {
+            self.syslog_fields(line, meta.received_ns, input, &mut f)
+        };
+        match parsed {
+            Ok(()) => tally.parsed += 1,
+            Err(reason) => {
+                tally.malformed += 1;
+                flags |= FLAG_MALFORMED;
+                if let Some(reason) = reason {
+                    // Keep the whole line as free text, with why it did not parse.
+                    self.arena.clear();
+                    self.entities.clear();
+                    self.attributes.clear();
+                    f = Fields::default();
+                    let msg = self.put(line);
+                    f.message = Some((msg, Rank(0)));
+                    let k = self.put("watchpost.parse_error");
+                    let start = self.arena.len() as u32;
+                    let _ = write!(self.arena, "{reason}");
+                    self.attributes.push((k, start..self.arena.len() as u32));
+                }
+            }
+        }
+        self.lossy = lossy;
+        if flags & FLAG_TRUNCATED != 0 {
+            self.attr("watchpost.truncated", "true");
+        }
+        if self.fields_dropped > 0 {
+            let k = self.put("watchpost.fields_dropped");
+            let start = self.arena.len() as u32;
+            let _ = write!(self.arena, "{}", self.fields_dropped);
+            self.attributes.push((k, start..self.arena.len() as u32));
+        }
+        self.finish(f, flags, meta.received_ns, input, out);
+    }
+
+    /// Copies `s` into the arena.
+    #[inline]
+    fn put(&mut self, s: &str) -> Range<u32> {
+        let start = self.arena.len() as u32;
+        self.arena.push_str(s);
+        start..self.arena.len() as u32
+    }
+
+    fn attr(&mut self, k: &str, v: &str) {
+        if self.attributes.len() >= MAX_ATTRIBUTES {
+            self.fields_dropped += 1;
+            return;
+        }
+        let k = self.put(k);
+        let v = self.put(v);
+        self.attributes.push((k, v));
+    }
+
+    fn entity(&mut self, kind: EntityKind, role: Role, raw: &str) {
+        if self.entities.len() >= MAX_ENTITIES || !canonicalize_into(kind, raw, &mut self.canon) {
+            return;
+        }
+        let hash = hash64_seeded(self.canon.as_bytes(), kind as u64);
+        if self
+            .entities
+            .iter()
+            .any(|e| e.hash == hash && e.kind == kind as u8)
+        {
+            return;
+        }
+        let start = self.arena.len() as u32;
+        self.arena.push_str(&self.canon);
+        self.entities.push(EntitySlot {
+            kind: kind as u8,
+            role: role as u8,
+            name: start..self.arena.len() as u32,
+            hash,
+        });
+    }
+
+    fn syslog_fields(
+        &mut self,
+        line: &str,
+        received_ns: i64,
+        input: InputId,
+        f: &mut Fields,
+    ) -> Result<(), Option<String>> {
+        let b = line.as_bytes();
+        let rec = parse_syslog(b, received_ns);
+        let s = |r: &Range<usize>| line.get(r.clone()).unwrap_or("");
+        if let Some(ts) = rec.timestamp_ns {
+            f.timestamp_ns = Some((ts, Rank(1)));
+        }
+        if let Some(sev) = rec.severity {
+            f.severity = Some((Severity::from_syslog(sev), Rank(1)));
+        }
+        if let Some(h) = &rec.host {
+            let r = self.put(s(h));
+            f.host = Some((r, Rank(1)));
+        }
+        if let Some(a) = &rec.app {
+            let r = self.put(s(a));
+            f.source = Some((r, Rank(1)));
+        }
+        let msg = self.put(s(&rec.msg));
+        f.message = Some((msg.clone(), Rank(1)));
+        if let Some(fac) = rec.facility {
+            let mut buf = [0u8; 3];
+            self.attr("syslog.facility", fmt_u8(fac, &mut buf));
+        }
+        if let Some(p) = &rec.procid {
+            self.attr("syslog.procid", s(p));
+        }
+        if let Some(m) = &rec.msgid {
+            self.attr("syslog.msgid", s(m));
+        }
+        if let Some(sd) = &rec.structured_data {
+            let sd_bytes = &b[sd.clone()];
+            let mut pairs: [(Range<usize>, Range<usize>, Range<usize>); 32] = Default::default();
+            let mut n = 0;
+            let base = sd_bytes.as_ptr() as usize;
+            let ok = for_each_sd_param(sd_bytes, &mut |id, name, value| {
+                if n < pairs.len() {
+                    let at = |x: &[u8]| {
+                        let st = x.as_ptr() as usize - base;
+                        st..st + x.len()
+                    };
+                    pairs[n] = (at(id), at(name), at(value));
+                    n += 1;
+                }
+            });
+            if ok {
+                for (id, name, value) in pairs.iter().take(n) {
+                    unescape_sd_value(&sd_bytes[value.clone()], &mut self.sd_value);
+                    let key_start = self.arena.len() as u32;
+                    self.arena.push_str("sd.");
+                    self.arena
+                        .push_str(std::str::from_utf8(&sd_bytes[id.clone()]).unwrap_or("?"));
+                    self.arena.push('.');
+                    self.arena
+                        .push_str(std::str::from_utf8(&sd_bytes[name.clone()]).unwrap_or("?"));
+                    let key = key_start..self.arena.len() as u32;
+                    let start = self.arena.len() as u32;
+                    self.arena
+                        .push_str(&String::from_utf8_lossy(&self.sd_value));
+                    let v = start..self.arena.len() as u32;
+                    if self.attributes.len() < MAX_ATTRIBUTES {
+                        self.attributes.push((key, v));
+                    } else {
+                        self.fields_dropped += 1;
+                    }
+                }
+            }
+        }
+        self.text_entities_of(msg);
+        let strict_input = matches!(input, InputId::SyslogTcp | InputId::SyslogUdp);
+        if strict_input && rec.format == SyslogFormat::Unstructured {
+            // Not syslog at all: kept whole as the message, counted as malformed.
+            return Err(None);
+        }
+        Ok(())
+    }
+
+    fn text_entities_of(&mut self, msg: Range<u32>) {
+        self.text_entities.clear();
+        let arena = std::mem::take(&mut self.arena);
+        let m = arena
+            .get(msg.start as usize..msg.end as usize)
+            .unwrap_or("");
+        extract::extract_entities(m, &mut self.text_entities);
+        self.arena = arena;
+        for i in 0..self.text_entities.len() {
+            let te = &self.text_entities[i];
+            let (kind, role) = (te.kind, map_role(te.role));
+            let r = msg.start as usize + te.range.start..msg.start as usize + te.range.end;
+            // The value lives in the arena we are about to append to: copy it out first.
+            let mut tmp = [0u8; 256];
+            let src = self.arena.as_bytes().get(r).unwrap_or(&[]);
+            if src.len() > tmp.len() {
+                continue;
+            }
+            tmp[..src.len()].copy_from_slice(src);
+            if let Ok(v) = std::str::from_utf8(&tmp[..src.len()]) {
+                self.entity(kind, role, v);
+            }
+        }
+    }
+
+    fn json_fields(&mut self, line: &str, f: &mut Fields) -> Result<(), Option<String>> {
+        let mut json = self.json.take().unwrap_or_default();
+        let res = scan_object(line.as_bytes(), &mut json, &mut |key, value| {
+            let v: &str = match value {
+                JsonScalar::Str(s) | JsonScalar::Num(s) | JsonScalar::Array(s) => s,
+                JsonScalar::Bool(true) => "true",
+                JsonScalar::Bool(false) => "false",
+                JsonScalar::Null => return,
+            };
+            self.json_field(key, v, matches!(value, JsonScalar::Num(_)), f);
+        });
+        self.json = Some(json);
+        match res {
+            Ok(()) => {
+                if let Some((m, _)) = &f.message {
+                    let m = m.clone();
+                    self.text_entities_of(m);
+                }
+                Ok(())
+            }
+            Err(e) => Err(Some(format!("invalid JSON: {e}"))),
+        }
+    }
+
+    fn json_field(&mut self, key: &str, v: &str, numeric: bool, f: &mut Fields) {
+        match key {
+            "@timestamp" | "timestamp" | "TimeCreated" | "time" | "ts" | "event.created"
+            | "eventTime" => {
+                let rank = Rank(match key {
+                    "@timestamp" => 5,
+                    "TimeCreated" => 4,
+                    "timestamp" => 3,
+                    _ => 2,
+                });
+                if f.timestamp_ns.as_ref().is_none_or(|(_, r)| *r < rank)
+                    && let Some(ts) = parse_timestamp(v.as_bytes())
+                {
+                    f.timestamp_ns = Some((ts, rank));
+                    return;
+                }
+            }
+            "message" | "msg" | "Message" | "log" | "text" => {
+                let rank = Rank(if key == "message" { 3 } else { 2 });
+                if f.message.as_ref().is_none_or(|(_, r)| *r < rank) {
+                    let r = self.put(v);
+                    f.message = Some((r, rank));
+                    return;
+                }
+            }
+            "host.name" | "host.hostname" | "hostname" | "Computer" | "host" => {
+                let rank = Rank(match key {
+                    "host.name" => 4,
+                    "Computer" => 3,
+                    "host.hostname" => 2,
+                    _ => 1,
+                });
+                if f.host.as_ref().is_none_or(|(_, r)| *r < rank) {
+                    let r = self.put(v);
+                    f.host = Some((r, rank));
+                }
+                self.entity(EntityKind::Host, Role::Reporter, v);
+                return;
+            }
+            "event.dataset" | "service.name" | "Channel" | "Provider_Name" | "source" | "app"
+            | "program" | "log.logger" | "logger" | "event.module" => {
+                let rank = Rank(match key {
+                    "event.dataset" => 9,
+                    "Channel" => 8,
+                    "service.name" => 7,
+                    "event.module" => 6,
+                    "source" => 5,
+                    "Provider_Name" => 4,
+                    "app" | "program" => 3,
+                    _ => 2,
+                });
+                if f.source.as_ref().is_none_or(|(_, r)| *r < rank) {
+                    let r = self.put(v);
+                    f.source = Some((r, rank));
+                }
+            }
+            "event.severity"
+            | "log.level"
+            | "level"
+            | "severity"
+            | "Level"
+            | "log.syslog.severity.code" => {
+                let (sev, rank) = match key {
+                    "log.syslog.severity.code" => {
+                        (v.parse::<u8>().ok().map(Severity::from_syslog), Rank(4))
+                    }
+                    // Windows levels: 1 critical, 2 error, 3 warning, 4 information, 5 verbose.
+                    "Level" if numeric => (
+                        v.parse::<u8>().ok().map(|l| match l {
+                            1 => Severity::Critical,
+                            2 => Severity::High,
+                            3 => Severity::Medium,
+                            5 => Severity::Debug,
+                            _ => Severity::Info,
+                        }),
+                        Rank(3),
+                    ),
+                    _ if numeric => (
+                        v.parse::<f64>()
+                            .ok()
+                            .map(|n| Severity::from_number(n as i64)),
+                        Rank(3),
+                    ),
+                    _ => (Severity::from_word(v), Rank(2)),
+                };
+                if let Some(sev) = sev
+                    && f.severity.as_ref().is_none_or(|(_, r)| *r < rank)
+                {
+                    f.severity = Some((sev, rank));
+                }
+            }
+            _ => {}
+        }
+        if let Some((kind, role)) = json_entity(key) {
+            self.entity(kind, role, v);
+        }
+        self.attr(key, v);
+    }
+
+    fn finish(
+        &mut self,
+        f: Fields,
+        flags: u8,
+        received_ns: i64,
+        input: InputId,
+        out: &mut EncodedBlock,
+    ) {
+        let source = match f.source {
+            Some((r, _)) if r.start != r.end => r,
+            _ => self.put(input.event_input()),
+        };
+        let host = f.host.map(|(r, _)| r).unwrap_or(0..0);
+        if host.start != host.end {
+            let h = self
+                .arena
+                .get(host.start as usize..host.end as usize)
+                .unwrap_or("");
+            let mut tmp = [0u8; 256];
+            if h.len() <= tmp.len() {
+                tmp[..h.len()].copy_from_slice(h.as_bytes());
+                if let Ok(h) = std::str::from_utf8(&tmp[..h.len()]) {
+                    let kind = if h.parse::<std::net::IpAddr>().is_ok() {
+                        EntityKind::Ip
+                    } else {
+                        EntityKind::Host
+                    };
+                    self.entity(kind, Role::Reporter, h);
+                }
+            }
+        }
+        let message = f.message.map(|(r, _)| r).unwrap_or(0..0);
+        let msg_text = self
+            .arena
+            .get(message.start as usize..message.end as usize)
+            .unwrap_or("");
+        let template_id = if msg_text.trim().is_empty() {
+            0
+        } else {
+            let outcome = self.miner.mine(msg_text);
+            if !matches!(outcome.change, Change::None)
+                && let Some(t) = self.miner.template(outcome.id)
+            {
+                let start = out.template_text.len() as u32;
+                out.template_text.push_str(t);
+                out.templates
+                    .push((outcome.id, start..out.template_text.len() as u32));
+            }
+            outcome.id
+        };
+        let severity = f.severity.map_or(Severity::Info, |(s, _)| s) as u8;
+        let timestamp_ns = f.timestamp_ns.map_or(received_ns, |(t, _)| t);
+
+        let pos = out.offsets.len() as u16;
+        if out.offsets.is_empty() {
+            out.first_received_ns = received_ns;
+            out.meta.min_ts = timestamp_ns;
+            out.meta.max_ts = timestamp_ns;
+        }
+        out.offsets.push(out.records.len() as u32);
+        let view = EventView {
+            timestamp_ns,
+            received_ns,
+            input: input as u8,
+            severity,
+            flags,
+            template_id,
+            arena: &self.arena,
+            source: source.clone(),
+            host,
+            message,
+            entities: &self.entities,
+            attributes: &self.attributes,
+        };
+        // Encoding into a Vec cannot fail for lack of space; any error would be a bug in the view.
+        let _ = bincode::encode_into_std_write(&view, &mut out.records, bincode_config());
+        out.meta.count += 1;
+        out.meta.min_ts = out.meta.min_ts.min(timestamp_ns);
+        out.meta.max_ts = out.meta.max_ts.max(timestamp_ns);
+        out.meta.severity_counts[severity as usize] += 1;
+
+        let src = self
+            .arena
+            .get(source.start as usize..source.end as usize)
+            .unwrap_or("");
+        out.postings.push(Posting {
+            kind: PostingKind::Source,
+            tag: 0,
+            hash: hash64(src.as_bytes()),
+            pos,
+        });
+        if template_id != 0 {
+            out.postings.push(Posting {
+                kind: PostingKind::Template,
+                tag: 0,
+                hash: template_id,
+                pos,
+            });
+        }
+        for e in &self.entities {
+            out.postings.push(Posting {
+                kind: PostingKind::Entity,
+                tag: e.kind,
+                hash: e.hash,
+                pos,
+            });
+            let seen_key = e.hash ^ u64::from(e.kind).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            if self.seen.len() >= SEEN_CAPACITY {
+                self.seen.clear();
+            }
+            if self.seen.insert(seen_key)
+                && let Some(kind) = EntityKind::from_u8(e.kind)
+            {
+                let name = self
+                    .arena
+                    .get(e.name.start as usize..e.name.end as usize)
+                    .unwrap_or("");
+                let start = out.names.len() as u32;
+                out.names.push_str(name);
+                out.new_entities.push(NewEntity {
+                    uuid: *entity_uuid(kind, name).as_bytes(),
+                    kind: e.kind,
+                    first_seen_ns: received_ns,
+                    name: start..out.names.len() as u32,
+                });
+            }
+        }
+    }
+}
+
+fn map_role(r: extract::Role) -> Role {
+    match r {
+        extract::Role::Source => Role::Source,
+        extract::Role::Destination => Role::Destination,
+        extract::Role::Subject => Role::Subject,
+        extract::Role::Target => Role::Target,
+        extract::Role::Other => Role::Other,
+    }
+}
+
+/// JSON fields that name an entity (ECS, Windows event data, common producers).
+fn json_entity(key: &str) -> Option<(EntityKind, Role)> {
+    use EntityKind::*;
+    Some(match key {
+        "source.ip" | "client.ip" | "IpAddress" | "SourceAddress" | "SourceIp" | "src_ip"
+        | "srcip" | "src" | "ClientIP" | "remote_addr" | "clientip" => (Ip, Role::Source),
+        "destination.ip" | "server.ip" | "DestAddress" | "DestinationIp" | "dst_ip" | "dstip"
+        | "dst" => (Ip, Role::Destination),
+        "host.ip" | "ip" => (Ip, Role::Other),
+        "user.name" | "SubjectUserName" | "User" | "user" | "username" | "source.user.name"
+        | "AccountName" => (User, Role::Subject),
+        "user.target.name" | "TargetUserName" | "destination.user.name" | "TargetUser" => {
+            (User, Role::Target)
+        }
+        "source.domain" | "WorkstationName" | "SourceHostname" | "client.domain" => {
+            (Host, Role::Source)
+        }
+        "destination.domain" | "DestinationHostname" | "server.domain" => (Host, Role::Destination),
+        "dns.question.name" | "url.domain" | "QueryName" | "domain" | "url.registered_domain" => {
+            (Domain, Role::Other)
+        }
+        _ => return None,
+    })
+}
+
+/// Writes `v` in decimal into `buf`, returning the text.
+fn fmt_u8(v: u8, buf: &mut [u8; 3]) -> &str {
+    let mut n = 0;
+    if v >= 100 {
+        buf[n] = b'0' + v / 100;
+        n += 1;
+    }
+    if v >= 10 {
+        buf[n] = b'0' + (v / 10) % 10;
+        n += 1;
+    }
+    buf[n] = b'0' + v % 10;
+    n += 1;
+    std::str::from_utf8(&buf[..n]).unwrap_or("0")
+}

@@ -1,0 +1,276 @@
+//! Counters and health flags that the data plane writes and the control plane reads.
+//!
+//! Hot-path threads add to relaxed atomics once per batch (never per event), and the control plane
+//! reads them whenever it is asked: no lock is shared between the two planes, and a slow API
+//! request cannot stall ingestion.
+
+use crate::batch::InputId;
+use serde::Serialize;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+
+/// A counter that is only ever added to.
+#[derive(Default, Debug)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    /// Adds `n`.
+    #[inline]
+    pub fn add(&self, n: u64) {
+        if n != 0 {
+            self.0.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+    /// Current value.
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Counters of one input.
+#[derive(Default, Debug)]
+pub struct InputCounters {
+    /// Lines (messages) taken in and handed to the pipeline.
+    pub received: Counter,
+    /// Bytes of those lines.
+    pub bytes: Counter,
+    /// Lines parsed as their format says.
+    pub parsed: Counter,
+    /// Lines that did not parse (kept as free text with a `watchpost.parse_error` attribute).
+    pub malformed: Counter,
+    /// Lines with invalid UTF-8 (kept, invalid bytes replaced).
+    pub invalid_utf8: Counter,
+    /// Lines cut at `dataplane.max_line_bytes` (kept, flagged `watchpost.truncated`).
+    pub truncated: Counter,
+    /// Lines dropped: UDP datagrams that met a full ring.
+    pub dropped: Counter,
+    /// Connections accepted.
+    pub connections: Counter,
+    /// Connections refused over `max_connections`.
+    pub connections_refused: Counter,
+    /// Connections that ended in an error (reset, broken pipe).
+    pub connection_errors: Counter,
+    /// Connections closed after `idle_timeout_s` of silence.
+    pub connections_idle_closed: Counter,
+    /// The input is listening (or tailing).
+    pub up: AtomicBool,
+    /// Why the input is down, when it is.
+    pub error: Mutex<Option<String>>,
+}
+
+/// Counters of the store writer.
+#[derive(Default, Debug)]
+pub struct WriterCounters {
+    /// Events committed to RocksDB.
+    pub stored: Counter,
+    /// Write batches committed.
+    pub commits: Counter,
+    /// Bytes of encoded events committed.
+    pub bytes: Counter,
+    /// Failed commits (the batch is retried; see the writer).
+    pub errors: Counter,
+    /// Events deleted by retention.
+    pub retention_runs: Counter,
+    /// Last commit error, for `/health`.
+    pub last_error: Mutex<Option<String>>,
+}
+
+/// Everything the data plane reports.
+#[derive(Debug)]
+pub struct Stats {
+    /// Per input, indexed by `InputId as usize`.
+    pub inputs: [InputCounters; 5],
+    /// Stage A workers' heartbeat: last time each finished a batch or idled, ns.
+    pub worker_heartbeat_ns: Vec<AtomicI64>,
+    /// Stage A workers still running.
+    pub workers_alive: Vec<AtomicBool>,
+    /// Events parsed by all workers.
+    pub events_parsed: Counter,
+    /// Templates the miners know.
+    pub templates: AtomicU64,
+    /// The store writer.
+    pub writer: WriterCounters,
+    /// The writer thread is running.
+    pub writer_alive: AtomicBool,
+    /// When the pipeline started, ns.
+    pub started_ns: i64,
+    /// Depth gauges of every ring, refreshed by their threads.
+    pub rings: Vec<RingGauge>,
+}
+
+/// The fill level of one ring, read on demand from the ring itself.
+pub struct RingGauge {
+    /// `input->workerN` or `workerN->writer`.
+    pub name: String,
+    /// Slots.
+    pub capacity: u64,
+    depth: Box<dyn Fn() -> usize + Send + Sync>,
+}
+
+impl RingGauge {
+    /// A gauge named `name` whose depth `probe` reads.
+    pub fn new(
+        name: String,
+        capacity: usize,
+        probe: impl Fn() -> usize + Send + Sync + 'static,
+    ) -> RingGauge {
+        RingGauge {
+            name,
+            capacity: capacity as u64,
+            depth: Box::new(probe),
+        }
+    }
+
+    /// Batches waiting now.
+    pub fn depth(&self) -> u64 {
+        (self.depth)() as u64
+    }
+}
+
+impl std::fmt::Debug for RingGauge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "RingGauge({}: {}/{})",
+            self.name,
+            self.depth(),
+            self.capacity
+        )
+    }
+}
+
+impl Stats {
+    /// Stats for `workers` stage A workers.
+    pub fn new(workers: usize, started_ns: i64, rings: Vec<RingGauge>) -> Arc<Stats> {
+        Arc::new(Stats {
+            inputs: Default::default(),
+            worker_heartbeat_ns: (0..workers).map(|_| AtomicI64::new(started_ns)).collect(),
+            workers_alive: (0..workers).map(|_| AtomicBool::new(false)).collect(),
+            events_parsed: Counter::default(),
+            templates: AtomicU64::new(0),
+            writer: WriterCounters::default(),
+            writer_alive: AtomicBool::new(false),
+            started_ns,
+            rings,
+        })
+    }
+
+    /// The counters of `input`.
+    #[inline]
+    pub fn input(&self, input: InputId) -> &InputCounters {
+        &self.inputs[input as usize]
+    }
+
+    /// A consistent-enough copy for `/stats` (each counter is read once).
+    pub fn snapshot(&self) -> StatsSnapshot {
+        let inputs = InputId::ALL
+            .iter()
+            .map(|&id| {
+                let c = self.input(id);
+                InputSnapshot {
+                    name: id.name(),
+                    up: c.up.load(Ordering::Relaxed),
+                    received: c.received.get(),
+                    bytes: c.bytes.get(),
+                    parsed: c.parsed.get(),
+                    malformed: c.malformed.get(),
+                    invalid_utf8: c.invalid_utf8.get(),
+                    truncated: c.truncated.get(),
+                    dropped: c.dropped.get(),
+                    connections: c.connections.get(),
+                    connections_refused: c.connections_refused.get(),
+                    connection_errors: c.connection_errors.get(),
+                    connections_idle_closed: c.connections_idle_closed.get(),
+                }
+            })
+            .collect::<Vec<_>>();
+        StatsSnapshot {
+            received_total: inputs.iter().map(|i| i.received).sum(),
+            dropped_total: inputs.iter().map(|i| i.dropped).sum(),
+            parsed_total: self.events_parsed.get(),
+            stored_total: self.writer.stored.get(),
+            stored_bytes: self.writer.bytes.get(),
+            commits: self.writer.commits.get(),
+            write_errors: self.writer.errors.get(),
+            templates: self.templates.load(Ordering::Relaxed),
+            inputs,
+            rings: self
+                .rings
+                .iter()
+                .map(|r| RingSnapshot {
+                    name: r.name.clone(),
+                    depth: r.depth(),
+                    capacity: r.capacity,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// `/stats` counters of one input.
+#[derive(Clone, Debug, Serialize)]
+pub struct InputSnapshot {
+    /// Input name.
+    pub name: &'static str,
+    /// Listening or tailing.
+    pub up: bool,
+    /// See [`InputCounters`].
+    pub received: u64,
+    /// See [`InputCounters`].
+    pub bytes: u64,
+    /// See [`InputCounters`].
+    pub parsed: u64,
+    /// See [`InputCounters`].
+    pub malformed: u64,
+    /// See [`InputCounters`].
+    pub invalid_utf8: u64,
+    /// See [`InputCounters`].
+    pub truncated: u64,
+    /// See [`InputCounters`].
+    pub dropped: u64,
+    /// See [`InputCounters`].
+    pub connections: u64,
+    /// See [`InputCounters`].
+    pub connections_refused: u64,
+    /// See [`InputCounters`].
+    pub connection_errors: u64,
+    /// See [`InputCounters`].
+    pub connections_idle_closed: u64,
+}
+
+/// `/stats` depth of one ring.
+#[derive(Clone, Debug, Serialize)]
+pub struct RingSnapshot {
+    /// Which ring.
+    pub name: String,
+    /// Batches waiting.
+    pub depth: u64,
+    /// Slots.
+    pub capacity: u64,
+}
+
+/// Everything `/stats` reports from the data plane.
+#[derive(Clone, Debug, Serialize)]
+pub struct StatsSnapshot {
+    /// Lines received over all inputs.
+    pub received_total: u64,
+    /// Lines dropped over all inputs.
+    pub dropped_total: u64,
+    /// Events parsed and normalised.
+    pub parsed_total: u64,
+    /// Events committed to the store.
+    pub stored_total: u64,
+    /// Encoded bytes committed.
+    pub stored_bytes: u64,
+    /// RocksDB write batches committed.
+    pub commits: u64,
+    /// Failed commits.
+    pub write_errors: u64,
+    /// Known templates.
+    pub templates: u64,
+    /// Per input.
+    pub inputs: Vec<InputSnapshot>,
+    /// Ring depths.
+    pub rings: Vec<RingSnapshot>,
+}

@@ -1,0 +1,348 @@
+//! The RocksDB store: events in blocks, indexes by entity, source and template, and the state that
+//! must survive a restart (templates, entities, file offsets).
+//!
+//! Column families and keys (all integers big-endian so that byte order is time order):
+//!
+//! | family         | key                                                | value                                |
+//! |----------------|----------------------------------------------------|--------------------------------------|
+//! | `events`       | block key: first receive ns (8) + sequence (8)     | block: version, count, offsets, records |
+//! | `blocks`       | block key                                          | [`BlockMeta`] (42 bytes)             |
+//! | `idx_entity`   | day (4) + kind (1) + name hash (8) + block key      | positions in the block (u16 LE each) |
+//! | `idx_source`   | day (4) + 0 + source hash (8) + block key           | positions                            |
+//! | `idx_template` | day (4) + 0 + template id (8) + block key           | positions                            |
+//! | `entities`     | entity UUID (16)                                   | kind (1) + first seen ns (8) + canonical name |
+//! | `templates`    | template id (8)                                    | template text                        |
+//! | `checkpoints`  | path hash (8)                                      | dev (8) + ino (8) + offset (8) + path |
+//!
+//! Index keys lead with the receive day so retention drops whole days with one range delete per
+//! family, and a lookup is one prefix scan per day. Writes arrive as one `WriteBatch` per event
+//! block (events, meta, every index entry, new entities and templates, file offsets), so a block
+//! and everything that points at it become durable together, and a file offset is never ahead of
+//! the lines before it.
+
+mod codec;
+mod query;
+mod writer;
+
+pub use codec::{
+    BLOCK_META_LEN, BlockMeta, BlockReader, EntitySlot, EventView, FLAG_INVALID_UTF8,
+    FLAG_MALFORMED, FLAG_TRUNCATED, Role, StoredEvent, bincode_config, write_block,
+};
+pub use query::{EntityFilter, EventPage, EventQuery, QueryError};
+pub use writer::{EncodedBlock, NewEntity, Posting, PostingKind, spawn_writer};
+
+use crate::batch::Checkpoint;
+use crate::clock::NS_PER_DAY;
+use rocksdb::{
+    BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, DB, DBCompressionType, Options,
+    SliceTransform, WriteOptions,
+};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use watchpost_proto::config::StorageConfig;
+
+/// Column family names.
+pub(crate) const CF_EVENTS: &str = "events";
+pub(crate) const CF_BLOCKS: &str = "blocks";
+pub(crate) const CF_IDX_ENTITY: &str = "idx_entity";
+pub(crate) const CF_IDX_SOURCE: &str = "idx_source";
+pub(crate) const CF_IDX_TEMPLATE: &str = "idx_template";
+pub(crate) const CF_ENTITIES: &str = "entities";
+pub(crate) const CF_TEMPLATES: &str = "templates";
+pub(crate) const CF_CHECKPOINTS: &str = "checkpoints";
+const ALL_CFS: [&str; 8] = [
+    CF_EVENTS,
+    CF_BLOCKS,
+    CF_IDX_ENTITY,
+    CF_IDX_SOURCE,
+    CF_IDX_TEMPLATE,
+    CF_ENTITIES,
+    CF_TEMPLATES,
+    CF_CHECKPOINTS,
+];
+const INDEX_CFS: [&str; 3] = [CF_IDX_ENTITY, CF_IDX_SOURCE, CF_IDX_TEMPLATE];
+
+/// Length of a block key.
+pub const BLOCK_KEY_LEN: usize = 16;
+/// Length of an index key's prefix (day, tag, hash).
+pub const INDEX_PREFIX_LEN: usize = 13;
+
+/// A block key: first receive time and a sequence number, big-endian.
+pub type BlockKey = [u8; BLOCK_KEY_LEN];
+
+/// Builds a block key.
+pub fn block_key(received_ns: i64, seq: u64) -> BlockKey {
+    let mut k = [0u8; BLOCK_KEY_LEN];
+    k[..8].copy_from_slice(&(received_ns.max(0) as u64).to_be_bytes());
+    k[8..].copy_from_slice(&seq.to_be_bytes());
+    k
+}
+
+/// Receive time of a block key.
+pub fn block_key_time(k: &[u8]) -> i64 {
+    k.get(..8)
+        .and_then(|b| b.try_into().ok())
+        .map(|b: [u8; 8]| u64::from_be_bytes(b) as i64)
+        .unwrap_or(0)
+}
+
+/// Day number (days since the epoch) of a receive time, the index partition.
+pub fn day_of(ns: i64) -> u32 {
+    (ns.max(0) / NS_PER_DAY) as u32
+}
+
+/// An index key prefix: day, tag, hash.
+pub fn index_prefix(day: u32, tag: u8, hash: u64) -> [u8; INDEX_PREFIX_LEN] {
+    let mut k = [0u8; INDEX_PREFIX_LEN];
+    k[..4].copy_from_slice(&day.to_be_bytes());
+    k[4] = tag;
+    k[5..].copy_from_slice(&hash.to_be_bytes());
+    k
+}
+
+/// The id of the event at `pos` in block `key`: 36 hex digits, time-ordered.
+pub fn event_id(key: &[u8], pos: u16) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(36);
+    for b in key {
+        let _ = write!(s, "{b:02x}");
+    }
+    let _ = write!(s, "{pos:04x}");
+    s
+}
+
+/// Errors of the store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// RocksDB refused an operation.
+    #[error("rocksdb: {0}")]
+    Rocks(#[from] rocksdb::Error),
+    /// The data folder could not be created.
+    #[error("cannot create data folder {path}: {source}")]
+    DataDir {
+        /// The folder.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// The open store, shared by the writer thread and the control plane (`Arc<Store>`).
+pub struct Store {
+    db: DB,
+    path: PathBuf,
+    /// Next block sequence number; only the writer takes from it.
+    next_seq: AtomicU64,
+    sync_writes: bool,
+}
+
+impl Store {
+    /// Opens (creating if needed) the store under `<data_dir>/db`.
+    pub fn open(data_dir: &Path, cfg: &StorageConfig) -> Result<Store, StoreError> {
+        let path = data_dir.join("db");
+        std::fs::create_dir_all(&path).map_err(|source| StoreError::DataDir {
+            path: path.clone(),
+            source,
+        })?;
+        let cache = Cache::new_lru_cache(cfg.block_cache_mb as usize * (1 << 20));
+        let mut db_opts = Options::default();
+        db_opts.create_if_missing(true);
+        db_opts.create_missing_column_families(true);
+        db_opts.increase_parallelism(2);
+        db_opts.set_max_background_jobs(2);
+        db_opts.set_bytes_per_sync(1 << 20);
+        db_opts.set_keep_log_file_num(4);
+
+        let cf_opts = |name: &str| {
+            let mut o = Options::default();
+            let mut t = BlockBasedOptions::default();
+            t.set_block_cache(&cache);
+            t.set_block_size(if name == CF_EVENTS {
+                64 << 10
+            } else {
+                16 << 10
+            });
+            t.set_cache_index_and_filter_blocks(true);
+            if INDEX_CFS.contains(&name) {
+                t.set_bloom_filter(10.0, false);
+                o.set_prefix_extractor(SliceTransform::create_fixed_prefix(INDEX_PREFIX_LEN));
+                o.set_memtable_prefix_bloom_ratio(0.1);
+            }
+            o.set_block_based_table_factory(&t);
+            let wb = if name == CF_EVENTS || INDEX_CFS.contains(&name) {
+                cfg.write_buffer_mb as usize
+            } else {
+                (cfg.write_buffer_mb as usize / 8).max(1)
+            };
+            o.set_write_buffer_size(wb << 20);
+            o.set_max_write_buffer_number(4);
+            // Fresh data is read most (live tails, dashboards): keep the upper levels uncompressed
+            // and cheap to write, compress what settles.
+            o.set_compression_per_level(&[
+                DBCompressionType::None,
+                DBCompressionType::None,
+                DBCompressionType::Lz4,
+                DBCompressionType::Lz4,
+                DBCompressionType::Lz4,
+                DBCompressionType::Lz4,
+                DBCompressionType::Lz4,
+            ]);
+            o.set_level_compaction_dynamic_level_bytes(true);
+            o
+        };
+        let descriptors: Vec<ColumnFamilyDescriptor> = ALL_CFS
+            .iter()
+            .map(|n| ColumnFamilyDescriptor::new(*n, cf_opts(n)))
+            .collect();
+        let db = DB::open_cf_descriptors(&db_opts, &path, descriptors)?;
+        let store = Store {
+            db,
+            path,
+            next_seq: AtomicU64::new(0),
+            sync_writes: cfg.sync_writes,
+        };
+        let next = store.last_block_seq().map_or(0, |s| s + 1);
+        store.next_seq.store(next, Ordering::Relaxed);
+        Ok(store)
+    }
+
+    /// Where the database lives.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub(crate) fn cf(&self, name: &str) -> &ColumnFamily {
+        // Every family is created at open, so a missing one is a programming error.
+        self.db
+            .cf_handle(name)
+            .unwrap_or_else(|| panic!("column family {name} was opened with the store"))
+    }
+
+    pub(crate) fn db(&self) -> &DB {
+        &self.db
+    }
+
+    pub(crate) fn write_options(&self) -> WriteOptions {
+        let mut w = WriteOptions::default();
+        w.set_sync(self.sync_writes);
+        w
+    }
+
+    pub(crate) fn take_seq(&self) -> u64 {
+        self.next_seq.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn last_block_seq(&self) -> Option<u64> {
+        let mut it = self.db.raw_iterator_cf(self.cf(CF_BLOCKS));
+        it.seek_to_last();
+        let key = it.key()?;
+        key.get(8..16)
+            .and_then(|b| b.try_into().ok())
+            .map(u64::from_be_bytes)
+    }
+
+    /// Every persisted template, for the miners to resume with the same ids.
+    pub fn templates(&self) -> Vec<(u64, String)> {
+        let mut out = Vec::new();
+        let mut it = self.db.raw_iterator_cf(self.cf(CF_TEMPLATES));
+        it.seek_to_first();
+        while let (Some(k), Some(v)) = (it.key(), it.value()) {
+            if let Ok(id) = <[u8; 8]>::try_from(k) {
+                out.push((
+                    u64::from_be_bytes(id),
+                    String::from_utf8_lossy(v).into_owned(),
+                ));
+            }
+            it.next();
+        }
+        out
+    }
+
+    /// The template text of `id`.
+    pub fn template(&self, id: u64) -> Option<String> {
+        self.db
+            .get_pinned_cf(self.cf(CF_TEMPLATES), id.to_be_bytes())
+            .ok()
+            .flatten()
+            .map(|v| String::from_utf8_lossy(&v).into_owned())
+    }
+
+    /// The file offset persisted for `path_key`.
+    pub fn checkpoint(&self, path_key: u64) -> Option<Checkpoint> {
+        let v = self
+            .db
+            .get_pinned_cf(self.cf(CF_CHECKPOINTS), path_key.to_be_bytes())
+            .ok()
+            .flatten()?;
+        if v.len() < 24 {
+            return None;
+        }
+        let n = |i: usize| u64::from_be_bytes(v[i..i + 8].try_into().unwrap_or([0; 8]));
+        Some(Checkpoint {
+            path_key,
+            dev: n(0),
+            ino: n(8),
+            offset: n(16),
+            path: String::from_utf8_lossy(&v[24..]).into_owned(),
+        })
+    }
+
+    /// The kind and canonical name of an entity UUID, if the store has seen it.
+    pub fn entity(&self, uuid: &[u8; 16]) -> Option<(u8, i64, String)> {
+        let v = self
+            .db
+            .get_pinned_cf(self.cf(CF_ENTITIES), uuid)
+            .ok()
+            .flatten()?;
+        if v.len() < 9 {
+            return None;
+        }
+        let first_seen = i64::from_be_bytes(v[1..9].try_into().unwrap_or([0; 8]));
+        Some((
+            v[0],
+            first_seen,
+            String::from_utf8_lossy(&v[9..]).into_owned(),
+        ))
+    }
+
+    /// Deletes events received before `cutoff_ns`, with their index entries. Returns whether
+    /// anything could have been deleted (a cheap check on the oldest block).
+    pub fn enforce_retention(&self, cutoff_ns: i64) -> Result<bool, StoreError> {
+        let mut it = self.db.raw_iterator_cf(self.cf(CF_BLOCKS));
+        it.seek_to_first();
+        let oldest = it.key().map(block_key_time);
+        drop(it);
+        let Some(oldest) = oldest else {
+            return Ok(false);
+        };
+        if oldest >= cutoff_ns {
+            return Ok(false);
+        }
+        let lo = block_key(0, 0);
+        let hi = block_key(cutoff_ns, 0);
+        let day_lo = 0u32.to_be_bytes();
+        // Index entries are partitioned by whole days: keep the cut-off day itself, whose blocks
+        // may be partly younger; its stale entries point at deleted blocks and are skipped.
+        let day_hi = day_of(cutoff_ns).to_be_bytes();
+        let mut wb = rocksdb::WriteBatch::default();
+        wb.delete_range_cf(self.cf(CF_EVENTS), lo, hi);
+        wb.delete_range_cf(self.cf(CF_BLOCKS), lo, hi);
+        for cf in INDEX_CFS {
+            wb.delete_range_cf(self.cf(cf), day_lo, day_hi);
+        }
+        self.db.write_opt(wb, &self.write_options())?;
+        for cf in [CF_EVENTS, CF_BLOCKS] {
+            self.db
+                .compact_range_cf(self.cf(cf), Some(&lo[..]), Some(&hi[..]));
+        }
+        Ok(true)
+    }
+
+    /// Flushes memtables so that a restart replays no WAL.
+    pub fn flush(&self) -> Result<(), StoreError> {
+        for cf in ALL_CFS {
+            self.db.flush_cf(self.cf(cf))?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,373 @@
+//! Event search: newest first, every filter of `GET /events`, exact totals.
+//!
+//! Filters on indexed values (entity, source, template) start from the index: one prefix scan per
+//! day partition gives the blocks and positions to look at. Without one, blocks are walked newest
+//! first from the `blocks` family. Either way each block's 42-byte summary decides first whether
+//! the block can be skipped (time window, severity) or counted without decoding; only blocks that
+//! may hold the page, or whose events need a closer look, are read and decoded.
+
+use super::{
+    BLOCK_KEY_LEN, BlockKey, BlockMeta, BlockReader, CF_BLOCKS, CF_EVENTS, CF_IDX_ENTITY,
+    CF_IDX_SOURCE, CF_IDX_TEMPLATE, INDEX_PREFIX_LEN, Role, Store, StoredEvent, day_of, event_id,
+    index_prefix,
+};
+use crate::batch::InputId;
+use crate::clock::now_ns;
+use crate::hash::{hash64, hash64_seeded};
+use std::collections::BTreeMap;
+use watchpost_proto::{EntityKind, EntityRef, Event, entity_uuid};
+
+/// An entity to filter on: one or more (kind, canonical name) alternatives (a bare value such as
+/// `web-01` may be a host or a user).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EntityFilter {
+    /// Alternatives; an event matches if it carries any of them.
+    pub alternatives: Vec<(EntityKind, String)>,
+}
+
+/// A search over stored events.
+#[derive(Clone, Debug, Default)]
+pub struct EventQuery {
+    /// Only events with `timestamp_ns >= since_ns`.
+    pub since_ns: Option<i64>,
+    /// Only events with `timestamp_ns < until_ns`.
+    pub until_ns: Option<i64>,
+    /// Only events of this source (exact).
+    pub source: Option<String>,
+    /// Only events of at least this severity.
+    pub min_severity: Option<u8>,
+    /// Only events of this template.
+    pub template_id: Option<u64>,
+    /// Only events carrying this entity.
+    pub entity: Option<EntityFilter>,
+    /// Only events whose message, source, host or an attribute value contains this text
+    /// (ASCII case-insensitive).
+    pub text: Option<String>,
+    /// 1-based page.
+    pub page: u32,
+    /// Page size.
+    pub limit: u32,
+    /// Days back the index is searched (the retention period).
+    pub retention_days: u32,
+}
+
+/// One page of results.
+#[derive(Clone, Debug)]
+pub struct EventPage {
+    /// The page, newest first.
+    pub items: Vec<Event>,
+    /// Matches over all pages.
+    pub total: u64,
+}
+
+/// Search failures.
+#[derive(Debug, thiserror::Error)]
+pub enum QueryError {
+    /// RocksDB failed.
+    #[error("store: {0}")]
+    Rocks(#[from] rocksdb::Error),
+}
+
+/// Candidate positions within one block; `None` = every event of the block.
+type Positions = Option<Vec<u16>>;
+
+impl Store {
+    /// Runs `q`.
+    pub fn search_events(&self, q: &EventQuery) -> Result<EventPage, QueryError> {
+        let skip = u64::from(q.page.max(1) - 1) * u64::from(q.limit);
+        let mut plan = Plan {
+            q,
+            skip,
+            total: 0,
+            items: Vec::with_capacity(q.limit as usize),
+            text: q.text.as_ref().map(|t| t.to_ascii_lowercase()),
+        };
+        match self.index_candidates(q)? {
+            Some(cands) => {
+                for (key, positions) in cands.iter().rev() {
+                    let Some(meta) = self.block_meta(key)? else {
+                        continue;
+                    };
+                    plan.block(self, key, &meta, Some(positions.clone()))?;
+                }
+            }
+            None => {
+                let mut it = self.db().raw_iterator_cf(self.cf(CF_BLOCKS));
+                it.seek_to_last();
+                while it.valid() {
+                    if let (Some(k), Some(v)) = (it.key(), it.value())
+                        && let (Ok(key), Some(meta)) = (BlockKey::try_from(k), BlockMeta::decode(v))
+                    {
+                        plan.block(self, &key, &meta, None)?;
+                    }
+                    it.prev();
+                }
+                it.status()?;
+            }
+        }
+        Ok(EventPage {
+            items: plan.items,
+            total: plan.total,
+        })
+    }
+
+    fn block_meta(&self, key: &BlockKey) -> Result<Option<BlockMeta>, QueryError> {
+        Ok(self
+            .db()
+            .get_pinned_cf(self.cf(CF_BLOCKS), key)?
+            .and_then(|v| BlockMeta::decode(&v)))
+    }
+
+    /// Intersects the index filters of `q` into block -> positions; `None` when `q` has none.
+    fn index_candidates(
+        &self,
+        q: &EventQuery,
+    ) -> Result<Option<BTreeMap<BlockKey, Vec<u16>>>, QueryError> {
+        let mut lists: Vec<BTreeMap<BlockKey, Vec<u16>>> = Vec::new();
+        let today = day_of(now_ns());
+        let first_day = today.saturating_sub(q.retention_days.max(1) + 1);
+        if let Some(e) = &q.entity {
+            let mut union = BTreeMap::new();
+            for (kind, name) in &e.alternatives {
+                let hash = hash64_seeded(name.as_bytes(), *kind as u64);
+                self.scan_index(
+                    CF_IDX_ENTITY,
+                    *kind as u8,
+                    hash,
+                    first_day,
+                    today,
+                    &mut union,
+                )?;
+            }
+            lists.push(union);
+        }
+        if let Some(s) = &q.source {
+            let mut m = BTreeMap::new();
+            self.scan_index(
+                CF_IDX_SOURCE,
+                0,
+                hash64(s.as_bytes()),
+                first_day,
+                today,
+                &mut m,
+            )?;
+            lists.push(m);
+        }
+        if let Some(t) = q.template_id {
+            let mut m = BTreeMap::new();
+            self.scan_index(CF_IDX_TEMPLATE, 0, t, first_day, today, &mut m)?;
+            lists.push(m);
+        }
+        let Some(mut acc) = lists.pop() else {
+            return Ok(None);
+        };
+        for other in lists {
+            acc.retain(|k, pos| match other.get(k) {
+                Some(o) => {
+                    pos.retain(|p| o.binary_search(p).is_ok());
+                    !pos.is_empty()
+                }
+                None => false,
+            });
+        }
+        Ok(Some(acc))
+    }
+
+    fn scan_index(
+        &self,
+        cf: &str,
+        tag: u8,
+        hash: u64,
+        first_day: u32,
+        last_day: u32,
+        out: &mut BTreeMap<BlockKey, Vec<u16>>,
+    ) -> Result<(), QueryError> {
+        let mut opts = rocksdb::ReadOptions::default();
+        opts.set_prefix_same_as_start(true);
+        let mut it = self.db().raw_iterator_cf_opt(self.cf(cf), opts);
+        for day in first_day..=last_day {
+            let prefix = index_prefix(day, tag, hash);
+            it.seek(prefix);
+            while let (Some(k), Some(v)) = (it.key(), it.value()) {
+                if !k.starts_with(&prefix) || k.len() != INDEX_PREFIX_LEN + BLOCK_KEY_LEN {
+                    break;
+                }
+                if let Ok(key) = BlockKey::try_from(&k[INDEX_PREFIX_LEN..]) {
+                    let entry = out.entry(key).or_default();
+                    entry.extend(v.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])));
+                    entry.sort_unstable();
+                    entry.dedup();
+                }
+                it.next();
+            }
+            it.status()?;
+        }
+        Ok(())
+    }
+}
+
+struct Plan<'q> {
+    q: &'q EventQuery,
+    skip: u64,
+    total: u64,
+    items: Vec<Event>,
+    text: Option<String>,
+}
+
+impl Plan<'_> {
+    fn wants_page(&self) -> bool {
+        self.items.len() < self.q.limit as usize
+    }
+
+    fn block(
+        &mut self,
+        store: &Store,
+        key: &BlockKey,
+        meta: &BlockMeta,
+        positions: Positions,
+    ) -> Result<(), QueryError> {
+        let q = self.q;
+        if q.since_ns.is_some_and(|s| meta.max_ts < s)
+            || q.until_ns.is_some_and(|u| meta.min_ts >= u)
+        {
+            return Ok(());
+        }
+        let min_sev = q.min_severity.unwrap_or(0).min(6) as usize;
+        let sev_count: u64 = meta.severity_counts[min_sev..]
+            .iter()
+            .map(|&c| u64::from(c))
+            .sum();
+        if sev_count == 0 {
+            return Ok(());
+        }
+        let window_covers = q.since_ns.is_none_or(|s| meta.min_ts >= s)
+            && q.until_ns.is_none_or(|u| meta.max_ts < u);
+        let needs_look =
+            !window_covers || self.text.is_some() || (positions.is_some() && min_sev > 0);
+        let count_here = match &positions {
+            None => sev_count,
+            Some(p) => p.len() as u64,
+        };
+        // Entirely before the page and countable from the summary: no need to read it.
+        if !needs_look && self.total + count_here <= self.skip {
+            self.total += count_here;
+            return Ok(());
+        }
+        if !needs_look && !self.wants_page() {
+            self.total += count_here;
+            return Ok(());
+        }
+        let Some(bytes) = store.db().get_pinned_cf(store.cf(CF_EVENTS), key)? else {
+            return Ok(());
+        };
+        let Some(reader) = BlockReader::new(&bytes) else {
+            return Ok(());
+        };
+        let all: Vec<u16>;
+        let order: &[u16] = match &positions {
+            Some(p) => p,
+            None => {
+                all = (0..reader.len() as u16).collect();
+                &all
+            }
+        };
+        for &pos in order.iter().rev() {
+            let in_page_range = self.total >= self.skip && self.wants_page();
+            if !needs_look && !in_page_range {
+                self.total += 1;
+                continue;
+            }
+            let Some(ev) = reader.get(pos as usize) else {
+                continue;
+            };
+            if !self.matches(&ev) {
+                continue;
+            }
+            if self.total >= self.skip && self.wants_page() {
+                self.items.push(to_event(key, pos, ev));
+            }
+            self.total += 1;
+        }
+        Ok(())
+    }
+
+    fn matches(&self, e: &StoredEvent) -> bool {
+        let q = self.q;
+        if q.since_ns.is_some_and(|s| e.timestamp_ns < s)
+            || q.until_ns.is_some_and(|u| e.timestamp_ns >= u)
+        {
+            return false;
+        }
+        if q.min_severity.is_some_and(|m| e.severity < m) {
+            return false;
+        }
+        if q.source.as_ref().is_some_and(|s| *s != e.source) {
+            return false;
+        }
+        if q.template_id.is_some_and(|t| t != e.template_id) {
+            return false;
+        }
+        if let Some(f) = &q.entity {
+            let hit = e.entities.iter().any(|(k, _, n)| {
+                f.alternatives
+                    .iter()
+                    .any(|(fk, fname)| *fk as u8 == *k && fname == n)
+            });
+            if !hit {
+                return false;
+            }
+        }
+        if let Some(t) = &self.text {
+            let has = |s: &str| contains_ci(s, t);
+            if !(has(&e.message)
+                || has(&e.source)
+                || has(&e.host)
+                || e.attributes.iter().any(|(_, v)| has(v)))
+            {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// ASCII case-insensitive substring test; `needle` is already lower-case.
+fn contains_ci(hay: &str, needle: &str) -> bool {
+    let (h, n) = (hay.as_bytes(), needle.as_bytes());
+    if n.is_empty() {
+        return true;
+    }
+    h.windows(n.len())
+        .any(|w| w.iter().zip(n).all(|(a, b)| a.to_ascii_lowercase() == *b))
+}
+
+/// Turns a stored record into the API's Event.
+pub(crate) fn to_event(key: &BlockKey, pos: u16, e: StoredEvent) -> Event {
+    Event {
+        id: event_id(key, pos),
+        timestamp_ns: e.timestamp_ns,
+        received_ns: e.received_ns,
+        input: InputId::from_u8(e.input)
+            .map_or("unknown", |i| i.event_input())
+            .to_string(),
+        source: e.source,
+        host: e.host,
+        severity: e.severity,
+        message: e.message,
+        template_id: format!("{:016x}", e.template_id),
+        entities: e
+            .entities
+            .into_iter()
+            .filter_map(|(k, r, name)| {
+                let kind = EntityKind::from_u8(k)?;
+                Some(EntityRef {
+                    kind,
+                    role: Role::from_u8(r).name().to_string(),
+                    uuid: entity_uuid(kind, &name),
+                    value: name,
+                })
+            })
+            .collect(),
+        attributes: e.attributes.into_iter().collect(),
+    }
+}

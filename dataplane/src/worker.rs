@@ -1,0 +1,159 @@
+//! Stage A workers: each pinned to a core, each draining its own SPSC rings (one per input) and
+//! feeding one ring to the writer.
+//!
+//! A worker owns its normaliser and template miner outright, so nothing it does per event takes a
+//! lock. It turns one raw batch into one encoded block and hands the raw batch straight back to its
+//! input's pool; encoded blocks come back from the writer the same way.
+
+use crate::batch::{Pool, RawBatch};
+use crate::clock::now_ns;
+use crate::normalize::{Normalizer, Tally};
+use crate::ring::{Consumer, Pop, Producer};
+use crate::stats::Stats;
+use crate::store::EncodedBlock;
+use crossbeam_channel::{Receiver, Select};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// One input's ring into a worker, with the pool its batches go back to.
+pub struct WorkerInput {
+    /// Batches from the input.
+    pub ring: Consumer<Box<RawBatch>>,
+    /// Where the worker returns them.
+    pub pool: Pool,
+}
+
+/// Everything a worker thread needs.
+pub struct WorkerSetup {
+    /// Worker number (also its index in the writer's return list).
+    pub index: usize,
+    /// Its input rings.
+    pub inputs: Vec<WorkerInput>,
+    /// Its ring to the writer.
+    pub to_writer: Producer<Box<EncodedBlock>>,
+    /// Blocks the writer has finished with.
+    pub free_blocks: Receiver<Box<EncodedBlock>>,
+    /// Most blocks this worker may have in flight.
+    pub max_blocks: usize,
+    /// Events per batch (block capacity).
+    pub batch_size: usize,
+    /// Its normaliser (and miner).
+    pub normalizer: Normalizer,
+    /// Core to pin to.
+    pub core: Option<core_affinity::CoreId>,
+}
+
+/// Starts a worker; it ends when every input ring is closed and drained.
+pub fn spawn_worker(setup: WorkerSetup, stats: Arc<Stats>) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name(format!("wp-worker-{}", setup.index))
+        .spawn(move || {
+            if let Some(core) = setup.core {
+                core_affinity::set_for_current(core);
+            }
+            let index = setup.index;
+            stats.workers_alive[index].store(true, Ordering::Relaxed);
+            run(setup, &stats);
+            stats.workers_alive[index].store(false, Ordering::Relaxed);
+        })
+}
+
+/// Block buffers of one worker: reused ones from the writer, new ones up to a bound.
+struct Blocks {
+    free: Receiver<Box<EncodedBlock>>,
+    created: usize,
+    max: usize,
+    worker: usize,
+    batch_size: usize,
+}
+
+impl Blocks {
+    fn take(&mut self) -> Box<EncodedBlock> {
+        if let Ok(b) = self.free.try_recv() {
+            return b;
+        }
+        if self.created < self.max {
+            self.created += 1;
+            return Box::new(EncodedBlock::with_capacity(self.worker, self.batch_size));
+        }
+        self.free
+            .recv()
+            .unwrap_or_else(|_| Box::new(EncodedBlock::with_capacity(self.worker, self.batch_size)))
+    }
+}
+
+fn run(mut setup: WorkerSetup, stats: &Stats) {
+    let mut open = vec![true; setup.inputs.len()];
+    let mut blocks = Blocks {
+        free: setup.free_blocks.clone(),
+        created: 0,
+        max: setup.max_blocks,
+        worker: setup.index,
+        batch_size: setup.batch_size,
+    };
+    let index = setup.index;
+    while open.iter().any(|o| *o) {
+        stats.worker_heartbeat_ns[index].store(now_ns(), Ordering::Relaxed);
+        let mut sel = Select::new();
+        for (i, inp) in setup.inputs.iter().enumerate() {
+            if open[i] {
+                sel.recv(inp.ring.receiver());
+            }
+        }
+        if sel.ready_timeout(Duration::from_millis(250)).is_err() {
+            continue;
+        }
+        for (i, is_open) in open.iter_mut().enumerate() {
+            if !*is_open {
+                continue;
+            }
+            match setup.inputs[i].ring.try_pop() {
+                Pop::Item(batch) => process(&mut setup, i, batch, &mut blocks, stats),
+                Pop::Empty => {}
+                Pop::Closed => *is_open = false,
+            }
+        }
+    }
+}
+
+fn process(
+    setup: &mut WorkerSetup,
+    input: usize,
+    batch: Box<RawBatch>,
+    blocks: &mut Blocks,
+    stats: &Stats,
+) {
+    let mut block = blocks.take();
+    let mut tally = Tally::default();
+    for i in 0..batch.len() {
+        let meta = batch.lines[i];
+        setup.normalizer.push_line(
+            batch.line(i),
+            &meta,
+            batch.input,
+            batch.format,
+            &mut block,
+            &mut tally,
+        );
+    }
+    block.checkpoints.extend(batch.checkpoints.iter().cloned());
+    let counters = stats.input(batch.input);
+    counters.parsed.add(tally.parsed);
+    counters.malformed.add(tally.malformed);
+    counters.invalid_utf8.add(tally.invalid_utf8);
+    counters.truncated.add(tally.truncated);
+    stats.events_parsed.add(batch.len() as u64);
+    stats
+        .templates
+        .store(setup.normalizer.miner().len() as u64, Ordering::Relaxed);
+    setup.inputs[input].pool.give(batch);
+    if setup.to_writer.push(block).is_err() {
+        // The writer only stops after every worker has; reaching this is a bug, and loud.
+        tracing::error!(
+            "worker {}: writer ring closed with events in flight",
+            setup.index
+        );
+    }
+}

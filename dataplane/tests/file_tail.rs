@@ -1,0 +1,95 @@
+//! File tail across rotation, truncation and restarts: no line lost, none repeated.
+
+mod common;
+
+use common::*;
+use std::io::Write;
+use std::time::{Duration, Instant};
+use watchpost_dataplane::Pipeline;
+
+fn append(path: &std::path::Path, lines: std::ops::Range<u32>) {
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap();
+    for i in lines {
+        writeln!(f, "Nov 21 10:00:00 web-01 app[1]: line {i}").unwrap();
+    }
+}
+
+fn wait_messages(p: &Pipeline, n: usize) -> Vec<String> {
+    let t = Instant::now();
+    loop {
+        let msgs: Vec<String> = all_events(&p.store())
+            .into_iter()
+            .map(|e| e.message)
+            .collect();
+        if msgs.len() >= n || t.elapsed() > Duration::from_secs(20) {
+            return msgs;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn numbers(msgs: &[String]) -> Vec<u32> {
+    let mut v: Vec<u32> = msgs
+        .iter()
+        .filter_map(|m| m.strip_prefix("line ")?.parse().ok())
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+#[test]
+fn rotation_truncation_and_restart_lose_and_repeat_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    let log = logs.join("app.log");
+    let mut cfg = config(&dir.path().join("data"));
+    cfg.inputs.file.enabled = true;
+    cfg.inputs.file.paths = vec![format!("{}/*.log", logs.display())];
+    cfg.inputs.file.poll_interval_ms = 20;
+
+    append(&log, 0..100);
+    let p = Pipeline::start(&cfg).unwrap();
+    assert_eq!(
+        numbers(&wait_messages(&p, 100)),
+        (0..100).collect::<Vec<_>>()
+    );
+
+    // Rotate: the old file is renamed (not matched by the glob any more) after more lines arrive.
+    append(&log, 100..150);
+    std::fs::rename(&log, logs.join("app.log.1")).unwrap();
+    append(&log, 150..200);
+    assert_eq!(
+        numbers(&wait_messages(&p, 200)),
+        (0..200).collect::<Vec<_>>()
+    );
+
+    // Truncate in place and write again.
+    std::fs::write(&log, b"").unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    append(&log, 200..210);
+    assert_eq!(
+        numbers(&wait_messages(&p, 210)),
+        (0..210).collect::<Vec<_>>()
+    );
+    p.shutdown();
+
+    // Lines written while the service is down are read once after the restart.
+    append(&log, 210..260);
+    let p = Pipeline::start(&cfg).unwrap();
+    let got = numbers(&wait_messages(&p, 260));
+    std::thread::sleep(Duration::from_millis(200));
+    let got_later = numbers(&wait_messages(&p, 260));
+    assert_eq!(got, (0..260).collect::<Vec<_>>());
+    assert_eq!(got_later, got, "nothing is repeated after the restart");
+    let f = p.stats().snapshot();
+    assert_eq!(
+        f.inputs.iter().find(|i| i.name == "file").unwrap().received,
+        50
+    );
+    p.shutdown();
+}

@@ -1,0 +1,294 @@
+//! The whole data path, started for real: sockets on loopback, pinned-worker pipeline, RocksDB on
+//! disk. Each test sends real lines, shuts down gracefully, and reads back what was stored.
+
+mod common;
+
+use common::*;
+use std::io::Write;
+use std::net::{TcpStream, UdpSocket};
+use watchpost_dataplane::Pipeline;
+use watchpost_dataplane::batch::InputId;
+use watchpost_dataplane::store::{EntityFilter, EventQuery, Store};
+use watchpost_proto::EntityKind;
+
+#[test]
+fn syslog_json_and_http_events_are_normalised_and_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let p = Pipeline::start(&cfg).unwrap();
+
+    let mut tcp = TcpStream::connect(p.bound(InputId::SyslogTcp).unwrap()).unwrap();
+    tcp.write_all(b"<38>Nov 21 10:00:01 web-01 sshd[4242]: Accepted publickey for alice from 10.0.0.5 port 50022 ssh2\n").unwrap();
+    tcp.write_all(b"<165>1 2026-11-21T10:00:02.5Z db-01 evntslog - ID47 [ex@32473 iut=\"3\" eventSource=\"App\"] An application event\n").unwrap();
+    drop(tcp);
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.send_to(
+        b"<86>Nov 20 10:00:03 web-01 sudo:    alice : TTY=pts/0 ; PWD=/home/alice ; USER=root ; COMMAND=/bin/cat /etc/shadow",
+        p.bound(InputId::SyslogUdp).unwrap(),
+    )
+    .unwrap();
+    let mut json = TcpStream::connect(p.bound(InputId::JsonTcp).unwrap()).unwrap();
+    json.write_all(br#"{"@timestamp":"2026-11-21T10:00:04Z","message":"user login failed","user":{"name":"Bob"},"source":{"ip":"203.0.113.7"},"event":{"dataset":"app.auth","severity":4},"http":{"status":401}}"#).unwrap();
+    json.write_all(b"\n").unwrap();
+    json.write_all(br#"{"EventID":4625,"Channel":"Security","Provider_Name":"Microsoft-Windows-Security-Auditing","Computer":"DC01.corp.example","TimeCreated":"2026-11-21 10:00:05.1234567","TargetUserName":"Administrator","IpAddress":"198.51.100.20","LogonType":3,"Level":0}"#).unwrap();
+    json.write_all(b"\n").unwrap();
+    drop(json);
+    let receipt = p
+        .http_ingest()
+        .unwrap()
+        .submit(br#"[{"message":"disk almost full","host":{"name":"db-01"},"log":{"level":"warning"}}]"#.to_vec())
+        .unwrap();
+    assert_eq!(receipt.accepted, 1);
+    wait_stored(&p, 6);
+    let store = p.store();
+    let events = all_events(&store);
+    assert_eq!(events.len(), 6);
+
+    let ssh = events
+        .iter()
+        .find(|e| e.source == "sshd")
+        .expect("sshd event");
+    assert_eq!(ssh.host, "web-01");
+    assert_eq!(ssh.severity, 1, "PRI 38 = auth.info");
+    assert_eq!(ssh.input, "syslog");
+    assert!(ssh.message.starts_with("Accepted publickey for alice"));
+    assert_eq!(
+        ssh.attributes.get("syslog.procid").map(String::as_str),
+        Some("4242")
+    );
+    let kinds: Vec<(EntityKind, &str, &str)> = ssh
+        .entities
+        .iter()
+        .map(|e| (e.kind, e.value.as_str(), e.role.as_str()))
+        .collect();
+    assert!(
+        kinds.contains(&(EntityKind::User, "alice", "subject")),
+        "{kinds:?}"
+    );
+    assert!(
+        kinds.contains(&(EntityKind::Ip, "10.0.0.5", "source")),
+        "{kinds:?}"
+    );
+    assert!(
+        kinds.contains(&(EntityKind::Host, "web-01", "reporter")),
+        "{kinds:?}"
+    );
+    assert!(ssh.received_ns > 0 && ssh.timestamp_ns > 0);
+
+    let rfc5424 = events
+        .iter()
+        .find(|e| e.source == "evntslog")
+        .expect("5424 event");
+    assert_eq!(rfc5424.timestamp_ns, 1_795_255_202_500_000_000);
+    assert_eq!(rfc5424.severity, 2, "PRI 165 = local4.notice");
+    assert_eq!(
+        rfc5424
+            .attributes
+            .get("sd.ex@32473.eventSource")
+            .map(String::as_str),
+        Some("App")
+    );
+    assert_eq!(rfc5424.message, "An application event");
+
+    let sudo = events
+        .iter()
+        .find(|e| e.source == "sudo")
+        .expect("sudo over udp");
+    let users: Vec<(&str, &str)> = sudo
+        .entities
+        .iter()
+        .filter(|e| e.kind == EntityKind::User)
+        .map(|e| (e.value.as_str(), e.role.as_str()))
+        .collect();
+    assert!(
+        users.contains(&("alice", "subject")) && users.contains(&("root", "target")),
+        "{users:?}"
+    );
+
+    let app = events
+        .iter()
+        .find(|e| e.source == "app.auth")
+        .expect("ECS event");
+    assert_eq!(app.timestamp_ns, 1_795_255_204_000_000_000);
+    assert_eq!(app.severity, 4);
+    assert_eq!(app.input, "json");
+    assert_eq!(
+        app.attributes.get("http.status").map(String::as_str),
+        Some("401")
+    );
+    assert!(
+        app.entities
+            .iter()
+            .any(|e| e.kind == EntityKind::User && e.value == "bob")
+    );
+    assert!(
+        app.entities
+            .iter()
+            .any(|e| e.kind == EntityKind::Ip && e.value == "203.0.113.7" && e.role == "source")
+    );
+
+    let win = events
+        .iter()
+        .find(|e| e.source == "Security")
+        .expect("windows event");
+    assert_eq!(win.host, "DC01.corp.example");
+    assert_eq!(
+        win.attributes.get("EventID").map(String::as_str),
+        Some("4625")
+    );
+    assert!(
+        win.entities.iter().any(|e| e.kind == EntityKind::User
+            && e.value == "administrator"
+            && e.role == "target")
+    );
+    assert!(
+        win.entities
+            .iter()
+            .any(|e| e.kind == EntityKind::Host && e.value == "dc01.corp.example")
+    );
+    assert_eq!(win.timestamp_ns, 1_795_255_205_123_456_700);
+
+    let http = events
+        .iter()
+        .find(|e| e.input == "http")
+        .expect("http event");
+    assert_eq!(http.severity, 3);
+    assert_eq!(http.host, "db-01");
+
+    // Filters served by the indexes.
+    let (by_user, total) = search(
+        &store,
+        EventQuery {
+            entity: Some(EntityFilter {
+                alternatives: vec![(EntityKind::User, "alice".into())],
+            }),
+            ..EventQuery::default()
+        },
+    );
+    assert_eq!(total, 2, "{by_user:?}");
+    let (by_source, _) = search(
+        &store,
+        EventQuery {
+            source: Some("sshd".into()),
+            ..EventQuery::default()
+        },
+    );
+    assert_eq!(by_source.len(), 1);
+    let (by_template, _) = search(
+        &store,
+        EventQuery {
+            template_id: Some(u64::from_str_radix(&ssh.template_id, 16).unwrap()),
+            ..EventQuery::default()
+        },
+    );
+    assert!(by_template.iter().any(|e| e.id == ssh.id));
+    let (severe, _) = search(
+        &store,
+        EventQuery {
+            min_severity: Some(3),
+            ..EventQuery::default()
+        },
+    );
+    assert_eq!(severe.len(), 2, "{severe:?}");
+    let (text, _) = search(
+        &store,
+        EventQuery {
+            text: Some("APPLICATION".into()),
+            ..EventQuery::default()
+        },
+    );
+    assert_eq!(text.len(), 1);
+    let (window, _) = search(
+        &store,
+        EventQuery {
+            since_ns: Some(1_795_255_202_000_000_000),
+            until_ns: Some(1_795_255_204_500_000_000),
+            ..EventQuery::default()
+        },
+    );
+    let mut srcs: Vec<&str> = window.iter().map(|e| e.source.as_str()).collect();
+    srcs.sort();
+    assert_eq!(srcs, vec!["app.auth", "evntslog"]);
+    drop(store);
+    p.shutdown();
+}
+
+#[test]
+fn events_templates_and_entities_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let first_ids;
+    {
+        let p = Pipeline::start(&cfg).unwrap();
+        let mut tcp = TcpStream::connect(p.bound(InputId::SyslogTcp).unwrap()).unwrap();
+        for i in 0..500 {
+            writeln!(tcp, "<38>Nov 21 10:00:01 web-01 sshd[{i}]: Failed password for user{} from 10.1.0.{} port {} ssh2", i % 7, i % 250, 40000 + i).unwrap();
+        }
+        drop(tcp);
+        // Shutdown must flush everything accepted, without waiting for it here first.
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let stats = p.stats();
+        p.shutdown();
+        let s = stats.snapshot();
+        assert_eq!(s.received_total, 500);
+        assert_eq!(
+            s.stored_total, 500,
+            "graceful shutdown stores everything accepted"
+        );
+        let store = Store::open(dir.path(), &cfg.storage).unwrap();
+        first_ids = all_events(&store)
+            .iter()
+            .map(|e| e.template_id.clone())
+            .collect::<Vec<_>>();
+    }
+    let p = Pipeline::start(&cfg).unwrap();
+    let mut tcp = TcpStream::connect(p.bound(InputId::SyslogTcp).unwrap()).unwrap();
+    writeln!(tcp, "<38>Nov 21 10:00:09 web-01 sshd[9]: Failed password for user3 from 10.1.0.9 port 41234 ssh2").unwrap();
+    drop(tcp);
+    wait_stored(&p, 1);
+    let events = all_events(&p.store());
+    assert_eq!(events.len(), 501, "old events are still there");
+    assert_eq!(
+        events[0].template_id, first_ids[0],
+        "the same line mines to the same template id after a restart"
+    );
+    let (u3, _) = search(
+        &p.store(),
+        EventQuery {
+            entity: Some(EntityFilter {
+                alternatives: vec![(EntityKind::User, "user3".into())],
+            }),
+            ..EventQuery::default()
+        },
+    );
+    let expected = (0..500).filter(|i| i % 7 == 3).count() + 1;
+    assert_eq!(u3.len(), expected);
+    let ids: std::collections::HashSet<&str> = events.iter().map(|e| e.id.as_str()).collect();
+    assert_eq!(ids.len(), 501, "event ids are unique across restarts");
+    p.shutdown();
+}
+
+#[test]
+fn octet_counted_syslog_frames_are_split_correctly() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = Pipeline::start(&config(dir.path())).unwrap();
+    let mut tcp = TcpStream::connect(p.bound(InputId::SyslogTcp).unwrap()).unwrap();
+    let a = "<34>1 2026-11-21T10:00:00Z h1 app - - - first\nwith newline inside";
+    let b = "<34>1 2026-11-21T10:00:01Z h1 app - - - second";
+    write!(tcp, "{} {}{} {}", a.len(), a, b.len(), b).unwrap();
+    drop(tcp);
+    wait_stored(&p, 2);
+    let mut msgs: Vec<String> = all_events(&p.store())
+        .into_iter()
+        .map(|e| e.message)
+        .collect();
+    msgs.sort();
+    assert_eq!(
+        msgs,
+        vec![
+            "first\nwith newline inside".to_string(),
+            "second".to_string()
+        ]
+    );
+    p.shutdown();
+}

@@ -1,0 +1,27 @@
+//! Shared types of Watchpost, with no I/O: the Event record, entity ids, the severity scale, the
+//! configuration and the API's common bodies.
+//!
+//! Every other crate depends on this one and it depends on none of them, so a type that crosses a
+//! crate boundary (data plane to store to API) is defined once, here.
+//!
+//! ```
+//! use watchpost_proto::{entity_uuid_of, EntityKind, Severity};
+//! let a = entity_uuid_of(EntityKind::User, "CORP\\alice").unwrap();
+//! let b = entity_uuid_of(EntityKind::User, "alice@corp").unwrap();
+//! assert_eq!(a, b);
+//! assert_eq!(Severity::from_syslog(3), Severity::High);
+//! ```
+#![deny(missing_docs)]
+
+mod api;
+pub mod config;
+mod entity;
+mod event;
+mod severity;
+
+pub use api::{ErrorBody, ListMeta, ListResponse};
+pub use config::Config;
+pub use entity::{EntityKind, EntityRef, canonicalize_into, entity_uuid, entity_uuid_of};
+pub use event::Event;
+pub use severity::Severity;
+pub use uuid::Uuid;

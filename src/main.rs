@@ -1,0 +1,271 @@
+//! The `watchpost` command: run the service, check and show its configuration, mine templates.
+//!
+//! Only argument handling lives here; the service is wired from the crates' own entry points
+//! (`Pipeline::start`, `controlplane::serve`).
+
+use clap::{Parser, Subcommand};
+use mimalloc::MiMalloc;
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use watchpost_dataplane::Pipeline;
+use watchpost_proto::Config;
+
+#[global_allocator]
+static GLOBAL: MiMalloc = MiMalloc;
+
+#[derive(Parser)]
+#[command(
+    name = "watchpost",
+    version,
+    about = "Threat detection: ingest, score, detect, serve."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the service (inputs, pipeline, store, API) until SIGINT or SIGTERM.
+    Run {
+        /// TOML configuration file; without one every default applies.
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+    },
+    /// Check or show the configuration.
+    Config {
+        #[command(subcommand)]
+        action: ConfigAction,
+    },
+    /// Template mining tools.
+    Templates {
+        #[command(subcommand)]
+        action: TemplateAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum ConfigAction {
+    /// Validate a configuration file; every problem is listed with its key.
+    Check {
+        /// The file.
+        file: PathBuf,
+    },
+    /// Print the effective configuration (defaults filled in, credentials masked).
+    Show {
+        /// TOML configuration file; without one, the defaults.
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum TemplateAction {
+    /// Mine a file's lines: prints `template_id<TAB>template` per input line.
+    Mine {
+        /// The file (`-` for standard input).
+        file: PathBuf,
+        /// TOML configuration (for `templates.extra_masks`).
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        /// Parse each line as syslog and mine only its message.
+        #[arg(long)]
+        syslog: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Run { config } => run(config),
+        Command::Config {
+            action: ConfigAction::Check { file },
+        } => match load(Some(file.clone())) {
+            Ok(_) => {
+                println!("{}: ok", file.display());
+                ExitCode::SUCCESS
+            }
+            Err(code) => code,
+        },
+        Command::Config {
+            action: ConfigAction::Show { config },
+        } => match load(config) {
+            Ok(cfg) => {
+                print!("{}", cfg.masked_toml());
+                ExitCode::SUCCESS
+            }
+            Err(code) => code,
+        },
+        Command::Templates {
+            action:
+                TemplateAction::Mine {
+                    file,
+                    config,
+                    syslog,
+                },
+        } => match load(config) {
+            Ok(cfg) => mine(&cfg, &file, syslog),
+            Err(code) => code,
+        },
+    }
+}
+
+/// Loads and validates, printing every problem; exit code 2 on a bad configuration.
+fn load(path: Option<PathBuf>) -> Result<Config, ExitCode> {
+    let mut cfg = Config::load(path.as_deref()).map_err(|e| {
+        let name = path
+            .as_ref()
+            .map_or("configuration".into(), |p| p.display().to_string());
+        eprintln!("{name}: invalid configuration:");
+        for p in &e.problems {
+            eprintln!("  {}: {}", p.key, p.problem);
+        }
+        ExitCode::from(2)
+    })?;
+    cfg.resolve_secrets().map_err(|e| {
+        for p in &e.problems {
+            eprintln!("  {}: {}", p.key, p.problem);
+        }
+        ExitCode::from(2)
+    })?;
+    Ok(cfg)
+}
+
+fn run(config: Option<PathBuf>) -> ExitCode {
+    let cfg = match load(config) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let level = cfg.log_level.parse().unwrap_or(tracing::Level::INFO);
+    tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_target(false)
+        .init();
+
+    let api_addr = format!("{}:{}", cfg.dashboard_bind_address, cfg.dashboard_port);
+    let api_listener = match std::net::TcpListener::bind(&api_addr) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("dashboard_port: cannot listen on {api_addr}: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let pipeline = match Pipeline::start(&cfg) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("cannot start: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("wp-api")
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("cannot start the API runtime: {e}");
+            pipeline.shutdown();
+            return ExitCode::from(1);
+        }
+    };
+    let state = watchpost_controlplane::AppState {
+        config: Arc::new(cfg),
+        stats: pipeline.stats(),
+        store: pipeline.store(),
+        ingest: pipeline.http_ingest(),
+        rates: Arc::new(watchpost_controlplane::RateSampler::default()),
+        started: std::time::Instant::now(),
+    };
+    tracing::info!("API listening on http://{api_addr}/api/v1");
+    let served = runtime.block_on(async move {
+        api_listener.set_nonblocking(true)?;
+        let listener = tokio::net::TcpListener::from_std(api_listener)?;
+        watchpost_controlplane::serve(listener, state, shutdown_signal()).await
+    });
+    tracing::info!("shutting down: flushing everything accepted");
+    runtime.shutdown_timeout(std::time::Duration::from_secs(5));
+    pipeline.shutdown();
+    match served {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("API server failed: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("cannot listen for SIGTERM: {e}");
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
+fn mine(cfg: &Config, file: &std::path::Path, syslog: bool) -> ExitCode {
+    use watchpost_dataplane::template::{MaskRule, MinerConfig, TemplateMiner};
+    let mcfg = MinerConfig {
+        extra_masks: cfg
+            .templates
+            .extra_masks
+            .iter()
+            .map(|m| MaskRule {
+                name: m.name.clone(),
+                pattern: m.pattern.clone(),
+            })
+            .collect(),
+        ..MinerConfig::default()
+    };
+    let mut miner = match TemplateMiner::new(&mcfg) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("templates.extra_masks: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let reader: Box<dyn BufRead> = if file.as_os_str() == "-" {
+        Box::new(std::io::stdin().lock())
+    } else {
+        match std::fs::File::open(file) {
+            Ok(f) => Box::new(std::io::BufReader::new(f)),
+            Err(e) => {
+                eprintln!("{}: {e}", file.display());
+                return ExitCode::from(1);
+            }
+        }
+    };
+    let now = watchpost_dataplane::clock::now_ns();
+    let mut ids = Vec::new();
+    for line in reader.split(b'\n') {
+        let Ok(line) = line else { break };
+        let text = String::from_utf8_lossy(&line);
+        let text = text.trim_end_matches('\r');
+        let msg = if syslog {
+            let rec = watchpost_dataplane::parse::syslog::parse_syslog(text.as_bytes(), now);
+            text.get(rec.msg).unwrap_or(text)
+        } else {
+            text
+        };
+        ids.push(miner.mine(msg).id);
+    }
+    // Templates generalise as lines arrive: print each line's final template.
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    for id in ids {
+        if writeln!(out, "{id:016x}\t{}", miner.template(id).unwrap_or("")).is_err() {
+            break;
+        }
+    }
+    let _ = out.flush();
+    ExitCode::SUCCESS
+}
