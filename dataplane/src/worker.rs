@@ -84,52 +84,66 @@ impl Blocks {
     }
 }
 
-fn run(mut setup: WorkerSetup, stats: &Stats) {
-    let mut open = vec![true; setup.inputs.len()];
+fn run(setup: WorkerSetup, stats: &Stats) {
+    let WorkerSetup {
+        index,
+        inputs,
+        to_writer,
+        free_blocks,
+        max_blocks,
+        batch_size,
+        mut normalizer,
+        core: _,
+    } = setup;
     let mut blocks = Blocks {
-        free: setup.free_blocks.clone(),
+        free: free_blocks,
         created: 0,
-        max: setup.max_blocks,
-        worker: setup.index,
-        batch_size: setup.batch_size,
+        max: max_blocks,
+        worker: index,
+        batch_size,
     };
-    let index = setup.index;
-    while open.iter().any(|o| *o) {
+    // Built once: a `Select` allocates, and the loop below runs per batch.
+    let mut sel = Select::new();
+    for inp in &inputs {
+        sel.recv(inp.ring.receiver());
+    }
+    let mut open = inputs.len();
+    while open > 0 {
         stats.worker_heartbeat_ns[index].store(now_ns(), Ordering::Relaxed);
-        let mut sel = Select::new();
-        for (i, inp) in setup.inputs.iter().enumerate() {
-            if open[i] {
-                sel.recv(inp.ring.receiver());
+        let i = match sel.ready_timeout(Duration::from_millis(250)) {
+            Ok(i) => i,
+            Err(_) => continue,
+        };
+        match inputs[i].ring.try_pop() {
+            Pop::Item(batch) => {
+                let block = process(&mut normalizer, &inputs[i], batch, &mut blocks, stats);
+                if to_writer.push(block).is_err() {
+                    // The writer stops only after every worker; reaching this is a bug, and loud.
+                    tracing::error!("worker {index}: writer ring closed with events in flight");
+                }
             }
-        }
-        if sel.ready_timeout(Duration::from_millis(250)).is_err() {
-            continue;
-        }
-        for (i, is_open) in open.iter_mut().enumerate() {
-            if !*is_open {
-                continue;
-            }
-            match setup.inputs[i].ring.try_pop() {
-                Pop::Item(batch) => process(&mut setup, i, batch, &mut blocks, stats),
-                Pop::Empty => {}
-                Pop::Closed => *is_open = false,
+            Pop::Empty => {}
+            Pop::Closed => {
+                sel.remove(i);
+                open -= 1;
             }
         }
     }
 }
 
+/// Normalises one batch into one block and gives the batch back to its pool.
 fn process(
-    setup: &mut WorkerSetup,
-    input: usize,
+    normalizer: &mut Normalizer,
+    input: &WorkerInput,
     batch: Box<RawBatch>,
     blocks: &mut Blocks,
     stats: &Stats,
-) {
+) -> Box<EncodedBlock> {
     let mut block = blocks.take();
     let mut tally = Tally::default();
     for i in 0..batch.len() {
         let meta = batch.lines[i];
-        setup.normalizer.push_line(
+        normalizer.push_line(
             batch.line(i),
             &meta,
             batch.input,
@@ -147,13 +161,7 @@ fn process(
     stats.events_parsed.add(batch.len() as u64);
     stats
         .templates
-        .store(setup.normalizer.miner().len() as u64, Ordering::Relaxed);
-    setup.inputs[input].pool.give(batch);
-    if setup.to_writer.push(block).is_err() {
-        // The writer only stops after every worker has; reaching this is a bug, and loud.
-        tracing::error!(
-            "worker {}: writer ring closed with events in flight",
-            setup.index
-        );
-    }
+        .store(normalizer.miner().len() as u64, Ordering::Relaxed);
+    input.pool.give(batch);
+    block
 }

@@ -242,11 +242,17 @@ fn run(
         value: Vec::with_capacity(4096),
     };
     let mut open: Vec<bool> = vec![true; inputs.len()];
+    let mut open_count = inputs.len();
     let mut group: Vec<Box<EncodedBlock>> = Vec::with_capacity(MAX_GROUP);
     let mut last_retention = Instant::now() - RETENTION_EVERY;
     let retention_ns = i64::from(retention_days) * NS_PER_DAY;
+    // Built once: a `Select` allocates, and the loop below runs per commit.
+    let mut sel = Select::new();
+    for c in inputs {
+        sel.recv(c.receiver());
+    }
 
-    while open.iter().any(|o| *o) {
+    while open_count > 0 {
         if last_retention.elapsed() >= RETENTION_EVERY {
             last_retention = Instant::now();
             match store.enforce_retention(now_ns() - retention_ns) {
@@ -256,24 +262,19 @@ fn run(
             }
         }
         // Wait for any worker's block, then take whatever else is already waiting.
-        let mut sel = Select::new();
-        let mut idx = Vec::with_capacity(inputs.len());
-        for (i, c) in inputs.iter().enumerate() {
-            if open[i] {
-                sel.recv(c.receiver());
-                idx.push(i);
-            }
-        }
-        match sel.ready_timeout(Duration::from_secs(1)) {
-            Ok(_) => {}
-            Err(_) => continue,
+        if sel.ready_timeout(Duration::from_secs(1)).is_err() {
+            continue;
         }
         for (i, c) in inputs.iter().enumerate() {
             while open[i] && group.len() < MAX_GROUP {
                 match c.try_pop() {
                     Pop::Item(b) => group.push(b),
                     Pop::Empty => break,
-                    Pop::Closed => open[i] = false,
+                    Pop::Closed => {
+                        open[i] = false;
+                        open_count -= 1;
+                        sel.remove(i);
+                    }
                 }
             }
         }

@@ -1,0 +1,204 @@
+//! Steady state allocates nothing per event: the normaliser (parse, normalise, mine, extract,
+//! encode) on its own thread, and the whole running pipeline (inputs, rings, workers, writer)
+//! counted across every thread while real traffic flows.
+//!
+//! One counting global allocator serves both tests: a per-thread switch for the first, a global
+//! switch for the second. The tests run one after the other (a lock) so their counts stay apart.
+
+mod common;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::io::Write;
+use std::net::TcpStream;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use watchpost_dataplane::Pipeline;
+use watchpost_dataplane::batch::{Format, InputId, LineMeta};
+use watchpost_dataplane::normalize::{Normalizer, Tally};
+use watchpost_dataplane::store::EncodedBlock;
+use watchpost_dataplane::template::{MinerConfig, TemplateMiner};
+
+struct Counting;
+
+thread_local! {
+    static THIS_THREAD: Cell<bool> = const { Cell::new(false) };
+    static THREAD_COUNT: Cell<u64> = const { Cell::new(0) };
+}
+static ALL_THREADS: AtomicBool = AtomicBool::new(false);
+static GLOBAL_COUNT: AtomicU64 = AtomicU64::new(0);
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn note() {
+    if ALL_THREADS.load(Ordering::Relaxed) {
+        GLOBAL_COUNT.fetch_add(1, Ordering::Relaxed);
+    }
+    let _ = THIS_THREAD.try_with(|on| {
+        if on.get() {
+            let _ = THREAD_COUNT.try_with(|n| n.set(n.get() + 1));
+        }
+    });
+}
+
+// SAFETY: defers to `System`, only counting calls.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note();
+        // SAFETY: same contract as our caller's.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        note();
+        // SAFETY: same contract as our caller's.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note();
+        // SAFETY: same contract as our caller's.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as our caller's.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Realistic mixed traffic: every input format and entity extractor path.
+const LINES: &[&str] = &[
+    "<38>Nov 21 10:00:01 web-01 sshd[4242]: Accepted publickey for alice from 10.0.0.5 port 50022 ssh2",
+    "<38>Nov 21 10:00:02 web-01 sshd[4243]: Failed password for invalid user admin from 203.0.113.7 port 52211 ssh2",
+    "<86>Nov 21 10:00:03 web-01 sudo:    alice : TTY=pts/0 ; PWD=/home/alice ; USER=root ; COMMAND=/usr/bin/systemctl restart nginx",
+    "<78>Nov 21 10:00:04 web-01 CRON[999]: (root) CMD (run-parts /etc/cron.hourly)",
+    "<4>Nov 21 10:00:05 fw-01 kernel: [12345.678] IN=eth0 OUT= MAC=00:11:22:33:44:55 SRC=198.51.100.4 DST=10.0.0.1 LEN=60 PROTO=TCP SPT=51234 DPT=22",
+    "<165>1 2026-11-21T10:00:06.003Z db-01 evntslog - ID47 [ex@32473 iut=\"3\" eventSource=\"App\"] An application event 17",
+    "<190>Nov 21 10:00:07 web-01 nginx: 10.0.0.9 - bob [21/Nov/2026:10:00:07 +0000] \"GET /index.html?id=5 HTTP/1.1\" 200 512 \"-\" \"curl/8.0\"",
+    "<38>Nov 21 10:00:08 web-02 sshd[77]: pam_unix(sshd:auth): authentication failure; logname= uid=0 euid=0 tty=ssh ruser= rhost=218.188.2.4  user=root",
+];
+const JSON: &[&str] = &[
+    r#"{"@timestamp":"2026-11-21T10:00:04Z","message":"user login failed for bob","user":{"name":"bob"},"source":{"ip":"203.0.113.7"},"event":{"dataset":"app.auth","severity":4},"http":{"status":401},"tags":["a","b"]}"#,
+    r#"{"EventID":4625,"Channel":"Security","Computer":"DC01.corp.example","TimeCreated":"2026-11-21 10:00:05.1234567","TargetUserName":"Administrator","IpAddress":"198.51.100.20","LogonType":3,"Level":0}"#,
+    r#"{"ts":1795255205.5,"msg":"cache miss \"key\" \u00e9 ratio=0.25","host":"app-07","level":"warn","latency_ms":12}"#,
+];
+
+fn meta(len: usize) -> LineMeta {
+    LineMeta {
+        start: 0,
+        len: len as u32,
+        received_ns: 1_795_255_200_000_000_000,
+        truncated: false,
+    }
+}
+
+#[test]
+fn normalising_a_steady_stream_allocates_nothing() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut n = Normalizer::new(TemplateMiner::new(&MinerConfig::default()).unwrap());
+    let mut block = EncodedBlock::with_capacity(0, 1024);
+    let mut tally = Tally::default();
+    let pass = |n: &mut Normalizer, block: &mut EncodedBlock, tally: &mut Tally| {
+        for l in LINES {
+            n.push_line(
+                l.as_bytes(),
+                &meta(l.len()),
+                InputId::SyslogTcp,
+                Format::Syslog,
+                block,
+                tally,
+            );
+        }
+        for l in JSON {
+            n.push_line(
+                l.as_bytes(),
+                &meta(l.len()),
+                InputId::JsonTcp,
+                Format::Json,
+                block,
+                tally,
+            );
+        }
+        for l in LINES.iter().chain(JSON) {
+            n.push_line(
+                l.as_bytes(),
+                &meta(l.len()),
+                InputId::File,
+                Format::Auto,
+                block,
+                tally,
+            );
+        }
+        block.clear();
+    };
+    // Warm-up: templates and entities become known, buffers reach their working size.
+    for _ in 0..3 {
+        pass(&mut n, &mut block, &mut tally);
+    }
+    THREAD_COUNT.with(|c| c.set(0));
+    THIS_THREAD.with(|on| on.set(true));
+    for _ in 0..200 {
+        pass(&mut n, &mut block, &mut tally);
+    }
+    THIS_THREAD.with(|on| on.set(false));
+    let allocations = THREAD_COUNT.with(|c| c.get());
+    let events = 200 * (2 * LINES.len() + 2 * JSON.len()) as u64;
+    assert_eq!(
+        allocations, 0,
+        "{allocations} allocations over {events} events"
+    );
+    assert_eq!(tally.malformed, 0, "every sample line parses");
+}
+
+#[test]
+fn the_running_pipeline_allocates_nothing_per_event() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = common::config(dir.path());
+    cfg.inputs.syslog_udp.enabled = false;
+    cfg.inputs.http.enabled = false;
+    let p = Pipeline::start(&cfg).unwrap();
+    let stats = p.stats();
+    let mut payload = Vec::new();
+    for _ in 0..200 {
+        for l in LINES {
+            payload.extend_from_slice(l.as_bytes());
+            payload.push(b'\n');
+        }
+    }
+    let per_round = (200 * LINES.len()) as u64;
+    let mut tcp = TcpStream::connect(p.bound(InputId::SyslogTcp).unwrap()).unwrap();
+    let wait = |target: u64| {
+        let t = Instant::now();
+        while stats.writer.stored.get() < target {
+            assert!(t.elapsed() < Duration::from_secs(20), "pipeline stalled");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    };
+    // Warm-up: pools fill, rings and miners reach their working size.
+    for r in 1..=20 {
+        tcp.write_all(&payload).unwrap();
+        wait(r * per_round);
+    }
+    GLOBAL_COUNT.store(0, Ordering::Relaxed);
+    ALL_THREADS.store(true, Ordering::Relaxed);
+    let rounds = 50;
+    for r in 21..=20 + rounds {
+        tcp.write_all(&payload).unwrap();
+        wait(r * per_round);
+    }
+    ALL_THREADS.store(false, Ordering::Relaxed);
+    let allocations = GLOBAL_COUNT.load(Ordering::Relaxed);
+    let events = rounds * per_round;
+    let commits = stats.writer.commits.get();
+    eprintln!(
+        "pipeline: {allocations} allocations over {events} events ({commits} commits in all)"
+    );
+    drop(tcp);
+    p.shutdown();
+    assert_eq!(
+        allocations, 0,
+        "{allocations} allocations over {events} events"
+    );
+}
