@@ -158,6 +158,9 @@ fn the_running_pipeline_allocates_nothing_per_event() {
     let mut cfg = common::config(dir.path());
     cfg.inputs.syslog_udp.enabled = false;
     cfg.inputs.http.enabled = false;
+    // Small rings so that the warm-up burst below fills every pool to its bound: pools grow
+    // lazily up to a fixed size (ring capacity + slack), and only that growth allocates.
+    cfg.dataplane.ring_capacity = 4;
     let p = Pipeline::start(&cfg).unwrap();
     let stats = p.stats();
     let mut payload = Vec::new();
@@ -176,15 +179,19 @@ fn the_running_pipeline_allocates_nothing_per_event() {
             std::thread::sleep(Duration::from_millis(2));
         }
     };
-    // Warm-up: pools fill, rings and miners reach their working size.
-    for r in 1..=20 {
+    // Warm-up: a burst larger than every ring and pool together, then steady rounds.
+    for _ in 0..30 {
+        tcp.write_all(&payload).unwrap();
+    }
+    wait(30 * per_round);
+    for r in 31..=40 {
         tcp.write_all(&payload).unwrap();
         wait(r * per_round);
     }
     GLOBAL_COUNT.store(0, Ordering::Relaxed);
     ALL_THREADS.store(true, Ordering::Relaxed);
     let rounds = 50;
-    for r in 21..=20 + rounds {
+    for r in 41..=40 + rounds {
         tcp.write_all(&payload).unwrap();
         wait(r * per_round);
     }
