@@ -1076,6 +1076,12 @@ mod tests {
     }
 
     #[test]
+    fn the_example_file_documents_exactly_the_defaults() {
+        let example = Config::from_toml(include_str!("../../deploy/watchpost.toml")).unwrap();
+        assert_eq!(example, Config::default());
+    }
+
+    #[test]
     fn weights_must_sum_to_one() {
         let got = problems("[ueba.sub_score_weights]\ntime_of_day = 0.5\n");
         assert_eq!(got.len(), 1, "{got:?}");

@@ -1,0 +1,270 @@
+//! The `watchpost` binary as an operator uses it: configuration checks, template mining, and the
+//! service itself started on loopback, fed real lines, queried over HTTP, stopped with SIGTERM and
+//! started again.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_watchpost"))
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A minimal HTTP/1.1 client: status and body.
+fn http(port: u16, method: &str, path: &str, body: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let status = out[9..12].parse().unwrap();
+    let body = out
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+fn json(body: &str) -> serde_json::Value {
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
+}
+
+#[test]
+fn config_check_names_every_bad_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        "dashboard_port = 0\n[ueba.sub_score_weights]\nvolume = 0.9\n",
+    )
+    .unwrap();
+    let out = bin().args(["config", "check"]).arg(&bad).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("dashboard_port: port 0 is out of range"),
+        "{err}"
+    );
+    assert!(
+        err.contains("ueba.sub_score_weights: the four weights must sum to 1.0"),
+        "{err}"
+    );
+
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/watchpost.toml");
+    let out = bin()
+        .args(["config", "check"])
+        .arg(&example)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn config_show_masks_credentials() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("c.toml");
+    std::fs::write(
+        &f,
+        "api_rate_limit_store_url = \"redis://:pw@127.0.0.1:6379/0\"\n[llm]\nbackend = \"cloud\"\ncloud_provider = \"openai\"\ncloud_model = \"m\"\ncloud_api_key = \"sk-live-123\"\n",
+    )
+    .unwrap();
+    let out = bin()
+        .args(["config", "show", "--config"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !shown.contains("sk-live-123") && !shown.contains(":pw@"),
+        "{shown}"
+    );
+    assert!(shown.contains("cloud_api_key = \"********\""), "{shown}");
+    assert!(shown.contains("dashboard_port = 8080"), "{shown}");
+}
+
+#[test]
+fn templates_mine_prints_one_line_per_input_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("in.log");
+    std::fs::write(
+        &f,
+        "Accepted password for alice from 10.0.0.5 port 22 ssh2\nAccepted password for bob from 10.0.0.6 port 2222 ssh2\nDisk /dev/sda1 is 91% full\n",
+    )
+    .unwrap();
+    let out = bin().args(["templates", "mine"]).arg(&f).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<(&str, &str)> = text.lines().map(|l| l.split_once('\t').unwrap()).collect();
+    assert_eq!(lines.len(), 3);
+    assert_eq!(lines[0].0, lines[1].0, "same template: {text}");
+    assert_ne!(lines[0].0, lines[2].0);
+    assert!(
+        lines[0].0.len() == 16 && lines[0].1.contains("<IP>"),
+        "{text}"
+    );
+}
+
+struct Service(Child);
+
+impl Service {
+    fn start(dir: &Path, config: &Path, api: u16) -> Service {
+        let child = bin()
+            .args(["run", "--config"])
+            .arg(config)
+            .current_dir(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let t = Instant::now();
+        while TcpStream::connect(("127.0.0.1", api)).is_err() {
+            assert!(
+                t.elapsed() < Duration::from_secs(20),
+                "service did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Service(child)
+    }
+
+    fn stop(mut self) -> std::process::ExitStatus {
+        // SAFETY: signalling our own child process.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        self.0.wait().unwrap()
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+    }
+}
+
+fn wait_total(api: u16, query: &str, n: u64) -> serde_json::Value {
+    let t = Instant::now();
+    loop {
+        let (status, body) = http(api, "GET", &format!("/api/v1/events?{query}"), "");
+        assert_eq!(status, 200, "{body}");
+        let v = json(&body);
+        if v["meta"]["total"].as_u64() == Some(n) || t.elapsed() > Duration::from_secs(20) {
+            return v;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn the_service_ingests_serves_and_keeps_events_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (api, syslog, json_port) = (free_port(), free_port(), free_port());
+    let config = dir.path().join("watchpost.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "dashboard_port = {api}\n[inputs.syslog_udp]\naddress = \"127.0.0.1:{syslog}\"\n[inputs.syslog_tcp]\naddress = \"127.0.0.1:{syslog}\"\n[inputs.json_tcp]\naddress = \"127.0.0.1:{json_port}\"\n[dataplane]\npin_workers = false\n"
+        ),
+    )
+    .unwrap();
+    let svc = Service::start(dir.path(), &config, api);
+
+    let (status, body) = http(api, "GET", "/api/v1/health", "");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(json(&body)["status"], "ok");
+
+    let mut tcp = TcpStream::connect(("127.0.0.1", syslog)).unwrap();
+    tcp.write_all(b"<38>Nov 21 10:00:01 web-01 sshd[4242]: Accepted publickey for alice from 10.0.0.5 port 50022 ssh2\n").unwrap();
+    drop(tcp);
+    let mut j = TcpStream::connect(("127.0.0.1", json_port)).unwrap();
+    j.write_all(b"{\"message\":\"user login\",\"user.name\":\"bob\",\"source.ip\":\"10.0.0.9\",\"event.dataset\":\"app.auth\",\"log.level\":\"error\"}\n").unwrap();
+    drop(j);
+    let (status, body) = http(
+        api,
+        "POST",
+        "/api/v1/ingest",
+        "{\"message\":\"disk almost full\",\"host.name\":\"db-01\"}\n{\"message\":\"second\"}",
+    );
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(json(&body)["accepted"], 2);
+
+    let all = wait_total(api, "", 4);
+    assert_eq!(
+        all["meta"],
+        serde_json::json!({"total": 4, "page": 1, "limit": 50})
+    );
+    let v = wait_total(api, "entity=10.0.0.5", 1);
+    assert_eq!(v["items"][0]["source"], "sshd");
+    let v = wait_total(api, "severity=high", 1);
+    assert_eq!(v["items"][0]["source"], "app.auth");
+    let v = wait_total(api, "q=DISK&limit=1&page=1", 1);
+    assert_eq!(v["items"][0]["host"], "db-01");
+    let page2 = wait_total(api, "limit=3&page=2", 4);
+    assert_eq!(
+        page2["items"].as_array().unwrap().len(),
+        1,
+        "the 4th event is on page 2"
+    );
+
+    let (status, body) = http(api, "GET", "/api/v1/events?limit=1001", "");
+    assert_eq!(status, 422);
+    let e = json(&body);
+    assert_eq!(
+        (e["error"].as_str(), e["parameter"].as_str()),
+        (Some("invalid_parameter"), Some("limit"))
+    );
+    let (status, body) = http(
+        api,
+        "GET",
+        "/api/v1/events?since=2026-11-22T00:00:00Z&until=2026-11-21T00:00:00Z",
+        "",
+    );
+    assert_eq!(status, 422, "{body}");
+    let (status, body) = http(api, "GET", "/api/v1/nope", "");
+    assert_eq!(
+        (status, json(&body)["error"].as_str()),
+        (404, Some("not_found"))
+    );
+    let (status, body) = http(api, "POST", "/api/v1/ingest", "[{\"a\":1},");
+    assert_eq!(
+        (status, json(&body)["error"].as_str()),
+        (400, Some("invalid_body"))
+    );
+    let (status, body) = http(api, "GET", "/api/v1/stats", "");
+    assert_eq!(status, 200);
+    let stats = json(&body);
+    assert_eq!(stats["stored_total"], 4);
+    assert!(stats["rings"].as_array().unwrap().len() >= 4);
+    let (status, body) = http(api, "GET", "/api/v1/config", "");
+    assert_eq!(
+        (status, json(&body)["dashboard_port"].as_u64()),
+        (200, Some(u64::from(api)))
+    );
+
+    assert!(svc.stop().success(), "SIGTERM is a clean shutdown");
+    let svc = Service::start(dir.path(), &config, api);
+    let again = wait_total(api, "", 4);
+    assert_eq!(
+        again["items"], all["items"],
+        "the same events after a restart"
+    );
+    assert!(svc.stop().success());
+}
