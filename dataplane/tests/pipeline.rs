@@ -292,3 +292,38 @@ fn octet_counted_syslog_frames_are_split_correctly() {
     );
     p.shutdown();
 }
+
+#[test]
+fn retention_deletes_old_events_and_their_index_entries() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = Pipeline::start(&config(dir.path())).unwrap();
+    let mut tcp = TcpStream::connect(p.bound(InputId::SyslogTcp).unwrap()).unwrap();
+    for i in 0..50 {
+        writeln!(tcp, "<38>Nov 21 10:00:01 web-01 sshd[{i}]: Accepted password for carol from 10.9.0.1 port 22 ssh2").unwrap();
+    }
+    drop(tcp);
+    wait_stored(&p, 50);
+    let store = p.store();
+    let now = watchpost_dataplane::clock::now_ns();
+    // A cut-off in the past deletes nothing; one after every event deletes them all.
+    assert!(!store.enforce_retention(now - 3_600_000_000_000).unwrap());
+    assert_eq!(all_events(&store).len(), 50);
+    assert!(store.enforce_retention(now + 1_000_000_000).unwrap());
+    assert_eq!(all_events(&store).len(), 0);
+    let (by_entity, total) = search(
+        &store,
+        EventQuery {
+            entity: Some(EntityFilter {
+                alternatives: vec![(EntityKind::User, "carol".into())],
+            }),
+            ..EventQuery::default()
+        },
+    );
+    assert_eq!(
+        (by_entity.len(), total),
+        (0, 0),
+        "index entries of deleted blocks match nothing"
+    );
+    drop(store);
+    p.shutdown();
+}
