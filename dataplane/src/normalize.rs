@@ -212,7 +212,26 @@ impl Normalizer {
     }
 
     fn entity(&mut self, kind: EntityKind, role: Role, raw: &str) {
-        if self.entities.len() >= MAX_ENTITIES || !canonicalize_into(kind, raw, &mut self.canon) {
+        if canonicalize_into(kind, raw, &mut self.canon) {
+            self.push_canonical_entity(kind, role);
+        }
+    }
+
+    /// Like [`Normalizer::entity`] for a value already in the arena: canonicalised straight into
+    /// `canon` (a separate buffer), so the arena can grow afterwards without a copy.
+    fn entity_in_arena(&mut self, kind: EntityKind, role: Role, r: Range<usize>) {
+        let ok = match self.arena.get(r) {
+            Some(raw) => canonicalize_into(kind, raw, &mut self.canon),
+            None => false,
+        };
+        if ok {
+            self.push_canonical_entity(kind, role);
+        }
+    }
+
+    /// Records the entity whose canonical name is in `canon`, once per event.
+    fn push_canonical_entity(&mut self, kind: EntityKind, role: Role) {
+        if self.entities.len() >= MAX_ENTITIES {
             return;
         }
         let hash = hash64_seeded(self.canon.as_bytes(), kind as u64);
@@ -328,16 +347,7 @@ impl Normalizer {
             let te = &self.text_entities[i];
             let (kind, role) = (te.kind, map_role(te.role));
             let r = msg.start as usize + te.range.start..msg.start as usize + te.range.end;
-            // The value lives in the arena we are about to append to: copy it out first.
-            let mut tmp = [0u8; 256];
-            let src = self.arena.as_bytes().get(r).unwrap_or(&[]);
-            if src.len() > tmp.len() {
-                continue;
-            }
-            tmp[..src.len()].copy_from_slice(src);
-            if let Ok(v) = std::str::from_utf8(&tmp[..src.len()]) {
-                self.entity(kind, role, v);
-            }
+            self.entity_in_arena(kind, role, r);
         }
     }
 
@@ -478,22 +488,17 @@ impl Normalizer {
         };
         let host = f.host.map(|(r, _)| r).unwrap_or(0..0);
         if host.start != host.end {
-            let h = self
+            let r = host.start as usize..host.end as usize;
+            let is_ip = self
                 .arena
-                .get(host.start as usize..host.end as usize)
-                .unwrap_or("");
-            let mut tmp = [0u8; 256];
-            if h.len() <= tmp.len() {
-                tmp[..h.len()].copy_from_slice(h.as_bytes());
-                if let Ok(h) = std::str::from_utf8(&tmp[..h.len()]) {
-                    let kind = if h.parse::<std::net::IpAddr>().is_ok() {
-                        EntityKind::Ip
-                    } else {
-                        EntityKind::Host
-                    };
-                    self.entity(kind, Role::Reporter, h);
-                }
-            }
+                .get(r.clone())
+                .is_some_and(|h| h.parse::<std::net::IpAddr>().is_ok());
+            let kind = if is_ip {
+                EntityKind::Ip
+            } else {
+                EntityKind::Host
+            };
+            self.entity_in_arena(kind, Role::Reporter, r);
         }
         let message = f.message.map(|(r, _)| r).unwrap_or(0..0);
         let msg_text = self

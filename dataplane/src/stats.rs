@@ -70,7 +70,7 @@ pub struct WriterCounters {
     pub bytes: Counter,
     /// Failed commits (the batch is retried; see the writer).
     pub errors: Counter,
-    /// Events deleted by retention.
+    /// Retention passes that deleted something.
     pub retention_runs: Counter,
     /// Last commit error, for `/health`.
     pub last_error: Mutex<Option<String>>,

@@ -135,7 +135,7 @@ fn run(setup: WorkerSetup, stats: &Stats) {
 fn process(
     normalizer: &mut Normalizer,
     input: &WorkerInput,
-    batch: Box<RawBatch>,
+    mut batch: Box<RawBatch>,
     blocks: &mut Blocks,
     stats: &Stats,
 ) -> Box<EncodedBlock> {
@@ -152,7 +152,8 @@ fn process(
             &mut tally,
         );
     }
-    block.checkpoints.extend(batch.checkpoints.iter().cloned());
+    // Moved, not cloned: the offsets travel on with the block to the writer.
+    block.checkpoints.append(&mut batch.checkpoints);
     let counters = stats.input(batch.input);
     counters.parsed.add(tally.parsed);
     counters.malformed.add(tally.malformed);

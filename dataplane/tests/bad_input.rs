@@ -201,3 +201,31 @@ fn set_linger_zero(s: &TcpStream) {
         );
     }
 }
+
+#[test]
+fn a_long_host_name_is_still_an_entity() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = Pipeline::start(&config(dir.path())).unwrap();
+    let host = format!("h{}.example.com", "x".repeat(300));
+    let mut tcp = TcpStream::connect(p.bound(InputId::SyslogTcp).unwrap()).unwrap();
+    writeln!(
+        tcp,
+        "<38>Nov 21 10:00:00 {host} sshd[1]: Accepted password for alice from 10.0.0.5 port 22 ssh2"
+    )
+    .unwrap();
+    drop(tcp);
+    wait_stored(&p, 1);
+    let e = &all_events(&p.store())[0];
+    let has = |kind, v: &str| e.entities.iter().any(|x| x.kind == kind && x.value == v);
+    assert!(
+        has(watchpost_proto::EntityKind::Host, &host),
+        "{:?}",
+        e.entities
+    );
+    assert!(
+        has(watchpost_proto::EntityKind::User, "alice"),
+        "{:?}",
+        e.entities
+    );
+    p.shutdown();
+}
