@@ -93,6 +93,10 @@ pub struct Stats {
     pub writer: WriterCounters,
     /// The writer thread is running.
     pub writer_alive: AtomicBool,
+    /// While set, the writer commits nothing and the rings behind it fill: how the tests watch
+    /// backpressure reach the inputs. Read once per writer wake-up, never per event.
+    #[doc(hidden)]
+    pub writer_hold: AtomicBool,
     /// When the pipeline started, ns.
     pub started_ns: i64,
     /// Depth gauges of every ring, refreshed by their threads.
@@ -151,6 +155,7 @@ impl Stats {
             templates: AtomicU64::new(0),
             writer: WriterCounters::default(),
             writer_alive: AtomicBool::new(false),
+            writer_hold: AtomicBool::new(false),
             started_ns,
             rings,
         })

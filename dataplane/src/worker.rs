@@ -152,6 +152,7 @@ fn process(
             &mut tally,
         );
     }
+    block.seal();
     // Moved, not cloned: the offsets travel on with the block to the writer.
     block.checkpoints.append(&mut batch.checkpoints);
     let counters = stats.input(batch.input);

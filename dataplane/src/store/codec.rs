@@ -14,10 +14,11 @@
 use bincode::enc::Encoder;
 use bincode::error::EncodeError;
 use bincode::{Decode, Encode};
+use std::borrow::Cow;
 use std::ops::Range;
 
-/// Storage format version written as the first byte of every block.
-pub const BLOCK_VERSION: u8 = 1;
+/// Storage format version written as the first byte of every new block (see [`BlockReader`]).
+pub const BLOCK_VERSION: u8 = 2;
 
 /// Record flag: the line was cut at `dataplane.max_line_bytes`.
 pub const FLAG_TRUNCATED: u8 = 1;
@@ -226,23 +227,66 @@ impl BlockMeta {
     }
 }
 
-/// A stored block's bytes: version, count, offsets, records.
+/// A stored block, opened for reading.
+///
+/// Two layouts exist. Version 1: version (1), count (u16 LE), an offset table (u32 LE per record,
+/// relative to the first record) and the records. Version 2, written since: version (1), count
+/// (u16 LE), the payload's length (u32 LE) and an LZ4 block holding the payload: the records, then
+/// the offset table. The workers compress each block before it reaches the writer, so the WAL, the
+/// memtable and every flush and compaction carry a third to a quarter of the bytes.
 pub struct BlockReader<'a> {
-    bytes: &'a [u8],
+    payload: Cow<'a, [u8]>,
     count: usize,
+    records: Range<usize>,
+    offsets_at: usize,
 }
 
+/// Version byte of an uncompressed block.
+const BLOCK_V1: u8 = 1;
+/// Largest payload a block may declare; a larger claim is corruption, not a block.
+const MAX_PAYLOAD: usize = 256 << 20;
+
 impl<'a> BlockReader<'a> {
-    /// Checks the header; `None` for an unknown version or a short block.
+    /// Checks the header (and decompresses a version 2 block); `None` for an unknown version, a
+    /// short block or a payload that does not decompress.
     pub fn new(bytes: &'a [u8]) -> Option<BlockReader<'a>> {
-        if bytes.len() < 3 || bytes[0] != BLOCK_VERSION {
+        if bytes.len() < 3 {
             return None;
         }
         let count = u16::from_le_bytes([bytes[1], bytes[2]]) as usize;
-        if bytes.len() < 3 + 4 * count {
-            return None;
+        let table = 4 * count;
+        match bytes[0] {
+            BLOCK_V1 => {
+                let payload = bytes.get(3..)?;
+                if payload.len() < table {
+                    return None;
+                }
+                let len = payload.len();
+                Some(BlockReader {
+                    payload: Cow::Borrowed(payload),
+                    count,
+                    records: table..len,
+                    offsets_at: 0,
+                })
+            }
+            BLOCK_VERSION => {
+                let raw = u32::from_le_bytes(bytes.get(3..7)?.try_into().ok()?) as usize;
+                if raw < table || raw > MAX_PAYLOAD {
+                    return None;
+                }
+                let mut payload = vec![0u8; raw];
+                if lz4::decompress(bytes.get(7..)?, &mut payload) != Some(raw) {
+                    return None;
+                }
+                Some(BlockReader {
+                    payload: Cow::Owned(payload),
+                    count,
+                    records: 0..raw - table,
+                    offsets_at: raw - table,
+                })
+            }
+            _ => None,
         }
-        Some(BlockReader { bytes, count })
     }
 
     /// Events in the block.
@@ -260,33 +304,103 @@ impl<'a> BlockReader<'a> {
         if i >= self.count {
             return None;
         }
-        let base = 3 + 4 * self.count;
         let off = |n: usize| {
-            let p = 3 + 4 * n;
-            u32::from_le_bytes(self.bytes[p..p + 4].try_into().unwrap_or([0; 4])) as usize
+            let p = self.offsets_at + 4 * n;
+            u32::from_le_bytes(self.payload[p..p + 4].try_into().unwrap_or([0; 4])) as usize
         };
-        let start = base + off(i);
+        let start = self.records.start + off(i);
         let end = if i + 1 < self.count {
-            base + off(i + 1)
+            self.records.start + off(i + 1)
         } else {
-            self.bytes.len()
+            self.records.end
         };
-        let rec = self.bytes.get(start..end)?;
+        let rec = self.payload.get(start..end.min(self.records.end))?;
         bincode::decode_from_slice::<StoredEvent, _>(rec, bincode_config())
             .ok()
             .map(|(e, _)| e)
     }
 }
 
-/// Writes a block: header, offset table and the records, into `out` (cleared first).
+/// Writes an uncompressed (version 1) block into `out` (cleared first).
 pub fn write_block(out: &mut Vec<u8>, offsets: &[u32], records: &[u8]) {
     out.clear();
-    out.push(BLOCK_VERSION);
+    out.push(BLOCK_V1);
     out.extend_from_slice(&(offsets.len() as u16).to_le_bytes());
     for o in offsets {
         out.extend_from_slice(&o.to_le_bytes());
     }
     out.extend_from_slice(records);
+}
+
+/// Writes a compressed (version 2) block into `out` (cleared first).
+///
+/// The offset table is appended to `records` for the compressor and taken off again, so the only
+/// buffers are the caller's, reused from block to block.
+pub fn seal_block(out: &mut Vec<u8>, offsets: &[u32], records: &mut Vec<u8>) {
+    let records_len = records.len();
+    for o in offsets {
+        records.extend_from_slice(&o.to_le_bytes());
+    }
+    out.clear();
+    out.push(BLOCK_VERSION);
+    out.extend_from_slice(&(offsets.len() as u16).to_le_bytes());
+    out.extend_from_slice(&(records.len() as u32).to_le_bytes());
+    let header = out.len();
+    out.resize(header + lz4::bound(records.len()), 0);
+    let compressed = lz4::compress(records, &mut out[header..]);
+    records.truncate(records_len);
+    match compressed {
+        Some(n) => out.truncate(header + n),
+        // Only for a payload over LZ4's 2 GiB limit; an uncompressed block is still right.
+        None => write_block(out, offsets, records),
+    }
+}
+
+/// LZ4 block compression through the C library that RocksDB already links.
+///
+/// The C compressor keeps its hash table on the stack, so compressing allocates nothing (pure-Rust
+/// LZ4 crates put the table on the heap for every call, which the zero-allocation test catches).
+mod lz4 {
+    use std::os::raw::{c_char, c_int};
+
+    /// Room the compressed form of `len` bytes may need (`LZ4_COMPRESSBOUND`).
+    pub fn bound(len: usize) -> usize {
+        len + len / 255 + 16
+    }
+
+    /// Compresses `src` into `dst` (at least `bound(src.len())` long); the compressed length.
+    pub fn compress(src: &[u8], dst: &mut [u8]) -> Option<usize> {
+        let src_len = c_int::try_from(src.len()).ok()?;
+        let dst_len = c_int::try_from(dst.len()).ok()?;
+        // SAFETY: both pointers are valid for the lengths passed, which fit in c_int; LZ4 reads
+        // `src_len` bytes from `src` and writes at most `dst_len` bytes into `dst`.
+        let n = unsafe {
+            lz4_sys::LZ4_compress_default(
+                src.as_ptr().cast::<c_char>(),
+                dst.as_mut_ptr().cast::<c_char>(),
+                src_len,
+                dst_len,
+            )
+        };
+        usize::try_from(n).ok().filter(|&n| n > 0 || src.is_empty())
+    }
+
+    /// Decompresses `src` into `dst`; the decompressed length, `None` for corrupt input.
+    pub fn decompress(src: &[u8], dst: &mut [u8]) -> Option<usize> {
+        let src_len = c_int::try_from(src.len()).ok()?;
+        let dst_len = c_int::try_from(dst.len()).ok()?;
+        // SAFETY: as above; `LZ4_decompress_safe` never reads past `src_len` bytes nor writes past
+        // `dst_len` bytes whatever the input, and reports malformed input as a negative result.
+        let n = unsafe {
+            lz4_sys::LZ4_decompress_safe(
+                src.as_ptr().cast::<c_char>(),
+                dst.as_mut_ptr().cast::<c_char>(),
+                src_len,
+                dst_len,
+            )
+        };
+        usize::try_from(n).ok()
+    }
 }
 
 #[cfg(test)]
@@ -329,10 +443,19 @@ mod tests {
             offsets.push(records.len() as u32);
             bincode::encode_into_std_write(&view, &mut records, bincode_config()).unwrap();
         }
-        let mut block = Vec::new();
-        write_block(&mut block, &offsets, &records);
-        let r = BlockReader::new(&block).unwrap();
-        assert_eq!(r.len(), 2);
+        let mut plain = Vec::new();
+        write_block(&mut plain, &offsets, &records);
+        let mut sealed = Vec::new();
+        let before = records.clone();
+        seal_block(&mut sealed, &offsets, &mut records);
+        assert_eq!(records, before, "sealing leaves the records as they were");
+        assert_eq!(sealed[0], BLOCK_VERSION);
+        for block in [&plain, &sealed] {
+            let r = BlockReader::new(block).unwrap();
+            assert_eq!(r.len(), 2);
+            assert_eq!(r.get(0).unwrap(), r.get(1).unwrap());
+        }
+        let r = BlockReader::new(&sealed).unwrap();
         let e = r.get(1).unwrap();
         assert_eq!(e.source, "sshd");
         assert_eq!(e.host, "web-01");
@@ -353,9 +476,18 @@ mod tests {
     fn corrupt_blocks_are_refused_not_panicked_on() {
         assert!(BlockReader::new(&[]).is_none());
         assert!(BlockReader::new(&[9, 1, 0]).is_none());
-        assert!(BlockReader::new(&[BLOCK_VERSION, 5, 0, 1]).is_none());
-        let r = BlockReader::new(&[BLOCK_VERSION, 1, 0, 0, 0, 0, 0, 0xff]).unwrap();
+        assert!(BlockReader::new(&[BLOCK_V1, 5, 0, 1]).is_none());
+        let r = BlockReader::new(&[BLOCK_V1, 1, 0, 0, 0, 0, 0, 0xff]).unwrap();
         assert!(r.get(0).is_none());
+        // A payload length far past the limit, garbage for LZ4, a short payload, an offset
+        // past the end: refused or empty, never a panic.
+        assert!(BlockReader::new(&[BLOCK_VERSION, 1, 0, 0xff, 0xff, 0xff, 0xff, 0]).is_none());
+        assert!(BlockReader::new(&[BLOCK_VERSION, 1, 0, 8, 0, 0, 0, 0xff, 0x00]).is_none());
+        assert!(BlockReader::new(&[BLOCK_VERSION, 1, 0, 8, 0]).is_none());
+        let mut sealed = Vec::new();
+        seal_block(&mut sealed, &[0, 900], &mut vec![1, 2, 3]);
+        let r = BlockReader::new(&sealed).unwrap();
+        assert!(r.get(0).is_none() && r.get(1).is_none());
     }
 
     #[test]

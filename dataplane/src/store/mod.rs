@@ -5,7 +5,7 @@
 //!
 //! | family         | key                                                | value                                |
 //! |----------------|----------------------------------------------------|--------------------------------------|
-//! | `events`       | block key: first receive ns (8) + sequence (8)     | block: version, count, offsets, records |
+//! | `events`       | block key: first receive ns (8) + sequence (8)     | block: version, count, LZ4 of records + offsets |
 //! | `blocks`       | block key                                          | [`BlockMeta`] (42 bytes)             |
 //! | `idx_entity`   | day (4) + kind (1) + name hash (8) + block key      | positions in the block (u16 LE each) |
 //! | `idx_source`   | day (4) + 0 + source hash (8) + block key           | positions                            |
@@ -26,7 +26,7 @@ mod writer;
 
 pub use codec::{
     BLOCK_META_LEN, BlockMeta, BlockReader, EntitySlot, EventView, FLAG_INVALID_UTF8,
-    FLAG_MALFORMED, FLAG_TRUNCATED, Role, StoredEvent, bincode_config, write_block,
+    FLAG_MALFORMED, FLAG_TRUNCATED, Role, StoredEvent, bincode_config, seal_block, write_block,
 };
 pub use query::{EntityFilter, EventPage, EventQuery, QueryError};
 pub use writer::{EncodedBlock, NewEntity, Posting, PostingKind, spawn_writer};
@@ -178,14 +178,21 @@ impl Store {
             o.set_max_write_buffer_number(4);
             // Fresh data is read most (live tails, dashboards): keep the upper levels uncompressed
             // and cheap to write, compress what settles.
+            // Event blocks arrive LZ4-compressed by the workers; compressing them again would
+            // spend compaction CPU for nothing.
+            let settled = if name == CF_EVENTS {
+                DBCompressionType::None
+            } else {
+                DBCompressionType::Lz4
+            };
             o.set_compression_per_level(&[
                 DBCompressionType::None,
                 DBCompressionType::None,
-                DBCompressionType::Lz4,
-                DBCompressionType::Lz4,
-                DBCompressionType::Lz4,
-                DBCompressionType::Lz4,
-                DBCompressionType::Lz4,
+                settled,
+                settled,
+                settled,
+                settled,
+                settled,
             ]);
             o.set_level_compaction_dynamic_level_bytes(true);
             o

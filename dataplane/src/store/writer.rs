@@ -6,7 +6,7 @@
 
 use super::{
     BlockMeta, CF_BLOCKS, CF_CHECKPOINTS, CF_ENTITIES, CF_EVENTS, CF_IDX_ENTITY, CF_IDX_SOURCE,
-    CF_IDX_TEMPLATE, CF_TEMPLATES, Store, block_key, day_of, index_prefix, write_block,
+    CF_IDX_TEMPLATE, CF_TEMPLATES, Store, block_key, day_of, index_prefix, seal_block,
 };
 use crate::batch::Checkpoint;
 use crate::clock::{NS_PER_DAY, now_ns};
@@ -68,6 +68,8 @@ pub struct EncodedBlock {
     pub records: Vec<u8>,
     /// Start of each record in `records`.
     pub offsets: Vec<u32>,
+    /// The block as stored (compressed), filled by [`EncodedBlock::seal`] on the worker.
+    pub sealed: Vec<u8>,
     /// Receive time of the first event.
     pub first_received_ns: i64,
     /// Summary for the `blocks` family.
@@ -93,6 +95,7 @@ impl EncodedBlock {
             worker,
             records: Vec::with_capacity(events * 256),
             offsets: Vec::with_capacity(events),
+            sealed: Vec::with_capacity(events * 128),
             postings: Vec::with_capacity(events * 8),
             new_entities: Vec::with_capacity(64),
             names: String::with_capacity(4096),
@@ -107,6 +110,7 @@ impl EncodedBlock {
     pub fn clear(&mut self) {
         self.records.clear();
         self.offsets.clear();
+        self.sealed.clear();
         self.first_received_ns = 0;
         self.meta = BlockMeta::default();
         self.postings.clear();
@@ -115,6 +119,12 @@ impl EncodedBlock {
         self.templates.clear();
         self.template_text.clear();
         self.checkpoints.clear();
+    }
+
+    /// Compresses the records into [`EncodedBlock::sealed`]. Workers call it, so that compression
+    /// runs on as many cores as there are workers rather than on the one writer thread.
+    pub fn seal(&mut self) {
+        seal_block(&mut self.sealed, &self.offsets, &mut self.records);
     }
 
     /// Events in the block.
@@ -130,7 +140,6 @@ impl EncodedBlock {
 
 /// Reusable buffers of the writer.
 struct Scratch {
-    block: Vec<u8>,
     meta: Vec<u8>,
     key: Vec<u8>,
     value: Vec<u8>,
@@ -140,8 +149,10 @@ struct Scratch {
 fn add_block(store: &Store, wb: &mut WriteBatch, block: &mut EncodedBlock, s: &mut Scratch) {
     let key = block_key(block.first_received_ns, store.take_seq());
     if !block.is_empty() {
-        write_block(&mut s.block, &block.offsets, &block.records);
-        wb.put_cf(store.cf(CF_EVENTS), key, &s.block);
+        if block.sealed.is_empty() {
+            block.seal();
+        }
+        wb.put_cf(store.cf(CF_EVENTS), key, &block.sealed);
         s.meta.clear();
         block.meta.encode(&mut s.meta);
         wb.put_cf(store.cf(CF_BLOCKS), key, &s.meta);
@@ -236,7 +247,6 @@ fn run(
     retention_days: u32,
 ) {
     let mut scratch = Scratch {
-        block: Vec::with_capacity(1 << 20),
         meta: Vec::with_capacity(64),
         key: Vec::with_capacity(64),
         value: Vec::with_capacity(4096),
@@ -263,6 +273,10 @@ fn run(
         }
         // Wait for any worker's block, then take whatever else is already waiting.
         if sel.ready_timeout(Duration::from_secs(1)).is_err() {
+            continue;
+        }
+        if stats.writer_hold.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(5));
             continue;
         }
         for (i, c) in inputs.iter().enumerate() {
