@@ -19,6 +19,7 @@
 
 pub mod batch;
 pub mod clock;
+pub mod detect;
 pub mod hash;
 pub mod input;
 pub mod normalize;

@@ -283,3 +283,48 @@ fn the_counter_sees_allocations() {
         }) > 0
     );
 }
+
+#[test]
+fn detectors_allocate_nothing_per_event_in_steady_state() {
+    use watchpost_dataplane::detect::ensemble::{EventFeatures, SourceModel};
+    use watchpost_dataplane::detect::ueba::{Observation, Ueba, UebaParams, UebaType};
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut model = SourceModel::new(1e-4);
+    let mut ueba = Ueba::new(UebaParams {
+        warmup_ns: 0,
+        warmup_min_events: 10,
+        ..UebaParams::default()
+    });
+    let mut ts = 0i64;
+    let mut step = |model: &mut SourceModel, ueba: &mut Ueba, i: u64| {
+        ts += 250_000_000;
+        model.observe(&EventFeatures {
+            ts_ns: ts,
+            template: i % 17,
+            severity: (i % 5) as u8,
+            message_len: 80,
+            entities: 2,
+        });
+        for (entity, kind) in [(i % 300, UebaType::User), (1000 + i % 50, UebaType::Host)] {
+            ueba.observe(&Observation {
+                ts_ns: ts,
+                entity,
+                kind,
+                source: Some(0xffff_0a00_0000 + u128::from(i % 40)),
+                template: i % 17,
+            });
+        }
+    };
+    // Warm up: every entity known, every threshold calibrated and fitted.
+    for i in 0..60_000 {
+        step(&mut model, &mut ueba, i);
+    }
+    assert!(model.threshold().is_calibrated());
+    assert!(ueba.threshold(UebaType::User).is_calibrated());
+    let n = allocations(|| {
+        for i in 60_000..100_000 {
+            step(&mut model, &mut ueba, i);
+        }
+    });
+    assert_eq!(n, 0, "{n} allocations over 40,000 events");
+}

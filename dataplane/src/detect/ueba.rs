@@ -1,0 +1,860 @@
+//! User and entity behaviour analytics: each entity (user, host, IP, service account) is compared
+//! with its own history, and the blend of four sub-scores with a per-entity-type DSPOT threshold.
+//!
+//! The scoring functions the spec leaves open, decided here (each in [0, 1]):
+//! - time_of_day: 0 when the event's UTC hour is an observed hour of the entity, otherwise
+//!   `1 - exp(-d / 2.5)` where `d` is the circular distance in hours to the nearest observed hour
+//!   (one hour off: 0.33, two: 0.55, four: 0.80, eight: 0.96). An hour counts as observed once it
+//!   holds at least one event per thousand of the entity's events (and at least one), so a single
+//!   3 a.m. login does not make 3 a.m. normal for an entity with years of office hours.
+//! - source_novelty: 0 for a source among the entity's top-K (Space-Saving counts); 0.5 for a new
+//!   address in a known network (IPv4 /24, IPv6 /48); 1 otherwise. Events without a source: 0.
+//! - volume: `z_to_score(z)`, a logistic centred on z = 4, of the running minute's event count
+//!   against the EMA and exponentially weighted variance of the entity's active minutes.
+//! - pattern_novelty: 1 for a template outside the top-K; otherwise `log2(W / w) / 10` where `w` is
+//!   the template's LFU weight and `W` the total (a template behind 1/1024 of the weight scores 1).
+//!
+//! Everything an entity needs is in fixed-size slices allocated once when the entity first appears,
+//! so scoring a known entity allocates nothing.
+
+use super::dspot::{Dspot, DspotConfig, Verdict};
+use super::volume::z_to_score;
+use bincode::{Decode, Encode};
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// The least blended score that may alert, whatever the threshold. An entity type whose normal
+/// scores are all alike (a fleet of identical service accounts) gets a DSPOT threshold just above
+/// that common value; without a floor, a trace of volume noise would then be an alert. 0.3 is one
+/// fully novel sub-score at its default weight: a new network alone can alert, an odd hour alone
+/// (at most 0.25) cannot.
+pub const MIN_ALERT_SCORE: f64 = 0.3;
+
+/// Nanoseconds per hour.
+const NS_PER_HOUR: i64 = 3_600_000_000_000;
+/// Nanoseconds per minute.
+const NS_PER_MINUTE: i64 = 60_000_000_000;
+
+/// The entity types UEBA scores, each with its own threshold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Encode, Decode)]
+#[repr(u8)]
+pub enum UebaType {
+    /// A person's account.
+    User = 0,
+    /// A host.
+    Host = 1,
+    /// An IP address.
+    Ip = 2,
+    /// A non-human account (daemons, `svc-` names, machine accounts ending in `$`).
+    ServiceAccount = 3,
+}
+
+impl UebaType {
+    /// Every type, in index order.
+    pub const ALL: [UebaType; 4] = [
+        UebaType::User,
+        UebaType::Host,
+        UebaType::Ip,
+        UebaType::ServiceAccount,
+    ];
+
+    /// Name in API output.
+    pub fn name(self) -> &'static str {
+        match self {
+            UebaType::User => "user",
+            UebaType::Host => "host",
+            UebaType::Ip => "ip",
+            UebaType::ServiceAccount => "service_account",
+        }
+    }
+}
+
+/// Whether a (canonical, lower-case) user name is a service account: Windows machine accounts
+/// (`name$`), the usual prefixes (`svc`, `srv`, `sa-`, `service`), and the Unix daemon accounts
+/// that log in by themselves.
+pub fn is_service_account(user: &str) -> bool {
+    const DAEMONS: [&str; 22] = [
+        "root",
+        "daemon",
+        "bin",
+        "sys",
+        "nobody",
+        "www-data",
+        "apache",
+        "nginx",
+        "postgres",
+        "mysql",
+        "redis",
+        "backup",
+        "mail",
+        "postfix",
+        "systemd-network",
+        "systemd-resolve",
+        "sshd",
+        "ntp",
+        "chrony",
+        "syslog",
+        "messagebus",
+        "_apt",
+    ];
+    let name = user.rsplit(['\\', '/']).next().unwrap_or(user);
+    let name = name.split('@').next().unwrap_or(name);
+    name.ends_with('$')
+        || ["svc", "srv-", "srv_", "sa-", "sa_", "service"]
+            .iter()
+            .any(|p| name.starts_with(p))
+        || DAEMONS.contains(&name)
+}
+
+/// UEBA settings, from `[ueba]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UebaParams {
+    /// Produce alerts (baselines learn either way).
+    pub enabled: bool,
+    /// Warmup length from the first event, ns.
+    pub warmup_ns: i64,
+    /// Events needed before scoring.
+    pub warmup_min_events: u64,
+    /// Top-K sources.
+    pub source_cap: usize,
+    /// Top-K templates.
+    pub template_k: usize,
+    /// Volume EMA smoothing.
+    pub ema_alpha: f64,
+    /// Cooldown after an alert, ns.
+    pub cooldown_ns: i64,
+    /// Entities kept in memory.
+    pub max_entities: usize,
+    /// Sub-score weights: time of day, source novelty, volume, pattern novelty.
+    pub weights: [f64; 4],
+    /// DSPOT risk of the per-type thresholds.
+    pub risk: f64,
+}
+
+impl UebaParams {
+    /// From the `[ueba]` section of the configuration.
+    pub fn from_config(c: &watchpost_proto::config::UebaConfig) -> UebaParams {
+        let w = &c.sub_score_weights;
+        UebaParams {
+            enabled: c.enabled,
+            warmup_ns: (c.warmup_days * 86_400e9) as i64,
+            warmup_min_events: c.warmup_min_events,
+            source_cap: c.source_ip_cap.max(1) as usize,
+            template_k: c.template_top_k.max(1) as usize,
+            ema_alpha: c.ema_alpha,
+            cooldown_ns: c.alert_cooldown_seconds as i64 * 1_000_000_000,
+            max_entities: c.max_entities.max(1) as usize,
+            weights: [w.time_of_day, w.source_novelty, w.volume, w.pattern_novelty],
+            risk: c.dspot_risk,
+        }
+    }
+}
+
+impl Default for UebaParams {
+    fn default() -> Self {
+        UebaParams::from_config(&watchpost_proto::config::UebaConfig::default())
+    }
+}
+
+/// One entity occurrence to score.
+#[derive(Clone, Copy, Debug)]
+pub struct Observation {
+    /// Event time, ns.
+    pub ts_ns: i64,
+    /// The entity's name hash (its key everywhere in the data plane).
+    pub entity: u64,
+    /// Which threshold it is judged by.
+    pub kind: UebaType,
+    /// The counterpart: the source address for users and hosts, the peer for IPs. IPv4 as
+    /// IPv4-mapped IPv6.
+    pub source: Option<u128>,
+    /// The event's template.
+    pub template: u64,
+}
+
+/// The four sub-scores, in the order of [`UebaParams::weights`].
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SubScores {
+    /// Hour-of-day rarity.
+    pub time_of_day: f64,
+    /// Source novelty.
+    pub source_novelty: f64,
+    /// Volume against the EMA.
+    pub volume: f64,
+    /// Template rarity.
+    pub pattern_novelty: f64,
+}
+
+impl SubScores {
+    fn blend(&self, w: &[f64; 4]) -> f64 {
+        w[0] * self.time_of_day
+            + w[1] * self.source_novelty
+            + w[2] * self.volume
+            + w[3] * self.pattern_novelty
+    }
+}
+
+/// Where an entity is in its lifecycle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lifecycle {
+    /// Learning only.
+    WarmingUp,
+    /// Scored.
+    Scoring,
+    /// Scored, alerts suppressed until the cooldown ends.
+    Cooldown,
+}
+
+/// A UEBA alert.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct UebaAlert {
+    /// The entity.
+    pub entity: u64,
+    /// Its type.
+    pub kind: UebaType,
+    /// Event time.
+    pub ts_ns: i64,
+    /// Blended score.
+    pub score: f64,
+    /// The type's DSPOT threshold when it fired.
+    pub threshold: f64,
+    /// What made up the score.
+    pub sub_scores: SubScores,
+}
+
+/// What one observation produced.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Outcome {
+    /// Learned, not scored (warming up).
+    Learned,
+    /// Scored below the threshold, or above it while alerts are off or in cooldown.
+    Scored {
+        /// Blended score.
+        score: f64,
+        /// The entity was in cooldown.
+        suppressed: bool,
+    },
+    /// An alert.
+    Alert(UebaAlert),
+}
+
+/// The learned behaviour of one entity.
+#[derive(Clone, Debug, Encode, Decode)]
+pub struct Baseline {
+    /// First event, ns.
+    pub first_seen_ns: i64,
+    /// Last event, ns (the LRU clock).
+    pub last_seen_ns: i64,
+    /// Events seen.
+    pub event_count: u64,
+    /// Type of the entity.
+    pub kind: UebaType,
+    hour_counts: [u32; 24],
+    sources: Box<[u128]>,
+    source_counts: Box<[u32]>,
+    n_sources: u16,
+    templates: Box<[u64]>,
+    template_weights: Box<[f32]>,
+    n_templates: u16,
+    template_total: f32,
+    minute: i64,
+    minute_count: u32,
+    /// Per-minute volume EMA over active minutes.
+    pub volume_ema: f64,
+    volume_var: f64,
+    active_minutes: u64,
+    cooldown_until_ns: i64,
+}
+
+/// An entry of a baseline's top-K templates.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TemplateWeight {
+    /// Template id.
+    pub template_id: u64,
+    /// LFU weight.
+    pub weight: f64,
+}
+
+impl Baseline {
+    fn new(kind: UebaType, ts_ns: i64, p: &UebaParams) -> Baseline {
+        Baseline {
+            first_seen_ns: ts_ns,
+            last_seen_ns: ts_ns,
+            event_count: 0,
+            kind,
+            hour_counts: [0; 24],
+            sources: vec![0; p.source_cap].into_boxed_slice(),
+            source_counts: vec![0; p.source_cap].into_boxed_slice(),
+            n_sources: 0,
+            templates: vec![0; p.template_k].into_boxed_slice(),
+            template_weights: vec![0.0; p.template_k].into_boxed_slice(),
+            n_templates: 0,
+            template_total: 0.0,
+            minute: i64::MIN,
+            minute_count: 0,
+            volume_ema: 0.0,
+            volume_var: 0.0,
+            active_minutes: 0,
+            cooldown_until_ns: i64::MIN,
+        }
+    }
+
+    /// Warming up at `now_ns`?
+    pub fn warming_up(&self, now_ns: i64, p: &UebaParams) -> bool {
+        now_ns.saturating_sub(self.first_seen_ns) < p.warmup_ns
+            || self.event_count < p.warmup_min_events
+    }
+
+    /// Lifecycle state at `now_ns`.
+    pub fn lifecycle(&self, now_ns: i64, p: &UebaParams) -> Lifecycle {
+        if self.warming_up(now_ns, p) {
+            Lifecycle::WarmingUp
+        } else if now_ns < self.cooldown_until_ns {
+            Lifecycle::Cooldown
+        } else {
+            Lifecycle::Scoring
+        }
+    }
+
+    /// UTC hours that count as observed.
+    pub fn hours_active(&self) -> Vec<u8> {
+        (0..24u8)
+            .filter(|&h| self.hour_observed(h as usize))
+            .collect()
+    }
+
+    /// The top sources, most frequent first.
+    pub fn top_sources(&self) -> Vec<u128> {
+        let mut v: Vec<(u32, u128)> = (0..self.n_sources as usize)
+            .map(|i| (self.source_counts[i], self.sources[i]))
+            .collect();
+        v.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        v.into_iter().map(|(_, s)| s).collect()
+    }
+
+    /// The top templates, heaviest first.
+    pub fn top_templates(&self) -> Vec<TemplateWeight> {
+        let mut v: Vec<TemplateWeight> = (0..self.n_templates as usize)
+            .map(|i| TemplateWeight {
+                template_id: self.templates[i],
+                weight: f64::from(self.template_weights[i]),
+            })
+            .collect();
+        v.sort_by(|a, b| b.weight.total_cmp(&a.weight));
+        v
+    }
+
+    fn hour_observed(&self, h: usize) -> bool {
+        let need = (self.event_count / 1000).max(1);
+        u64::from(self.hour_counts[h]) >= need
+    }
+
+    fn score(&self, o: &Observation, p: &UebaParams) -> SubScores {
+        SubScores {
+            time_of_day: self.time_of_day_score(o.ts_ns),
+            source_novelty: self.source_score(o.source),
+            volume: self.volume_score(o.ts_ns, p),
+            pattern_novelty: self.pattern_score(o.template),
+        }
+    }
+
+    fn time_of_day_score(&self, ts_ns: i64) -> f64 {
+        let h = hour_of(ts_ns);
+        if self.hour_observed(h) {
+            return 0.0;
+        }
+        let mut best = None;
+        for d in 1..=12usize {
+            if self.hour_observed((h + d) % 24) || self.hour_observed((h + 24 - d) % 24) {
+                best = Some(d);
+                break;
+            }
+        }
+        best.map_or(0.0, |d| 1.0 - (-(d as f64) / 2.5).exp())
+    }
+
+    fn source_score(&self, source: Option<u128>) -> f64 {
+        let Some(s) = source else { return 0.0 };
+        let known = &self.sources[..self.n_sources as usize];
+        if known.contains(&s) {
+            return 0.0;
+        }
+        let net = network_of(s);
+        if known.iter().any(|&k| network_of(k) == net) {
+            0.5
+        } else {
+            1.0
+        }
+    }
+
+    fn volume_score(&self, ts_ns: i64, p: &UebaParams) -> f64 {
+        if self.active_minutes < 10 {
+            return 0.0;
+        }
+        let minute = ts_ns.div_euclid(NS_PER_MINUTE);
+        let count = if minute == self.minute {
+            f64::from(self.minute_count) + 1.0
+        } else {
+            1.0
+        };
+        let _ = p;
+        let sd = self
+            .volume_var
+            .sqrt()
+            .max(1.0)
+            .max(0.5 * self.volume_ema.sqrt());
+        z_to_score((count - self.volume_ema) / sd)
+    }
+
+    fn pattern_score(&self, template: u64) -> f64 {
+        let n = self.n_templates as usize;
+        match self.templates[..n].iter().position(|&t| t == template) {
+            None => 1.0,
+            Some(i) => {
+                let w = f64::from(self.template_weights[i]).max(1e-9);
+                let total = f64::from(self.template_total).max(w);
+                ((total / w).log2() / 10.0).clamp(0.0, 1.0)
+            }
+        }
+    }
+
+    fn learn(&mut self, o: &Observation, p: &UebaParams) {
+        self.event_count += 1;
+        self.last_seen_ns = self.last_seen_ns.max(o.ts_ns);
+        let h = hour_of(o.ts_ns);
+        self.hour_counts[h] = self.hour_counts[h].saturating_add(1);
+        if let Some(s) = o.source {
+            space_saving(
+                &mut self.sources,
+                &mut self.source_counts,
+                &mut self.n_sources,
+                s,
+            );
+        }
+        self.learn_template(o.template);
+        let minute = o.ts_ns.div_euclid(NS_PER_MINUTE);
+        if minute != self.minute {
+            self.close_minute(p);
+            self.minute = minute;
+            self.minute_count = 0;
+        }
+        self.minute_count = self.minute_count.saturating_add(1);
+    }
+
+    fn close_minute(&mut self, p: &UebaParams) {
+        if self.minute == i64::MIN || self.minute_count == 0 {
+            return;
+        }
+        let x = f64::from(self.minute_count);
+        if self.active_minutes == 0 {
+            self.volume_ema = x;
+        } else {
+            let d = x - self.volume_ema;
+            self.volume_ema += p.ema_alpha * d;
+            self.volume_var = (1.0 - p.ema_alpha) * (self.volume_var + p.ema_alpha * d * d);
+        }
+        self.active_minutes += 1;
+    }
+
+    fn learn_template(&mut self, t: u64) {
+        let n = self.n_templates as usize;
+        if let Some(i) = self.templates[..n].iter().position(|&x| x == t) {
+            self.template_weights[i] += 1.0;
+        } else if n < self.templates.len() {
+            self.templates[n] = t;
+            self.template_weights[n] = 1.0;
+            self.n_templates += 1;
+        } else {
+            // LFU: the lightest template makes room, and the newcomer inherits its weight (the
+            // Space-Saving rule), so a burst of new templates cannot push out the regular ones.
+            let (i, _) = self
+                .template_weights
+                .iter()
+                .enumerate()
+                .min_by(|a, b| a.1.total_cmp(b.1))
+                .unwrap_or((0, &0.0));
+            self.templates[i] = t;
+            self.template_weights[i] += 1.0;
+        }
+        self.template_total += 1.0;
+        if self.template_total > 1e6 {
+            self.template_weights.iter_mut().for_each(|w| *w *= 0.5);
+            self.template_total *= 0.5;
+        }
+    }
+}
+
+/// Space-Saving top-K update (Metwally et al. 2005).
+fn space_saving(keys: &mut [u128], counts: &mut [u32], n: &mut u16, key: u128) {
+    let len = *n as usize;
+    if let Some(i) = keys[..len].iter().position(|&k| k == key) {
+        counts[i] = counts[i].saturating_add(1);
+    } else if len < keys.len() {
+        keys[len] = key;
+        counts[len] = 1;
+        *n += 1;
+    } else {
+        let (i, _) = counts
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, c)| **c)
+            .unwrap_or((0, &0));
+        keys[i] = key;
+        counts[i] = counts[i].saturating_add(1);
+    }
+}
+
+#[inline]
+fn hour_of(ts_ns: i64) -> usize {
+    (ts_ns.div_euclid(NS_PER_HOUR).rem_euclid(24)) as usize
+}
+
+/// The network of an address: /24 for IPv4 (mapped), /48 for IPv6.
+fn network_of(addr: u128) -> u128 {
+    // `::ffff:a.b.c.d`: the top 96 bits are 0xffff.
+    if addr >> 32 == 0xffff {
+        addr & !0xff
+    } else {
+        addr & !((1u128 << 80) - 1)
+    }
+}
+
+/// An IP address as the u128 UEBA keys sources by (IPv4 mapped into IPv6).
+pub fn ip_key(ip: std::net::IpAddr) -> u128 {
+    match ip {
+        std::net::IpAddr::V4(v4) => u128::from(v4.to_ipv6_mapped()),
+        std::net::IpAddr::V6(v6) => u128::from(v6),
+    }
+}
+
+/// Entity keys are already hashes: hashing them again would only cost time.
+#[derive(Default)]
+struct IdentityHasher(u64);
+
+impl Hasher for IdentityHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8) | u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+type EntityMap = HashMap<u64, Baseline, BuildHasherDefault<IdentityHasher>>;
+
+/// Every entity's baseline and the per-type thresholds: the state of one UEBA worker.
+pub struct Ueba {
+    params: UebaParams,
+    entities: EntityMap,
+    thresholds: [Dspot; 4],
+    evicted: u64,
+}
+
+impl Ueba {
+    /// An empty engine.
+    pub fn new(params: UebaParams) -> Ueba {
+        let dspot = Dspot::new(DspotConfig {
+            risk: params.risk,
+            ..DspotConfig::default()
+        });
+        Ueba {
+            entities: EntityMap::with_capacity_and_hasher(
+                params.max_entities.min(1 << 16),
+                BuildHasherDefault::default(),
+            ),
+            thresholds: [dspot.clone(), dspot.clone(), dspot.clone(), dspot],
+            params,
+            evicted: 0,
+        }
+    }
+
+    /// Its settings.
+    pub fn params(&self) -> &UebaParams {
+        &self.params
+    }
+
+    /// Turns alerting on or off; baselines keep learning either way.
+    pub fn set_enabled(&mut self, on: bool) {
+        self.params.enabled = on;
+    }
+
+    /// Entities in memory.
+    pub fn len(&self) -> usize {
+        self.entities.len()
+    }
+
+    /// No entities.
+    pub fn is_empty(&self) -> bool {
+        self.entities.is_empty()
+    }
+
+    /// Entities evicted so far.
+    pub fn evicted(&self) -> u64 {
+        self.evicted
+    }
+
+    /// An entity's baseline.
+    pub fn baseline(&self, entity: u64) -> Option<&Baseline> {
+        self.entities.get(&entity)
+    }
+
+    /// The threshold of a type.
+    pub fn threshold(&self, kind: UebaType) -> &Dspot {
+        &self.thresholds[kind as usize]
+    }
+
+    /// Mutable threshold (feedback moves its risk).
+    pub fn threshold_mut(&mut self, kind: UebaType) -> &mut Dspot {
+        &mut self.thresholds[kind as usize]
+    }
+
+    /// Scores one entity occurrence, then learns it.
+    pub fn observe(&mut self, o: &Observation) -> Outcome {
+        if !self.entities.contains_key(&o.entity) {
+            if self.entities.len() >= self.params.max_entities {
+                self.evict();
+            }
+            self.entities
+                .insert(o.entity, Baseline::new(o.kind, o.ts_ns, &self.params));
+        }
+        let p = &self.params;
+        let Some(b) = self.entities.get_mut(&o.entity) else {
+            return Outcome::Learned;
+        };
+        let state = b.lifecycle(o.ts_ns, p);
+        let outcome = if state == Lifecycle::WarmingUp {
+            Outcome::Learned
+        } else {
+            let sub = b.score(o, p);
+            let score = sub.blend(&p.weights);
+            let dspot = &mut self.thresholds[b.kind as usize];
+            let threshold = dspot.threshold();
+            let verdict = dspot.update(score);
+            let alarm = verdict == Verdict::Alarm && score >= MIN_ALERT_SCORE;
+            match verdict {
+                Verdict::Alarm if alarm && p.enabled && state == Lifecycle::Scoring => {
+                    b.cooldown_until_ns = o.ts_ns.saturating_add(p.cooldown_ns);
+                    Outcome::Alert(UebaAlert {
+                        entity: o.entity,
+                        kind: b.kind,
+                        ts_ns: o.ts_ns,
+                        score,
+                        threshold,
+                        sub_scores: sub,
+                    })
+                }
+                _ => Outcome::Scored {
+                    score,
+                    suppressed: alarm,
+                },
+            }
+        };
+        b.learn(o, p);
+        outcome
+    }
+
+    /// Drops the least recently seen hundredth of the entities (at least one), so eviction runs
+    /// once per that many new entities rather than on every one.
+    fn evict(&mut self) {
+        let n = (self.entities.len() / 100).max(1);
+        let mut seen: Vec<i64> = self.entities.values().map(|b| b.last_seen_ns).collect();
+        let cut = *seen.select_nth_unstable(n - 1).1;
+        let before = self.entities.len();
+        let mut left = n;
+        self.entities.retain(|_, b| {
+            if left > 0 && b.last_seen_ns <= cut {
+                left -= 1;
+                false
+            } else {
+                true
+            }
+        });
+        self.evicted += (before - self.entities.len()) as u64;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DAY: i64 = 86_400_000_000_000;
+    const HOUR: i64 = NS_PER_HOUR;
+
+    fn obs(ts_ns: i64, entity: u64, source: Option<u128>, template: u64) -> Observation {
+        Observation {
+            ts_ns,
+            entity,
+            kind: UebaType::User,
+            source,
+            template,
+        }
+    }
+
+    fn ip(s: &str) -> Option<u128> {
+        Some(ip_key(s.parse().unwrap()))
+    }
+
+    fn params() -> UebaParams {
+        UebaParams {
+            warmup_ns: 2 * DAY,
+            warmup_min_events: 50,
+            ..UebaParams::default()
+        }
+    }
+
+    /// An office worker: weekdays 9 to 17, from two addresses in one /24, four templates.
+    fn office_days(u: &mut Ueba, entity: u64, days: i64) {
+        for d in 0..days {
+            for h in 9..17 {
+                for m in (0..60).step_by(10) {
+                    let ts = d * DAY + h * HOUR + m * NS_PER_MINUTE;
+                    let src = if m % 20 == 0 { "10.1.2.3" } else { "10.1.2.4" };
+                    u.observe(&obs(ts, entity, ip(src), (m as u64 / 10) % 4));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn lifecycle_warmup_needs_both_days_and_events() {
+        let p = params();
+        let mut u = Ueba::new(p.clone());
+        // Many events on day one: still warming up (days not elapsed).
+        for i in 0..100 {
+            assert_eq!(
+                u.observe(&obs(i * NS_PER_MINUTE, 1, ip("10.0.0.1"), 1)),
+                Outcome::Learned
+            );
+        }
+        // Days elapsed, but a second entity has too few events.
+        u.observe(&obs(0, 2, None, 1));
+        assert_eq!(u.observe(&obs(3 * DAY, 2, None, 1)), Outcome::Learned);
+        let b = u.baseline(1).unwrap();
+        assert_eq!(b.lifecycle(3 * DAY, &p), Lifecycle::Scoring);
+        assert_eq!(
+            u.baseline(2).unwrap().lifecycle(3 * DAY, &p),
+            Lifecycle::WarmingUp
+        );
+    }
+
+    #[test]
+    fn sub_scores_follow_the_spec_rules() {
+        let mut u = Ueba::new(params());
+        office_days(&mut u, 7, 10);
+        let b = u.baseline(7).unwrap();
+        let at = |h: i64| 10 * DAY + h * HOUR + 5 * NS_PER_MINUTE;
+        // Usual everything: all zero but a trace of volume.
+        let s = b.score(&obs(at(10), 7, ip("10.1.2.3"), 1), &u.params);
+        assert_eq!((s.time_of_day, s.source_novelty), (0.0, 0.0));
+        assert!(s.pattern_novelty < 0.3 && s.volume < 0.1, "{s:?}");
+        // time_of_day grows with distance from the observed hours (9..17).
+        let tod = |h| b.score(&obs(at(h), 7, None, 1), &u.params).time_of_day;
+        assert!(
+            tod(18) > 0.0 && tod(18) < tod(20) && tod(20) < tod(3),
+            "{} {} {}",
+            tod(18),
+            tod(20),
+            tod(3)
+        );
+        // A new address in a known network, and one from elsewhere.
+        let src = |a: &str| b.score(&obs(at(10), 7, ip(a), 1), &u.params).source_novelty;
+        assert_eq!(src("10.1.2.99"), 0.5);
+        assert_eq!(src("203.0.113.9"), 1.0);
+        // An unseen template.
+        assert_eq!(
+            b.score(&obs(at(10), 7, None, 999), &u.params)
+                .pattern_novelty,
+            1.0
+        );
+        assert_eq!(b.hours_active(), (9..17).collect::<Vec<u8>>());
+        assert_eq!(b.top_sources().len(), 2);
+        assert_eq!(b.top_templates().len(), 4);
+        // A burst: 200 events in one minute where a minute usually holds one.
+        for _ in 0..200 {
+            u.observe(&obs(at(11), 7, ip("10.1.2.3"), 1));
+        }
+        let b = u.baseline(7).unwrap();
+        let burst = b.score(&obs(at(11), 7, None, 1), &u.params).volume;
+        assert!(burst > 0.95, "{burst}");
+    }
+
+    #[test]
+    fn an_off_hours_login_from_a_new_network_alerts_once_then_cools_down() {
+        let mut u = Ueba::new(params());
+        // Several users so the type threshold calibrates on plenty of normal scores.
+        for e in 0..20 {
+            office_days(&mut u, 100 + e, 14);
+        }
+        let t = 14 * DAY + 3 * HOUR;
+        let first = u.observe(&obs(t, 105, ip("198.51.100.7"), 42));
+        let Outcome::Alert(a) = first else {
+            panic!("no alert: {first:?}")
+        };
+        assert_eq!(a.entity, 105);
+        assert!(a.score > a.threshold);
+        assert_eq!(a.sub_scores.source_novelty, 1.0);
+        // The same again within the cooldown: suppressed.
+        let again = u.observe(&obs(t + NS_PER_MINUTE, 105, ip("198.51.100.8"), 43));
+        assert!(
+            matches!(
+                again,
+                Outcome::Scored {
+                    suppressed: true,
+                    ..
+                }
+            ),
+            "{again:?}"
+        );
+    }
+
+    #[test]
+    fn disabled_ueba_learns_but_never_alerts_and_needs_no_new_warmup() {
+        let mut u = Ueba::new(params());
+        for e in 0..20 {
+            office_days(&mut u, 100 + e, 14);
+        }
+        u.set_enabled(false);
+        let t = 14 * DAY + 3 * HOUR;
+        assert!(!matches!(
+            u.observe(&obs(t, 105, ip("198.51.100.7"), 42)),
+            Outcome::Alert(_)
+        ));
+        u.set_enabled(true);
+        let later = t + 2 * 900_000_000_000;
+        assert!(matches!(
+            u.observe(&obs(later, 106, ip("192.0.2.1"), 77)),
+            Outcome::Alert(_)
+        ));
+    }
+
+    #[test]
+    fn the_coldest_entities_are_evicted_past_the_cap() {
+        let mut u = Ueba::new(UebaParams {
+            max_entities: 1000,
+            ..params()
+        });
+        for e in 0..1500u64 {
+            u.observe(&obs(e as i64 * NS_PER_MINUTE, e, None, 1));
+        }
+        assert!(u.len() <= 1000);
+        assert!(u.evicted() >= 500);
+        assert!(u.baseline(1499).is_some(), "the newest stays");
+        assert!(u.baseline(0).is_none(), "the oldest goes");
+    }
+
+    #[test]
+    fn service_accounts_are_recognised() {
+        for n in ["svc_backup", "web01$", "CORP\\svc-sql", "www-data", "root"] {
+            assert!(is_service_account(&n.to_lowercase()), "{n}");
+        }
+        for n in ["alice", "bob@corp.example", "service"] {
+            let expect = n == "service";
+            assert_eq!(is_service_account(n), expect, "{n}");
+        }
+    }
+}
