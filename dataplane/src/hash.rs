@@ -37,14 +37,45 @@ pub fn hash64_seeded(bytes: &[u8], seed: u64) -> u64 {
     fmix64(h)
 }
 
+/// murmur3's 64-bit finaliser: mixes every input bit into every output bit. For combining values
+/// that are already hashes (a pair of template ids, say) without hashing bytes again.
 #[inline]
-fn fmix64(mut k: u64) -> u64 {
+pub fn fmix64(mut k: u64) -> u64 {
     k ^= k >> 33;
     k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
     k ^= k >> 33;
     k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
     k ^ (k >> 33)
 }
+
+/// A `Hasher` for keys that are already well-mixed 64-bit hashes (entity, template and node
+/// hashes): `write_u64` passes the key through, so a map lookup costs no second hash.
+#[derive(Default, Clone, Copy)]
+pub struct PreHashed(u64);
+
+impl std::hash::Hasher for PreHashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        // Not used by `u64` keys; kept well-mixed should another key type ever come through.
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(K0);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+}
+
+/// Builds [`PreHashed`] hashers.
+pub type BuildPreHashed = std::hash::BuildHasherDefault<PreHashed>;
+
+/// A map keyed by pre-hashed `u64`s.
+pub type U64Map<V> = std::collections::HashMap<u64, V, BuildPreHashed>;
+
+/// A set of pre-hashed `u64`s.
+pub type U64Set = std::collections::HashSet<u64, BuildPreHashed>;
 
 #[cfg(test)]
 mod tests {

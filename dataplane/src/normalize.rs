@@ -7,7 +7,7 @@
 //! the host, a user...) are documented in `docs/event.md`.
 
 use crate::batch::{Format, InputId, LineMeta};
-use crate::hash::{hash64, hash64_seeded};
+use crate::hash::{U64Set, hash64, hash64_seeded};
 use crate::parse::extract::{self, TextEntity};
 use crate::parse::json::{JsonScalar, JsonScratch, scan_object};
 use crate::parse::syslog::{SyslogFormat, for_each_sd_param, parse_syslog, unescape_sd_value};
@@ -17,9 +17,7 @@ use crate::store::{
     NewEntity, Posting, PostingKind, Role, bincode_config,
 };
 use crate::template::{Change, TemplateMiner};
-use std::collections::HashSet;
 use std::fmt::Write as _;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Range;
 use watchpost_proto::{EntityKind, Severity, canonicalize_into, entity_uuid};
 
@@ -41,24 +39,6 @@ pub struct Tally {
     pub invalid_utf8: u64,
     /// Lines that had been truncated.
     pub truncated: u64,
-}
-
-/// A hasher for keys that are already hashes.
-#[derive(Default)]
-struct PreHashed(u64);
-
-impl Hasher for PreHashed {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 << 8) | u64::from(b);
-        }
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = v;
-    }
 }
 
 /// Which field gave a value, so a better-named field can override a weaker one.
@@ -88,14 +68,13 @@ pub struct Normalizer {
     canon: String,
     lossy: String,
     miner: TemplateMiner,
-    seen: HashSet<u64, BuildHasherDefault<PreHashed>>,
+    seen: U64Set,
 }
 
 impl Normalizer {
     /// A normaliser that mines with `miner`.
     pub fn new(miner: TemplateMiner) -> Normalizer {
-        let mut seen =
-            HashSet::with_capacity_and_hasher(SEEN_CAPACITY, BuildHasherDefault::default());
+        let mut seen = U64Set::with_capacity_and_hasher(SEEN_CAPACITY, Default::default());
         seen.insert(0);
         Normalizer {
             arena: String::with_capacity(64 << 10),

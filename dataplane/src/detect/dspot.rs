@@ -22,7 +22,7 @@
 //!   anomaly produces, stays out so it cannot raise the bar for the next one.
 //!
 //! Cost: a normal value is a subtraction and a comparison. Refitting costs O(peaks); it runs when
-//! the peak count has grown by an eighth (or by 64) since the last fit, and in between `z` is
+//! the peak count has grown by a quarter (or by 256) since the last fit, and in between `z` is
 //! recomputed from the fitted shape and scale in O(1). Nothing allocates after calibration.
 
 use bincode::{Decode, Encode};
@@ -224,19 +224,13 @@ impl Dspot {
         if v > self.z {
             // Near misses still inform the tail (see the module doc); far ones are kept out.
             if v - self.t <= 2.0 * (self.z - self.t) {
-                self.add_peak(v - self.t);
-                self.nt += 1;
+                self.learn_peak(v - self.t);
             }
             return Verdict::Alarm;
         }
         self.push_window(x);
         if v > self.t {
-            self.add_peak(v - self.t);
-            self.nt += 1;
-            if self.nt >= self.fitted_at + (self.fitted_at / 4).clamp(1, 256) {
-                self.fit();
-            }
-            self.update_z();
+            self.learn_peak(v - self.t);
             Verdict::Peak
         } else {
             if self.n.is_multiple_of(1024) {
@@ -253,7 +247,18 @@ impl Dspot {
         (x - self.drift_mean() - self.t) / span
     }
 
+    /// Adds a peak, refits when enough have come since the last fit, and moves `z`.
+    fn learn_peak(&mut self, excess: f64) {
+        self.add_peak(excess);
+        if self.nt >= self.fitted_at + (self.fitted_at / 4).clamp(1, 256) {
+            self.fit();
+        }
+        self.update_z();
+    }
+
+    /// Records a peak (counted in `nt`; the fit keeps the most recent `max_peaks`).
     fn add_peak(&mut self, excess: f64) {
+        self.nt += 1;
         if self.peaks.len() < self.cfg.max_peaks {
             self.peaks.push(excess);
         } else {
@@ -270,7 +275,6 @@ impl Dspot {
         for &v in &calib {
             if v > self.t {
                 self.add_peak(v - self.t);
-                self.nt += 1;
             }
         }
         self.n = calib.len() as u64;

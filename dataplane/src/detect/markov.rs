@@ -6,6 +6,7 @@
 //! source with a million templates degrades gracefully instead of growing without bound. Counts
 //! are halved every `AGE_EVERY` transitions so that the chain follows a changing system.
 
+use crate::hash::fmix64;
 use bincode::{Decode, Encode};
 
 const ROW: usize = 8192;
@@ -39,10 +40,7 @@ impl Default for Markov {
 
 #[inline]
 fn mix(a: u64, b: u64, seed: u64) -> u64 {
-    let mut z = a ^ b.rotate_left(29) ^ seed;
-    z = (z ^ (z >> 33)).wrapping_mul(0xff51_afd7_ed55_8ccd);
-    z = (z ^ (z >> 33)).wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    z ^ (z >> 33)
+    fmix64(a ^ b.rotate_left(29) ^ seed)
 }
 
 impl Markov {

@@ -19,9 +19,8 @@
 
 use super::dspot::{Dspot, DspotConfig, Verdict};
 use super::volume::z_to_score;
+use crate::hash::U64Map;
 use bincode::{Decode, Encode};
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 
 /// The least blended score that may alert, whatever the threshold. An entity type whose normal
 /// scores are all alike (a fleet of identical service accounts) gets a DSPOT threshold just above
@@ -249,7 +248,9 @@ pub struct Baseline {
     pub event_count: u64,
     /// Type of the entity.
     pub kind: UebaType,
-    hour_counts: [u32; 24],
+    /// Events per UTC hour. A u16 is enough: the "observed" threshold is capped at its maximum,
+    /// so a saturated slot always counts as observed.
+    hour_counts: [u16; 24],
     sources: Box<[u128]>,
     source_counts: Box<[u32]>,
     n_sources: u16,
@@ -345,15 +346,15 @@ impl Baseline {
     }
 
     fn hour_observed(&self, h: usize) -> bool {
-        let need = (self.event_count / 1000).max(1);
+        let need = (self.event_count / 1000).clamp(1, u64::from(u16::MAX));
         u64::from(self.hour_counts[h]) >= need
     }
 
-    fn score(&self, o: &Observation, p: &UebaParams) -> SubScores {
+    fn score(&self, o: &Observation) -> SubScores {
         SubScores {
             time_of_day: self.time_of_day_score(o.ts_ns),
             source_novelty: self.source_score(o.source),
-            volume: self.volume_score(o.ts_ns, p),
+            volume: self.volume_score(o.ts_ns),
             pattern_novelty: self.pattern_score(o.template),
         }
     }
@@ -387,7 +388,7 @@ impl Baseline {
         }
     }
 
-    fn volume_score(&self, ts_ns: i64, p: &UebaParams) -> f64 {
+    fn volume_score(&self, ts_ns: i64) -> f64 {
         if self.active_minutes < 10 {
             return 0.0;
         }
@@ -397,7 +398,6 @@ impl Baseline {
         } else {
             1.0
         };
-        let _ = p;
         let sd = self
             .volume_var
             .sqrt()
@@ -528,24 +528,7 @@ pub fn ip_key(ip: std::net::IpAddr) -> u128 {
 }
 
 /// Entity keys are already hashes: hashing them again would only cost time.
-#[derive(Default)]
-struct IdentityHasher(u64);
-
-impl Hasher for IdentityHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 << 8) | u64::from(b);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
-}
-
-type EntityMap = HashMap<u64, Baseline, BuildHasherDefault<IdentityHasher>>;
+type EntityMap = U64Map<Baseline>;
 
 /// Every entity's baseline and the per-type thresholds: the state of one UEBA worker.
 pub struct Ueba {
@@ -565,7 +548,7 @@ impl Ueba {
         Ueba {
             entities: EntityMap::with_capacity_and_hasher(
                 params.max_entities.min(1 << 16),
-                BuildHasherDefault::default(),
+                Default::default(),
             ),
             thresholds: [dspot.clone(), dspot.clone(), dspot.clone(), dspot],
             params,
@@ -630,28 +613,27 @@ impl Ueba {
         let outcome = if state == Lifecycle::WarmingUp {
             Outcome::Learned
         } else {
-            let sub = b.score(o, p);
+            let sub = b.score(o);
             let score = sub.blend(&p.weights);
             let dspot = &mut self.thresholds[b.kind as usize];
             let threshold = dspot.threshold();
             let verdict = dspot.update(score);
             let alarm = verdict == Verdict::Alarm && score >= MIN_ALERT_SCORE;
-            match verdict {
-                Verdict::Alarm if alarm && p.enabled && state == Lifecycle::Scoring => {
-                    b.cooldown_until_ns = o.ts_ns.saturating_add(p.cooldown_ns);
-                    Outcome::Alert(UebaAlert {
-                        entity: o.entity,
-                        kind: b.kind,
-                        ts_ns: o.ts_ns,
-                        score,
-                        threshold,
-                        sub_scores: sub,
-                    })
-                }
-                _ => Outcome::Scored {
+            if alarm && p.enabled && state == Lifecycle::Scoring {
+                b.cooldown_until_ns = o.ts_ns.saturating_add(p.cooldown_ns);
+                Outcome::Alert(UebaAlert {
+                    entity: o.entity,
+                    kind: b.kind,
+                    ts_ns: o.ts_ns,
+                    score,
+                    threshold,
+                    sub_scores: sub,
+                })
+            } else {
+                Outcome::Scored {
                     score,
                     suppressed: alarm,
-                },
+                }
             }
         };
         b.learn(o, p);
@@ -749,11 +731,11 @@ mod tests {
         let b = u.baseline(7).unwrap();
         let at = |h: i64| 10 * DAY + h * HOUR + 5 * NS_PER_MINUTE;
         // Usual everything: all zero but a trace of volume.
-        let s = b.score(&obs(at(10), 7, ip("10.1.2.3"), 1), &u.params);
+        let s = b.score(&obs(at(10), 7, ip("10.1.2.3"), 1));
         assert_eq!((s.time_of_day, s.source_novelty), (0.0, 0.0));
         assert!(s.pattern_novelty < 0.3 && s.volume < 0.1, "{s:?}");
         // time_of_day grows with distance from the observed hours (9..17).
-        let tod = |h| b.score(&obs(at(h), 7, None, 1), &u.params).time_of_day;
+        let tod = |h| b.score(&obs(at(h), 7, None, 1)).time_of_day;
         assert!(
             tod(18) > 0.0 && tod(18) < tod(20) && tod(20) < tod(3),
             "{} {} {}",
@@ -762,15 +744,11 @@ mod tests {
             tod(3)
         );
         // A new address in a known network, and one from elsewhere.
-        let src = |a: &str| b.score(&obs(at(10), 7, ip(a), 1), &u.params).source_novelty;
+        let src = |a: &str| b.score(&obs(at(10), 7, ip(a), 1)).source_novelty;
         assert_eq!(src("10.1.2.99"), 0.5);
         assert_eq!(src("203.0.113.9"), 1.0);
         // An unseen template.
-        assert_eq!(
-            b.score(&obs(at(10), 7, None, 999), &u.params)
-                .pattern_novelty,
-            1.0
-        );
+        assert_eq!(b.score(&obs(at(10), 7, None, 999)).pattern_novelty, 1.0);
         assert_eq!(b.hours_active(), (9..17).collect::<Vec<u8>>());
         assert_eq!(b.top_sources().len(), 2);
         assert_eq!(b.top_templates().len(), 4);
@@ -779,7 +757,7 @@ mod tests {
             u.observe(&obs(at(11), 7, ip("10.1.2.3"), 1));
         }
         let b = u.baseline(7).unwrap();
-        let burst = b.score(&obs(at(11), 7, None, 1), &u.params).volume;
+        let burst = b.score(&obs(at(11), 7, None, 1)).volume;
         assert!(burst > 0.95, "{burst}");
     }
 

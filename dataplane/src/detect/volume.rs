@@ -139,6 +139,8 @@ impl Cusum {
 /// The volume state of one source: the running minute, its detectors and the last verdicts.
 #[derive(Clone, Debug, Default, Encode, Decode)]
 pub struct Volume {
+    /// A first event has set `minute`.
+    started: bool,
     minute: i64,
     count: u64,
     hw: HoltWinters,
@@ -164,7 +166,8 @@ impl Volume {
     #[inline]
     pub fn observe(&mut self, ts_ns: i64) -> VolumeScores {
         let minute = ts_ns.div_euclid(NS_PER_MINUTE);
-        if self.count == 0 && self.minute == 0 {
+        if !self.started {
+            self.started = true;
             self.minute = minute;
         }
         if minute > self.minute {

@@ -5,9 +5,6 @@
 //! pointers. Internal nodes only count their children (Drain caps the fan-out so that a token that
 //! is secretly variable cannot grow the tree without bound); leaves hold cluster slots.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
-
 /// Routing hash of a wildcard branch (variable tokens and overflow go here).
 pub(crate) const WILD_ROUTE: u64 = 0x5bd1_e995_6a09_e667;
 /// Salt that keeps a `key=` route apart from a literal token with the same hash.
@@ -15,25 +12,7 @@ const KEY_SALT: u64 = 0x3c6e_f372_fe94_f82b;
 /// The most token levels a search fans out over (each level can follow two branches).
 pub(crate) const MAX_LEVELS: usize = 6;
 
-/// Hasher for keys that are already well-mixed 64-bit hashes: passes them through.
-#[derive(Default, Clone, Copy)]
-pub(crate) struct PassThrough(u64);
-
-impl Hasher for PassThrough {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = v;
-    }
-}
-
-pub(crate) type U64Map<V> = HashMap<u64, V, BuildHasherDefault<PassThrough>>;
+pub(crate) use crate::hash::U64Map;
 
 /// Route of a token: its `key=` prefix when it has one (values never split the tree), the
 /// wildcard branch when it is variable, otherwise the token itself.
