@@ -39,6 +39,16 @@ enum Command {
         #[command(subcommand)]
         action: ConfigAction,
     },
+    /// Run the whole detection stack over log files (syslog or JSON lines), using the events'
+    /// own timestamps as the clock; prints the alerts as JSON lines, a summary on stderr.
+    Analyze {
+        /// Log files, read in the order given.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// TOML configuration (detection, UEBA and template settings).
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+    },
     /// Template mining tools.
     Templates {
         #[command(subcommand)]
@@ -96,6 +106,10 @@ fn main() -> ExitCode {
                 print!("{}", cfg.masked_toml());
                 ExitCode::SUCCESS
             }
+            Err(code) => code,
+        },
+        Command::Analyze { files, config } => match load(config) {
+            Ok(cfg) => analyze(&cfg, &files),
             Err(code) => code,
         },
         Command::Templates {
@@ -177,6 +191,7 @@ fn run(config: Option<PathBuf>) -> ExitCode {
         stats: pipeline.stats(),
         store: pipeline.store(),
         ingest: pipeline.http_ingest(),
+        detect: Some(pipeline.detect()),
         rates: Arc::new(watchpost_controlplane::RateSampler::default()),
         started: std::time::Instant::now(),
     };
@@ -211,6 +226,23 @@ async fn shutdown_signal() {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
     }
+}
+
+fn analyze(cfg: &Config, files: &[PathBuf]) -> ExitCode {
+    use watchpost_dataplane::analyze;
+    let (alerts, summary) = match analyze::analyze(cfg, files) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(1);
+        }
+    };
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    if analyze::write_alerts(&mut out, files, &alerts).is_err() || out.flush().is_err() {
+        return ExitCode::from(1);
+    }
+    eprintln!("{}", serde_json::to_string(&summary).unwrap_or_default());
+    ExitCode::SUCCESS
 }
 
 fn mine(cfg: &Config, file: &std::path::Path, syslog: bool) -> ExitCode {

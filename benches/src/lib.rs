@@ -8,6 +8,7 @@
 
 mod emit;
 pub mod rng;
+pub mod scenario;
 mod traffic;
 pub mod world;
 

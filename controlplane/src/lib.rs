@@ -25,6 +25,26 @@ pub fn router(state: AppState) -> Router {
         .route("/stats", get(routes::system::stats))
         .route("/config", get(routes::system::config))
         .route("/events", get(routes::events::list))
+        .route("/alerts", get(routes::alerts::list))
+        .route("/alerts/{alert_id}", get(routes::alerts::get))
+        .route(
+            "/alerts/{alert_id}/feedback",
+            post(routes::alerts::post_feedback).get(routes::alerts::get_feedback),
+        )
+        .route("/entities/search", get(routes::entities::search))
+        .route(
+            "/entities/{entity_uuid}/timeline",
+            get(routes::entities::timeline),
+        )
+        .route(
+            "/entities/{entity_uuid}/risk-history",
+            get(routes::entities::risk_history),
+        )
+        .route(
+            "/entities/{entity_uuid}/baseline",
+            get(routes::entities::baseline),
+        )
+        .route("/anomaly/timeline", get(routes::anomaly::timeline))
         .route("/ingest", post(routes::ingest::ingest))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed);

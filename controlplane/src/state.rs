@@ -3,6 +3,7 @@
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use watchpost_dataplane::detect::stage::DetectHandle;
 use watchpost_dataplane::input::HttpIngest;
 use watchpost_dataplane::stats::Stats;
 use watchpost_dataplane::store::Store;
@@ -19,6 +20,8 @@ pub struct AppState {
     pub store: Arc<Store>,
     /// HTTP ingest, when enabled.
     pub ingest: Option<HttpIngest>,
+    /// The detection workers (feedback, live baselines); `None` without a running pipeline.
+    pub detect: Option<DetectHandle>,
     /// Rates over the last seconds.
     pub rates: Arc<RateSampler>,
     /// When the API started.

@@ -3,6 +3,8 @@
 //! ```text
 //! inputs (UDP, TCP, files, HTTP) -- pooled batches --> SPSC rings --> stage A workers (pinned)
 //!     parse, normalise, mine templates, find entities, encode --> SPSC rings --> writer --> RocksDB
+//!                                          \--> detection records --> SPSC rings --> stage B
+//!     (content ensemble by source, UEBA by entity, alert dedup) --> alerts, series, models
 //! ```
 //!
 //! Batches, not events, cross threads; every buffer is pooled; each worker owns its state. So the
@@ -17,6 +19,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod analyze;
 pub mod batch;
 pub mod clock;
 pub mod detect;

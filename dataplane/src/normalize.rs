@@ -7,7 +7,9 @@
 //! the host, a user...) are documented in `docs/event.md`.
 
 use crate::batch::{Format, InputId, LineMeta};
-use crate::hash::{U64Set, hash64, hash64_seeded};
+use crate::detect::record::{DetectRecord, NOT_SCORED, RECORD_ENTITIES, RecordEntity};
+use crate::detect::ueba::{UebaType, ip_key, is_service_account};
+use crate::hash::{U64Map, hash64, hash64_seeded};
 use crate::parse::extract::{self, TextEntity};
 use crate::parse::json::{JsonScalar, JsonScratch, scan_object};
 use crate::parse::syslog::{SyslogFormat, for_each_sd_param, parse_syslog, unescape_sd_value};
@@ -68,14 +70,14 @@ pub struct Normalizer {
     canon: String,
     lossy: String,
     miner: TemplateMiner,
-    seen: U64Set,
+    /// UUIDs of entities already recorded (computed once per new entity, not per event).
+    seen: U64Map<[u8; 16]>,
 }
 
 impl Normalizer {
     /// A normaliser that mines with `miner`.
     pub fn new(miner: TemplateMiner) -> Normalizer {
-        let mut seen = U64Set::with_capacity_and_hasher(SEEN_CAPACITY, Default::default());
-        seen.insert(0);
+        let seen = U64Map::with_capacity_and_hasher(SEEN_CAPACITY, Default::default());
         Normalizer {
             arena: String::with_capacity(64 << 10),
             entities: Vec::with_capacity(MAX_ENTITIES),
@@ -518,7 +520,7 @@ impl Normalizer {
             arena: &self.arena,
             source: source.clone(),
             host,
-            message,
+            message: message.clone(),
             entities: &self.entities,
             attributes: &self.attributes,
         };
@@ -547,6 +549,17 @@ impl Normalizer {
                 pos,
             });
         }
+        let mut rec = DetectRecord {
+            pos,
+            ts_ns: timestamp_ns,
+            source: hash64(src.as_bytes()),
+            template: template_id,
+            message_len: message.end - message.start,
+            severity,
+            entity_count: self.entities.len().min(255) as u8,
+            ..DetectRecord::default()
+        };
+        rec.set_source_name(src);
         for e in &self.entities {
             out.postings.push(Posting {
                 kind: PostingKind::Entity,
@@ -558,23 +571,55 @@ impl Normalizer {
             if self.seen.len() >= SEEN_CAPACITY {
                 self.seen.clear();
             }
-            if self.seen.insert(seen_key)
-                && let Some(kind) = EntityKind::from_u8(e.kind)
-            {
-                let name = self
-                    .arena
-                    .get(e.name.start as usize..e.name.end as usize)
-                    .unwrap_or("");
-                let start = out.names.len() as u32;
-                out.names.push_str(name);
-                out.new_entities.push(NewEntity {
-                    uuid: *entity_uuid(kind, name).as_bytes(),
+            let Some(kind) = EntityKind::from_u8(e.kind) else {
+                continue;
+            };
+            let name = self
+                .arena
+                .get(e.name.start as usize..e.name.end as usize)
+                .unwrap_or("");
+            let uuid = match self.seen.get(&seen_key) {
+                Some(u) => *u,
+                None => {
+                    let uuid = *entity_uuid(kind, name).as_bytes();
+                    self.seen.insert(seen_key, uuid);
+                    let start = out.names.len() as u32;
+                    out.names.push_str(name);
+                    out.new_entities.push(NewEntity {
+                        uuid,
+                        kind: e.kind,
+                        first_seen_ns: received_ns,
+                        name: start..out.names.len() as u32,
+                    });
+                    uuid
+                }
+            };
+            let role = Role::from_u8(e.role);
+            let ueba = match (kind, role) {
+                (EntityKind::User, _) if is_service_account(name) => UebaType::ServiceAccount as u8,
+                (EntityKind::User, _) => UebaType::User as u8,
+                (EntityKind::Host, Role::Reporter) => UebaType::Host as u8,
+                (EntityKind::Ip, Role::Source) => UebaType::Ip as u8,
+                _ => NOT_SCORED,
+            };
+            if kind == EntityKind::Ip && role == Role::Source && rec.client_ip == 0 {
+                rec.client_ip = name.parse().map(ip_key).unwrap_or(0);
+            }
+            if role == Role::Reporter && rec.reporter == 0 {
+                rec.reporter = e.hash;
+            }
+            if (rec.n_entities as usize) < RECORD_ENTITIES {
+                rec.entities[rec.n_entities as usize] = RecordEntity {
+                    hash: e.hash,
+                    uuid,
                     kind: e.kind,
-                    first_seen_ns: received_ns,
-                    name: start..out.names.len() as u32,
-                });
+                    role: e.role,
+                    ueba,
+                };
+                rec.n_entities += 1;
             }
         }
+        out.detect.push(rec);
     }
 }
 

@@ -8,6 +8,10 @@
 //! and flushes RocksDB.
 
 use crate::batch::{Format, InputId, Pool, RawBatch};
+use crate::detect::engine::DetectorParams;
+use crate::detect::stage::{
+    DetectHandle, DetectInput, DetectSetup, RecordBatch, control_channels, restore, spawn_detector,
+};
 use crate::input::framing::Framing;
 use crate::input::http::HttpIngest;
 use crate::input::outlet::Outlet;
@@ -60,6 +64,8 @@ pub struct Pipeline {
     stop: Arc<AtomicBool>,
     inputs: Vec<JoinHandle<()>>,
     workers: Vec<JoinHandle<()>>,
+    detectors: Vec<JoinHandle<()>>,
+    detect: DetectHandle,
     writer: Option<JoinHandle<()>>,
     http: Option<HttpIngest>,
     bound: Vec<(InputId, SocketAddr)>,
@@ -77,6 +83,7 @@ impl Pipeline {
     pub fn start(cfg: &Config) -> Result<Pipeline, StartError> {
         let dp = &cfg.dataplane;
         let workers = dp.parse_workers as usize;
+        let detectors = dp.detect_workers as usize;
         let cores = assign_cores(cfg)?;
         let miner_cfg = MinerConfig {
             extra_masks: cfg
@@ -207,7 +214,31 @@ impl Pipeline {
             returns.push(tx);
             free_blocks.push(rx);
         }
-        let stats = Stats::new(workers, crate::clock::now_ns(), gauges);
+        // Stage A to stage B: one ring per pair, and a way back for the emptied vectors.
+        let mut to_detect: Vec<Vec<Producer<RecordBatch>>> =
+            (0..workers).map(|_| Vec::new()).collect();
+        let mut detect_free: Vec<Vec<crossbeam_channel::Receiver<RecordBatch>>> =
+            (0..workers).map(|_| Vec::new()).collect();
+        let mut detect_inputs: Vec<Vec<DetectInput>> = (0..detectors).map(|_| Vec::new()).collect();
+        for w in 0..workers {
+            for (b, inputs) in detect_inputs.iter_mut().enumerate() {
+                let (p, c) = ring::<RecordBatch>(ring_cap);
+                let probe = c.receiver().clone();
+                gauges.push(RingGauge::new(
+                    format!("worker{w}->detect{b}"),
+                    ring_cap,
+                    move || probe.len(),
+                ));
+                let (tx, rx) = crossbeam_channel::bounded(ring_cap + 4);
+                to_detect[w].push(p);
+                detect_free[w].push(rx);
+                inputs.push(DetectInput {
+                    ring: c,
+                    returns: tx,
+                });
+            }
+        }
+        let stats = Stats::new(workers, detectors, crate::clock::now_ns(), gauges);
         let stop = Arc::new(AtomicBool::new(false));
 
         let writer = spawn_writer(
@@ -219,10 +250,33 @@ impl Pipeline {
             cores.get(workers).copied().flatten(),
         )?;
 
+        let (detect, controls) = control_channels(detectors);
+        let params = DetectorParams::from_config(cfg);
+        let mut detector_handles = Vec::new();
+        for (b, (inputs, control)) in detect_inputs.into_iter().zip(controls).enumerate() {
+            let detector = restore(&store, b, detectors, params.clone());
+            let setup = DetectSetup {
+                index: b,
+                shards: detectors,
+                inputs,
+                control,
+                params: params.clone(),
+                save_interval: Duration::from_secs(cfg.detection.model_save_interval_seconds),
+                core: cores.get(workers + 1 + b).copied().flatten(),
+            };
+            detector_handles.push(spawn_detector(
+                setup,
+                detector,
+                Arc::clone(&store),
+                Arc::clone(&stats),
+            )?);
+        }
+
         let mut worker_handles = Vec::new();
-        for (w, (inputs, (to_writer, free))) in worker_inputs
+        for (w, ((inputs, (to_writer, free)), (to_detect, detect_free))) in worker_inputs
             .into_iter()
             .zip(to_writer.into_iter().zip(free_blocks))
+            .zip(to_detect.into_iter().zip(detect_free))
             .enumerate()
         {
             let mut miner =
@@ -239,6 +293,9 @@ impl Pipeline {
                 batch_size: dp.batch_size as usize,
                 normalizer: Normalizer::new(miner),
                 core: cores.get(w).copied().flatten(),
+                to_detect,
+                detect_free,
+                store: Arc::clone(&store),
             };
             worker_handles.push(spawn_worker(setup, Arc::clone(&stats))?);
         }
@@ -319,6 +376,8 @@ impl Pipeline {
             stop,
             inputs: input_handles,
             workers: worker_handles,
+            detectors: detector_handles,
+            detect,
             writer: Some(writer),
             http: http_handle,
             bound,
@@ -333,6 +392,11 @@ impl Pipeline {
     /// The store, for queries.
     pub fn store(&self) -> Arc<Store> {
         Arc::clone(&self.store)
+    }
+
+    /// Talks to the detection workers (feedback, baselines).
+    pub fn detect(&self) -> DetectHandle {
+        self.detect.clone()
     }
 
     /// The HTTP ingest handle, when that input is enabled.
@@ -355,6 +419,9 @@ impl Pipeline {
         for h in self.workers.drain(..) {
             let _ = h.join();
         }
+        for h in self.detectors.drain(..) {
+            let _ = h.join();
+        }
         if let Some(w) = self.writer.take() {
             let _ = w.join();
         }
@@ -370,7 +437,8 @@ impl Pipeline {
 
 /// Cores for each worker, then the writer (`None` = not pinned).
 fn assign_cores(cfg: &Config) -> Result<Vec<Option<core_affinity::CoreId>>, StartError> {
-    let n = cfg.dataplane.parse_workers as usize + 1;
+    // Stage A workers, the writer, then stage B workers.
+    let n = cfg.dataplane.parse_workers as usize + 1 + cfg.dataplane.detect_workers as usize;
     if !cfg.dataplane.pin_workers {
         return Ok(vec![None; n]);
     }

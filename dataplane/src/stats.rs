@@ -76,6 +76,31 @@ pub struct WriterCounters {
     pub last_error: Mutex<Option<String>>,
 }
 
+/// Counters of the stage B (detection) workers.
+#[derive(Default, Debug)]
+pub struct DetectCounters {
+    /// Records scored (an event owned by two workers counts twice).
+    pub scored: Counter,
+    /// New alerts, by type in `AlertType::ALL` order.
+    pub alerts: [Counter; 5],
+    /// Updates of open alerts (repeats inside the cooldown).
+    pub alert_updates: Counter,
+    /// Alert writes that failed (logged; the alert stays in memory until its next update).
+    pub alert_errors: Counter,
+    /// Entities with a UEBA baseline in memory, over all workers.
+    pub ueba_entities: AtomicU64,
+    /// Sources with an ensemble in memory, over all workers.
+    pub sources: AtomicU64,
+    /// Baselines evicted by the LRU sweep.
+    pub ueba_evicted: AtomicU64,
+    /// Model and baseline saves completed.
+    pub saves: Counter,
+    /// Saves that failed.
+    pub save_errors: Counter,
+    /// Time of the last completed save, ns (0 = none yet).
+    pub last_save_ns: AtomicI64,
+}
+
 /// Everything the data plane reports.
 #[derive(Debug)]
 pub struct Stats {
@@ -97,6 +122,12 @@ pub struct Stats {
     /// backpressure reach the inputs. Read once per writer wake-up, never per event.
     #[doc(hidden)]
     pub writer_hold: AtomicBool,
+    /// Stage B workers still running.
+    pub detect_alive: Vec<AtomicBool>,
+    /// Stage B workers' heartbeat, ns.
+    pub detect_heartbeat_ns: Vec<AtomicI64>,
+    /// Stage B counters.
+    pub detect: DetectCounters,
     /// When the pipeline started, ns.
     pub started_ns: i64,
     /// Depth gauges of every ring, refreshed by their threads.
@@ -145,8 +176,13 @@ impl std::fmt::Debug for RingGauge {
 }
 
 impl Stats {
-    /// Stats for `workers` stage A workers.
-    pub fn new(workers: usize, started_ns: i64, rings: Vec<RingGauge>) -> Arc<Stats> {
+    /// Stats for `workers` stage A workers and `detectors` stage B workers.
+    pub fn new(
+        workers: usize,
+        detectors: usize,
+        started_ns: i64,
+        rings: Vec<RingGauge>,
+    ) -> Arc<Stats> {
         Arc::new(Stats {
             inputs: Default::default(),
             worker_heartbeat_ns: (0..workers).map(|_| AtomicI64::new(started_ns)).collect(),
@@ -156,6 +192,9 @@ impl Stats {
             writer: WriterCounters::default(),
             writer_alive: AtomicBool::new(false),
             writer_hold: AtomicBool::new(false),
+            detect_alive: (0..detectors).map(|_| AtomicBool::new(false)).collect(),
+            detect_heartbeat_ns: (0..detectors).map(|_| AtomicI64::new(started_ns)).collect(),
+            detect: DetectCounters::default(),
             started_ns,
             rings,
         })
@@ -199,6 +238,22 @@ impl Stats {
             commits: self.writer.commits.get(),
             write_errors: self.writer.errors.get(),
             templates: self.templates.load(Ordering::Relaxed),
+            detection: DetectSnapshot {
+                scored: self.detect.scored.get(),
+                alerts: ["ml", "sigma", "correlation", "ueba", "ioc"]
+                    .iter()
+                    .zip(&self.detect.alerts)
+                    .map(|(n, c)| (*n, c.get()))
+                    .collect(),
+                alert_updates: self.detect.alert_updates.get(),
+                alert_errors: self.detect.alert_errors.get(),
+                ueba_entities: self.detect.ueba_entities.load(Ordering::Relaxed),
+                ueba_evicted: self.detect.ueba_evicted.load(Ordering::Relaxed),
+                sources: self.detect.sources.load(Ordering::Relaxed),
+                saves: self.detect.saves.get(),
+                save_errors: self.detect.save_errors.get(),
+                last_save_ns: self.detect.last_save_ns.load(Ordering::Relaxed),
+            },
             inputs,
             rings: self
                 .rings
@@ -274,8 +329,35 @@ pub struct StatsSnapshot {
     pub write_errors: u64,
     /// Known templates.
     pub templates: u64,
+    /// Detection.
+    pub detection: DetectSnapshot,
     /// Per input.
     pub inputs: Vec<InputSnapshot>,
     /// Ring depths.
     pub rings: Vec<RingSnapshot>,
+}
+
+/// `/stats` counters of detection.
+#[derive(Clone, Debug, Serialize)]
+pub struct DetectSnapshot {
+    /// See [`DetectCounters`].
+    pub scored: u64,
+    /// New alerts by type.
+    pub alerts: std::collections::BTreeMap<&'static str, u64>,
+    /// See [`DetectCounters`].
+    pub alert_updates: u64,
+    /// See [`DetectCounters`].
+    pub alert_errors: u64,
+    /// See [`DetectCounters`].
+    pub ueba_entities: u64,
+    /// See [`DetectCounters`].
+    pub ueba_evicted: u64,
+    /// See [`DetectCounters`].
+    pub sources: u64,
+    /// See [`DetectCounters`].
+    pub saves: u64,
+    /// See [`DetectCounters`].
+    pub save_errors: u64,
+    /// See [`DetectCounters`].
+    pub last_save_ns: i64,
 }

@@ -7,10 +7,12 @@
 
 use crate::batch::{Pool, RawBatch};
 use crate::clock::now_ns;
+use crate::detect::record::{DetectRecord, route};
+use crate::detect::stage::RecordBatch;
 use crate::normalize::{Normalizer, Tally};
 use crate::ring::{Consumer, Pop, Producer};
 use crate::stats::Stats;
-use crate::store::EncodedBlock;
+use crate::store::{BlockKey, EncodedBlock, Store, block_key};
 use crossbeam_channel::{Receiver, Select};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -43,6 +45,12 @@ pub struct WorkerSetup {
     pub normalizer: Normalizer,
     /// Core to pin to.
     pub core: Option<core_affinity::CoreId>,
+    /// One ring to each stage B worker.
+    pub to_detect: Vec<Producer<RecordBatch>>,
+    /// Record vectors coming back from stage B, one channel per stage B worker.
+    pub detect_free: Vec<Receiver<RecordBatch>>,
+    /// The store, for block sequence numbers.
+    pub store: Arc<Store>,
 }
 
 /// Starts a worker; it ends when every input ring is closed and drained.
@@ -94,7 +102,19 @@ fn run(setup: WorkerSetup, stats: &Stats) {
         batch_size,
         mut normalizer,
         core: _,
+        to_detect,
+        detect_free,
+        store,
     } = setup;
+    let mut detect = DetectOut {
+        rings: to_detect,
+        free: detect_free,
+        bufs: Vec::new(),
+        batch_size,
+    };
+    detect.bufs = (0..detect.rings.len())
+        .map(|_| Box::new(Vec::with_capacity(batch_size)))
+        .collect();
     let mut blocks = Blocks {
         free: free_blocks,
         created: 0,
@@ -116,7 +136,10 @@ fn run(setup: WorkerSetup, stats: &Stats) {
         };
         match inputs[i].ring.try_pop() {
             Pop::Item(batch) => {
-                let block = process(&mut normalizer, &inputs[i], batch, &mut blocks, stats);
+                let mut block = process(&mut normalizer, &inputs[i], batch, &mut blocks, stats);
+                let key = block_key(block.first_received_ns, store.take_seq());
+                block.key = Some(key);
+                detect.send(key, &mut block.detect);
                 if to_writer.push(block).is_err() {
                     // The writer stops only after every worker; reaching this is a bug, and loud.
                     tracing::error!("worker {index}: writer ring closed with events in flight");
@@ -126,6 +149,38 @@ fn run(setup: WorkerSetup, stats: &Stats) {
             Pop::Closed => {
                 sel.remove(i);
                 open -= 1;
+            }
+        }
+    }
+}
+
+/// The rings to stage B and the vectors being filled for each.
+struct DetectOut {
+    rings: Vec<Producer<RecordBatch>>,
+    free: Vec<Receiver<RecordBatch>>,
+    bufs: Vec<RecordBatch>,
+    batch_size: usize,
+}
+
+impl DetectOut {
+    /// Names each record's event by the block key and hands the records to the stage B workers
+    /// that own them. Waits when a stage B ring is full: detection is never skipped.
+    fn send(&mut self, key: BlockKey, records: &mut Vec<DetectRecord>) {
+        for r in records.iter_mut() {
+            r.block = key;
+        }
+        route(records, &mut self.bufs);
+        records.clear();
+        for (s, buf) in self.bufs.iter_mut().enumerate() {
+            if buf.is_empty() {
+                continue;
+            }
+            let next = self.free[s]
+                .try_recv()
+                .unwrap_or_else(|_| Box::new(Vec::with_capacity(self.batch_size)));
+            let full = std::mem::replace(buf, next);
+            if self.rings[s].push(full).is_err() {
+                tracing::error!("stage B worker {s} stopped before stage A");
             }
         }
     }

@@ -279,6 +279,13 @@ pub struct DetectionConfig {
     pub sigma_custom_upload_dir: String,
     /// Custom rules the upload folder may hold before uploads answer 507.
     pub sigma_custom_max_rules: u32,
+    /// Whether the content ensemble raises `ml` alerts (it always scores, for the anomaly
+    /// timeline).
+    pub ml_enabled: bool,
+    /// DSPOT risk of each source's `ml` threshold: the share of events expected above it.
+    pub ml_risk: f64,
+    /// Seconds an `ml` alert of one source stays open: repeats inside it bump its count.
+    pub ml_alert_cooldown_seconds: u64,
 }
 
 impl Default for DetectionConfig {
@@ -288,6 +295,9 @@ impl Default for DetectionConfig {
             sigma_rules_dirs: Vec::new(),
             sigma_custom_upload_dir: String::new(),
             sigma_custom_max_rules: 1000,
+            ml_enabled: true,
+            ml_risk: 1e-4,
+            ml_alert_cooldown_seconds: 300,
         }
     }
 }
@@ -298,6 +308,9 @@ impl Default for DetectionConfig {
 pub struct DataplaneConfig {
     /// Stage A workers (parse, normalise, template mining), each on its own SPSC rings.
     pub parse_workers: u32,
+    /// Stage B workers (content ensemble sharded by source, UEBA sharded by entity, alert
+    /// dedup), each fed by one SPSC ring from every stage A worker.
+    pub detect_workers: u32,
     /// Pin worker threads to cores with `core_affinity`.
     pub pin_workers: bool,
     /// Core ids to pin workers to, in order (the writer takes the next one); empty = round-robin
@@ -319,6 +332,7 @@ impl Default for DataplaneConfig {
     fn default() -> DataplaneConfig {
         DataplaneConfig {
             parse_workers: 1,
+            detect_workers: 1,
             pin_workers: true,
             cores: Vec::new(),
             ring_capacity: 64,
@@ -852,9 +866,17 @@ impl Config {
             1,
             1_000_000,
         );
+        p.range_f64("detection.ml_risk", d.ml_risk, 1e-7, 0.1);
+        p.range_u64(
+            "detection.ml_alert_cooldown_seconds",
+            d.ml_alert_cooldown_seconds,
+            0,
+            86_400 * 7,
+        );
 
         let dp = &self.dataplane;
         p.range_u64("dataplane.parse_workers", dp.parse_workers.into(), 1, 64);
+        p.range_u64("dataplane.detect_workers", dp.detect_workers.into(), 1, 64);
         p.range_u64(
             "dataplane.ring_capacity",
             dp.ring_capacity.into(),

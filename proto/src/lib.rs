@@ -13,12 +13,16 @@
 //! ```
 #![deny(missing_docs)]
 
+mod alert;
 mod api;
 pub mod config;
 mod entity;
 mod event;
 mod severity;
 
+pub use alert::{
+    Alert, AlertType, AttackMapping, Feedback, MAX_CONTRIBUTING, ThresholdChange, Verdict,
+};
 pub use api::{ErrorBody, ListMeta, ListResponse};
 pub use config::Config;
 pub use entity::{EntityKind, EntityRef, canonicalize_into, entity_uuid, entity_uuid_of};

@@ -60,6 +60,34 @@ pub async fn health(State(st): State<AppState>) -> Response {
             json!({"worker": i, "status": if ok { "ok" } else { "degraded" }, "last_heartbeat_ms_ago": age_ns / 1_000_000})
         })
         .collect();
+    let detectors: Vec<Value> = st
+        .stats
+        .detect_alive
+        .iter()
+        .zip(&st.stats.detect_heartbeat_ns)
+        .enumerate()
+        .map(|(i, (alive, beat))| {
+            let alive = alive.load(Ordering::Relaxed);
+            let age_ns = now - beat.load(Ordering::Relaxed);
+            let ok = alive && age_ns < STALE_WORKER_NS;
+            if !ok {
+                degraded.push(format!("detector {i}"));
+            }
+            json!({"worker": i, "status": if ok { "ok" } else { "degraded" }, "last_heartbeat_ms_ago": age_ns / 1_000_000})
+        })
+        .collect();
+    let d = &st.stats.detect;
+    let detection = json!({
+        "workers": detectors,
+        "ml_enabled": st.config.detection.ml_enabled,
+        "ueba_enabled": st.config.ueba.enabled,
+        "ueba_entities": d.ueba_entities.load(Ordering::Relaxed),
+        "sources": d.sources.load(Ordering::Relaxed),
+        "model_saves": d.saves.get(),
+        "model_save_errors": d.save_errors.get(),
+        "last_model_save_ns": d.last_save_ns.load(Ordering::Relaxed),
+        "alert_write_errors": d.alert_errors.get(),
+    });
     let writer_alive = st.stats.writer_alive.load(Ordering::Relaxed);
     let writer_error = st
         .stats
@@ -85,6 +113,7 @@ pub async fn health(State(st): State<AppState>) -> Response {
         "components": {
             "inputs": inputs,
             "workers": workers,
+            "detection": detection,
             "store": {
                 "status": if writer_ok { "ok" } else { "degraded" },
                 "path": st.store.path().display().to_string(),
@@ -108,7 +137,51 @@ pub async fn stats(State(st): State<AppState>) -> Result<Json<Value>, ApiError> 
     let mut v = serde_json::to_value(&snap).map_err(ApiError::internal)?;
     v["rates"] = serde_json::to_value(st.rates.rates()).map_err(ApiError::internal)?;
     v["uptime_s"] = json!(st.started.elapsed().as_secs());
+    let store = st.store.clone();
+    v["feedback"] = tokio::task::spawn_blocking(move || feedback_summary(&store))
+        .await
+        .map_err(ApiError::internal)?;
     Ok(Json(v))
+}
+
+/// Feedback counts and false-positive rates per detector (`ensemble`, `ueba:<type>`, or a rule
+/// id) and per alert type, with the latest threshold changes.
+fn feedback_summary(store: &watchpost_dataplane::store::Store) -> Value {
+    use std::collections::BTreeMap;
+    use watchpost_proto::Verdict;
+    let mut by_detector: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    let mut by_type: BTreeMap<&'static str, (u64, u64)> = BTreeMap::new();
+    let mut changes = Vec::new();
+    let all = store.all_feedback();
+    for (f, a) in &all {
+        let (detector, kind) = match a {
+            Some(a) => (a.detector.clone(), a.alert_type.name()),
+            None => ("(alert deleted)".to_string(), "unknown"),
+        };
+        for slot in [
+            by_detector.entry(detector).or_default(),
+            by_type.entry(kind).or_default(),
+        ] {
+            match f.feedback {
+                Verdict::Tp => slot.0 += 1,
+                Verdict::Fp => slot.1 += 1,
+            }
+        }
+        if let Some(c) = &f.threshold_change {
+            changes.push((f.created_ns, f.alert_id.clone(), f.feedback, c.clone()));
+        }
+    }
+    let rate = |(tp, fp): (u64, u64)| json!({"tp": tp, "fp": fp, "fp_rate": if tp + fp > 0 { fp as f64 / (tp + fp) as f64 } else { 0.0 }});
+    changes.sort_by_key(|c| std::cmp::Reverse(c.0));
+    changes.truncate(20);
+    json!({
+        "total": all.len(),
+        "by_detector": by_detector.into_iter().map(|(k, v)| (k, rate(v))).collect::<serde_json::Map<_, _>>(),
+        "by_type": by_type.into_iter().map(|(k, v)| (k.to_string(), rate(v))).collect::<serde_json::Map<_, _>>(),
+        "threshold_changes": changes.into_iter().map(|(ts, id, fb, c)| json!({
+            "created_ns": ts, "alert_id": id, "feedback": fb, "change": c,
+        })).collect::<Vec<_>>(),
+    })
 }
 
 /// The running configuration, credentials masked.

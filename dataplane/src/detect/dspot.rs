@@ -41,6 +41,12 @@ pub struct DspotConfig {
     pub depth: usize,
     /// Most recent excesses kept for the fit.
     pub max_peaks: usize,
+    /// The values have an upper bound (scores in [0, 1]). A bounded distribution's tail is in the
+    /// Weibull or Gumbel domain (shape <= 0), never the heavy Frechet one; but a few clusters of
+    /// identical novelty scores above `t` can make the likelihood prefer a shape above 1 and put
+    /// the threshold past the bound, where nothing can ever alarm. With this set, a positive
+    /// shape is replaced by the exponential fit (shape 0, scale = mean excess).
+    pub bounded: bool,
 }
 
 impl Default for DspotConfig {
@@ -51,6 +57,7 @@ impl Default for DspotConfig {
             init_quantile: 0.98,
             depth: 0,
             max_peaks: 1000,
+            bounded: false,
         }
     }
 }
@@ -286,6 +293,12 @@ impl Dspot {
     fn fit(&mut self) {
         self.fitted_at = self.nt;
         self.tail = fit_gpd(&self.peaks);
+        if self.cfg.bounded && self.tail.shape > 0.0 && !self.peaks.is_empty() {
+            self.tail = Tail {
+                shape: 0.0,
+                scale: self.peaks.iter().sum::<f64>() / self.peaks.len() as f64,
+            };
+        }
     }
 
     fn update_z(&mut self) {

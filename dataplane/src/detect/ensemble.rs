@@ -75,6 +75,7 @@ impl SourceModel {
             volume: Volume::default(),
             threshold: Dspot::new(DspotConfig {
                 risk,
+                bounded: true,
                 ..DspotConfig::default()
             }),
             last_ts_ns: i64::MIN,

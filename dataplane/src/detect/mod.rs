@@ -8,9 +8,12 @@
 //! restored from the store.
 
 pub mod dspot;
+pub mod engine;
 pub mod ensemble;
 pub mod hst;
 pub mod markov;
+pub mod record;
 pub mod rng;
+pub mod stage;
 pub mod ueba;
 pub mod volume;

@@ -24,10 +24,12 @@ use bincode::{Decode, Encode};
 
 /// The least blended score that may alert, whatever the threshold. An entity type whose normal
 /// scores are all alike (a fleet of identical service accounts) gets a DSPOT threshold just above
-/// that common value; without a floor, a trace of volume noise would then be an alert. 0.3 is one
-/// fully novel sub-score at its default weight: a new network alone can alert, an odd hour alone
-/// (at most 0.25) cannot.
-pub const MIN_ALERT_SCORE: f64 = 0.3;
+/// that common value; without a floor, a trace of volume noise would then be an alert. 0.2 is
+/// about one strongly novel sub-score at its default weight (an hour four or more away from any
+/// the entity keeps, a volume far above its EMA): one clear deviation may alert where the type's
+/// threshold allows it, while traces of several (a slightly early day, a rarely used template)
+/// cannot add up to an alert.
+pub const MIN_ALERT_SCORE: f64 = 0.2;
 
 /// Nanoseconds per hour.
 const NS_PER_HOUR: i64 = 3_600_000_000_000;
@@ -265,6 +267,12 @@ pub struct Baseline {
     volume_var: f64,
     active_minutes: u64,
     cooldown_until_ns: i64,
+    /// Hour (since the epoch) of `risk_max`.
+    risk_hour: i32,
+    /// Highest blended score in `risk_hour`: one point of the risk history.
+    risk_max: f32,
+    /// Learned something since the last save.
+    dirty: bool,
 }
 
 /// An entry of a baseline's top-K templates.
@@ -297,6 +305,9 @@ impl Baseline {
             volume_var: 0.0,
             active_minutes: 0,
             cooldown_until_ns: i64::MIN,
+            risk_hour: 0,
+            risk_max: 0.0,
+            dirty: true,
         }
     }
 
@@ -315,6 +326,14 @@ impl Baseline {
         } else {
             Lifecycle::Scoring
         }
+    }
+
+    /// Events still needed and nanoseconds still to pass before scoring starts at `now_ns`.
+    pub fn warmup_remaining(&self, now_ns: i64, p: &UebaParams) -> (u64, i64) {
+        (
+            p.warmup_min_events.saturating_sub(self.event_count),
+            (self.first_seen_ns.saturating_add(p.warmup_ns) - now_ns).max(0),
+        )
     }
 
     /// UTC hours that count as observed.
@@ -350,12 +369,12 @@ impl Baseline {
         u64::from(self.hour_counts[h]) >= need
     }
 
-    fn score(&self, o: &Observation) -> SubScores {
+    fn score(&self, o: &Observation, peer_share: f64) -> SubScores {
         SubScores {
             time_of_day: self.time_of_day_score(o.ts_ns),
             source_novelty: self.source_score(o.source),
             volume: self.volume_score(o.ts_ns),
-            pattern_novelty: self.pattern_score(o.template),
+            pattern_novelty: self.pattern_score(o.template) * (1.0 - peer_share),
         }
     }
 
@@ -418,7 +437,9 @@ impl Baseline {
         }
     }
 
-    fn learn(&mut self, o: &Observation, p: &UebaParams) {
+    /// Learns one observation; true when its template entered the entity's top-K.
+    fn learn(&mut self, o: &Observation, p: &UebaParams) -> bool {
+        self.dirty = true;
         self.event_count += 1;
         self.last_seen_ns = self.last_seen_ns.max(o.ts_ns);
         let h = hour_of(o.ts_ns);
@@ -431,7 +452,7 @@ impl Baseline {
                 s,
             );
         }
-        self.learn_template(o.template);
+        let new_template = self.learn_template(o.template);
         let minute = o.ts_ns.div_euclid(NS_PER_MINUTE);
         if minute != self.minute {
             self.close_minute(p);
@@ -439,6 +460,7 @@ impl Baseline {
             self.minute_count = 0;
         }
         self.minute_count = self.minute_count.saturating_add(1);
+        new_template
     }
 
     fn close_minute(&mut self, p: &UebaParams) {
@@ -456,10 +478,12 @@ impl Baseline {
         self.active_minutes += 1;
     }
 
-    fn learn_template(&mut self, t: u64) {
+    fn learn_template(&mut self, t: u64) -> bool {
         let n = self.n_templates as usize;
+        let mut new = true;
         if let Some(i) = self.templates[..n].iter().position(|&x| x == t) {
             self.template_weights[i] += 1.0;
+            new = false;
         } else if n < self.templates.len() {
             self.templates[n] = t;
             self.template_weights[n] = 1.0;
@@ -481,6 +505,7 @@ impl Baseline {
             self.template_weights.iter_mut().for_each(|w| *w *= 0.5);
             self.template_total *= 0.5;
         }
+        new
     }
 }
 
@@ -527,6 +552,11 @@ pub fn ip_key(ip: std::net::IpAddr) -> u128 {
     }
 }
 
+/// Key of a (template, entity type) pair in the peer counts.
+fn peer_key(template: u64, kind: UebaType) -> u64 {
+    crate::hash::fmix64(template ^ (kind as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+}
+
 /// Entity keys are already hashes: hashing them again would only cost time.
 type EntityMap = U64Map<Baseline>;
 
@@ -536,6 +566,24 @@ pub struct Ueba {
     entities: EntityMap,
     thresholds: [Dspot; 4],
     evicted: u64,
+    risk_points: Vec<RiskPoint>,
+    /// Per (template, type): how many entities of the type have taken the template into their
+    /// top-K. A template most of an entity's peers use (a mistyped password) is little news
+    /// for it; one no peer uses (a reverse shell) is.
+    peers: U64Map<u32>,
+    /// Entities per type in memory.
+    type_counts: [u32; 4],
+}
+
+/// One closed hour of an entity's risk history: the highest blended score it had in that hour.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RiskPoint {
+    /// The entity's key.
+    pub entity: u64,
+    /// Start of the hour, ns.
+    pub hour_ns: i64,
+    /// Highest score in the hour.
+    pub max: f32,
 }
 
 impl Ueba {
@@ -543,6 +591,7 @@ impl Ueba {
     pub fn new(params: UebaParams) -> Ueba {
         let dspot = Dspot::new(DspotConfig {
             risk: params.risk,
+            bounded: true,
             ..DspotConfig::default()
         });
         Ueba {
@@ -553,7 +602,58 @@ impl Ueba {
             thresholds: [dspot.clone(), dspot.clone(), dspot.clone(), dspot],
             params,
             evicted: 0,
+            risk_points: Vec::with_capacity(4096),
+            peers: U64Map::with_capacity_and_hasher(4096, Default::default()),
+            type_counts: [0; 4],
         }
+    }
+
+    /// Share of the entities of `kind` that use `template` (0 to 1).
+    fn peer_share(&self, template: u64, kind: UebaType) -> f64 {
+        let users = self
+            .peers
+            .get(&peer_key(template, kind))
+            .copied()
+            .unwrap_or(0);
+        let all = self.type_counts[kind as usize].max(1);
+        (f64::from(users) / f64::from(all)).min(1.0)
+    }
+
+    /// Moves the risk-history points closed since the last call into `out`.
+    pub fn take_risk_points(&mut self, out: &mut Vec<RiskPoint>) {
+        out.append(&mut self.risk_points);
+    }
+
+    /// Calls `f` with every baseline changed since the last save, and marks them saved.
+    pub fn save_dirty(&mut self, mut f: impl FnMut(u64, &Baseline)) {
+        for (k, b) in self.entities.iter_mut() {
+            if b.dirty {
+                b.dirty = false;
+                f(*k, b);
+            }
+        }
+    }
+
+    /// Puts back a saved baseline (at start).
+    pub fn restore(&mut self, entity: u64, mut b: Baseline) {
+        if self.entities.len() < self.params.max_entities {
+            b.dirty = false;
+            self.type_counts[b.kind as usize] += 1;
+            for &t in &b.templates[..b.n_templates as usize] {
+                *self.peers.entry(peer_key(t, b.kind)).or_insert(0) += 1;
+            }
+            self.entities.insert(entity, b);
+        }
+    }
+
+    /// The four per-type thresholds, in [`UebaType`] order.
+    pub fn thresholds(&self) -> &[Dspot; 4] {
+        &self.thresholds
+    }
+
+    /// Puts back saved thresholds (at start).
+    pub fn restore_thresholds(&mut self, t: [Dspot; 4]) {
+        self.thresholds = t;
     }
 
     /// Its settings.
@@ -604,7 +704,9 @@ impl Ueba {
             }
             self.entities
                 .insert(o.entity, Baseline::new(o.kind, o.ts_ns, &self.params));
+            self.type_counts[o.kind as usize] += 1;
         }
+        let peer_share = self.peer_share(o.template, o.kind);
         let p = &self.params;
         let Some(b) = self.entities.get_mut(&o.entity) else {
             return Outcome::Learned;
@@ -613,8 +715,21 @@ impl Ueba {
         let outcome = if state == Lifecycle::WarmingUp {
             Outcome::Learned
         } else {
-            let sub = b.score(o);
+            let sub = b.score(o, peer_share);
             let score = sub.blend(&p.weights);
+            let hour = o.ts_ns.div_euclid(NS_PER_HOUR) as i32;
+            if hour != b.risk_hour {
+                if b.risk_max > 0.0 {
+                    self.risk_points.push(RiskPoint {
+                        entity: o.entity,
+                        hour_ns: i64::from(b.risk_hour) * NS_PER_HOUR,
+                        max: b.risk_max,
+                    });
+                }
+                b.risk_hour = hour;
+                b.risk_max = 0.0;
+            }
+            b.risk_max = b.risk_max.max(score as f32);
             let dspot = &mut self.thresholds[b.kind as usize];
             let threshold = dspot.threshold();
             let verdict = dspot.update(score);
@@ -636,7 +751,9 @@ impl Ueba {
                 }
             }
         };
-        b.learn(o, p);
+        if b.learn(o, p) {
+            *self.peers.entry(peer_key(o.template, b.kind)).or_insert(0) += 1;
+        }
         outcome
     }
 
@@ -648,9 +765,11 @@ impl Ueba {
         let cut = *seen.select_nth_unstable(n - 1).1;
         let before = self.entities.len();
         let mut left = n;
+        let counts = &mut self.type_counts;
         self.entities.retain(|_, b| {
             if left > 0 && b.last_seen_ns <= cut {
                 left -= 1;
+                counts[b.kind as usize] = counts[b.kind as usize].saturating_sub(1);
                 false
             } else {
                 true
@@ -731,11 +850,11 @@ mod tests {
         let b = u.baseline(7).unwrap();
         let at = |h: i64| 10 * DAY + h * HOUR + 5 * NS_PER_MINUTE;
         // Usual everything: all zero but a trace of volume.
-        let s = b.score(&obs(at(10), 7, ip("10.1.2.3"), 1));
+        let s = b.score(&obs(at(10), 7, ip("10.1.2.3"), 1), 0.0);
         assert_eq!((s.time_of_day, s.source_novelty), (0.0, 0.0));
         assert!(s.pattern_novelty < 0.3 && s.volume < 0.1, "{s:?}");
         // time_of_day grows with distance from the observed hours (9..17).
-        let tod = |h| b.score(&obs(at(h), 7, None, 1)).time_of_day;
+        let tod = |h| b.score(&obs(at(h), 7, None, 1), 0.0).time_of_day;
         assert!(
             tod(18) > 0.0 && tod(18) < tod(20) && tod(20) < tod(3),
             "{} {} {}",
@@ -744,11 +863,14 @@ mod tests {
             tod(3)
         );
         // A new address in a known network, and one from elsewhere.
-        let src = |a: &str| b.score(&obs(at(10), 7, ip(a), 1)).source_novelty;
+        let src = |a: &str| b.score(&obs(at(10), 7, ip(a), 1), 0.0).source_novelty;
         assert_eq!(src("10.1.2.99"), 0.5);
         assert_eq!(src("203.0.113.9"), 1.0);
         // An unseen template.
-        assert_eq!(b.score(&obs(at(10), 7, None, 999)).pattern_novelty, 1.0);
+        assert_eq!(
+            b.score(&obs(at(10), 7, None, 999), 0.0).pattern_novelty,
+            1.0
+        );
         assert_eq!(b.hours_active(), (9..17).collect::<Vec<u8>>());
         assert_eq!(b.top_sources().len(), 2);
         assert_eq!(b.top_templates().len(), 4);
@@ -757,7 +879,7 @@ mod tests {
             u.observe(&obs(at(11), 7, ip("10.1.2.3"), 1));
         }
         let b = u.baseline(7).unwrap();
-        let burst = b.score(&obs(at(11), 7, None, 1)).volume;
+        let burst = b.score(&obs(at(11), 7, None, 1), 0.0).volume;
         assert!(burst > 0.95, "{burst}");
     }
 
@@ -834,5 +956,23 @@ mod tests {
             let expect = n == "service";
             assert_eq!(is_service_account(n), expect, "{n}");
         }
+    }
+
+    #[test]
+    fn a_template_most_peers_use_is_little_news() {
+        let mut u = Ueba::new(params());
+        for e in 1..=20u64 {
+            u.observe(&obs(HOUR, e, None, 1));
+            if e != 20 {
+                u.observe(&obs(HOUR, e, None, 5));
+            }
+        }
+        assert!((u.peer_share(5, UebaType::User) - 0.95).abs() < 1e-9);
+        assert_eq!(u.peer_share(6, UebaType::User), 0.0);
+        assert_eq!(u.peer_share(5, UebaType::Host), 0.0, "per type");
+        let b = u.baseline(20).unwrap();
+        let common = b.score(&obs(2 * HOUR, 20, None, 5), u.peer_share(5, UebaType::User));
+        let unique = b.score(&obs(2 * HOUR, 20, None, 6), u.peer_share(6, UebaType::User));
+        assert!(common.pattern_novelty < 0.1 && unique.pattern_novelty == 1.0);
     }
 }

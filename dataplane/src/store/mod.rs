@@ -14,6 +14,9 @@
 //! | `templates`    | template id (8)                                    | template text                        |
 //! | `checkpoints`  | path hash (8)                                      | dev (8) + ino (8) + offset (8) + path |
 //!
+//! Detection's families (alerts, feedback, models, baselines, series) are described in
+//! `detection.rs`.
+//!
 //! Index keys lead with the receive day so retention drops whole days with one range delete per
 //! family, and a lookup is one prefix scan per day. Writes arrive as one `WriteBatch` per event
 //! block (events, meta, every index entry, new entities and templates, file offsets), so a block
@@ -21,6 +24,7 @@
 //! the lines before it.
 
 mod codec;
+mod detection;
 mod query;
 mod writer;
 
@@ -28,7 +32,8 @@ pub use codec::{
     BLOCK_META_LEN, BlockMeta, BlockReader, EntitySlot, EventView, FLAG_INVALID_UTF8,
     FLAG_MALFORMED, FLAG_TRUNCATED, Role, StoredEvent, bincode_config, seal_block, write_block,
 };
-pub use query::{EntityFilter, EventPage, EventQuery, QueryError};
+pub use detection::{AlertQuery, alert_key};
+pub use query::{EntityFilter, EntityHit, EventPage, EventQuery, QueryError, parse_event_id};
 pub use writer::{EncodedBlock, NewEntity, Posting, PostingKind, spawn_writer};
 
 use crate::batch::Checkpoint;
@@ -50,7 +55,7 @@ pub(crate) const CF_IDX_TEMPLATE: &str = "idx_template";
 pub(crate) const CF_ENTITIES: &str = "entities";
 pub(crate) const CF_TEMPLATES: &str = "templates";
 pub(crate) const CF_CHECKPOINTS: &str = "checkpoints";
-const ALL_CFS: [&str; 8] = [
+const ALL_CFS: [&str; 14] = [
     CF_EVENTS,
     CF_BLOCKS,
     CF_IDX_ENTITY,
@@ -59,6 +64,12 @@ const ALL_CFS: [&str; 8] = [
     CF_ENTITIES,
     CF_TEMPLATES,
     CF_CHECKPOINTS,
+    detection::CF_ALERTS,
+    detection::CF_ALERT_IDX,
+    detection::CF_FEEDBACK,
+    detection::CF_MODELS,
+    detection::CF_BASELINES,
+    detection::CF_SERIES,
 ];
 const INDEX_CFS: [&str; 3] = [CF_IDX_ENTITY, CF_IDX_SOURCE, CF_IDX_TEMPLATE];
 
@@ -235,7 +246,8 @@ impl Store {
         w
     }
 
-    pub(crate) fn take_seq(&self) -> u64 {
+    /// A fresh block sequence number (workers key their blocks before detection names events).
+    pub fn take_seq(&self) -> u64 {
         self.next_seq.fetch_add(1, Ordering::Relaxed)
     }
 
@@ -337,6 +349,7 @@ impl Store {
         for cf in INDEX_CFS {
             wb.delete_range_cf(self.cf(cf), day_lo, day_hi);
         }
+        self.retain_detection(&mut wb, cutoff_ns);
         self.db.write_opt(wb, &self.write_options())?;
         for cf in [CF_EVENTS, CF_BLOCKS] {
             self.db

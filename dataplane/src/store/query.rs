@@ -371,3 +371,86 @@ pub(crate) fn to_event(key: &BlockKey, pos: u16, e: StoredEvent) -> Event {
         attributes: e.attributes.into_iter().collect(),
     }
 }
+
+/// The block key and position of an event id (see [`event_id`]).
+pub fn parse_event_id(id: &str) -> Option<(BlockKey, u16)> {
+    if id.len() != 2 * BLOCK_KEY_LEN + 4 || !id.is_ascii() {
+        return None;
+    }
+    let byte = |i: usize| u8::from_str_radix(&id[2 * i..2 * i + 2], 16).ok();
+    let mut key = [0u8; BLOCK_KEY_LEN];
+    for (i, b) in key.iter_mut().enumerate() {
+        *b = byte(i)?;
+    }
+    let pos = u16::from_str_radix(&id[2 * BLOCK_KEY_LEN..], 16).ok()?;
+    Some((key, pos))
+}
+
+/// An entity found by [`Store::search_entities`].
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct EntityHit {
+    /// UUID5.
+    pub uuid: watchpost_proto::Uuid,
+    /// Kind.
+    pub kind: EntityKind,
+    /// Canonical name.
+    pub value: String,
+    /// First receive time, ns.
+    pub first_seen_ns: i64,
+    /// 1.0 exact match, 0.8 prefix, 0.5 substring; shorter names rank first among equals.
+    pub relevance: f64,
+}
+
+impl Store {
+    /// One event by id.
+    pub fn event(&self, id: &str) -> Option<Event> {
+        let (key, pos) = parse_event_id(id)?;
+        let bytes = self.db().get_pinned_cf(self.cf(CF_EVENTS), key).ok()??;
+        let reader = BlockReader::new(&bytes)?;
+        let e = reader.get(pos as usize)?;
+        Some(to_event(&key, pos, e))
+    }
+
+    /// Entities whose canonical name contains `q` (ASCII case-insensitive), best first.
+    pub fn search_entities(&self, q: &str, limit: usize) -> Vec<EntityHit> {
+        let needle = q.to_ascii_lowercase();
+        let mut hits = Vec::new();
+        let mut it = self.db().raw_iterator_cf(self.cf(super::CF_ENTITIES));
+        it.seek_to_first();
+        while let (Some(k), Some(v)) = (it.key(), it.value()) {
+            if v.len() > 9
+                && let (Ok(uuid), Some(kind)) = (<[u8; 16]>::try_from(k), EntityKind::from_u8(v[0]))
+            {
+                let name = String::from_utf8_lossy(&v[9..]);
+                let lower = name.to_ascii_lowercase();
+                let relevance = if lower == needle {
+                    1.0
+                } else if lower.starts_with(&needle) {
+                    0.8
+                } else if lower.contains(&needle) {
+                    0.5
+                } else {
+                    0.0
+                };
+                if relevance > 0.0 {
+                    hits.push(EntityHit {
+                        uuid: watchpost_proto::Uuid::from_bytes(uuid),
+                        kind,
+                        value: name.into_owned(),
+                        first_seen_ns: i64::from_be_bytes(v[1..9].try_into().unwrap_or([0; 8])),
+                        relevance,
+                    });
+                }
+            }
+            it.next();
+        }
+        hits.sort_by(|a, b| {
+            b.relevance
+                .total_cmp(&a.relevance)
+                .then(a.value.len().cmp(&b.value.len()))
+                .then(a.value.cmp(&b.value))
+        });
+        hits.truncate(limit);
+        hits
+    }
+}

@@ -5,11 +5,13 @@
 //! in one write batch, so the WAL sees fewer, larger writes exactly when the load is highest.
 
 use super::{
-    BlockMeta, CF_BLOCKS, CF_CHECKPOINTS, CF_ENTITIES, CF_EVENTS, CF_IDX_ENTITY, CF_IDX_SOURCE,
-    CF_IDX_TEMPLATE, CF_TEMPLATES, Store, block_key, day_of, index_prefix, seal_block,
+    BlockKey, BlockMeta, CF_BLOCKS, CF_CHECKPOINTS, CF_ENTITIES, CF_EVENTS, CF_IDX_ENTITY,
+    CF_IDX_SOURCE, CF_IDX_TEMPLATE, CF_TEMPLATES, Store, block_key, day_of, index_prefix,
+    seal_block,
 };
 use crate::batch::Checkpoint;
 use crate::clock::{NS_PER_DAY, now_ns};
+use crate::detect::record::DetectRecord;
 use crate::ring::{Consumer, Pop};
 use crate::stats::Stats;
 use crossbeam_channel::{Select, Sender};
@@ -86,6 +88,11 @@ pub struct EncodedBlock {
     pub template_text: String,
     /// File offsets that become durable with this block.
     pub checkpoints: Vec<Checkpoint>,
+    /// What detection needs of each event, moved on to stage B by the worker.
+    pub detect: Vec<DetectRecord>,
+    /// The block's key, given by the worker so that detection can name events before they are
+    /// written; `None` lets the writer choose one.
+    pub key: Option<BlockKey>,
 }
 
 impl EncodedBlock {
@@ -102,6 +109,7 @@ impl EncodedBlock {
             templates: Vec::with_capacity(16),
             template_text: String::with_capacity(4096),
             checkpoints: Vec::with_capacity(4),
+            detect: Vec::with_capacity(events),
             ..EncodedBlock::default()
         }
     }
@@ -119,6 +127,8 @@ impl EncodedBlock {
         self.templates.clear();
         self.template_text.clear();
         self.checkpoints.clear();
+        self.detect.clear();
+        self.key = None;
     }
 
     /// Compresses the records into [`EncodedBlock::sealed`]. Workers call it, so that compression
@@ -147,7 +157,9 @@ struct Scratch {
 
 /// Adds one block to a write batch.
 fn add_block(store: &Store, wb: &mut WriteBatch, block: &mut EncodedBlock, s: &mut Scratch) {
-    let key = block_key(block.first_received_ns, store.take_seq());
+    let key = block
+        .key
+        .unwrap_or_else(|| block_key(block.first_received_ns, store.take_seq()));
     if !block.is_empty() {
         if block.sealed.is_empty() {
             block.seal();

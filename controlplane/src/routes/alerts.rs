@@ -1,0 +1,279 @@
+//! `GET /alerts`, `GET /alerts/{id}`, and the feedback routes.
+
+use crate::error::ApiError;
+use crate::query::Params;
+use crate::routes::events::{DEFAULT_LIMIT, MAX_LIMIT};
+use crate::state::AppState;
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use watchpost_dataplane::clock::now_ns;
+use watchpost_dataplane::store::{AlertQuery, Store};
+use watchpost_proto::{
+    Alert, AlertType, EntityKind, Event, Feedback, ListMeta, ListResponse, Uuid, Verdict,
+    entity_uuid_of,
+};
+
+const PARAMS: &[&str] = &[
+    "since",
+    "until",
+    "type",
+    "severity",
+    "entity",
+    "tactic",
+    "technique",
+    "page",
+    "limit",
+];
+
+/// Newest alerts first, filtered.
+pub async fn list(
+    State(st): State<AppState>,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<ListResponse<Alert>>, ApiError> {
+    let p = Params::parse(raw.as_deref(), PARAMS)?;
+    let alert_type = match p.get("type") {
+        None => None,
+        Some(t) => Some(AlertType::parse(t).ok_or_else(|| {
+            ApiError::invalid_parameter(
+                "type",
+                format!("`{t}` is not one of ml, sigma, correlation, ueba, ioc"),
+            )
+        })?),
+    };
+    let min_severity = match p.get("severity") {
+        None => None,
+        Some(v) => match v.parse::<u8>() {
+            Ok(n) if n <= 5 => Some(n),
+            _ => {
+                return Err(ApiError::invalid_parameter(
+                    "severity",
+                    format!("`{v}` must be a whole number from 0 to 5 (the least severity)"),
+                ));
+            }
+        },
+    };
+    let q = AlertQuery {
+        since_ns: p.time("since")?,
+        until_ns: p.time("until")?,
+        alert_type,
+        min_severity,
+        entities: None,
+        tactic: p.text("tactic", 128)?,
+        technique: p.text("technique", 32)?,
+        page: p.int("page", 1, 1, 1_000_000)?,
+        limit: p.int("limit", DEFAULT_LIMIT, 1, MAX_LIMIT)?,
+    };
+    if let (Some(s), Some(u)) = (q.since_ns, q.until_ns)
+        && s >= u
+    {
+        return Err(ApiError::invalid_parameter(
+            "until",
+            "`until` must be later than `since`",
+        ));
+    }
+    let entity = p.text("entity", 256)?;
+    let store = st.store.clone();
+    let (page, limit) = (q.page, q.limit);
+    let (items, total) = tokio::task::spawn_blocking(move || {
+        let mut q = q;
+        if let Some(e) = entity {
+            q.entities = Some(entity_uuids(&e));
+        }
+        let (mut items, total) = store.search_alerts(&q);
+        for a in &mut items {
+            resolve_names(&store, a);
+        }
+        (items, total)
+    })
+    .await
+    .map_err(ApiError::internal)?;
+    Ok(Json(ListResponse {
+        items,
+        meta: ListMeta { total, page, limit },
+    }))
+}
+
+/// The UUIDs an `entity` parameter may mean: the UUID itself, or the value read as every kind
+/// that accepts it.
+pub fn entity_uuids(v: &str) -> Vec<Uuid> {
+    if let Ok(u) = Uuid::parse_str(v) {
+        return vec![u];
+    }
+    EntityKind::ALL
+        .iter()
+        .filter_map(|k| entity_uuid_of(*k, v))
+        .collect()
+}
+
+/// Fills entity names the detector left empty (it carries UUIDs only) from the entity table.
+pub fn resolve_names(store: &Store, a: &mut Alert) {
+    for e in a.entity.iter_mut().chain(a.related_entities.iter_mut()) {
+        if e.value.is_empty()
+            && let Some((_, _, name)) = store.entity(e.uuid.as_bytes())
+        {
+            e.value = name;
+        }
+    }
+}
+
+/// An alert with its contributing events.
+#[derive(Serialize)]
+pub struct AlertDetail {
+    /// The alert.
+    #[serde(flatten)]
+    pub alert: Alert,
+    /// The contributing events still in the store (retention may have removed some).
+    pub events: Vec<Event>,
+    /// Feedback received, newest first.
+    pub feedback: Vec<Feedback>,
+}
+
+/// One alert, with its events.
+pub async fn get(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<AlertDetail>, ApiError> {
+    let store = st.store.clone();
+    tokio::task::spawn_blocking(move || {
+        let mut alert = store
+            .alert(&id)
+            .ok_or_else(|| ApiError::not_found(format!("no alert {id}")))?;
+        resolve_names(&store, &mut alert);
+        let events = alert
+            .contributing_events
+            .iter()
+            .filter_map(|e| store.event(e))
+            .collect();
+        let feedback = store.feedback_for(&id);
+        Ok(Json(AlertDetail {
+            alert,
+            events,
+            feedback,
+        }))
+    })
+    .await
+    .map_err(ApiError::internal)?
+}
+
+/// The body of `POST /alerts/{id}/feedback`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FeedbackBody {
+    feedback: String,
+    #[serde(default)]
+    note: Option<String>,
+    #[serde(default)]
+    origin: Option<String>,
+}
+
+/// Longest note kept.
+const MAX_NOTE_CHARS: usize = 4096;
+/// Longest origin.
+const MAX_ORIGIN_CHARS: usize = 64;
+
+fn unprocessable(field: &str, message: impl Into<String>) -> ApiError {
+    let mut e = ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_body", message);
+    e.body = e.body.with("field", field);
+    e
+}
+
+/// Records a verdict and moves the threshold that raised the alert; 204.
+pub async fn post_feedback(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+    body: Body,
+) -> Result<StatusCode, ApiError> {
+    let limit = st.config.api_max_body_bytes as usize;
+    let bytes = axum::body::to_bytes(body, limit).await.map_err(|_| {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!("the body is larger than api_max_body_bytes ({limit} bytes)"),
+        )
+    })?;
+    let store = st.store.clone();
+    let alert = {
+        let store = store.clone();
+        let key = id.clone();
+        tokio::task::spawn_blocking(move || store.alert(&key))
+            .await
+            .map_err(ApiError::internal)?
+            .ok_or_else(|| ApiError::not_found(format!("no alert {id}")))?
+    };
+    let body: FeedbackBody = serde_json::from_slice(&bytes)
+        .map_err(|e| unprocessable("body", format!("the body is not a feedback object: {e}")))?;
+    let verdict = match body.feedback.as_str() {
+        "tp" => Verdict::Tp,
+        "fp" => Verdict::Fp,
+        other => {
+            return Err(unprocessable(
+                "feedback",
+                format!("`{other}` is not a verdict: use tp or fp"),
+            ));
+        }
+    };
+    let note = body.note.unwrap_or_default();
+    if note.chars().count() > MAX_NOTE_CHARS {
+        return Err(unprocessable(
+            "note",
+            format!("at most {MAX_NOTE_CHARS} characters"),
+        ));
+    }
+    let origin = body.origin.unwrap_or_else(|| "api".into());
+    if origin.is_empty() || origin.chars().count() > MAX_ORIGIN_CHARS {
+        return Err(unprocessable(
+            "origin",
+            format!("1 to {MAX_ORIGIN_CHARS} characters"),
+        ));
+    }
+    let detect = st.detect.clone();
+    tokio::task::spawn_blocking(move || {
+        let change = detect.and_then(|d| d.feedback(&alert, verdict));
+        let entry = Feedback {
+            alert_id: alert.id.clone(),
+            feedback: verdict,
+            note,
+            origin,
+            created_ns: now_ns(),
+            threshold_change: change,
+        };
+        store.put_feedback(&entry)
+    })
+    .await
+    .map_err(ApiError::internal)?
+    .map_err(ApiError::internal)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Feedback on one alert, newest first.
+pub async fn get_feedback(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<ListResponse<Feedback>>, ApiError> {
+    let p = Params::parse(raw.as_deref(), &["page", "limit"])?;
+    let page = p.int("page", 1, 1, 1_000_000)?;
+    let limit = p.int("limit", DEFAULT_LIMIT, 1, MAX_LIMIT)?;
+    let store = st.store.clone();
+    tokio::task::spawn_blocking(move || {
+        if store.alert(&id).is_none() {
+            return Err(ApiError::not_found(format!("no alert {id}")));
+        }
+        let all = store.feedback_for(&id);
+        let total = all.len() as u64;
+        let items = all
+            .into_iter()
+            .skip((page as usize - 1) * limit as usize)
+            .take(limit as usize)
+            .collect();
+        Ok(Json(ListResponse {
+            items,
+            meta: ListMeta { total, page, limit },
+        }))
+    })
+    .await
+    .map_err(ApiError::internal)?
+}

@@ -1,0 +1,115 @@
+//! `GET /anomaly/timeline`: the content ensemble's scores per bucket, with alert counts.
+
+use crate::error::ApiError;
+use crate::query::Params;
+use crate::routes::entities::range_ns;
+use crate::state::AppState;
+use axum::Json;
+use axum::extract::{RawQuery, State};
+use serde_json::{Value, json};
+use watchpost_dataplane::clock::now_ns;
+use watchpost_dataplane::hash::hash64;
+use watchpost_dataplane::store::AlertQuery;
+
+/// Most buckets in one answer (7 days at 5 minutes).
+const MAX_BUCKETS: i64 = 2016;
+
+/// Buckets of the last `range`, oldest first; every bucket is present (empty ones with zeros).
+pub async fn timeline(
+    State(st): State<AppState>,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<Value>, ApiError> {
+    let p = Params::parse(raw.as_deref(), &["range", "resolution", "source"])?;
+    let (range, span) = range_ns(&p, "24h")?;
+    let default_res = match range.as_str() {
+        "1h" => "1m",
+        "6h" => "5m",
+        "24h" => "15m",
+        _ => "1h",
+    };
+    let resolution = p.get("resolution").unwrap_or(default_res).to_string();
+    let step: i64 = match resolution.as_str() {
+        "1m" => 60,
+        "5m" => 300,
+        "15m" => 900,
+        "1h" => 3600,
+        other => {
+            return Err(ApiError::invalid_parameter(
+                "resolution",
+                format!("`{other}` is not one of 1m, 5m, 15m, 1h"),
+            ));
+        }
+    } * 1_000_000_000;
+    if span / step > MAX_BUCKETS {
+        return Err(ApiError::invalid_parameter(
+            "resolution",
+            format!(
+                "{range} at {resolution} is more than {MAX_BUCKETS} buckets; choose a coarser resolution"
+            ),
+        ));
+    }
+    let source = p.text("source", 256)?;
+    let store = st.store.clone();
+    tokio::task::spawn_blocking(move || {
+        let end = (now_ns() / step + 1) * step;
+        let start = end - span;
+        let n = (span / step) as usize;
+        let mut events = vec![0u64; n];
+        let mut sum = vec![0f64; n];
+        let mut max = vec![0f64; n];
+        let mut alarms = vec![0u64; n];
+        let mut alerts = vec![0u64; n];
+        let src = source.as_deref().map(|s| hash64(s.as_bytes()));
+        for m in store.anomaly_minutes(start, end, src) {
+            let i = ((m.minute_ns - start) / step) as usize;
+            if i < n {
+                events[i] += u64::from(m.events);
+                sum[i] += f64::from(m.sum);
+                max[i] = max[i].max(f64::from(m.max));
+                alarms[i] += u64::from(m.alarms);
+            }
+        }
+        // Alert counts per bucket by first-seen time (all types; one source when filtered).
+        let all = store.search_alerts(&AlertQuery {
+            since_ns: Some(start),
+            until_ns: Some(end),
+            page: 1,
+            limit: u32::MAX,
+            ..AlertQuery::default()
+        });
+        for a in all.0 {
+            if source.as_ref().is_some_and(|s| *s != a.source) {
+                continue;
+            }
+            let i = ((a.first_seen_ns - start) / step) as usize;
+            if a.first_seen_ns >= start && i < n {
+                alerts[i] += 1;
+            }
+        }
+        let buckets: Vec<Value> = (0..n)
+            .map(|i| {
+                let mean = if events[i] > 0 {
+                    sum[i] / events[i] as f64
+                } else {
+                    0.0
+                };
+                json!({
+                    "ts_ns": start + i as i64 * step,
+                    "events": events[i],
+                    "mean_score": (mean * 1e4).round() / 1e4,
+                    "max_score": (max[i] * 1e4).round() / 1e4,
+                    "alarms": alarms[i],
+                    "alerts": alerts[i],
+                })
+            })
+            .collect();
+        Json(json!({
+            "range": range,
+            "resolution": resolution,
+            "source": source,
+            "buckets": buckets,
+        }))
+    })
+    .await
+    .map_err(ApiError::internal)
+}

@@ -1,0 +1,264 @@
+//! `GET /entities/search`, `/entities/{uuid}/timeline`, `/risk-history` and `/baseline`.
+
+use crate::error::ApiError;
+use crate::query::Params;
+use crate::state::AppState;
+use axum::Json;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use watchpost_dataplane::clock::now_ns;
+use watchpost_dataplane::hash::hash64_seeded;
+use watchpost_dataplane::store::{EntityFilter, EntityHit, EventQuery, Store};
+use watchpost_proto::{EntityKind, ListMeta, ListResponse, Uuid};
+
+/// Entities by name or UUID, best match first.
+pub async fn search(
+    State(st): State<AppState>,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<ListResponse<EntityHit>>, ApiError> {
+    let p = Params::parse(raw.as_deref(), &["q", "page", "limit"])?;
+    let q = p
+        .text("q", 256)?
+        .ok_or_else(|| ApiError::invalid_parameter("q", "is required (1 to 256 characters)"))?;
+    let page = p.int("page", 1, 1, 1_000_000)?;
+    let limit = p.int("limit", 50, 1, 1000)?;
+    let store = st.store.clone();
+    let hits = tokio::task::spawn_blocking(move || {
+        if let Ok(u) = Uuid::parse_str(&q) {
+            return store
+                .entity(u.as_bytes())
+                .and_then(|(kind, first_seen_ns, value)| {
+                    Some(vec![EntityHit {
+                        uuid: u,
+                        kind: EntityKind::from_u8(kind)?,
+                        value,
+                        first_seen_ns,
+                        relevance: 1.0,
+                    }])
+                })
+                .unwrap_or_default();
+        }
+        store.search_entities(&q, 10_000)
+    })
+    .await
+    .map_err(ApiError::internal)?;
+    let total = hits.len() as u64;
+    let items = hits
+        .into_iter()
+        .skip((page as usize - 1) * limit as usize)
+        .take(limit as usize)
+        .collect();
+    Ok(Json(ListResponse {
+        items,
+        meta: ListMeta { total, page, limit },
+    }))
+}
+
+/// The kind, name and name hash of a known entity; 404 otherwise.
+fn known(store: &Store, uuid: &str) -> Result<(Uuid, EntityKind, String, u64, i64), ApiError> {
+    let u = Uuid::parse_str(uuid)
+        .map_err(|_| ApiError::not_found(format!("no entity {uuid} (not a UUID)")))?;
+    let (kind, first_seen, name) = store
+        .entity(u.as_bytes())
+        .ok_or_else(|| ApiError::not_found(format!("no entity {uuid}")))?;
+    let kind = EntityKind::from_u8(kind).ok_or_else(|| ApiError::not_found("unknown kind"))?;
+    let hash = hash64_seeded(name.as_bytes(), kind as u64);
+    Ok((u, kind, name, hash, first_seen))
+}
+
+/// Events of the entity across sources, newest first, with the entities seen alongside it.
+pub async fn timeline(
+    State(st): State<AppState>,
+    Path(uuid): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<Value>, ApiError> {
+    let p = Params::parse(
+        raw.as_deref(),
+        &["start_ns", "end_ns", "source_type", "severity_min", "limit"],
+    )?;
+    let ns = |name: &str| -> Result<Option<i64>, ApiError> {
+        match p.get(name) {
+            None => Ok(None),
+            Some(v) => v.parse::<i64>().map(Some).map_err(|_| {
+                ApiError::invalid_parameter(
+                    name,
+                    format!("`{v}` is not a whole number of nanoseconds"),
+                )
+            }),
+        }
+    };
+    let start = ns("start_ns")?;
+    let end = ns("end_ns")?;
+    if let (Some(s), Some(e)) = (start, end)
+        && s >= e
+    {
+        return Err(ApiError::invalid_parameter(
+            "end_ns",
+            "`end_ns` must be later than `start_ns`",
+        ));
+    }
+    let severity_min = match p.get("severity_min") {
+        None => None,
+        Some(v) => match v.parse::<u8>() {
+            Ok(n) if n <= 5 => Some(n),
+            _ => {
+                return Err(ApiError::invalid_parameter(
+                    "severity_min",
+                    format!("`{v}` must be 0 to 5"),
+                ));
+            }
+        },
+    };
+    let source = p.text("source_type", 256)?;
+    let limit = p.int("limit", 100, 1, 10_000)?;
+    let store = st.store.clone();
+    let retention_days = st.config.storage.retention_days;
+    tokio::task::spawn_blocking(move || {
+        let (u, kind, name, _, first_seen) = known(&store, &uuid)?;
+        let q = EventQuery {
+            since_ns: start,
+            until_ns: end,
+            source,
+            min_severity: severity_min,
+            entity: Some(EntityFilter {
+                alternatives: vec![(kind, name.clone())],
+            }),
+            page: 1,
+            limit,
+            retention_days,
+            ..EventQuery::default()
+        };
+        let page = store.search_events(&q).map_err(ApiError::internal)?;
+        let mut related: BTreeMap<Uuid, (EntityKind, String, u64)> = BTreeMap::new();
+        let mut sources: BTreeMap<String, u64> = BTreeMap::new();
+        for e in &page.items {
+            *sources.entry(e.source.clone()).or_default() += 1;
+            for r in &e.entities {
+                if r.uuid != u {
+                    related
+                        .entry(r.uuid)
+                        .or_insert((r.kind, r.value.clone(), 0))
+                        .2 += 1;
+                }
+            }
+        }
+        let mut related: Vec<Value> = related
+            .into_iter()
+            .map(|(uuid, (kind, value, n))| {
+                json!({"uuid": uuid, "kind": kind, "value": value, "events": n})
+            })
+            .collect();
+        related.sort_by_key(|v| std::cmp::Reverse(v["events"].as_u64().unwrap_or(0)));
+        Ok(Json(json!({
+            "entity": {"uuid": u, "kind": kind, "value": name, "first_seen_ns": first_seen},
+            "total": page.total,
+            "events": page.items,
+            "sources": sources,
+            "related_entities": related,
+        })))
+    })
+    .await
+    .map_err(ApiError::internal)?
+}
+
+/// A `range` value in ns.
+pub fn range_ns(p: &Params, default: &str) -> Result<(String, i64), ApiError> {
+    let r = p.get("range").unwrap_or(default).to_string();
+    let ns = match r.as_str() {
+        "1h" => 3_600,
+        "6h" => 6 * 3_600,
+        "24h" => 24 * 3_600,
+        "7d" => 7 * 24 * 3_600,
+        other => {
+            return Err(ApiError::invalid_parameter(
+                "range",
+                format!("`{other}` is not one of 1h, 6h, 24h, 7d"),
+            ));
+        }
+    } as i64
+        * 1_000_000_000;
+    Ok((r, ns))
+}
+
+/// Hourly highest UEBA score of the entity over `range` (default 7d).
+pub async fn risk_history(
+    State(st): State<AppState>,
+    Path(uuid): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<Value>, ApiError> {
+    let p = Params::parse(raw.as_deref(), &["range"])?;
+    let (range, span) = range_ns(&p, "7d")?;
+    let store = st.store.clone();
+    tokio::task::spawn_blocking(move || {
+        let (u, kind, name, hash, _) = known(&store, &uuid)?;
+        let until = now_ns();
+        let points: Vec<Value> = store
+            .risk_history(hash, until - span, i64::MAX)
+            .into_iter()
+            .map(|(ts, max)| json!({"ts_ns": ts, "max_score": f64::from(max)}))
+            .collect();
+        Ok(Json(json!({
+            "entity": {"uuid": u, "kind": kind, "value": name},
+            "range": range,
+            "resolution": "1h",
+            "points": points,
+        })))
+    })
+    .await
+    .map_err(ApiError::internal)?
+}
+
+/// The entity's live UEBA baseline.
+pub async fn baseline(
+    State(st): State<AppState>,
+    Path(uuid): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    if !st.config.ueba.enabled {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ueba_disabled",
+            "UEBA is disabled (ueba.enabled = false); baselines are kept but not served",
+        ));
+    }
+    let store = st.store.clone();
+    let detect = st.detect.clone();
+    tokio::task::spawn_blocking(move || {
+        let (u, kind, name, hash, _) = known(&store, &uuid)?;
+        let view = detect.and_then(|d| d.baseline(hash)).ok_or_else(|| {
+            ApiError::not_found(format!(
+                "{} {name} has no UEBA baseline (never scored, or evicted)",
+                kind.name()
+            ))
+        })?;
+        if view.warming_up {
+            let mut e = ApiError::not_found(format!("the baseline of {name} is still warming up"));
+            e.body = e
+                .body
+                .with("status", "warming_up")
+                .with("entity_uuid", u.to_string())
+                .with("event_count", view.event_count)
+                .with("warmup_min_events", view.warmup_min_events)
+                .with("events_remaining", view.warmup_events_remaining)
+                .with("warmup_days", view.warmup_days)
+                .with("seconds_remaining", view.warmup_seconds_remaining)
+                .with("first_seen_ns", view.first_seen_ns);
+            return Err(e);
+        }
+        Ok(Json(json!({
+            "entity_uuid": u,
+            "entity_type": view.entity_type,
+            "value": name,
+            "first_seen_ns": view.first_seen_ns,
+            "event_count": view.event_count,
+            "hours_active": view.hours_active,
+            "top_source_ips": view.top_source_ips,
+            "top_templates": view.top_templates.iter().map(|(id, w)| json!({"template_id": id, "weight": w})).collect::<Vec<_>>(),
+            "volume_ema_minute": view.volume_ema_minute,
+            "warming_up": false,
+        })))
+    })
+    .await
+    .map_err(ApiError::internal)?
+}

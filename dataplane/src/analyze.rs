@@ -1,0 +1,220 @@
+//! `watchpost analyze`: the whole detection stack over log files, offline.
+//!
+//! Lines go through the same [`Normalizer`] and [`Detector`] as live ingestion, in one thread and
+//! in file order, with the events' own timestamps as the only clock: weeks of logs replay in
+//! seconds, and the same files always give the same alerts (ids included). Nothing is written to
+//! the store.
+//!
+//! Events are named `<file index><first line of batch>` + position, so an alert's
+//! `contributing_events` turn back into file and line numbers (`contributing_lines`).
+
+use crate::batch::{Format, InputId, LineMeta};
+use crate::detect::engine::{Collect, Detector, DetectorParams};
+use crate::normalize::{Normalizer, Tally};
+use crate::store::{EncodedBlock, parse_event_id};
+use crate::template::{MaskRule, MinerConfig, TemplateMiner};
+use std::collections::HashMap;
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use watchpost_proto::{Alert, Config};
+
+/// Lines per block (as a worker's batch).
+const BATCH: usize = 1024;
+
+/// What a run saw.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Summary {
+    /// Lines read.
+    pub lines: u64,
+    /// Lines that did not parse as their format (kept as free text, still analysed).
+    pub malformed: u64,
+    /// Alerts by type.
+    pub alerts: std::collections::BTreeMap<String, u64>,
+    /// Event time of the first and last event, ns.
+    pub first_ns: i64,
+    /// See `first_ns`.
+    pub last_ns: i64,
+    /// Wall seconds taken.
+    pub seconds: f64,
+}
+
+/// Why a run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AnalyzeError {
+    /// A file could not be read.
+    #[error("{0}: {1}")]
+    Io(PathBuf, std::io::Error),
+    /// A user mask does not compile.
+    #[error("templates.extra_masks: {0}")]
+    Mask(String),
+}
+
+/// Analyses `files` in order and returns every alert (final state, ordered by first event time)
+/// with the run's summary.
+pub fn analyze(cfg: &Config, files: &[PathBuf]) -> Result<(Vec<Alert>, Summary), AnalyzeError> {
+    let started = std::time::Instant::now();
+    let miner_cfg = MinerConfig {
+        extra_masks: cfg
+            .templates
+            .extra_masks
+            .iter()
+            .map(|m| MaskRule {
+                name: m.name.clone(),
+                pattern: m.pattern.clone(),
+            })
+            .collect(),
+        ..MinerConfig::default()
+    };
+    let miner = TemplateMiner::new(&miner_cfg).map_err(|e| AnalyzeError::Mask(e.to_string()))?;
+    let mut norm = Normalizer::new(miner);
+    let mut detector = Detector::new(DetectorParams::from_config(cfg));
+    let mut sink = Collect::default();
+    let mut names: HashMap<[u8; 16], String> = HashMap::new();
+    let mut block = EncodedBlock::with_capacity(0, BATCH);
+    let mut summary = Summary {
+        first_ns: i64::MAX,
+        last_ns: i64::MIN,
+        ..Summary::default()
+    };
+    let max_line = cfg.dataplane.max_line_bytes as usize;
+    for (fi, path) in files.iter().enumerate() {
+        let file = std::fs::File::open(path).map_err(|e| AnalyzeError::Io(path.clone(), e))?;
+        // Year-less syslog timestamps are read relative to the file's modification time: the
+        // lines were written before it. Deterministic for a given file.
+        let reference_ns = file
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_nanos() as i64);
+        let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
+        let mut line = Vec::with_capacity(4096);
+        let mut line_no: u64 = 0;
+        let mut first_line = 1u64;
+        let mut tally = Tally::default();
+        loop {
+            // A skipped (empty) line ends the block, so that block position + first line is
+            // always the line number.
+            let mut skipped = false;
+            line.clear();
+            let n = reader
+                .read_until(b'\n', &mut line)
+                .map_err(|e| AnalyzeError::Io(path.clone(), e))?;
+            if n > 0 {
+                line_no += 1;
+                while matches!(line.last(), Some(b'\n' | b'\r')) {
+                    line.pop();
+                }
+                let truncated = line.len() > max_line;
+                line.truncate(max_line);
+                if !line.is_empty() {
+                    let meta = LineMeta {
+                        start: 0,
+                        len: line.len() as u32,
+                        received_ns: reference_ns,
+                        truncated,
+                    };
+                    if block.is_empty() {
+                        first_line = line_no;
+                    }
+                    norm.push_line(
+                        &line,
+                        &meta,
+                        InputId::File,
+                        Format::Auto,
+                        &mut block,
+                        &mut tally,
+                    );
+                    summary.lines += 1;
+                } else {
+                    skipped = true;
+                }
+            }
+            if !block.is_empty() && (block.len() >= BATCH || n == 0 || skipped) {
+                let mut key = [0u8; 16];
+                key[..8].copy_from_slice(&(fi as u64).to_be_bytes());
+                key[8..].copy_from_slice(&first_line.to_be_bytes());
+                for e in &block.new_entities {
+                    let name = &block.names[e.name.start as usize..e.name.end as usize];
+                    names.entry(e.uuid).or_insert_with(|| name.to_string());
+                }
+                for r in block.detect.iter_mut() {
+                    r.block = key;
+                    r.owned = u8::MAX;
+                    summary.first_ns = summary.first_ns.min(r.ts_ns);
+                    summary.last_ns = summary.last_ns.max(r.ts_ns);
+                }
+                for r in &block.detect {
+                    detector.process(r, &mut sink);
+                }
+                detector.flush(&mut sink);
+                block.clear();
+            }
+            if n == 0 {
+                break;
+            }
+        }
+        summary.malformed += tally.malformed;
+    }
+    detector.flush(&mut sink);
+    if std::env::var_os("WATCHPOST_DEBUG_THRESHOLDS").is_some() {
+        for t in super::detect::ueba::UebaType::ALL {
+            let d = detector.ueba().threshold(t);
+            eprintln!(
+                "{}: threshold {:.4} calibrated {} tail {:?}",
+                t.name(),
+                d.threshold(),
+                d.is_calibrated(),
+                d.tail()
+            );
+        }
+    }
+    let mut alerts: Vec<Alert> = sink.alerts.into_values().collect();
+    alerts.sort_by(|a, b| a.first_seen_ns.cmp(&b.first_seen_ns).then(a.id.cmp(&b.id)));
+    for a in &mut alerts {
+        for e in a.entity.iter_mut().chain(a.related_entities.iter_mut()) {
+            if let Some(n) = names.get(e.uuid.as_bytes()) {
+                e.value = n.clone();
+            }
+        }
+        *summary
+            .alerts
+            .entry(a.alert_type.name().to_string())
+            .or_default() += 1;
+    }
+    if summary.lines == 0 {
+        summary.first_ns = 0;
+        summary.last_ns = 0;
+    }
+    summary.seconds = started.elapsed().as_secs_f64();
+    Ok((alerts, summary))
+}
+
+/// `file:line` of an event id produced by [`analyze`].
+pub fn event_line(files: &[PathBuf], id: &str) -> Option<String> {
+    let (key, pos) = parse_event_id(id)?;
+    let fi = u64::from_be_bytes(key[..8].try_into().ok()?) as usize;
+    let first = u64::from_be_bytes(key[8..].try_into().ok()?);
+    let path: &Path = files.get(fi)?;
+    Some(format!("{}:{}", path.display(), first + u64::from(pos)))
+}
+
+/// Writes alerts as JSON lines, each with `contributing_lines` added.
+pub fn write_alerts(
+    out: &mut impl Write,
+    files: &[PathBuf],
+    alerts: &[Alert],
+) -> std::io::Result<()> {
+    for a in alerts {
+        let mut v = serde_json::to_value(a).unwrap_or_default();
+        let lines: Vec<String> = a
+            .contributing_events
+            .iter()
+            .filter_map(|e| event_line(files, e))
+            .collect();
+        v["contributing_lines"] = serde_json::json!(lines);
+        serde_json::to_writer(&mut *out, &v)?;
+        out.write_all(b"\n")?;
+    }
+    Ok(())
+}

@@ -1,0 +1,761 @@
+//! The detection state of one stage B worker, driven by [`DetectRecord`]s: the content ensemble
+//! of every source it owns, the UEBA baselines of every entity it owns, the alerts still inside
+//! their cooldown, and the per-minute anomaly series.
+//!
+//! It has no threads, clocks or I/O of its own: the live stage and `watchpost analyze` drive the
+//! same [`Detector`] with the same records, so a replay gives the alerts live ingestion gives.
+//! Alerts leave through an [`AlertSink`]; creating one allocates (a few per ten thousand events
+//! at most), scoring an event does not.
+
+use super::dspot::{Dspot, Verdict as DspotVerdict};
+use super::ensemble::{EventFeatures, Scored, SourceModel};
+use super::record::DetectRecord;
+use super::ueba::{
+    Observation, Outcome, RiskPoint, SubScores, Ueba, UebaAlert, UebaParams, UebaType,
+};
+use crate::hash::{U64Map, fmix64};
+use crate::store::event_id;
+use bincode::{Decode, Encode};
+use std::collections::BTreeMap;
+use watchpost_proto::{
+    Alert, AlertType, AttackMapping, EntityKind, EntityRef, MAX_CONTRIBUTING, ThresholdChange,
+    Uuid, Verdict,
+};
+
+/// Nanoseconds per minute.
+const NS_PER_MINUTE: i64 = 60_000_000_000;
+/// Salt of `ml` dedup keys (so a source hash and an entity hash never share a key).
+const ML_SALT: u64 = 0x6d6c_0000_0000_0001;
+/// Salt of the dedup keys of new-source UEBA alerts (keyed by the address).
+const NEW_SOURCE_SALT: u64 = 0x6e65_7773_7263_0003;
+/// Most related entities kept on one alert.
+const MAX_RELATED: usize = 100;
+/// Salt of `ueba` dedup keys.
+const UEBA_SALT: u64 = 0x7565_6261_0000_0002;
+/// Feedback moves a risk by this factor: down on a false positive (a higher threshold), up on a
+/// true positive. Eight false positives in a row reach the 1/100 floor only after ~21 steps, so
+/// one operator's click cannot silence a detector.
+pub const FEEDBACK_STEP: f64 = 1.25;
+
+/// What the detector needs from the configuration.
+#[derive(Clone, Debug)]
+pub struct DetectorParams {
+    /// Raise `ml` alerts.
+    pub ml_enabled: bool,
+    /// DSPOT risk of each source's threshold.
+    pub ml_risk: f64,
+    /// Cooldown of an `ml` alert, ns.
+    pub ml_cooldown_ns: i64,
+    /// UEBA settings.
+    pub ueba: UebaParams,
+}
+
+impl DetectorParams {
+    /// From the configuration.
+    pub fn from_config(c: &watchpost_proto::Config) -> DetectorParams {
+        DetectorParams {
+            ml_enabled: c.detection.ml_enabled,
+            ml_risk: c.detection.ml_risk,
+            ml_cooldown_ns: (c.detection.ml_alert_cooldown_seconds as i64)
+                .saturating_mul(1_000_000_000),
+            ueba: UebaParams::from_config(&c.ueba),
+        }
+    }
+}
+
+/// Where alerts go: the store and the WebSocket hub live, standard output offline.
+pub trait AlertSink {
+    /// A new alert, or an open one whose count, time or events changed.
+    fn alert(&mut self, alert: &Alert, new: bool);
+}
+
+/// Collects alerts in memory (tests, `watchpost analyze`).
+#[derive(Default, Debug)]
+pub struct Collect {
+    /// Alerts by id, latest state.
+    pub alerts: BTreeMap<String, Alert>,
+}
+
+impl AlertSink for Collect {
+    fn alert(&mut self, alert: &Alert, _new: bool) {
+        self.alerts.insert(alert.id.clone(), alert.clone());
+    }
+}
+
+/// One closed minute of a source's anomaly scores.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Encode, Decode)]
+pub struct MinutePoint {
+    /// Source hash.
+    pub source: u64,
+    /// Start of the minute, ns.
+    pub minute_ns: i64,
+    /// Events scored.
+    pub events: u32,
+    /// Sum of their scores.
+    pub sum: f32,
+    /// Highest score.
+    pub max: f32,
+    /// `ml` alarms (new alerts and repeats).
+    pub alarms: u32,
+}
+
+/// A source's detectors and its open minute.
+#[derive(Clone, Debug, Encode, Decode)]
+pub struct SourceState {
+    /// The ensemble and its threshold.
+    pub model: SourceModel,
+    minute: MinutePoint,
+}
+
+/// An alert inside its cooldown.
+struct OpenAlert {
+    alert: Alert,
+    until_ns: i64,
+    /// Changed since the sink last saw it.
+    dirty: bool,
+}
+
+/// The state of one stage B worker.
+pub struct Detector {
+    params: DetectorParams,
+    sources: U64Map<SourceState>,
+    ueba: Ueba,
+    open: U64Map<OpenAlert>,
+    /// Entity key -> key of the open alert it joined (new-source alerts are keyed by address).
+    alias: U64Map<u64>,
+    minutes: Vec<MinutePoint>,
+    seq: u64,
+    now_ns: i64,
+}
+
+impl Detector {
+    /// Empty state.
+    pub fn new(params: DetectorParams) -> Detector {
+        Detector {
+            ueba: Ueba::new(params.ueba.clone()),
+            params,
+            sources: U64Map::with_capacity_and_hasher(256, Default::default()),
+            open: U64Map::with_capacity_and_hasher(256, Default::default()),
+            alias: U64Map::with_capacity_and_hasher(256, Default::default()),
+            minutes: Vec::with_capacity(1024),
+            seq: 0,
+            now_ns: i64::MIN,
+        }
+    }
+
+    /// The UEBA engine.
+    pub fn ueba(&self) -> &Ueba {
+        &self.ueba
+    }
+
+    /// The UEBA engine, to save or restore baselines.
+    pub fn ueba_mut(&mut self) -> &mut Ueba {
+        &mut self.ueba
+    }
+
+    /// The sources, to save their models.
+    pub fn sources(&self) -> impl Iterator<Item = (u64, &SourceState)> {
+        self.sources.iter().map(|(k, v)| (*k, v))
+    }
+
+    /// Puts back a saved source (at start).
+    pub fn restore_source(&mut self, source: u64, s: SourceState) {
+        self.sources.insert(source, s);
+    }
+
+    /// Latest event time seen (the detector's clock).
+    pub fn now_ns(&self) -> i64 {
+        self.now_ns
+    }
+
+    /// Turns UEBA alerting on or off (baselines keep learning).
+    pub fn set_ueba_enabled(&mut self, on: bool) {
+        self.ueba.set_enabled(on);
+    }
+
+    /// Scores and learns one event; alerts go to `sink`.
+    #[inline]
+    pub fn process(&mut self, r: &DetectRecord, sink: &mut impl AlertSink) {
+        self.now_ns = self.now_ns.max(r.ts_ns);
+        if r.owned & 1 != 0 {
+            self.ensemble(r, sink);
+        }
+        for (i, e) in r.entities().iter().enumerate() {
+            if r.owned & (2 << i) == 0 {
+                continue;
+            }
+            let Some(kind) = e.ueba_type() else { continue };
+            let counterpart = if kind == UebaType::Ip {
+                // An address's counterpart is the host it reached: a new pair is a new path.
+                // The hash sits in the high bits, so each host is its own "network" (see
+                // `network_of`), with the top bit marking a host rather than an address.
+                (r.reporter != 0).then_some((u128::from(r.reporter) << 64) | (1u128 << 127))
+            } else {
+                (r.client_ip != 0).then_some(r.client_ip)
+            };
+            let o = Observation {
+                ts_ns: r.ts_ns,
+                entity: e.hash,
+                kind,
+                source: counterpart,
+                template: r.template,
+            };
+            match self.ueba.observe(&o) {
+                Outcome::Alert(a) => self.raise_ueba(r, i, &a, sink),
+                Outcome::Scored {
+                    suppressed: true,
+                    score,
+                } => {
+                    let own = e.hash ^ UEBA_SALT;
+                    let key = self.alias.get(&own).copied().unwrap_or(own);
+                    self.repeat(key, r, score, sink);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn ensemble(&mut self, r: &DetectRecord, sink: &mut impl AlertSink) {
+        let risk = self.params.ml_risk;
+        let st = self.sources.entry(r.source).or_insert_with(|| SourceState {
+            model: SourceModel::new(risk),
+            minute: MinutePoint {
+                source: r.source,
+                minute_ns: i64::MIN,
+                ..MinutePoint::default()
+            },
+        });
+        let s = st.model.observe(&EventFeatures {
+            ts_ns: r.ts_ns,
+            template: r.template,
+            severity: r.severity,
+            message_len: r.message_len,
+            entities: r.entity_count,
+        });
+        let minute = r.ts_ns.div_euclid(NS_PER_MINUTE) * NS_PER_MINUTE;
+        if minute > st.minute.minute_ns {
+            if st.minute.events > 0 {
+                self.minutes.push(st.minute);
+            }
+            st.minute = MinutePoint {
+                source: r.source,
+                minute_ns: minute,
+                ..MinutePoint::default()
+            };
+        }
+        st.minute.events += 1;
+        st.minute.sum += s.score as f32;
+        st.minute.max = st.minute.max.max(s.score as f32);
+        if s.verdict != DspotVerdict::Alarm {
+            return;
+        }
+        st.minute.alarms += 1;
+        if !self.params.ml_enabled {
+            return;
+        }
+        let key = fmix64(r.source ^ ML_SALT);
+        if self.open.get(&key).is_some_and(|o| r.ts_ns < o.until_ns) {
+            self.repeat(key, r, s.score, sink);
+            return;
+        }
+        let alert = self.ml_alert(r, key, &s);
+        let until_ns = r.ts_ns.saturating_add(self.params.ml_cooldown_ns);
+        sink.alert(&alert, true);
+        self.open.insert(
+            key,
+            OpenAlert {
+                alert,
+                until_ns,
+                dirty: false,
+            },
+        );
+    }
+
+    fn ml_alert(&mut self, r: &DetectRecord, key: u64, s: &Scored) -> Alert {
+        let c = s.contributions;
+        let parts = [
+            ("hst", c.hst),
+            ("markov", c.markov),
+            ("holt_winters", c.holt_winters),
+            ("cusum", c.cusum),
+        ];
+        let (top, _) = parts
+            .iter()
+            .copied()
+            .fold(("hst", f64::MIN), |a, b| if b.1 > a.1 { b } else { a });
+        let what = match top {
+            "hst" => "unusual event content",
+            "markov" => "unusual sequence of messages",
+            _ => "unusual volume",
+        };
+        let mut contributions = BTreeMap::new();
+        for (k, v) in parts {
+            contributions.insert(k.to_string(), round6(v));
+        }
+        let source = r.source_name().to_string();
+        let entity = r
+            .entities()
+            .iter()
+            .find(|e| e.ueba != super::record::NOT_SCORED)
+            .map(entity_ref);
+        Alert {
+            id: self.next_id(r.ts_ns, key),
+            alert_type: AlertType::Ml,
+            severity: if s.score >= 0.8 { 4 } else { 3 },
+            title: format!("Anomaly in {source}: {what}"),
+            detector: "ensemble".into(),
+            dedup_key: format!("ml:{source}"),
+            first_seen_ns: r.ts_ns,
+            last_seen_ns: r.ts_ns,
+            count: 1,
+            source,
+            entity,
+            score: round6(s.score),
+            threshold: round6(s.threshold),
+            contributions,
+            attack: Vec::new(),
+            contributing_events: vec![event_id(&r.block, r.pos)],
+            related_entities: r.entities().iter().map(entity_ref).collect(),
+        }
+    }
+
+    fn raise_ueba(&mut self, r: &DetectRecord, i: usize, a: &UebaAlert, sink: &mut impl AlertSink) {
+        let e = r.entities[i];
+        let key = e.hash ^ UEBA_SALT;
+        let w = &self.params.ueba.weights;
+        let sub = a.sub_scores;
+        let parts = [
+            ("time_of_day", w[0] * sub.time_of_day),
+            ("source_novelty", w[1] * sub.source_novelty),
+            ("volume", w[2] * sub.volume),
+            ("pattern_novelty", w[3] * sub.pattern_novelty),
+        ];
+        let mut contributions = BTreeMap::new();
+        for (k, v) in parts {
+            contributions.insert(k.to_string(), round6(v));
+        }
+        let (top, _) =
+            parts.iter().copied().fold(
+                ("time_of_day", f64::MIN),
+                |a, b| if b.1 > a.1 { b } else { a },
+            );
+        let entity = entity_ref(&e);
+        let kind = a.kind;
+        // Accounts seen from one new address within the cooldown are one incident (password
+        // spraying, a compromised jump host): they fold into one alert keyed by the address, each
+        // account joining its related entities.
+        let by_source = top == "source_novelty" && kind != UebaType::Ip && r.client_ip != 0;
+        let key = if by_source {
+            fmix64((r.client_ip as u64) ^ ((r.client_ip >> 64) as u64) ^ NEW_SOURCE_SALT)
+        } else {
+            key
+        };
+        if by_source {
+            self.alias.insert(e.hash ^ UEBA_SALT, key);
+            if self.open.get(&key).is_some_and(|o| r.ts_ns < o.until_ns) {
+                self.repeat_with(key, r, a.score, Some(entity));
+                return;
+            }
+        }
+        let what = match top {
+            "time_of_day" => "active at an unusual hour",
+            "source_novelty" if kind == UebaType::Ip => "reached a host it never reached before",
+            "source_novelty" => "seen from a new network",
+            "volume" => "far more events than usual",
+            _ => "unusual activity for it",
+        };
+        let alert = Alert {
+            id: self.next_id(r.ts_ns, key),
+            alert_type: AlertType::Ueba,
+            severity: ueba_severity(&sub, a.score),
+            title: format!("{} {what}", title_case(kind.name())),
+            detector: format!("ueba:{}", kind.name()),
+            dedup_key: if by_source {
+                format!("ueba:new_source:{}", ip_text(r.client_ip))
+            } else {
+                format!("ueba:{}:{}", kind.name(), Uuid::from_bytes(e.uuid))
+            },
+            first_seen_ns: r.ts_ns,
+            last_seen_ns: r.ts_ns,
+            count: 1,
+            source: r.source_name().to_string(),
+            entity: Some(entity),
+            score: round6(a.score),
+            threshold: round6(a.threshold),
+            contributions,
+            attack: ueba_attack(kind, top),
+            contributing_events: vec![event_id(&r.block, r.pos)],
+            related_entities: r
+                .entities()
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| *j != i)
+                .map(|(_, e)| entity_ref(e))
+                .collect(),
+        };
+        sink.alert(&alert, true);
+        let until_ns = r.ts_ns.saturating_add(self.params.ueba.cooldown_ns);
+        self.open.insert(
+            key,
+            OpenAlert {
+                alert,
+                until_ns,
+                dirty: false,
+            },
+        );
+    }
+
+    /// A repeat inside an open alert's cooldown: bump its count, keep the event. The sink hears
+    /// of it at the next [`Detector::flush`], not per repeat: a burst is one update.
+    fn repeat(&mut self, key: u64, r: &DetectRecord, score: f64, _sink: &mut impl AlertSink) {
+        self.repeat_with(key, r, score, None);
+    }
+
+    /// [`Detector::repeat`], adding `entity` to the alert's related entities when it is new there.
+    fn repeat_with(&mut self, key: u64, r: &DetectRecord, score: f64, entity: Option<EntityRef>) {
+        if let Some(o) = self.open.get_mut(&key) {
+            if let Some(e) = entity {
+                let a = &mut o.alert;
+                let known = a.entity.as_ref().is_some_and(|x| x.uuid == e.uuid)
+                    || a.related_entities.iter().any(|x| x.uuid == e.uuid);
+                if !known && a.related_entities.len() < MAX_RELATED {
+                    a.related_entities.push(e);
+                }
+            }
+            let a = &mut o.alert;
+            a.count += 1;
+            a.last_seen_ns = a.last_seen_ns.max(r.ts_ns);
+            a.score = a.score.max(round6(score));
+            if a.contributing_events.len() < MAX_CONTRIBUTING {
+                a.contributing_events.push(event_id(&r.block, r.pos));
+            }
+            o.dirty = true;
+        }
+    }
+
+    /// Hands the sink every alert that changed since the last call, and forgets alerts whose
+    /// cooldown is over. Called once per batch live, at the end offline.
+    pub fn flush(&mut self, sink: &mut impl AlertSink) {
+        let now = self.now_ns;
+        self.open.retain(|_, o| {
+            if o.dirty {
+                o.dirty = false;
+                sink.alert(&o.alert, false);
+            }
+            now < o.until_ns
+        });
+        if !self.alias.is_empty() {
+            let open = &self.open;
+            self.alias.retain(|_, k| open.contains_key(k));
+        }
+    }
+
+    /// Moves the closed anomaly minutes into `out`.
+    pub fn take_minutes(&mut self, out: &mut Vec<MinutePoint>) {
+        out.append(&mut self.minutes);
+    }
+
+    /// Moves the closed risk-history hours into `out`.
+    pub fn take_risk_points(&mut self, out: &mut Vec<RiskPoint>) {
+        self.ueba.take_risk_points(out);
+    }
+
+    /// Applies an operator's verdict on an alert this worker raised: a false positive lowers the
+    /// risk of the threshold that fired (raising it), a true positive raises it. Returns the
+    /// change, or `None` when this worker does not own that threshold.
+    pub fn feedback(&mut self, alert: &Alert, verdict: Verdict) -> Option<ThresholdChange> {
+        let factor = match verdict {
+            Verdict::Fp => 1.0 / FEEDBACK_STEP,
+            Verdict::Tp => FEEDBACK_STEP,
+        };
+        let (name, dspot): (String, &mut Dspot) = match alert.alert_type {
+            AlertType::Ml => {
+                let source = crate::hash::hash64(alert.source.as_bytes());
+                let st = self.sources.get_mut(&source)?;
+                (
+                    format!("ensemble:{}", alert.source),
+                    st.model.threshold_mut(),
+                )
+            }
+            AlertType::Ueba => {
+                let kind = alert.detector.strip_prefix("ueba:")?;
+                let t = UebaType::ALL.into_iter().find(|t| t.name() == kind)?;
+                (alert.detector.clone(), self.ueba.threshold_mut(t))
+            }
+            _ => return None,
+        };
+        let old_risk = dspot.risk();
+        // Brings the threshold up to date with the events since its last refresh, so the change
+        // recorded is the feedback's alone.
+        dspot.set_risk(old_risk);
+        let old_threshold = dspot.threshold();
+        let new_risk = dspot.set_risk(old_risk * factor);
+        Some(ThresholdChange {
+            detector: name,
+            old_risk,
+            new_risk,
+            old_threshold: round6(old_threshold),
+            new_threshold: round6(dspot.threshold()),
+        })
+    }
+
+    /// A UUIDv7 from the event time, with the rest derived from the dedup key and a counter, so
+    /// that a replay of the same input gives the same ids.
+    fn next_id(&mut self, ts_ns: i64, key: u64) -> String {
+        self.seq += 1;
+        let ms = (ts_ns.max(0) / 1_000_000) as u64 & ((1 << 48) - 1);
+        let r1 = fmix64(key ^ self.seq.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let r2 = fmix64(r1 ^ key.rotate_left(17));
+        let mut b = [0u8; 16];
+        b[..6].copy_from_slice(&ms.to_be_bytes()[2..]);
+        b[6..14].copy_from_slice(&r1.to_be_bytes());
+        b[14..].copy_from_slice(&r2.to_be_bytes()[..2]);
+        b[6] = 0x70 | (b[6] & 0x0f);
+        b[8] = 0x80 | (b[8] & 0x3f);
+        Uuid::from_bytes(b).to_string()
+    }
+}
+
+fn entity_ref(e: &super::record::RecordEntity) -> EntityRef {
+    EntityRef {
+        kind: EntityKind::from_u8(e.kind).unwrap_or(EntityKind::Host),
+        role: crate::store::Role::from_u8(e.role).name().to_string(),
+        // Names are resolved from the entity table when the alert is read; the record carries
+        // only the UUID.
+        value: String::new(),
+        uuid: Uuid::from_bytes(e.uuid),
+    }
+}
+
+/// An address key (IPv4 mapped into IPv6) as text.
+fn ip_text(k: u128) -> String {
+    if k >> 32 == 0xffff {
+        std::net::Ipv4Addr::from(k as u32).to_string()
+    } else {
+        std::net::Ipv6Addr::from(k).to_string()
+    }
+}
+
+fn round6(x: f64) -> f64 {
+    (x * 1e6).round() / 1e6
+}
+
+fn title_case(s: &str) -> String {
+    let s = s.replace('_', " ");
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().chain(c).collect(),
+        None => s,
+    }
+}
+
+/// 4 (high) when two or more sub-scores are fully novel or the score is near its maximum, 3
+/// otherwise.
+fn ueba_severity(s: &SubScores, score: f64) -> u8 {
+    let strong = [s.time_of_day, s.source_novelty, s.volume, s.pattern_novelty]
+        .iter()
+        .filter(|&&x| x >= 0.9)
+        .count();
+    if strong >= 2 || score >= 0.8 { 4 } else { 3 }
+}
+
+/// The ATT&CK technique a UEBA deviation most often means, by entity type and the sub-score that
+/// dominated (documented in docs/detection.md).
+fn ueba_attack(kind: UebaType, top: &str) -> Vec<AttackMapping> {
+    let m = |tactic_id: &str, tactic: &str, technique_id: &str, technique: &str| AttackMapping {
+        tactic_id: tactic_id.into(),
+        tactic: tactic.into(),
+        technique_id: technique_id.into(),
+        technique: technique.into(),
+    };
+    let one = match (kind, top) {
+        (UebaType::Ip | UebaType::Host, "source_novelty") => {
+            m("TA0008", "Lateral Movement", "T1021", "Remote Services")
+        }
+        (_, "source_novelty" | "time_of_day") => {
+            m("TA0001", "Initial Access", "T1078", "Valid Accounts")
+        }
+        (UebaType::Host, "volume") => m(
+            "TA0010",
+            "Exfiltration",
+            "T1048",
+            "Exfiltration Over Alternative Protocol",
+        ),
+        (_, "volume") => m("TA0006", "Credential Access", "T1110", "Brute Force"),
+        (UebaType::Ip, _) => m("TA0043", "Reconnaissance", "T1595", "Active Scanning"),
+        _ => m(
+            "TA0002",
+            "Execution",
+            "T1059",
+            "Command and Scripting Interpreter",
+        ),
+    };
+    vec![one]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::detect::record::RecordEntity;
+
+    const HOUR: i64 = 3_600_000_000_000;
+    const DAY: i64 = 24 * HOUR;
+
+    fn params() -> DetectorParams {
+        DetectorParams {
+            ml_enabled: true,
+            ml_risk: 1e-4,
+            ml_cooldown_ns: 300_000_000_000,
+            ueba: UebaParams {
+                warmup_ns: 2 * DAY,
+                warmup_min_events: 50,
+                ..UebaParams::default()
+            },
+        }
+    }
+
+    fn login(ts: i64, user: u64, ip: u128, template: u64) -> DetectRecord {
+        let mut r = DetectRecord {
+            ts_ns: ts,
+            source: 7,
+            template,
+            client_ip: ip,
+            message_len: 60,
+            severity: 1,
+            entity_count: 1,
+            n_entities: 1,
+            owned: u8::MAX,
+            ..DetectRecord::default()
+        };
+        r.set_source_name("sshd");
+        r.entities[0] = RecordEntity {
+            hash: user,
+            uuid: [user as u8; 16],
+            kind: EntityKind::User as u8,
+            role: 2,
+            ueba: UebaType::User as u8,
+        };
+        r
+    }
+
+    const OFFICE: u128 = 0xffff_0a01_0203;
+
+    #[test]
+    fn a_login_from_a_new_network_alerts_once_and_repeats_bump_the_count() {
+        let mut d = Detector::new(params());
+        let mut sink = Collect::default();
+        // Twelve colleagues, so the user type's threshold has calibrated (2,000 scores).
+        for day in 0..10 {
+            for h in 9..17 {
+                for m in 0..6 {
+                    for user in 1..=12 {
+                        let ts = day * DAY + h * HOUR + m * 600_000_000_000 + user as i64;
+                        d.process(&login(ts, user, OFFICE, 1 + (m as u64 % 3)), &mut sink);
+                    }
+                }
+            }
+        }
+        d.flush(&mut sink);
+        assert!(sink.alerts.is_empty(), "{:?}", sink.alerts.values().next());
+        let t = 10 * DAY + 10 * HOUR;
+        let far: u128 = 0xffff_cb00_7101;
+        // Five logins, each from another unknown network (one the baseline has since learned
+        // is no longer news).
+        for k in 0..5 {
+            let ip = far + (u128::from(k as u8) << 8);
+            d.process(&login(t + k * 1_000_000_000, 1, ip, 1), &mut sink);
+        }
+        d.flush(&mut sink);
+        let ueba: Vec<&Alert> = sink
+            .alerts
+            .values()
+            .filter(|a| a.alert_type == AlertType::Ueba)
+            .collect();
+        assert_eq!(ueba.len(), 1, "one alert, repeats folded in");
+        let a = ueba[0];
+        assert_eq!(a.count, 5);
+        assert_eq!(a.contributing_events.len(), 5);
+        assert_eq!(a.detector, "ueba:user");
+        assert!(a.contributions["source_novelty"] > 0.0);
+        assert_eq!(a.attack[0].technique_id, "T1078");
+        assert!(a.score > a.threshold);
+        // Time-ordered id of the triggering event's millisecond.
+        let id = Uuid::parse_str(&a.id).unwrap();
+        assert_eq!(id.get_version_num(), 7);
+    }
+
+    #[test]
+    fn replays_are_deterministic() {
+        let run = || {
+            let mut d = Detector::new(params());
+            let mut sink = Collect::default();
+            let mut rng = crate::detect::rng::SplitMix64::new(3);
+            for i in 0..40_000i64 {
+                let user = 1 + rng.below(20);
+                // The last thousand logins come from addresses all over the place.
+                let ip = OFFICE + (u128::from(rng.below(if i > 39_000 { 200 } else { 3 })) << 8);
+                d.process(
+                    &login(i * 30_000_000_000, user, ip, rng.below(4)),
+                    &mut sink,
+                );
+            }
+            d.flush(&mut sink);
+            sink.alerts
+        };
+        let a = run();
+        assert!(!a.is_empty());
+        assert_eq!(a, run());
+    }
+
+    #[test]
+    fn feedback_moves_the_threshold_that_fired_within_bounds() {
+        let mut d = Detector::new(params());
+        let mut sink = Collect::default();
+        for i in 0..5_000i64 {
+            d.process(
+                &login(i * 1_000_000_000, 1, OFFICE, (i % 3) as u64),
+                &mut sink,
+            );
+        }
+        let alert = Alert {
+            id: String::new(),
+            alert_type: AlertType::Ml,
+            severity: 3,
+            title: String::new(),
+            detector: "ensemble".into(),
+            dedup_key: String::new(),
+            first_seen_ns: 0,
+            last_seen_ns: 0,
+            count: 1,
+            source: "sshd".into(),
+            entity: None,
+            score: 0.0,
+            threshold: 0.0,
+            contributions: BTreeMap::new(),
+            attack: Vec::new(),
+            contributing_events: Vec::new(),
+            related_entities: Vec::new(),
+        };
+        // "sshd" hashes to the source key only if the record's source is that hash.
+        let mut r = login(5_000_000_000_000, 1, OFFICE, 1);
+        r.source = crate::hash::hash64(b"sshd");
+        for i in 0..3_000i64 {
+            r.ts_ns += 1_000_000_000;
+            r.template = (i % 3) as u64;
+            d.process(&r, &mut sink);
+        }
+        let c = d.feedback(&alert, Verdict::Fp).expect("owned");
+        assert!(c.new_risk < c.old_risk);
+        assert!(c.new_threshold >= c.old_threshold, "{c:?}");
+        for _ in 0..100 {
+            d.feedback(&alert, Verdict::Fp);
+        }
+        let c = d.feedback(&alert, Verdict::Fp).unwrap();
+        assert!((c.new_risk - 1e-6).abs() < 1e-12, "floor at risk/100");
+        let mut ueba = alert.clone();
+        ueba.alert_type = AlertType::Ueba;
+        ueba.detector = "ueba:host".into();
+        let c = d.feedback(&ueba, Verdict::Tp).unwrap();
+        assert!(c.new_risk > c.old_risk);
+    }
+}

@@ -1,0 +1,217 @@
+//! What stage A hands stage B about one event: a fixed-size, `Copy` record.
+//!
+//! Detection needs a handful of numbers per event (time, source, template, severity, sizes, the
+//! entities and the client address), not the event itself. A fixed-size record moves between
+//! threads in pooled vectors without allocation, and keeps the detectors away from strings.
+
+use super::ueba::UebaType;
+use crate::hash::fmix64;
+
+/// Entities kept on a record (the rest of an event's entities are stored, not scored).
+pub const RECORD_ENTITIES: usize = 6;
+/// Bytes of the source name kept on a record (longer names are cut; the hash is of the whole).
+pub const SOURCE_NAME_BYTES: usize = 32;
+
+/// No UEBA type: the entity is carried for context (related entities), not scored.
+pub const NOT_SCORED: u8 = u8::MAX;
+
+/// One entity of an event.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecordEntity {
+    /// Name hash, `hash64_seeded(canonical name, kind)`: the key of its UEBA baseline.
+    pub hash: u64,
+    /// UUID5 bytes.
+    pub uuid: [u8; 16],
+    /// `EntityKind as u8`.
+    pub kind: u8,
+    /// `Role as u8`.
+    pub role: u8,
+    /// `UebaType as u8`, or [`NOT_SCORED`].
+    pub ueba: u8,
+}
+
+impl RecordEntity {
+    /// The UEBA type it is scored as, if any.
+    pub fn ueba_type(&self) -> Option<UebaType> {
+        UebaType::ALL.get(self.ueba as usize).copied()
+    }
+}
+
+/// An event as detection sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DetectRecord {
+    /// Block key of the stored event (see [`crate::store::event_id`]).
+    pub block: [u8; 16],
+    /// Position in the block.
+    pub pos: u16,
+    /// Event time, ns: the clock of every detector.
+    pub ts_ns: i64,
+    /// Hash of the source name (the `idx_source` key).
+    pub source: u64,
+    /// Template id.
+    pub template: u64,
+    /// The client address (first source-role IP), IPv4 mapped into IPv6; 0 when none.
+    pub client_ip: u128,
+    /// Hash of the reporting host; 0 when none.
+    pub reporter: u64,
+    /// Message length, bytes.
+    pub message_len: u32,
+    /// Severity 0 to 5.
+    pub severity: u8,
+    /// Entities found in the event (all of them, not only those kept).
+    pub entity_count: u8,
+    /// Entities kept in `entities`.
+    pub n_entities: u8,
+    /// Bytes used in `source_name`.
+    pub source_len: u8,
+    /// Which parts the receiving stage B worker owns: bit 0 the source's ensemble, bit 1 + i the
+    /// UEBA baseline of `entities[i]`. With one stage B worker every bit is set.
+    pub owned: u8,
+    /// The entities.
+    pub entities: [RecordEntity; RECORD_ENTITIES],
+    /// The source name, cut to [`SOURCE_NAME_BYTES`].
+    pub source_name: [u8; SOURCE_NAME_BYTES],
+}
+
+impl Default for DetectRecord {
+    fn default() -> DetectRecord {
+        DetectRecord {
+            block: [0; 16],
+            pos: 0,
+            ts_ns: 0,
+            source: 0,
+            template: 0,
+            client_ip: 0,
+            reporter: 0,
+            message_len: 0,
+            severity: 0,
+            entity_count: 0,
+            n_entities: 0,
+            source_len: 0,
+            owned: 0,
+            entities: [RecordEntity::default(); RECORD_ENTITIES],
+            source_name: [0; SOURCE_NAME_BYTES],
+        }
+    }
+}
+
+impl DetectRecord {
+    /// The kept entities.
+    pub fn entities(&self) -> &[RecordEntity] {
+        &self.entities[..self.n_entities as usize]
+    }
+
+    /// The source name (possibly cut).
+    pub fn source_name(&self) -> &str {
+        let b = &self.source_name[..self.source_len as usize];
+        match std::str::from_utf8(b) {
+            Ok(s) => s,
+            // Cut inside a character: keep the valid prefix.
+            Err(e) => std::str::from_utf8(&b[..e.valid_up_to()]).unwrap_or(""),
+        }
+    }
+
+    /// Sets the source name, cutting it to fit.
+    pub fn set_source_name(&mut self, name: &str) {
+        let n = name.len().min(SOURCE_NAME_BYTES);
+        self.source_name[..n].copy_from_slice(&name.as_bytes()[..n]);
+        self.source_len = n as u8;
+    }
+
+    /// The stage B worker that owns the source's ensemble.
+    #[inline]
+    pub fn source_shard(&self, shards: usize) -> usize {
+        shard_of(self.source, shards)
+    }
+}
+
+/// The stage B worker that owns key `k` among `shards`. Keys are hashes already; mixing them
+/// once more keeps the shard independent of the bits a hash map uses inside the worker.
+#[inline]
+pub fn shard_of(k: u64, shards: usize) -> usize {
+    if shards <= 1 {
+        0
+    } else {
+        (fmix64(k ^ 0x5bd1_e995) % shards as u64) as usize
+    }
+}
+
+/// Splits `records` between `shards` stage B workers: each record goes to every worker that owns
+/// a part of it, with `owned` saying which parts. `out[i]` receives worker i's records.
+pub fn route<V: AsMut<Vec<DetectRecord>>>(records: &[DetectRecord], out: &mut [V]) {
+    let shards = out.len();
+    if shards == 1 {
+        for r in records {
+            let mut r = *r;
+            r.owned = u8::MAX;
+            out[0].as_mut().push(r);
+        }
+        return;
+    }
+    for r in records {
+        let mut masks = [0u8; 64];
+        let mut used = 0u64;
+        let s = r.source_shard(shards);
+        masks[s] |= 1;
+        used |= 1 << s;
+        for (i, e) in r.entities().iter().enumerate() {
+            if e.ueba != NOT_SCORED {
+                let s = shard_of(e.hash, shards);
+                masks[s] |= 2 << i;
+                used |= 1 << s;
+            }
+        }
+        for (s, out) in out.iter_mut().enumerate() {
+            if used & (1 << s) != 0 {
+                let mut r = *r;
+                r.owned = masks[s];
+                out.as_mut().push(r);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routing_gives_every_part_to_exactly_one_worker() {
+        let mut rec = DetectRecord {
+            source: 42,
+            n_entities: 3,
+            ..DetectRecord::default()
+        };
+        for (i, h) in [7u64, 99, 12345].into_iter().enumerate() {
+            rec.entities[i] = RecordEntity {
+                hash: h,
+                ueba: if i == 1 { NOT_SCORED } else { 0 },
+                ..RecordEntity::default()
+            };
+        }
+        let mut out = vec![Vec::new(); 4];
+        route(&[rec], &mut out);
+        let mut owned = 0u8;
+        for recs in &out {
+            for r in recs {
+                assert_eq!(owned & r.owned, 0, "a part owned twice");
+                owned |= r.owned;
+            }
+        }
+        assert_eq!(
+            owned,
+            1 | 2 | 8,
+            "source and both scored entities, once each"
+        );
+        let mut one = vec![Vec::new()];
+        route(&[rec], &mut one);
+        assert_eq!(one[0][0].owned, u8::MAX);
+    }
+
+    #[test]
+    fn long_source_names_are_cut_on_a_character_boundary() {
+        let mut r = DetectRecord::default();
+        r.set_source_name(&"é".repeat(20));
+        assert_eq!(r.source_name(), "é".repeat(16));
+    }
+}

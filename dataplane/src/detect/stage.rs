@@ -1,0 +1,466 @@
+//! Stage B: the detection workers.
+//!
+//! Each owns a [`Detector`] outright: the ensembles of the sources and the baselines of the
+//! entities that hash to it. Stage A workers route every event's [`DetectRecord`] to the workers
+//! that own a part of it, over one SPSC ring per (stage A, stage B) pair, in pooled vectors that
+//! come back the same way. Alerts are written to the store as they are raised (they are rare);
+//! anomaly minutes and risk hours once a second; models and baselines every
+//! `detection.model_save_interval_seconds` and when the worker stops.
+//!
+//! The control plane never touches a detector: it sends a [`Control`] message (feedback, a
+//! baseline request) and the worker answers between two batches.
+
+use super::dspot::Dspot;
+use super::engine::{AlertSink, Detector, DetectorParams, MinutePoint, SourceState};
+use super::record::{DetectRecord, shard_of};
+use super::ueba::{Baseline, RiskPoint};
+use crate::clock::now_ns;
+use crate::ring::{Consumer, Pop};
+use crate::stats::Stats;
+use crate::store::{Store, bincode_config};
+use crossbeam_channel::{Receiver, Select, Sender};
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use watchpost_proto::{Alert, AlertType, ThresholdChange, Verdict};
+
+/// A batch of records on its way from stage A to stage B.
+pub type RecordBatch = Box<Vec<DetectRecord>>;
+
+/// One stage A worker's ring into a stage B worker, and the way its vectors go home.
+pub struct DetectInput {
+    /// Records from the stage A worker.
+    pub ring: Consumer<RecordBatch>,
+    /// Where emptied vectors go back.
+    pub returns: Sender<RecordBatch>,
+}
+
+/// What the control plane may ask of a stage B worker.
+pub enum Control {
+    /// An operator's verdict on an alert: move the threshold that raised it.
+    Feedback {
+        /// The alert.
+        alert: Box<Alert>,
+        /// tp or fp.
+        verdict: Verdict,
+        /// The change made, if this worker owns the threshold.
+        reply: Sender<Option<ThresholdChange>>,
+    },
+    /// The live baseline of an entity.
+    Baseline {
+        /// Entity hash.
+        entity: u64,
+        /// The answer.
+        reply: Sender<Option<BaselineView>>,
+    },
+}
+
+/// An entity's baseline as the API shows it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct BaselineView {
+    /// UEBA type (`user`, `host`, `ip`, `service_account`).
+    pub entity_type: &'static str,
+    /// See the spec's baseline resource.
+    pub first_seen_ns: i64,
+    /// Events seen.
+    pub event_count: u64,
+    /// Observed UTC hours.
+    pub hours_active: Vec<u8>,
+    /// Top sources: addresses, or `host:<hash>` for an address's peer hosts.
+    pub top_source_ips: Vec<String>,
+    /// Top templates: `(template id hex, weight)`.
+    pub top_templates: Vec<(String, f64)>,
+    /// Per-minute volume EMA.
+    pub volume_ema_minute: f64,
+    /// Inside the warmup window.
+    pub warming_up: bool,
+    /// Events still needed to finish warming up.
+    pub warmup_events_remaining: u64,
+    /// Seconds still to pass before warmup can end.
+    pub warmup_seconds_remaining: f64,
+    /// Events the warmup needs in all.
+    pub warmup_min_events: u64,
+    /// Days the warmup lasts.
+    pub warmup_days: f64,
+}
+
+impl BaselineView {
+    fn of(b: &Baseline, now_ns: i64, d: &Detector) -> BaselineView {
+        let p = d.ueba().params();
+        let (events_left, ns_left) = b.warmup_remaining(now_ns, p);
+        BaselineView {
+            entity_type: b.kind.name(),
+            first_seen_ns: b.first_seen_ns,
+            event_count: b.event_count,
+            hours_active: b.hours_active(),
+            top_source_ips: b.top_sources().into_iter().map(source_text).collect(),
+            top_templates: b
+                .top_templates()
+                .into_iter()
+                .map(|t| (format!("{:016x}", t.template_id), t.weight))
+                .collect(),
+            volume_ema_minute: b.volume_ema,
+            warming_up: b.warming_up(now_ns, p),
+            warmup_events_remaining: events_left,
+            warmup_seconds_remaining: ns_left as f64 / 1e9,
+            warmup_min_events: p.warmup_min_events,
+            warmup_days: p.warmup_ns as f64 / 86_400e9,
+        }
+    }
+}
+
+/// An address key as text (see [`super::ueba::ip_key`]).
+fn source_text(k: u128) -> String {
+    if k >> 127 == 1 {
+        format!("host:{:016x}", (k >> 64) as u64)
+    } else if k >> 32 == 0xffff {
+        Ipv4Addr::from(k as u32).to_string()
+    } else {
+        Ipv6Addr::from(k).to_string()
+    }
+}
+
+/// Talks to the stage B workers from the control plane.
+#[derive(Clone)]
+pub struct DetectHandle {
+    controls: Vec<Sender<Control>>,
+}
+
+/// How long the control plane waits for a worker (it answers between batches, in microseconds
+/// normally; a worker stuck behind a full store is the only slow case).
+const CONTROL_WAIT: Duration = Duration::from_secs(5);
+
+impl DetectHandle {
+    /// Applies feedback on `alert` to the worker(s) owning its threshold; returns the change.
+    /// Blocking: call from a blocking task.
+    pub fn feedback(&self, alert: &Alert, verdict: Verdict) -> Option<ThresholdChange> {
+        let n = self.controls.len();
+        let targets: Vec<usize> = match alert.alert_type {
+            AlertType::Ml => vec![shard_of(crate::hash::hash64(alert.source.as_bytes()), n)],
+            // Thresholds are per entity type in every worker: all of them move together.
+            _ => (0..n).collect(),
+        };
+        let mut first = None;
+        for t in targets {
+            let (tx, rx) = crossbeam_channel::bounded(1);
+            let msg = Control::Feedback {
+                alert: Box::new(alert.clone()),
+                verdict,
+                reply: tx,
+            };
+            if self.controls[t].send(msg).is_ok()
+                && let Ok(Some(c)) = rx.recv_timeout(CONTROL_WAIT)
+                && first.is_none()
+            {
+                first = Some(c);
+            }
+        }
+        first
+    }
+
+    /// The live baseline of the entity with name hash `entity`. Blocking.
+    pub fn baseline(&self, entity: u64) -> Option<BaselineView> {
+        let t = shard_of(entity, self.controls.len());
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        self.controls[t]
+            .send(Control::Baseline { entity, reply: tx })
+            .ok()?;
+        rx.recv_timeout(CONTROL_WAIT).ok().flatten()
+    }
+}
+
+/// Everything one stage B worker needs.
+pub struct DetectSetup {
+    /// Worker number.
+    pub index: usize,
+    /// Stage B workers in all.
+    pub shards: usize,
+    /// One ring per stage A worker.
+    pub inputs: Vec<DetectInput>,
+    /// Control messages.
+    pub control: Receiver<Control>,
+    /// Detector settings.
+    pub params: DetectorParams,
+    /// Seconds between model saves.
+    pub save_interval: Duration,
+    /// Core to pin to.
+    pub core: Option<core_affinity::CoreId>,
+}
+
+/// The control channel and its receiver, one per stage B worker.
+pub fn control_channels(n: usize) -> (DetectHandle, Vec<Receiver<Control>>) {
+    let (tx, rx): (Vec<_>, Vec<_>) = (0..n).map(|_| crossbeam_channel::bounded(64)).unzip();
+    (DetectHandle { controls: tx }, rx)
+}
+
+/// Writes alerts to the store as they are raised.
+struct StoreSink<'a> {
+    store: &'a Store,
+    stats: &'a Stats,
+}
+
+impl AlertSink for StoreSink<'_> {
+    fn alert(&mut self, alert: &Alert, new: bool) {
+        if new {
+            let i = AlertType::ALL
+                .iter()
+                .position(|t| *t == alert.alert_type)
+                .unwrap_or(0);
+            self.stats.detect.alerts[i].add(1);
+        } else {
+            self.stats.detect.alert_updates.add(1);
+        }
+        if let Err(e) = self.store.put_alert(alert) {
+            self.stats.detect.alert_errors.add(1);
+            tracing::error!("cannot store alert {}: {e}", alert.id);
+        }
+    }
+}
+
+/// Model key of a source.
+fn source_key(source: u64) -> Vec<u8> {
+    let mut k = Vec::with_capacity(9);
+    k.push(b's');
+    k.extend_from_slice(&source.to_be_bytes());
+    k
+}
+
+/// Model key of a worker's UEBA thresholds.
+fn thresholds_key(shard: usize) -> Vec<u8> {
+    vec![b't', shard as u8]
+}
+
+/// A detector with the state this worker owns restored from the store.
+pub fn restore(store: &Store, index: usize, shards: usize, params: DetectorParams) -> Detector {
+    let mut d = Detector::new(params);
+    let cfg = bincode_config();
+    let mut sources = 0;
+    for (k, v) in store.models() {
+        match k.first() {
+            Some(b's') if k.len() == 9 => {
+                let h = u64::from_be_bytes(k[1..].try_into().unwrap_or([0; 8]));
+                if shard_of(h, shards) != index {
+                    continue;
+                }
+                match bincode::decode_from_slice::<SourceState, _>(&v, cfg) {
+                    Ok((s, _)) => {
+                        d.restore_source(h, s);
+                        sources += 1;
+                    }
+                    Err(e) => tracing::warn!("ignoring a saved source model: {e}"),
+                }
+            }
+            Some(b't') if k.get(1) == Some(&(index as u8)) => {
+                if let Ok((t, _)) = bincode::decode_from_slice::<[Dspot; 4], _>(&v, cfg) {
+                    d.ueba_mut().restore_thresholds(t);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut baselines = 0;
+    store.for_each_baseline(|h, v| {
+        if shard_of(h, shards) == index
+            && let Ok((b, _)) = bincode::decode_from_slice::<Baseline, _>(v, cfg)
+        {
+            d.ueba_mut().restore(h, b);
+            baselines += 1;
+        }
+    });
+    if sources + baselines > 0 {
+        tracing::info!(
+            "detector {index}: restored {sources} source model(s) and {baselines} baseline(s)"
+        );
+    }
+    d
+}
+
+/// Saves what changed since the last save: every source model, the thresholds, and the
+/// baselines that learned something.
+pub fn save(
+    d: &mut Detector,
+    store: &Store,
+    index: usize,
+) -> Result<usize, crate::store::StoreError> {
+    let cfg = bincode_config();
+    let mut models = Vec::new();
+    for (h, s) in d.sources() {
+        if let Ok(v) = bincode::encode_to_vec(s, cfg) {
+            models.push((source_key(h), v));
+        }
+    }
+    if let Ok(v) = bincode::encode_to_vec(d.ueba().thresholds(), cfg) {
+        models.push((thresholds_key(index), v));
+    }
+    let mut baselines = Vec::new();
+    d.ueba_mut().save_dirty(|h, b| {
+        if let Ok(v) = bincode::encode_to_vec(b, cfg) {
+            baselines.push((h, v));
+        }
+    });
+    // Written in slices so one save of 100,000 baselines is not one 200 MB write batch.
+    for chunk in baselines.chunks(10_000) {
+        store.save_detection(&[], chunk)?;
+    }
+    store.save_detection(&models, &[])?;
+    Ok(baselines.len())
+}
+
+/// Starts a stage B worker with `detector`; it ends when every input ring is closed and drained,
+/// after a last save.
+pub fn spawn_detector(
+    setup: DetectSetup,
+    detector: Detector,
+    store: Arc<Store>,
+    stats: Arc<Stats>,
+) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name(format!("wp-detect-{}", setup.index))
+        .spawn(move || {
+            if let Some(core) = setup.core {
+                core_affinity::set_for_current(core);
+            }
+            let index = setup.index;
+            stats.detect_alive[index].store(true, Ordering::Relaxed);
+            run(setup, detector, &store, &stats);
+            stats.detect_alive[index].store(false, Ordering::Relaxed);
+        })
+}
+
+fn run(setup: DetectSetup, mut d: Detector, store: &Store, stats: &Stats) {
+    let DetectSetup {
+        index,
+        shards: _,
+        inputs,
+        control,
+        params: _,
+        save_interval,
+        core: _,
+    } = setup;
+    let mut sel = Select::new();
+    for inp in &inputs {
+        sel.recv(inp.ring.receiver());
+    }
+    let control_slot = sel.recv(&control);
+    let mut open = inputs.len();
+    let mut minutes: Vec<MinutePoint> = Vec::with_capacity(4096);
+    let mut risk: Vec<RiskPoint> = Vec::with_capacity(4096);
+    let mut reported = [0u64; 3];
+    let mut last_series = Instant::now();
+    let mut last_save = Instant::now();
+    while open > 0 {
+        stats.detect_heartbeat_ns[index].store(now_ns(), Ordering::Relaxed);
+        if last_series.elapsed() >= Duration::from_secs(1) {
+            last_series = Instant::now();
+            publish(&mut d, store, stats, &mut minutes, &mut risk, &mut reported);
+        }
+        if last_save.elapsed() >= save_interval {
+            last_save = Instant::now();
+            save_logged(&mut d, store, stats, index);
+        }
+        let slot = match sel.ready_timeout(Duration::from_millis(250)) {
+            Ok(i) => i,
+            Err(_) => continue,
+        };
+        if slot == control_slot {
+            match control.try_recv() {
+                Ok(msg) => answer(&mut d, msg),
+                Err(crossbeam_channel::TryRecvError::Empty) => {}
+                Err(crossbeam_channel::TryRecvError::Disconnected) => {
+                    sel.remove(control_slot);
+                }
+            }
+            continue;
+        }
+        let inp = &inputs[slot];
+        match inp.ring.try_pop() {
+            Pop::Item(mut batch) => {
+                let mut sink = StoreSink { store, stats };
+                for r in batch.iter() {
+                    d.process(r, &mut sink);
+                }
+                d.flush(&mut sink);
+                stats.detect.scored.add(batch.len() as u64);
+                batch.clear();
+                let _ = inp.returns.try_send(batch);
+            }
+            Pop::Empty => {}
+            Pop::Closed => {
+                sel.remove(slot);
+                open -= 1;
+            }
+        }
+    }
+    let mut sink = StoreSink { store, stats };
+    d.flush(&mut sink);
+    publish(&mut d, store, stats, &mut minutes, &mut risk, &mut reported);
+    save_logged(&mut d, store, stats, index);
+}
+
+fn answer(d: &mut Detector, msg: Control) {
+    match msg {
+        Control::Feedback {
+            alert,
+            verdict,
+            reply,
+        } => {
+            let _ = reply.send(d.feedback(&alert, verdict));
+        }
+        Control::Baseline { entity, reply } => {
+            let now = d.now_ns();
+            let v = d
+                .ueba()
+                .baseline(entity)
+                .map(|b| BaselineView::of(b, now, d));
+            let _ = reply.send(v);
+        }
+    }
+}
+
+fn publish(
+    d: &mut Detector,
+    store: &Store,
+    stats: &Stats,
+    minutes: &mut Vec<MinutePoint>,
+    risk: &mut Vec<RiskPoint>,
+    reported: &mut [u64; 3],
+) {
+    d.take_minutes(minutes);
+    d.take_risk_points(risk);
+    if let Err(e) = store.put_series(minutes, risk) {
+        tracing::warn!("cannot store anomaly series: {e}");
+    }
+    minutes.clear();
+    risk.clear();
+    // Gauges summed over workers: each adds the change since its last report.
+    let now = [
+        d.ueba().len() as u64,
+        d.ueba().evicted(),
+        d.sources().count() as u64,
+    ];
+    let gauges = [
+        &stats.detect.ueba_entities,
+        &stats.detect.ueba_evicted,
+        &stats.detect.sources,
+    ];
+    for ((g, new), old) in gauges.iter().zip(now).zip(reported.iter_mut()) {
+        g.fetch_add(new.wrapping_sub(*old), Ordering::Relaxed);
+        *old = new;
+    }
+}
+
+fn save_logged(d: &mut Detector, store: &Store, stats: &Stats, index: usize) {
+    match save(d, store, index) {
+        Ok(n) => {
+            stats.detect.saves.add(1);
+            stats.detect.last_save_ns.store(now_ns(), Ordering::Relaxed);
+            tracing::debug!("detector {index}: saved models and {n} baseline(s)");
+        }
+        Err(e) => {
+            stats.detect.save_errors.add(1);
+            tracing::error!("detector {index}: cannot save models: {e}");
+        }
+    }
+}

@@ -1,0 +1,393 @@
+//! What detection keeps in the store: alerts, feedback, saved models and baselines, and the
+//! anomaly and risk series.
+//!
+//! | family      | key                                              | value                          |
+//! |-------------|--------------------------------------------------|--------------------------------|
+//! | `alerts`    | alert id (UUIDv7, 16): time order                | the alert, JSON                |
+//! | `alert_idx` | entity UUID (16) + alert id (16)                 | empty                          |
+//! | `feedback`  | alert id (16) + received ns (8)                  | the feedback entry, JSON       |
+//! | `models`    | `s` + source hash (8), or `t` for UEBA thresholds | bincode                        |
+//! | `baselines` | entity hash (8)                                  | bincode                        |
+//! | `series`    | `a` + minute ns (8) + source hash (8)            | events, sum, max, alarms       |
+//! |             | `r` + entity hash (8) + hour ns (8)              | highest risk score (f32)       |
+//!
+//! Alerts are few (the detectors aim at a handful per ten thousand events), so they are JSON
+//! documents and a listing scans the requested time range; only the entity filter, which the
+//! dashboard's entity pages use, has an index.
+
+use super::{Store, StoreError};
+use crate::detect::engine::MinutePoint;
+use crate::detect::ueba::RiskPoint;
+use rocksdb::{Direction, IteratorMode, WriteBatch};
+use watchpost_proto::{Alert, AlertType, Feedback, Uuid};
+
+pub(crate) const CF_ALERTS: &str = "alerts";
+pub(crate) const CF_ALERT_IDX: &str = "alert_idx";
+pub(crate) const CF_FEEDBACK: &str = "feedback";
+pub(crate) const CF_MODELS: &str = "models";
+pub(crate) const CF_BASELINES: &str = "baselines";
+pub(crate) const CF_SERIES: &str = "series";
+
+/// Filters of an alert listing (every one optional).
+#[derive(Clone, Debug, Default)]
+pub struct AlertQuery {
+    /// Earliest first-seen time, ns.
+    pub since_ns: Option<i64>,
+    /// Latest first-seen time (exclusive), ns.
+    pub until_ns: Option<i64>,
+    /// Alert type.
+    pub alert_type: Option<AlertType>,
+    /// Least severity.
+    pub min_severity: Option<u8>,
+    /// Entity UUIDs, any of which the alert must name (as its entity or a related one).
+    pub entities: Option<Vec<Uuid>>,
+    /// Tactic name or id, case-insensitive.
+    pub tactic: Option<String>,
+    /// Technique id prefix, case-insensitive.
+    pub technique: Option<String>,
+    /// 1-based page.
+    pub page: u32,
+    /// Items per page.
+    pub limit: u32,
+}
+
+impl AlertQuery {
+    fn matches(&self, a: &Alert) -> bool {
+        if self.since_ns.is_some_and(|s| a.first_seen_ns < s)
+            || self.until_ns.is_some_and(|u| a.first_seen_ns >= u)
+            || self.alert_type.is_some_and(|t| a.alert_type != t)
+            || self.min_severity.is_some_and(|s| a.severity < s)
+        {
+            return false;
+        }
+        if let Some(ents) = &self.entities {
+            let named = a
+                .entity
+                .iter()
+                .chain(&a.related_entities)
+                .any(|e| ents.contains(&e.uuid));
+            if !named {
+                return false;
+            }
+        }
+        if let Some(t) = &self.tactic
+            && !a
+                .attack
+                .iter()
+                .any(|m| m.tactic.eq_ignore_ascii_case(t) || m.tactic_id.eq_ignore_ascii_case(t))
+        {
+            return false;
+        }
+        if let Some(t) = &self.technique {
+            let t = t.to_ascii_uppercase();
+            if !a.attack.iter().any(|m| m.technique_id.starts_with(&t)) {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// The 16 bytes of an alert id, or `None` when `id` is not a UUID.
+pub fn alert_key(id: &str) -> Option<[u8; 16]> {
+    Uuid::parse_str(id).ok().map(|u| *u.as_bytes())
+}
+
+/// Smallest alert key at or after `ns` (UUIDv7 keys start with the millisecond).
+fn alert_time_key(ns: i64) -> [u8; 16] {
+    let ms = (ns.max(0) / 1_000_000) as u64;
+    let mut k = [0u8; 16];
+    k[..6].copy_from_slice(&ms.to_be_bytes()[2..]);
+    k
+}
+
+impl Store {
+    /// Writes an alert (new, or a new state of an open one) and its entity index entries.
+    pub fn put_alert(&self, a: &Alert) -> Result<(), StoreError> {
+        let Some(key) = alert_key(&a.id) else {
+            return Ok(());
+        };
+        let mut wb = WriteBatch::default();
+        let json = serde_json::to_vec(a).unwrap_or_default();
+        wb.put_cf(self.cf(CF_ALERTS), key, json);
+        for e in a.entity.iter().chain(&a.related_entities) {
+            let mut k = [0u8; 32];
+            k[..16].copy_from_slice(e.uuid.as_bytes());
+            k[16..].copy_from_slice(&key);
+            wb.put_cf(self.cf(CF_ALERT_IDX), k, []);
+        }
+        self.db().write_opt(wb, &self.write_options())?;
+        Ok(())
+    }
+
+    /// One alert.
+    pub fn alert(&self, id: &str) -> Option<Alert> {
+        let key = alert_key(id)?;
+        let v = self.db().get_pinned_cf(self.cf(CF_ALERTS), key).ok()??;
+        serde_json::from_slice(&v).ok()
+    }
+
+    /// Alerts matching `q`, newest first, one page, with the total.
+    pub fn search_alerts(&self, q: &AlertQuery) -> (Vec<Alert>, u64) {
+        let skip = (u64::from(q.page.max(1)) - 1) * u64::from(q.limit);
+        let mut items = Vec::new();
+        let mut total = 0u64;
+        let mut take = |a: Alert| {
+            if q.matches(&a) {
+                if total >= skip && items.len() < q.limit as usize {
+                    items.push(a);
+                }
+                total += 1;
+            }
+        };
+        if let Some(ents) = &q.entities {
+            // Through the index: every alert naming one of the entities.
+            let mut keys: Vec<[u8; 16]> = Vec::new();
+            for e in ents {
+                let mut it = self.db().raw_iterator_cf(self.cf(CF_ALERT_IDX));
+                it.seek(e.as_bytes());
+                while let Some(k) = it.key() {
+                    if !k.starts_with(e.as_bytes()) {
+                        break;
+                    }
+                    if let Ok(id) = <[u8; 16]>::try_from(&k[16..]) {
+                        keys.push(id);
+                    }
+                    it.next();
+                }
+            }
+            keys.sort_unstable_by(|a, b| b.cmp(a));
+            keys.dedup();
+            for k in keys {
+                if let Ok(Some(v)) = self.db().get_pinned_cf(self.cf(CF_ALERTS), k)
+                    && let Ok(a) = serde_json::from_slice::<Alert>(&v)
+                {
+                    take(a);
+                }
+            }
+            return (items, total);
+        }
+        let upper = q.until_ns.map(alert_time_key);
+        let lower = q.since_ns.map(alert_time_key);
+        let start = upper.unwrap_or([0xff; 16]);
+        let it = self.db().iterator_cf(
+            self.cf(CF_ALERTS),
+            IteratorMode::From(&start, Direction::Reverse),
+        );
+        for item in it {
+            let Ok((k, v)) = item else { break };
+            if upper.is_some_and(|u| *k >= u[..]) {
+                continue;
+            }
+            if lower.is_some_and(|l| *k < l[..]) {
+                break;
+            }
+            if let Ok(a) = serde_json::from_slice::<Alert>(&v) {
+                take(a);
+            }
+        }
+        (items, total)
+    }
+
+    /// Records a feedback entry.
+    pub fn put_feedback(&self, f: &Feedback) -> Result<(), StoreError> {
+        let Some(id) = alert_key(&f.alert_id) else {
+            return Ok(());
+        };
+        let mut k = [0u8; 24];
+        k[..16].copy_from_slice(&id);
+        k[16..].copy_from_slice(&(f.created_ns.max(0) as u64).to_be_bytes());
+        let v = serde_json::to_vec(f).unwrap_or_default();
+        self.db()
+            .put_cf_opt(self.cf(CF_FEEDBACK), k, v, &self.write_options())?;
+        Ok(())
+    }
+
+    /// Feedback on one alert, newest first.
+    pub fn feedback_for(&self, alert_id: &str) -> Vec<Feedback> {
+        let Some(id) = alert_key(alert_id) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        let mut it = self.db().raw_iterator_cf(self.cf(CF_FEEDBACK));
+        it.seek(id);
+        while let (Some(k), Some(v)) = (it.key(), it.value()) {
+            if !k.starts_with(&id) {
+                break;
+            }
+            if let Ok(f) = serde_json::from_slice(v) {
+                out.push(f);
+            }
+            it.next();
+        }
+        out.reverse();
+        out
+    }
+
+    /// Every feedback entry with the alert it is about (for the false-positive rates).
+    pub fn all_feedback(&self) -> Vec<(Feedback, Option<Alert>)> {
+        let mut out = Vec::new();
+        let it = self
+            .db()
+            .iterator_cf(self.cf(CF_FEEDBACK), IteratorMode::Start);
+        for item in it {
+            let Ok((_, v)) = item else { break };
+            if let Ok(f) = serde_json::from_slice::<Feedback>(&v) {
+                let a = self.alert(&f.alert_id);
+                out.push((f, a));
+            }
+        }
+        out
+    }
+
+    /// Saves detector state: `models` entries and `baselines` entries in one write.
+    pub fn save_detection(
+        &self,
+        models: &[(Vec<u8>, Vec<u8>)],
+        baselines: &[(u64, Vec<u8>)],
+    ) -> Result<(), StoreError> {
+        let mut wb = WriteBatch::default();
+        for (k, v) in models {
+            wb.put_cf(self.cf(CF_MODELS), k, v);
+        }
+        for (k, v) in baselines {
+            wb.put_cf(self.cf(CF_BASELINES), k.to_be_bytes(), v);
+        }
+        self.db().write_opt(wb, &self.write_options())?;
+        Ok(())
+    }
+
+    /// Every saved model entry.
+    pub fn models(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
+        self.db()
+            .iterator_cf(self.cf(CF_MODELS), IteratorMode::Start)
+            .filter_map(Result::ok)
+            .map(|(k, v)| (k.to_vec(), v.to_vec()))
+            .collect()
+    }
+
+    /// Calls `f` with every saved baseline.
+    pub fn for_each_baseline(&self, mut f: impl FnMut(u64, &[u8])) {
+        let mut it = self.db().raw_iterator_cf(self.cf(CF_BASELINES));
+        it.seek_to_first();
+        while let (Some(k), Some(v)) = (it.key(), it.value()) {
+            if let Ok(k) = <[u8; 8]>::try_from(k) {
+                f(u64::from_be_bytes(k), v);
+            }
+            it.next();
+        }
+    }
+
+    /// The saved baseline of one entity, if any.
+    pub fn saved_baseline(&self, entity: u64) -> Option<Vec<u8>> {
+        self.db()
+            .get_cf(self.cf(CF_BASELINES), entity.to_be_bytes())
+            .ok()
+            .flatten()
+    }
+
+    /// Writes closed anomaly minutes and risk hours.
+    pub fn put_series(
+        &self,
+        minutes: &[MinutePoint],
+        risk: &[RiskPoint],
+    ) -> Result<(), StoreError> {
+        if minutes.is_empty() && risk.is_empty() {
+            return Ok(());
+        }
+        let mut wb = WriteBatch::default();
+        for m in minutes {
+            let mut k = [0u8; 17];
+            k[0] = b'a';
+            k[1..9].copy_from_slice(&(m.minute_ns.max(0) as u64).to_be_bytes());
+            k[9..].copy_from_slice(&m.source.to_be_bytes());
+            let mut v = [0u8; 16];
+            v[..4].copy_from_slice(&m.events.to_le_bytes());
+            v[4..8].copy_from_slice(&m.sum.to_le_bytes());
+            v[8..12].copy_from_slice(&m.max.to_le_bytes());
+            v[12..].copy_from_slice(&m.alarms.to_le_bytes());
+            wb.put_cf(self.cf(CF_SERIES), k, v);
+        }
+        for r in risk {
+            let mut k = [0u8; 17];
+            k[0] = b'r';
+            k[1..9].copy_from_slice(&r.entity.to_be_bytes());
+            k[9..].copy_from_slice(&(r.hour_ns.max(0) as u64).to_be_bytes());
+            wb.put_cf(self.cf(CF_SERIES), k, r.max.to_le_bytes());
+        }
+        self.db().write_opt(wb, &self.write_options())?;
+        Ok(())
+    }
+
+    /// Anomaly minutes in `[since, until)`, of one source or all.
+    pub fn anomaly_minutes(
+        &self,
+        since_ns: i64,
+        until_ns: i64,
+        source: Option<u64>,
+    ) -> Vec<MinutePoint> {
+        let mut lo = [0u8; 9];
+        lo[0] = b'a';
+        lo[1..].copy_from_slice(&(since_ns.max(0) as u64).to_be_bytes());
+        let mut out = Vec::new();
+        let mut it = self.db().raw_iterator_cf(self.cf(CF_SERIES));
+        it.seek(lo);
+        while let (Some(k), Some(v)) = (it.key(), it.value()) {
+            if k.len() != 17 || k[0] != b'a' {
+                break;
+            }
+            let minute_ns = u64::from_be_bytes(k[1..9].try_into().unwrap_or([0; 8])) as i64;
+            if minute_ns >= until_ns {
+                break;
+            }
+            let src = u64::from_be_bytes(k[9..17].try_into().unwrap_or([0; 8]));
+            if source.is_none_or(|s| s == src) && v.len() == 16 {
+                let f = |i: usize| <[u8; 4]>::try_from(&v[i..i + 4]).unwrap_or([0; 4]);
+                out.push(MinutePoint {
+                    source: src,
+                    minute_ns,
+                    events: u32::from_le_bytes(f(0)),
+                    sum: f32::from_le_bytes(f(4)),
+                    max: f32::from_le_bytes(f(8)),
+                    alarms: u32::from_le_bytes(f(12)),
+                });
+            }
+            it.next();
+        }
+        out
+    }
+
+    /// Risk hours of one entity in `[since, until)`: (hour start ns, highest score).
+    pub fn risk_history(&self, entity: u64, since_ns: i64, until_ns: i64) -> Vec<(i64, f32)> {
+        let mut lo = [0u8; 17];
+        lo[0] = b'r';
+        lo[1..9].copy_from_slice(&entity.to_be_bytes());
+        lo[9..].copy_from_slice(&(since_ns.max(0) as u64).to_be_bytes());
+        let mut out = Vec::new();
+        let mut it = self.db().raw_iterator_cf(self.cf(CF_SERIES));
+        it.seek(lo);
+        while let (Some(k), Some(v)) = (it.key(), it.value()) {
+            if k.len() != 17 || k[..9] != lo[..9] {
+                break;
+            }
+            let hour = u64::from_be_bytes(k[9..17].try_into().unwrap_or([0; 8])) as i64;
+            if hour >= until_ns {
+                break;
+            }
+            if let Ok(b) = <[u8; 4]>::try_from(v) {
+                out.push((hour, f32::from_le_bytes(b)));
+            }
+            it.next();
+        }
+        out
+    }
+
+    /// Deletes alerts first seen and series points older than `cutoff_ns` (retention).
+    pub(crate) fn retain_detection(&self, wb: &mut WriteBatch, cutoff_ns: i64) {
+        wb.delete_range_cf(self.cf(CF_ALERTS), [0u8; 16], alert_time_key(cutoff_ns));
+        let mut hi = [0u8; 9];
+        hi[0] = b'a';
+        hi[1..].copy_from_slice(&(cutoff_ns.max(0) as u64).to_be_bytes());
+        wb.delete_range_cf(self.cf(CF_SERIES), &[b'a'][..], &hi[..]);
+    }
+}

@@ -1,0 +1,150 @@
+//! The Alert record, as stored and as the API returns it, and the feedback on it.
+//!
+//! The spec names an alert's attributes but not its fields; `docs/alerts.md` documents the names
+//! chosen here. Alerts are rare next to events (a few per ten thousand at most), so they are kept
+//! as JSON documents: readable with any tool, and free to grow fields without a format version.
+
+use crate::entity::EntityRef;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The five alert types of the spec.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AlertType {
+    /// Content ensemble (HST, Holt-Winters, CUSUM, Markov) over a source's DSPOT threshold.
+    Ml,
+    /// A Sigma rule matched.
+    Sigma,
+    /// A correlation rule joined several alerts or events.
+    Correlation,
+    /// An entity left its own baseline.
+    Ueba,
+    /// An event named a known indicator.
+    Ioc,
+}
+
+impl AlertType {
+    /// Every type, in the spec's order.
+    pub const ALL: [AlertType; 5] = [
+        AlertType::Ml,
+        AlertType::Sigma,
+        AlertType::Correlation,
+        AlertType::Ueba,
+        AlertType::Ioc,
+    ];
+
+    /// The lower-case name used in the API.
+    pub fn name(self) -> &'static str {
+        match self {
+            AlertType::Ml => "ml",
+            AlertType::Sigma => "sigma",
+            AlertType::Correlation => "correlation",
+            AlertType::Ueba => "ueba",
+            AlertType::Ioc => "ioc",
+        }
+    }
+
+    /// Parses an API name.
+    pub fn parse(s: &str) -> Option<AlertType> {
+        AlertType::ALL.into_iter().find(|t| t.name() == s)
+    }
+}
+
+/// One ATT&CK technique an alert maps to, with its tactic.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttackMapping {
+    /// Tactic id, `TA0001`.
+    pub tactic_id: String,
+    /// Tactic name, `Initial Access`.
+    pub tactic: String,
+    /// Technique id, `T1078` or `T1078.003`.
+    pub technique_id: String,
+    /// Technique name.
+    pub technique: String,
+}
+
+/// An alert.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Alert {
+    /// UUIDv7: time-ordered by the time of the event that raised it.
+    pub id: String,
+    /// `ml`, `sigma`, `correlation`, `ueba` or `ioc`.
+    #[serde(rename = "type")]
+    pub alert_type: AlertType,
+    /// 0 to 5, the scale of events.
+    pub severity: u8,
+    /// One line for people.
+    pub title: String,
+    /// The threshold or rule that raised it: `ensemble`, `ueba:user`, a Sigma rule id...
+    pub detector: String,
+    /// Repeats of one cause share this key; inside the cooldown they bump `count`.
+    pub dedup_key: String,
+    /// Time of the first event that raised it, ns.
+    pub first_seen_ns: i64,
+    /// Time of the latest repeat, ns.
+    pub last_seen_ns: i64,
+    /// Times it fired (1 + repeats inside the cooldown).
+    pub count: u64,
+    /// Source of the triggering event (`sshd`, `nginx.access`...).
+    pub source: String,
+    /// The entity the alert is about, when there is one.
+    pub entity: Option<EntityRef>,
+    /// Score of the triggering event (highest over the repeats).
+    pub score: f64,
+    /// The DSPOT threshold it crossed (0 for rule alerts).
+    pub threshold: f64,
+    /// Each detector's or sub-score's weighted part of the score.
+    pub contributions: BTreeMap<String, f64>,
+    /// ATT&CK mappings.
+    pub attack: Vec<AttackMapping>,
+    /// Ids of the events that raised it and its repeats (at most [`MAX_CONTRIBUTING`]).
+    pub contributing_events: Vec<String>,
+    /// The other entities of the triggering event.
+    pub related_entities: Vec<EntityRef>,
+}
+
+/// Most contributing events kept on one alert.
+pub const MAX_CONTRIBUTING: usize = 20;
+
+/// What an operator said of an alert.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    /// True positive.
+    Tp,
+    /// False positive.
+    Fp,
+}
+
+/// A feedback entry, as submitted and as listed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Feedback {
+    /// The alert.
+    pub alert_id: String,
+    /// `tp` or `fp`.
+    pub feedback: Verdict,
+    /// Free text.
+    pub note: String,
+    /// Where it came from (`dashboard`, `api`, a SOAR's name...).
+    pub origin: String,
+    /// When it was received, ns.
+    pub created_ns: i64,
+    /// The threshold change it caused, when it moved one.
+    pub threshold_change: Option<ThresholdChange>,
+}
+
+/// One move of a DSPOT threshold by feedback.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ThresholdChange {
+    /// The threshold moved: `ensemble:<source>` or `ueba:<entity type>`.
+    pub detector: String,
+    /// Risk before.
+    pub old_risk: f64,
+    /// Risk after (clamped to 1/100 to 10 times the configured risk).
+    pub new_risk: f64,
+    /// Threshold before.
+    pub old_threshold: f64,
+    /// Threshold after.
+    pub new_threshold: f64,
+}
