@@ -157,18 +157,6 @@ pub fn analyze(cfg: &Config, files: &[PathBuf]) -> Result<(Vec<Alert>, Summary),
         summary.malformed += tally.malformed;
     }
     detector.flush(&mut sink);
-    if std::env::var_os("WATCHPOST_DEBUG_THRESHOLDS").is_some() {
-        for t in super::detect::ueba::UebaType::ALL {
-            let d = detector.ueba().threshold(t);
-            eprintln!(
-                "{}: threshold {:.4} calibrated {} tail {:?}",
-                t.name(),
-                d.threshold(),
-                d.is_calibrated(),
-                d.tail()
-            );
-        }
-    }
     let mut alerts: Vec<Alert> = sink.alerts.into_values().collect();
     alerts.sort_by(|a, b| a.first_seen_ns.cmp(&b.first_seen_ns).then(a.id.cmp(&b.id)));
     for a in &mut alerts {

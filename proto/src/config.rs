@@ -313,7 +313,7 @@ pub struct DataplaneConfig {
     pub detect_workers: u32,
     /// Pin worker threads to cores with `core_affinity`.
     pub pin_workers: bool,
-    /// Core ids to pin workers to, in order (the writer takes the next one); empty = round-robin
+    /// Core ids to pin workers to, in order: parse workers, the writer, detect workers; empty = round-robin
     /// over every core the process may use.
     pub cores: Vec<u32>,
     /// Batches each ring holds before its producer waits.

@@ -341,12 +341,17 @@ impl Detector {
             );
         let entity = entity_ref(&e);
         let kind = a.kind;
-        // Accounts seen from one new address within the cooldown are one incident (password
-        // spraying, a compromised jump host): they fold into one alert keyed by the address, each
-        // account joining its related entities.
+        // Entities of one type seen from one new address within the cooldown are one incident
+        // (password spraying, a compromised jump host): they fold into one alert keyed by the
+        // address and type, each entity joining its related entities.
         let by_source = top == "source_novelty" && kind != UebaType::Ip && r.client_ip != 0;
         let key = if by_source {
-            fmix64((r.client_ip as u64) ^ ((r.client_ip >> 64) as u64) ^ NEW_SOURCE_SALT)
+            fmix64(
+                (r.client_ip as u64)
+                    ^ ((r.client_ip >> 64) as u64)
+                    ^ NEW_SOURCE_SALT
+                    ^ (kind as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            )
         } else {
             key
         };
@@ -371,7 +376,7 @@ impl Detector {
             title: format!("{} {what}", title_case(kind.name())),
             detector: format!("ueba:{}", kind.name()),
             dedup_key: if by_source {
-                format!("ueba:new_source:{}", ip_text(r.client_ip))
+                format!("ueba:new_source:{}:{}", kind.name(), ip_text(r.client_ip))
             } else {
                 format!("ueba:{}:{}", kind.name(), Uuid::from_bytes(e.uuid))
             },
@@ -426,8 +431,11 @@ impl Detector {
             a.count += 1;
             a.last_seen_ns = a.last_seen_ns.max(r.ts_ns);
             a.score = a.score.max(round6(score));
-            if a.contributing_events.len() < MAX_CONTRIBUTING {
-                a.contributing_events.push(event_id(&r.block, r.pos));
+            let id = event_id(&r.block, r.pos);
+            if a.contributing_events.len() < MAX_CONTRIBUTING
+                && !a.contributing_events.contains(&id)
+            {
+                a.contributing_events.push(id);
             }
             o.dirty = true;
         }
@@ -663,7 +671,9 @@ mod tests {
         // is no longer news).
         for k in 0..5 {
             let ip = far + (u128::from(k as u8) << 8);
-            d.process(&login(t + k * 1_000_000_000, 1, ip, 1), &mut sink);
+            let mut r = login(t + k * 1_000_000_000, 1, ip, 1);
+            r.pos = k as u16;
+            d.process(&r, &mut sink);
         }
         d.flush(&mut sink);
         let ueba: Vec<&Alert> = sink

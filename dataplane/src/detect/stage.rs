@@ -89,6 +89,9 @@ pub struct BaselineView {
 impl BaselineView {
     fn of(b: &Baseline, now_ns: i64, d: &Detector) -> BaselineView {
         let p = d.ueba().params();
+        // Event time is the clock; after a restart, before new events, the entity's own last
+        // event is the latest time known.
+        let now_ns = now_ns.max(b.last_seen_ns);
         let (events_left, ns_left) = b.warmup_remaining(now_ns, p);
         BaselineView {
             entity_type: b.kind.name(),

@@ -1,0 +1,369 @@
+//! Detection end to end, as an operator meets it: the service learns two weeks of users' normal
+//! logins (replayed with their own timestamps), raises a UEBA alert for a login from a new
+//! network, takes feedback on it, serves baselines, entities and the anomaly timeline, and after a
+//! restart still knows every baseline without a new warmup.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn http(port: u16, method: &str, path: &str, body: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let status = out[9..12].parse().unwrap();
+    let body = out
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+fn json(body: &str) -> serde_json::Value {
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
+}
+
+struct Service(Child);
+
+impl Service {
+    fn start(dir: &Path, config: &Path, api: u16) -> Service {
+        let child = Command::new(env!("CARGO_BIN_EXE_watchpost"))
+            .args(["run", "--config"])
+            .arg(config)
+            .current_dir(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let t = Instant::now();
+        while TcpStream::connect(("127.0.0.1", api)).is_err() {
+            assert!(
+                t.elapsed() < Duration::from_secs(20),
+                "service did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Service(child)
+    }
+
+    fn stop(mut self) -> std::process::ExitStatus {
+        // SAFETY: signalling our own child process.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        self.0.wait().unwrap()
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+    }
+}
+
+/// Polls `path` until `done` holds (or 30 s pass) and returns the last body.
+fn wait_for(api: u16, path: &str, done: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+    let t = Instant::now();
+    loop {
+        let (status, body) = http(api, "GET", path, "");
+        if status == 200 {
+            let v = json(&body);
+            if done(&v) {
+                return v;
+            }
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "{path}: {body}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn iso(ns: i64) -> String {
+    let secs = ns / 1_000_000_000;
+    let days = secs / 86_400;
+    let rem = secs % 86_400;
+    // Days since the epoch to a civil date (H. Hinnant).
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        (rem / 60) % 60,
+        rem % 60
+    )
+}
+
+fn login(ts: i64, user: &str, ip: &str) -> String {
+    format!(
+        "{{\"@timestamp\":\"{}\",\"event.dataset\":\"sshd\",\"host.name\":\"srv-01\",\"message\":\"Accepted password for {user} from {ip} port 50000 ssh2\",\"user.name\":\"{user}\",\"source.ip\":\"{ip}\"}}\n",
+        iso(ts)
+    )
+}
+
+#[test]
+fn ueba_alerts_take_feedback_and_baselines_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (api, json_port) = (free_port(), free_port());
+    let config = dir.path().join("watchpost.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "dashboard_port = {api}\n[inputs.syslog_udp]\nenabled = false\n[inputs.syslog_tcp]\nenabled = false\n[inputs.json_tcp]\naddress = \"127.0.0.1:{json_port}\"\n[dataplane]\npin_workers = false\n[detection]\nmodel_save_interval_seconds = 1\n[ueba]\nwarmup_days = 2.0\nwarmup_min_events = 20\n"
+        ),
+    )
+    .unwrap();
+    let svc = Service::start(dir.path(), &config, api);
+
+    // Fourteen days of 30 users logging in from their own address, ending now.
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i64;
+    let day = 86_400_000_000_000i64;
+    let start = (now / day - 14) * day;
+    let mut lines = String::new();
+    let mut n = 0;
+    for d in 0..14 {
+        for slot in 0..16 {
+            for u in 0..30 {
+                let ts = start + d * day + (8 * 3600 + slot * 1800 + u * 20) * 1_000_000_000;
+                lines.push_str(&login(ts, &format!("user{u:02}"), &format!("10.0.{u}.5")));
+                n += 1;
+            }
+        }
+    }
+    // Then user07 from a network it has never used, and a newcomer still warming up.
+    let attack = now - 3_600_000_000_000;
+    lines.push_str(&login(attack, "user07", "203.0.113.50"));
+    lines.push_str(&login(attack, "newbie", "10.0.99.5"));
+    n += 2;
+    let mut tcp = TcpStream::connect(("127.0.0.1", json_port)).unwrap();
+    tcp.write_all(lines.as_bytes()).unwrap();
+    drop(tcp);
+    wait_for(api, "/api/v1/stats", |v| {
+        v["detection"]["scored"].as_u64() >= Some(n)
+    });
+
+    // The alert.
+    let alerts = wait_for(api, "/api/v1/alerts?type=ueba", |v| {
+        v["meta"]["total"].as_u64() >= Some(1)
+    });
+    let alert = alerts["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["dedup_key"] == "ueba:new_source:user:203.0.113.50")
+        .unwrap_or_else(|| panic!("no new-network alert: {alerts}"))
+        .clone();
+    assert_eq!(alert["entity"]["value"], "user07", "{alert}");
+    assert_eq!(alert["detector"], "ueba:user");
+    assert_eq!(alert["attack"][0]["technique_id"], "T1078");
+    assert!(alert["contributions"]["source_novelty"].as_f64().unwrap() > 0.0);
+    let id = alert["id"].as_str().unwrap().to_string();
+    let (status, body) = http(api, "GET", &format!("/api/v1/alerts/{id}"), "");
+    assert_eq!(status, 200, "{body}");
+    let detail = json(&body);
+    assert!(
+        detail["events"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("203.0.113.50"),
+        "{detail}"
+    );
+    let by_entity = wait_for(api, "/api/v1/alerts?entity=user07", |_| true);
+    assert!(
+        by_entity["meta"]["total"].as_u64() >= Some(1),
+        "{by_entity}"
+    );
+    let (status, _) = http(api, "GET", "/api/v1/alerts?type=bogus", "");
+    assert_eq!(status, 422);
+    let (status, _) = http(
+        api,
+        "GET",
+        "/api/v1/alerts?technique=T1078&tactic=Initial%20Access",
+        "",
+    );
+    assert_eq!(status, 200);
+
+    // Feedback: 204, 404, 422; the log lists it; the threshold moved and /stats counts it.
+    let path = format!("/api/v1/alerts/{id}/feedback");
+    let (status, body) = http(
+        api,
+        "POST",
+        &path,
+        r#"{"feedback":"fp","note":"travelling, known","origin":"dashboard"}"#,
+    );
+    assert_eq!(status, 204, "{body}");
+    let (status, _) = http(
+        api,
+        "POST",
+        "/api/v1/alerts/0190a000-0000-7000-8000-000000000000/feedback",
+        r#"{"feedback":"fp"}"#,
+    );
+    assert_eq!(status, 404);
+    for bad in [
+        r#"{"feedback":"maybe"}"#,
+        "not json",
+        r#"{"feedback":"tp","extra":1}"#,
+    ] {
+        let (status, body) = http(api, "POST", &path, bad);
+        assert_eq!(status, 422, "{bad}: {body}");
+    }
+    let (status, body) = http(api, "GET", &path, "");
+    assert_eq!(status, 200);
+    let log = json(&body);
+    assert_eq!(log["meta"]["total"], 1);
+    let entry = &log["items"][0];
+    assert_eq!(entry["origin"], "dashboard");
+    let change = &entry["threshold_change"];
+    assert_eq!(change["detector"], "ueba:user", "{entry}");
+    assert!(change["new_risk"].as_f64() < change["old_risk"].as_f64());
+    let (_, body) = http(api, "GET", "/api/v1/stats", "");
+    let stats = json(&body);
+    assert_eq!(
+        stats["feedback"]["by_detector"]["ueba:user"]["fp"], 1,
+        "{stats}"
+    );
+
+    // Entities and baselines.
+    let found = wait_for(api, "/api/v1/entities/search?q=user07", |_| true);
+    let user07 = found["items"][0].clone();
+    assert_eq!(
+        (user07["value"].as_str(), user07["kind"].as_str()),
+        (Some("user07"), Some("user"))
+    );
+    let uuid = user07["uuid"].as_str().unwrap().to_string();
+    let (status, body) = http(api, "GET", &format!("/api/v1/entities/{uuid}/baseline"), "");
+    assert_eq!(status, 200, "{body}");
+    let base = json(&body);
+    assert_eq!(base["warming_up"], false);
+    assert!(
+        base["hours_active"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::json!(8)),
+        "{base}"
+    );
+    assert!(
+        base["top_source_ips"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::json!("10.0.7.5"))
+    );
+    let count = base["event_count"].as_u64().unwrap();
+    assert!(count >= 14 * 16, "{base}");
+    let newbie = wait_for(api, "/api/v1/entities/search?q=newbie", |_| true);
+    let newbie = newbie["items"][0]["uuid"].as_str().unwrap().to_string();
+    let (status, body) = http(
+        api,
+        "GET",
+        &format!("/api/v1/entities/{newbie}/baseline"),
+        "",
+    );
+    let warming = json(&body);
+    assert_eq!(
+        (status, warming["status"].as_str()),
+        (404, Some("warming_up")),
+        "{warming}"
+    );
+    assert_eq!(warming["events_remaining"], 19);
+    let (status, _) = http(
+        api,
+        "GET",
+        "/api/v1/entities/00000000-0000-5000-8000-000000000000/baseline",
+        "",
+    );
+    assert_eq!(status, 404);
+    let (status, body) = http(
+        api,
+        "GET",
+        &format!("/api/v1/entities/{uuid}/timeline?limit=5"),
+        "",
+    );
+    assert_eq!(status, 200);
+    let tl = json(&body);
+    assert_eq!(tl["events"].as_array().unwrap().len(), 5);
+    assert!(
+        tl["related_entities"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["value"] == "srv-01")
+    );
+    let risk = wait_for(
+        api,
+        &format!("/api/v1/entities/{uuid}/risk-history?range=7d"),
+        |v| !v["points"].as_array().unwrap().is_empty(),
+    );
+    assert_eq!(risk["resolution"], "1h");
+
+    // The anomaly timeline of the last 24 hours has the replayed day's events in its buckets.
+    let tl = wait_for(
+        api,
+        "/api/v1/anomaly/timeline?range=24h&resolution=1h",
+        |v| {
+            v["buckets"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|b| b["events"].as_u64() > Some(0))
+        },
+    );
+    assert_eq!(tl["buckets"].as_array().unwrap().len(), 24);
+    let (status, _) = http(api, "GET", "/api/v1/anomaly/timeline?range=2d", "");
+    assert_eq!(status, 422);
+    let (status, _) = http(
+        api,
+        "GET",
+        "/api/v1/anomaly/timeline?range=7d&resolution=1m",
+        "",
+    );
+    assert_eq!(status, 422);
+
+    // A restart keeps the baselines: no new warmup.
+    assert!(svc.stop().success());
+    let svc = Service::start(dir.path(), &config, api);
+    let (status, body) = http(api, "GET", &format!("/api/v1/entities/{uuid}/baseline"), "");
+    assert_eq!(status, 200, "{body}");
+    let again = json(&body);
+    assert_eq!(again["event_count"].as_u64(), Some(count));
+    assert_eq!(again["warming_up"], false);
+    assert!(svc.stop().success());
+
+    // With UEBA off, baselines answer 503.
+    std::fs::write(
+        &config,
+        std::fs::read_to_string(&config)
+            .unwrap()
+            .replace("[ueba]\n", "[ueba]\nenabled = false\n"),
+    )
+    .unwrap();
+    let svc = Service::start(dir.path(), &config, api);
+    let (status, body) = http(api, "GET", &format!("/api/v1/entities/{uuid}/baseline"), "");
+    assert_eq!(
+        (status, json(&body)["error"].as_str()),
+        (503, Some("ueba_disabled"))
+    );
+    assert!(svc.stop().success());
+}
