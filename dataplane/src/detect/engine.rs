@@ -362,18 +362,26 @@ impl Detector {
                 return;
             }
         }
-        let what = match top {
-            "time_of_day" => "active at an unusual hour",
-            "source_novelty" if kind == UebaType::Ip => "reached a host it never reached before",
-            "source_novelty" => "seen from a new network",
-            "volume" => "far more events than usual",
-            _ => "unusual activity for it",
+        let who = match kind {
+            UebaType::User => "User",
+            UebaType::Host => "Host",
+            UebaType::Ip => "IP address",
+            UebaType::ServiceAccount => "Service account",
+        };
+        let title = match top {
+            "time_of_day" => format!("{who} active at an unusual hour"),
+            "source_novelty" if kind == UebaType::Ip => {
+                "IP address reached a host it never reached before".to_string()
+            }
+            "source_novelty" => format!("{who} seen from a new network"),
+            "volume" => format!("{who} with far more events than usual"),
+            _ => format!("{who} showing a log pattern it and its peers rarely show"),
         };
         let alert = Alert {
             id: self.next_id(r.ts_ns, key),
             alert_type: AlertType::Ueba,
             severity: ueba_severity(&sub, a.score),
-            title: format!("{} {what}", title_case(kind.name())),
+            title,
             detector: format!("ueba:{}", kind.name()),
             dedup_key: if by_source {
                 format!("ueba:new_source:{}:{}", kind.name(), ip_text(r.client_ip))
@@ -546,15 +554,6 @@ fn ip_text(k: u128) -> String {
 
 fn round6(x: f64) -> f64 {
     (x * 1e6).round() / 1e6
-}
-
-fn title_case(s: &str) -> String {
-    let s = s.replace('_', " ");
-    let mut c = s.chars();
-    match c.next() {
-        Some(f) => f.to_uppercase().chain(c).collect(),
-        None => s,
-    }
 }
 
 /// 4 (high) when two or more sub-scores are fully novel or the score is near its maximum, 3
