@@ -246,19 +246,8 @@ fn analyze(cfg: &Config, files: &[PathBuf]) -> ExitCode {
 }
 
 fn mine(cfg: &Config, file: &std::path::Path, syslog: bool) -> ExitCode {
-    use watchpost_dataplane::template::{MaskRule, MinerConfig, TemplateMiner};
-    let mcfg = MinerConfig {
-        extra_masks: cfg
-            .templates
-            .extra_masks
-            .iter()
-            .map(|m| MaskRule {
-                name: m.name.clone(),
-                pattern: m.pattern.clone(),
-            })
-            .collect(),
-        ..MinerConfig::default()
-    };
+    use watchpost_dataplane::template::{MinerConfig, TemplateMiner};
+    let mcfg = MinerConfig::from_config(&cfg.templates);
     let mut miner = match TemplateMiner::new(&mcfg) {
         Ok(m) => m,
         Err(e) => {

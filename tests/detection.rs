@@ -3,78 +3,13 @@
 //! network, takes feedback on it, serves baselines, entities and the anomaly timeline, and after a
 //! restart still knows every baseline without a new warmup.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::io::Write;
+use std::net::TcpStream;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+mod common;
 
-fn http(port: u16, method: &str, path: &str, body: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let status = out[9..12].parse().unwrap();
-    let body = out
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (status, body)
-}
-
-fn json(body: &str) -> serde_json::Value {
-    serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
-}
-
-struct Service(Child);
-
-impl Service {
-    fn start(dir: &Path, config: &Path, api: u16) -> Service {
-        let child = Command::new(env!("CARGO_BIN_EXE_watchpost"))
-            .args(["run", "--config"])
-            .arg(config)
-            .current_dir(dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let t = Instant::now();
-        while TcpStream::connect(("127.0.0.1", api)).is_err() {
-            assert!(
-                t.elapsed() < Duration::from_secs(20),
-                "service did not start"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Service(child)
-    }
-
-    fn stop(mut self) -> std::process::ExitStatus {
-        // SAFETY: signalling our own child process.
-        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
-        self.0.wait().unwrap()
-    }
-}
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-    }
-}
+use common::{Service, free_port, http, json};
 
 /// Polls `path` until `done` holds (or 30 s pass) and returns the last body.
 fn wait_for(api: u16, path: &str, done: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {

@@ -71,6 +71,24 @@ impl Params {
         }
     }
 
+    /// A minimum severity: 0 (debug) to 5 (critical), or a name (`high`, `warning`...).
+    pub fn severity(&self, name: &str) -> Result<Option<u8>, ApiError> {
+        let Some(v) = self.get(name) else {
+            return Ok(None);
+        };
+        if let Ok(n) = v.parse::<u8>() {
+            if n <= 5 {
+                return Ok(Some(n));
+            }
+        } else if let Some(s) = watchpost_proto::Severity::from_word(v) {
+            return Ok(Some(s as u8));
+        }
+        Err(ApiError::invalid_parameter(
+            name,
+            format!("`{v}` is not a severity: 0 (debug) to 5 (critical), or a name such as high"),
+        ))
+    }
+
     /// A text of 1 to `max` characters.
     pub fn text(&self, name: &str, max: usize) -> Result<Option<String>, ApiError> {
         match self.get(name) {
@@ -81,6 +99,20 @@ impl Params {
             )),
             Some(v) => Ok(Some(v.to_string())),
         }
+    }
+}
+
+/// One page of a list already in memory, with its envelope (`page` is 1-based).
+pub fn page_of<T>(all: Vec<T>, page: u32, limit: u32) -> watchpost_proto::ListResponse<T> {
+    let total = all.len() as u64;
+    let items = all
+        .into_iter()
+        .skip((page.max(1) as usize - 1).saturating_mul(limit as usize))
+        .take(limit as usize)
+        .collect();
+    watchpost_proto::ListResponse {
+        items,
+        meta: watchpost_proto::ListMeta { total, page, limit },
     }
 }
 

@@ -12,7 +12,7 @@ use crate::batch::{Format, InputId, LineMeta};
 use crate::detect::engine::{Collect, Detector, DetectorParams};
 use crate::normalize::{Normalizer, Tally};
 use crate::store::{EncodedBlock, parse_event_id};
-use crate::template::{MaskRule, MinerConfig, TemplateMiner};
+use crate::template::{MinerConfig, TemplateMiner};
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
@@ -53,18 +53,7 @@ pub enum AnalyzeError {
 /// with the run's summary.
 pub fn analyze(cfg: &Config, files: &[PathBuf]) -> Result<(Vec<Alert>, Summary), AnalyzeError> {
     let started = std::time::Instant::now();
-    let miner_cfg = MinerConfig {
-        extra_masks: cfg
-            .templates
-            .extra_masks
-            .iter()
-            .map(|m| MaskRule {
-                name: m.name.clone(),
-                pattern: m.pattern.clone(),
-            })
-            .collect(),
-        ..MinerConfig::default()
-    };
+    let miner_cfg = MinerConfig::from_config(&cfg.templates);
     let miner = TemplateMiner::new(&miner_cfg).map_err(|e| AnalyzeError::Mask(e.to_string()))?;
     let mut norm = Normalizer::new(miner);
     let mut detector = Detector::new(DetectorParams::from_config(cfg));
@@ -96,17 +85,10 @@ pub fn analyze(cfg: &Config, files: &[PathBuf]) -> Result<(Vec<Alert>, Summary),
             // A skipped (empty) line ends the block, so that block position + first line is
             // always the line number.
             let mut skipped = false;
-            line.clear();
-            let n = reader
-                .read_until(b'\n', &mut line)
+            let (n, truncated) = read_line(&mut reader, &mut line, max_line)
                 .map_err(|e| AnalyzeError::Io(path.clone(), e))?;
             if n > 0 {
                 line_no += 1;
-                while matches!(line.last(), Some(b'\n' | b'\r')) {
-                    line.pop();
-                }
-                let truncated = line.len() > max_line;
-                line.truncate(max_line);
                 if !line.is_empty() {
                     let meta = LineMeta {
                         start: 0,
@@ -178,6 +160,44 @@ pub fn analyze(cfg: &Config, files: &[PathBuf]) -> Result<(Vec<Alert>, Summary),
     Ok((alerts, summary))
 }
 
+/// Reads one line into `line` (without its line ending), keeping at most `max` bytes and
+/// skipping the rest of a longer one, so one endless line cannot grow memory. Returns the bytes
+/// consumed (0 at end of file) and whether the line was cut. (The inputs' `Framer` bounds memory
+/// the same way but skips empty lines, and analysis must count every line to report line
+/// numbers.)
+fn read_line(
+    r: &mut impl BufRead,
+    line: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<(usize, bool)> {
+    line.clear();
+    let mut consumed = 0;
+    let mut truncated = false;
+    loop {
+        let buf = r.fill_buf()?;
+        if buf.is_empty() {
+            break;
+        }
+        let newline = memchr::memchr(b'\n', buf);
+        let (chunk, done) = match newline {
+            Some(i) => (&buf[..i], i + 1),
+            None => (buf, buf.len()),
+        };
+        let room = max.saturating_sub(line.len());
+        truncated |= chunk.len() > room;
+        line.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        r.consume(done);
+        consumed += done;
+        if newline.is_some() {
+            break;
+        }
+    }
+    while line.last() == Some(&b'\r') {
+        line.pop();
+    }
+    Ok((consumed, truncated))
+}
+
 /// `file:line` of an event id produced by [`analyze`].
 pub fn event_line(files: &[PathBuf], id: &str) -> Option<String> {
     let (key, pos) = parse_event_id(id)?;
@@ -205,4 +225,33 @@ pub fn write_alerts(
         out.write_all(b"\n")?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_bounded_and_counted_whole() {
+        let text = format!("short\r\n{}\n\nlast", "x".repeat(100));
+        let mut r = std::io::BufReader::with_capacity(16, text.as_bytes());
+        let mut line = Vec::new();
+        let mut got = Vec::new();
+        loop {
+            let (n, cut) = read_line(&mut r, &mut line, 10).unwrap();
+            if n == 0 {
+                break;
+            }
+            got.push((String::from_utf8(line.clone()).unwrap(), cut));
+        }
+        assert_eq!(
+            got,
+            vec![
+                ("short".to_string(), false),
+                ("x".repeat(10), true),
+                (String::new(), false),
+                ("last".to_string(), false),
+            ]
+        );
+    }
 }

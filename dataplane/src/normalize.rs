@@ -70,8 +70,18 @@ pub struct Normalizer {
     canon: String,
     lossy: String,
     miner: TemplateMiner,
-    /// UUIDs of entities already recorded (computed once per new entity, not per event).
-    seen: U64Map<[u8; 16]>,
+    /// What is derived from an entity's name once, when it is first recorded, not per event.
+    seen: U64Map<Known>,
+}
+
+/// The name-derived facts of an entity the worker has recorded.
+#[derive(Clone, Copy)]
+struct Known {
+    uuid: [u8; 16],
+    /// A user that is a service account (see `is_service_account`).
+    service_account: bool,
+    /// An IP's address key (see `ip_key`); 0 for other kinds.
+    ip: u128,
 }
 
 impl Normalizer {
@@ -578,32 +588,40 @@ impl Normalizer {
                 .arena
                 .get(e.name.start as usize..e.name.end as usize)
                 .unwrap_or("");
-            let uuid = match self.seen.get(&seen_key) {
-                Some(u) => *u,
+            let known = match self.seen.get(&seen_key) {
+                Some(k) => *k,
                 None => {
-                    let uuid = *entity_uuid(kind, name).as_bytes();
-                    self.seen.insert(seen_key, uuid);
+                    let known = Known {
+                        uuid: *entity_uuid(kind, name).as_bytes(),
+                        service_account: kind == EntityKind::User && is_service_account(name),
+                        ip: if kind == EntityKind::Ip {
+                            name.parse().map(ip_key).unwrap_or(0)
+                        } else {
+                            0
+                        },
+                    };
+                    self.seen.insert(seen_key, known);
                     let start = out.names.len() as u32;
                     out.names.push_str(name);
                     out.new_entities.push(NewEntity {
-                        uuid,
+                        uuid: known.uuid,
                         kind: e.kind,
                         first_seen_ns: received_ns,
                         name: start..out.names.len() as u32,
                     });
-                    uuid
+                    known
                 }
             };
             let role = Role::from_u8(e.role);
             let ueba = match (kind, role) {
-                (EntityKind::User, _) if is_service_account(name) => UebaType::ServiceAccount as u8,
+                (EntityKind::User, _) if known.service_account => UebaType::ServiceAccount as u8,
                 (EntityKind::User, _) => UebaType::User as u8,
                 (EntityKind::Host, Role::Reporter) => UebaType::Host as u8,
                 (EntityKind::Ip, Role::Source) => UebaType::Ip as u8,
                 _ => NOT_SCORED,
             };
             if kind == EntityKind::Ip && role == Role::Source && rec.client_ip == 0 {
-                rec.client_ip = name.parse().map(ip_key).unwrap_or(0);
+                rec.client_ip = known.ip;
             }
             if role == Role::Reporter && rec.reporter == 0 {
                 rec.reporter = e.hash;
@@ -611,7 +629,7 @@ impl Normalizer {
             if (rec.n_entities as usize) < RECORD_ENTITIES {
                 rec.entities[rec.n_entities as usize] = RecordEntity {
                     hash: e.hash,
-                    uuid,
+                    uuid: known.uuid,
                     kind: e.kind,
                     role: e.role,
                     ueba,

@@ -21,7 +21,7 @@ use crate::normalize::Normalizer;
 use crate::ring::{Consumer, Producer, ring};
 use crate::stats::{RingGauge, Stats};
 use crate::store::{EncodedBlock, Store, spawn_writer};
-use crate::template::{MaskRule, MinerConfig, TemplateMiner};
+use crate::template::{MinerConfig, TemplateMiner};
 use crate::worker::{WorkerInput, WorkerSetup, spawn_worker};
 use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::sync::Arc;
@@ -85,18 +85,7 @@ impl Pipeline {
         let workers = dp.parse_workers as usize;
         let detectors = dp.detect_workers as usize;
         let cores = assign_cores(cfg)?;
-        let miner_cfg = MinerConfig {
-            extra_masks: cfg
-                .templates
-                .extra_masks
-                .iter()
-                .map(|m| MaskRule {
-                    name: m.name.clone(),
-                    pattern: m.pattern.clone(),
-                })
-                .collect(),
-            ..MinerConfig::default()
-        };
+        let miner_cfg = MinerConfig::from_config(&cfg.templates);
 
         // Bind first: failures here leave nothing running.
         let i = &cfg.inputs;
@@ -257,10 +246,8 @@ impl Pipeline {
             let detector = restore(&store, b, detectors, params.clone());
             let setup = DetectSetup {
                 index: b,
-                shards: detectors,
                 inputs,
                 control,
-                params: params.clone(),
                 save_interval: Duration::from_secs(cfg.detection.model_save_interval_seconds),
                 core: cores.get(workers + 1 + b).copied().flatten(),
             };

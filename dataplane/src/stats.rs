@@ -240,10 +240,10 @@ impl Stats {
             templates: self.templates.load(Ordering::Relaxed),
             detection: DetectSnapshot {
                 scored: self.detect.scored.get(),
-                alerts: ["ml", "sigma", "correlation", "ueba", "ioc"]
+                alerts: watchpost_proto::AlertType::ALL
                     .iter()
                     .zip(&self.detect.alerts)
-                    .map(|(n, c)| (*n, c.get()))
+                    .map(|(t, c)| (t.name(), c.get()))
                     .collect(),
                 alert_updates: self.detect.alert_updates.get(),
                 alert_errors: self.detect.alert_errors.get(),

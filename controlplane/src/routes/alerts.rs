@@ -1,8 +1,9 @@
 //! `GET /alerts`, `GET /alerts/{id}`, and the feedback routes.
 
 use crate::error::ApiError;
-use crate::query::Params;
+use crate::query::{Params, page_of};
 use crate::routes::events::{DEFAULT_LIMIT, MAX_LIMIT};
+use crate::routes::read_body;
 use crate::state::AppState;
 use axum::Json;
 use axum::body::Body;
@@ -43,18 +44,7 @@ pub async fn list(
             )
         })?),
     };
-    let min_severity = match p.get("severity") {
-        None => None,
-        Some(v) => match v.parse::<u8>() {
-            Ok(n) if n <= 5 => Some(n),
-            _ => {
-                return Err(ApiError::invalid_parameter(
-                    "severity",
-                    format!("`{v}` must be a whole number from 0 to 5 (the least severity)"),
-                ));
-            }
-        },
-    };
+    let min_severity = p.severity("severity")?;
     let q = AlertQuery {
         since_ns: p.time("since")?,
         until_ns: p.time("until")?,
@@ -186,14 +176,7 @@ pub async fn post_feedback(
     Path(id): Path<String>,
     body: Body,
 ) -> Result<StatusCode, ApiError> {
-    let limit = st.config.api_max_body_bytes as usize;
-    let bytes = axum::body::to_bytes(body, limit).await.map_err(|_| {
-        ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "payload_too_large",
-            format!("the body is larger than api_max_body_bytes ({limit} bytes)"),
-        )
-    })?;
+    let bytes = read_body(body, st.config.api_max_body_bytes).await?;
     let store = st.store.clone();
     let alert = {
         let store = store.clone();
@@ -262,17 +245,7 @@ pub async fn get_feedback(
         if store.alert(&id).is_none() {
             return Err(ApiError::not_found(format!("no alert {id}")));
         }
-        let all = store.feedback_for(&id);
-        let total = all.len() as u64;
-        let items = all
-            .into_iter()
-            .skip((page as usize - 1) * limit as usize)
-            .take(limit as usize)
-            .collect();
-        Ok(Json(ListResponse {
-            items,
-            meta: ListMeta { total, page, limit },
-        }))
+        Ok(Json(page_of(store.feedback_for(&id), page, limit)))
     })
     .await
     .map_err(ApiError::internal)?

@@ -1,7 +1,7 @@
 //! `GET /entities/search`, `/entities/{uuid}/timeline`, `/risk-history` and `/baseline`.
 
 use crate::error::ApiError;
-use crate::query::Params;
+use crate::query::{Params, page_of};
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use watchpost_dataplane::clock::now_ns;
 use watchpost_dataplane::hash::hash64_seeded;
 use watchpost_dataplane::store::{EntityFilter, EntityHit, EventQuery, Store};
-use watchpost_proto::{EntityKind, ListMeta, ListResponse, Uuid};
+use watchpost_proto::{EntityKind, ListResponse, Uuid};
 
 /// Entities by name or UUID, best match first.
 pub async fn search(
@@ -44,16 +44,7 @@ pub async fn search(
     })
     .await
     .map_err(ApiError::internal)?;
-    let total = hits.len() as u64;
-    let items = hits
-        .into_iter()
-        .skip((page as usize - 1) * limit as usize)
-        .take(limit as usize)
-        .collect();
-    Ok(Json(ListResponse {
-        items,
-        meta: ListMeta { total, page, limit },
-    }))
+    Ok(Json(page_of(hits, page, limit)))
 }
 
 /// The kind, name and name hash of a known entity; 404 otherwise.
@@ -99,18 +90,7 @@ pub async fn timeline(
             "`end_ns` must be later than `start_ns`",
         ));
     }
-    let severity_min = match p.get("severity_min") {
-        None => None,
-        Some(v) => match v.parse::<u8>() {
-            Ok(n) if n <= 5 => Some(n),
-            _ => {
-                return Err(ApiError::invalid_parameter(
-                    "severity_min",
-                    format!("`{v}` must be 0 to 5"),
-                ));
-            }
-        },
-    };
+    let severity_min = p.severity("severity_min")?;
     let source = p.text("source_type", 256)?;
     let limit = p.int("limit", 100, 1, 10_000)?;
     let store = st.store.clone();

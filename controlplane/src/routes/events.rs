@@ -6,9 +6,7 @@ use crate::state::AppState;
 use axum::Json;
 use axum::extract::{RawQuery, State};
 use watchpost_dataplane::store::{EntityFilter, EventQuery};
-use watchpost_proto::{
-    EntityKind, Event, ListMeta, ListResponse, Severity, Uuid, canonicalize_into,
-};
+use watchpost_proto::{EntityKind, Event, ListMeta, ListResponse, Uuid, canonicalize_into};
 
 const PARAMS: &[&str] = &[
     "since",
@@ -37,7 +35,7 @@ pub async fn list(
         since_ns: p.time("since")?,
         until_ns: p.time("until")?,
         source: p.text("source", 256)?,
-        min_severity: severity(&p)?,
+        min_severity: p.severity("severity")?,
         template_id: template_id(&p)?,
         entity: None,
         text: p.text("q", 256)?,
@@ -74,24 +72,6 @@ pub async fn list(
         items,
         meta: ListMeta { total, page, limit },
     }))
-}
-
-/// `severity`: minimum severity, 0 to 5 or a name (`high`, `warning`...).
-fn severity(p: &Params) -> Result<Option<u8>, ApiError> {
-    let Some(v) = p.get("severity") else {
-        return Ok(None);
-    };
-    if let Ok(n) = v.parse::<u8>() {
-        if n <= 5 {
-            return Ok(Some(n));
-        }
-    } else if let Some(s) = Severity::from_word(v) {
-        return Ok(Some(s as u8));
-    }
-    Err(ApiError::invalid_parameter(
-        "severity",
-        format!("`{v}` is not a severity: 0 (debug) to 5 (critical), or a name such as high"),
-    ))
 }
 
 fn template_id(p: &Params) -> Result<Option<u64>, ApiError> {

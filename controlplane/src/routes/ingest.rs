@@ -1,6 +1,7 @@
 //! `POST /ingest`: events as a JSON array of objects or as JSON lines.
 
 use crate::error::ApiError;
+use crate::routes::read_body;
 use crate::state::AppState;
 use axum::Json;
 use axum::body::Body;
@@ -21,15 +22,9 @@ pub async fn ingest(
             "inputs.http.enabled is false",
         ));
     };
-    let limit = st.config.api_max_body_bytes as usize;
-    let bytes = axum::body::to_bytes(body, limit).await.map_err(|_| {
-        ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "payload_too_large",
-            format!("the body is larger than api_max_body_bytes ({limit} bytes)"),
-        )
-        .retry_after(0)
-    })?;
+    let bytes = read_body(body, st.config.api_max_body_bytes)
+        .await
+        .map_err(|e| e.retry_after(0))?;
     let receipt = tokio::task::spawn_blocking(move || ingest.submit(bytes.to_vec()))
         .await
         .map_err(ApiError::internal)?

@@ -6,3 +6,19 @@ pub mod entities;
 pub mod events;
 pub mod ingest;
 pub mod system;
+
+use crate::error::ApiError;
+use axum::body::{Body, Bytes};
+use axum::http::StatusCode;
+
+/// Reads a request body of at most `limit` bytes (`api_max_body_bytes`); 413 beyond.
+pub async fn read_body(body: Body, limit: u64) -> Result<Bytes, ApiError> {
+    let limit = limit as usize;
+    axum::body::to_bytes(body, limit).await.map_err(|_| {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!("the body is larger than api_max_body_bytes ({limit} bytes)"),
+        )
+    })
+}

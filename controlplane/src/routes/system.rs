@@ -44,38 +44,20 @@ pub async fn health(State(st): State<AppState>) -> Response {
         );
     }
     let now = now_ns();
-    let workers: Vec<Value> = st
-        .stats
-        .workers_alive
-        .iter()
-        .zip(&st.stats.worker_heartbeat_ns)
-        .enumerate()
-        .map(|(i, (alive, beat))| {
-            let alive = alive.load(Ordering::Relaxed);
-            let age_ns = now - beat.load(Ordering::Relaxed);
-            let ok = alive && age_ns < STALE_WORKER_NS;
-            if !ok {
-                degraded.push(format!("worker {i}"));
-            }
-            json!({"worker": i, "status": if ok { "ok" } else { "degraded" }, "last_heartbeat_ms_ago": age_ns / 1_000_000})
-        })
-        .collect();
-    let detectors: Vec<Value> = st
-        .stats
-        .detect_alive
-        .iter()
-        .zip(&st.stats.detect_heartbeat_ns)
-        .enumerate()
-        .map(|(i, (alive, beat))| {
-            let alive = alive.load(Ordering::Relaxed);
-            let age_ns = now - beat.load(Ordering::Relaxed);
-            let ok = alive && age_ns < STALE_WORKER_NS;
-            if !ok {
-                degraded.push(format!("detector {i}"));
-            }
-            json!({"worker": i, "status": if ok { "ok" } else { "degraded" }, "last_heartbeat_ms_ago": age_ns / 1_000_000})
-        })
-        .collect();
+    let workers = thread_health(
+        &st.stats.workers_alive,
+        &st.stats.worker_heartbeat_ns,
+        now,
+        "worker",
+        &mut degraded,
+    );
+    let detectors = thread_health(
+        &st.stats.detect_alive,
+        &st.stats.detect_heartbeat_ns,
+        now,
+        "detector",
+        &mut degraded,
+    );
     let d = &st.stats.detect;
     let detection = json!({
         "workers": detectors,
@@ -129,6 +111,31 @@ pub async fn health(State(st): State<AppState>) -> Response {
         StatusCode::SERVICE_UNAVAILABLE
     };
     (code, Json(body)).into_response()
+}
+
+/// The status of each pinned thread of one kind: degraded when it stopped or has not reported for
+/// [`STALE_WORKER_NS`] (named in `degraded` as `<label> <index>`).
+fn thread_health(
+    alive: &[std::sync::atomic::AtomicBool],
+    heartbeats: &[std::sync::atomic::AtomicI64],
+    now: i64,
+    label: &str,
+    degraded: &mut Vec<String>,
+) -> Vec<Value> {
+    alive
+        .iter()
+        .zip(heartbeats)
+        .enumerate()
+        .map(|(i, (alive, beat))| {
+            let alive = alive.load(Ordering::Relaxed);
+            let age_ns = now - beat.load(Ordering::Relaxed);
+            let ok = alive && age_ns < STALE_WORKER_NS;
+            if !ok {
+                degraded.push(format!("{label} {i}"));
+            }
+            json!({"worker": i, "status": if ok { "ok" } else { "degraded" }, "last_heartbeat_ms_ago": age_ns / 1_000_000})
+        })
+        .collect()
 }
 
 /// Pipeline counters and rates.

@@ -11,7 +11,7 @@ use super::dspot::{Dspot, Verdict as DspotVerdict};
 use super::ensemble::{EventFeatures, Scored, SourceModel};
 use super::record::DetectRecord;
 use super::ueba::{
-    Observation, Outcome, RiskPoint, SubScores, Ueba, UebaAlert, UebaParams, UebaType,
+    Observation, Outcome, RiskPoint, SubScores, Ueba, UebaAlert, UebaParams, UebaType, source_text,
 };
 use crate::hash::{U64Map, fmix64};
 use crate::store::event_id;
@@ -208,7 +208,7 @@ impl Detector {
                 } => {
                     let own = e.hash ^ UEBA_SALT;
                     let key = self.alias.get(&own).copied().unwrap_or(own);
-                    self.repeat(key, r, score, sink);
+                    self.repeat(key, r, score, None);
                 }
                 _ => {}
             }
@@ -255,11 +255,16 @@ impl Detector {
         }
         let key = fmix64(r.source ^ ML_SALT);
         if self.open.get(&key).is_some_and(|o| r.ts_ns < o.until_ns) {
-            self.repeat(key, r, s.score, sink);
+            self.repeat(key, r, s.score, None);
             return;
         }
         let alert = self.ml_alert(r, key, &s);
         let until_ns = r.ts_ns.saturating_add(self.params.ml_cooldown_ns);
+        self.open_alert(key, alert, until_ns, sink);
+    }
+
+    /// Hands a new alert to the sink and keeps it open (repeats fold into it) until `until_ns`.
+    fn open_alert(&mut self, key: u64, alert: Alert, until_ns: i64, sink: &mut impl AlertSink) {
         sink.alert(&alert, true);
         self.open.insert(
             key,
@@ -279,19 +284,12 @@ impl Detector {
             ("holt_winters", c.holt_winters),
             ("cusum", c.cusum),
         ];
-        let (top, _) = parts
-            .iter()
-            .copied()
-            .fold(("hst", f64::MIN), |a, b| if b.1 > a.1 { b } else { a });
+        let (top, contributions) = breakdown(&parts);
         let what = match top {
             "hst" => "unusual event content",
             "markov" => "unusual sequence of messages",
             _ => "unusual volume",
         };
-        let mut contributions = BTreeMap::new();
-        for (k, v) in parts {
-            contributions.insert(k.to_string(), round6(v));
-        }
         let source = r.source_name().to_string();
         let entity = r
             .entities()
@@ -330,15 +328,7 @@ impl Detector {
             ("volume", w[2] * sub.volume),
             ("pattern_novelty", w[3] * sub.pattern_novelty),
         ];
-        let mut contributions = BTreeMap::new();
-        for (k, v) in parts {
-            contributions.insert(k.to_string(), round6(v));
-        }
-        let (top, _) =
-            parts.iter().copied().fold(
-                ("time_of_day", f64::MIN),
-                |a, b| if b.1 > a.1 { b } else { a },
-            );
+        let (top, contributions) = breakdown(&parts);
         let entity = entity_ref(&e);
         let kind = a.kind;
         // Entities of one type seen from one new address within the cooldown are one incident
@@ -358,7 +348,7 @@ impl Detector {
         if by_source {
             self.alias.insert(e.hash ^ UEBA_SALT, key);
             if self.open.get(&key).is_some_and(|o| r.ts_ns < o.until_ns) {
-                self.repeat_with(key, r, a.score, Some(entity));
+                self.repeat(key, r, a.score, Some(entity));
                 return;
             }
         }
@@ -384,7 +374,11 @@ impl Detector {
             title,
             detector: format!("ueba:{}", kind.name()),
             dedup_key: if by_source {
-                format!("ueba:new_source:{}:{}", kind.name(), ip_text(r.client_ip))
+                format!(
+                    "ueba:new_source:{}:{}",
+                    kind.name(),
+                    source_text(r.client_ip)
+                )
             } else {
                 format!("ueba:{}:{}", kind.name(), Uuid::from_bytes(e.uuid))
             },
@@ -406,26 +400,14 @@ impl Detector {
                 .map(|(_, e)| entity_ref(e))
                 .collect(),
         };
-        sink.alert(&alert, true);
         let until_ns = r.ts_ns.saturating_add(self.params.ueba.cooldown_ns);
-        self.open.insert(
-            key,
-            OpenAlert {
-                alert,
-                until_ns,
-                dirty: false,
-            },
-        );
+        self.open_alert(key, alert, until_ns, sink);
     }
 
     /// A repeat inside an open alert's cooldown: bump its count, keep the event. The sink hears
     /// of it at the next [`Detector::flush`], not per repeat: a burst is one update.
-    fn repeat(&mut self, key: u64, r: &DetectRecord, score: f64, _sink: &mut impl AlertSink) {
-        self.repeat_with(key, r, score, None);
-    }
-
-    /// [`Detector::repeat`], adding `entity` to the alert's related entities when it is new there.
-    fn repeat_with(&mut self, key: u64, r: &DetectRecord, score: f64, entity: Option<EntityRef>) {
+    /// With `entity`, that entity joins the alert's related entities when it is new there.
+    fn repeat(&mut self, key: u64, r: &DetectRecord, score: f64, entity: Option<EntityRef>) {
         if let Some(o) = self.open.get_mut(&key) {
             if let Some(e) = entity {
                 let a = &mut o.alert;
@@ -543,13 +525,18 @@ fn entity_ref(e: &super::record::RecordEntity) -> EntityRef {
     }
 }
 
-/// An address key (IPv4 mapped into IPv6) as text.
-fn ip_text(k: u128) -> String {
-    if k >> 32 == 0xffff {
-        std::net::Ipv4Addr::from(k as u32).to_string()
-    } else {
-        std::net::Ipv6Addr::from(k).to_string()
-    }
+/// The named parts of a score, rounded for output, and the name of the largest.
+fn breakdown(parts: &[(&'static str, f64)]) -> (&'static str, BTreeMap<String, f64>) {
+    let top = parts
+        .iter()
+        .copied()
+        .fold(("", f64::MIN), |a, b| if b.1 > a.1 { b } else { a })
+        .0;
+    let map = parts
+        .iter()
+        .map(|(k, v)| (k.to_string(), round6(*v)))
+        .collect();
+    (top, map)
 }
 
 fn round6(x: f64) -> f64 {

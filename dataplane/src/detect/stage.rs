@@ -13,13 +13,12 @@
 use super::dspot::Dspot;
 use super::engine::{AlertSink, Detector, DetectorParams, MinutePoint, SourceState};
 use super::record::{DetectRecord, shard_of};
-use super::ueba::{Baseline, RiskPoint};
+use super::ueba::{Baseline, RiskPoint, source_text};
 use crate::clock::now_ns;
 use crate::ring::{Consumer, Pop};
 use crate::stats::Stats;
 use crate::store::{Store, bincode_config};
 use crossbeam_channel::{Receiver, Select, Sender};
-use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
@@ -114,17 +113,6 @@ impl BaselineView {
     }
 }
 
-/// An address key as text (see [`super::ueba::ip_key`]).
-fn source_text(k: u128) -> String {
-    if k >> 127 == 1 {
-        format!("host:{:016x}", (k >> 64) as u64)
-    } else if k >> 32 == 0xffff {
-        Ipv4Addr::from(k as u32).to_string()
-    } else {
-        Ipv6Addr::from(k).to_string()
-    }
-}
-
 /// Talks to the stage B workers from the control plane.
 #[derive(Clone)]
 pub struct DetectHandle {
@@ -178,14 +166,10 @@ impl DetectHandle {
 pub struct DetectSetup {
     /// Worker number.
     pub index: usize,
-    /// Stage B workers in all.
-    pub shards: usize,
     /// One ring per stage A worker.
     pub inputs: Vec<DetectInput>,
     /// Control messages.
     pub control: Receiver<Control>,
-    /// Detector settings.
-    pub params: DetectorParams,
     /// Seconds between model saves.
     pub save_interval: Duration,
     /// Core to pin to.
@@ -335,10 +319,8 @@ pub fn spawn_detector(
 fn run(setup: DetectSetup, mut d: Detector, store: &Store, stats: &Stats) {
     let DetectSetup {
         index,
-        shards: _,
         inputs,
         control,
-        params: _,
         save_interval,
         core: _,
     } = setup;

@@ -552,6 +552,18 @@ pub fn ip_key(ip: std::net::IpAddr) -> u128 {
     }
 }
 
+/// A source key as text: an address (see [`ip_key`]), or `host:<hash>` for the host an IP
+/// entity reached (top bit set, the host's name hash in the high 64 bits).
+pub fn source_text(k: u128) -> String {
+    if k >> 127 == 1 {
+        format!("host:{:016x}", (k >> 64) as u64)
+    } else if k >> 32 == 0xffff {
+        std::net::Ipv4Addr::from(k as u32).to_string()
+    } else {
+        std::net::Ipv6Addr::from(k).to_string()
+    }
+}
+
 /// Key of a (template, entity type) pair in the peer counts.
 fn peer_key(template: u64, kind: UebaType) -> u64 {
     crate::hash::fmix64(template ^ (kind as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15))

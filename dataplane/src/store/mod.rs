@@ -142,7 +142,8 @@ pub enum StoreError {
 pub struct Store {
     db: DB,
     path: PathBuf,
-    /// Next block sequence number; only the writer takes from it.
+    /// Next block sequence number: stage A workers take one per block (the writer only for
+    /// blocks that come without a key).
     next_seq: AtomicU64,
     sync_writes: bool,
 }

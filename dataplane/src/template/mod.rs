@@ -117,6 +117,23 @@ pub struct MinerConfig {
     pub extra_masks: Vec<MaskRule>,
 }
 
+impl MinerConfig {
+    /// The default tuning with the user masks of `templates.extra_masks`.
+    pub fn from_config(t: &watchpost_proto::config::TemplatesConfig) -> MinerConfig {
+        MinerConfig {
+            extra_masks: t
+                .extra_masks
+                .iter()
+                .map(|m| MaskRule {
+                    name: m.name.clone(),
+                    pattern: m.pattern.clone(),
+                })
+                .collect(),
+            ..MinerConfig::default()
+        }
+    }
+}
+
 impl Default for MinerConfig {
     /// 0.8 and depth 4 were chosen on the Loghub samples as one setting for all of them: with
     /// masking doing the heavy lifting, Drain's usual 0.4-0.5 merges distinct events that share

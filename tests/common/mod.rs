@@ -1,0 +1,87 @@
+//! Helpers shared by the integration tests: a free port, a minimal HTTP client, and the
+//! `watchpost` service started as a child process.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The `watchpost` binary under test.
+pub fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_watchpost"))
+}
+
+/// A port nothing listens on now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A minimal HTTP/1.1 client: status and body.
+pub fn http(port: u16, method: &str, path: &str, body: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let status = out[9..12].parse().unwrap();
+    let body = out
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// Parses a body, failing the test with the body when it is not JSON.
+pub fn json(body: &str) -> serde_json::Value {
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
+}
+
+/// The service, killed when dropped.
+pub struct Service(Child);
+
+impl Service {
+    /// Starts `watchpost run --config CONFIG` in DIR and waits for the API port.
+    pub fn start(dir: &Path, config: &Path, api: u16) -> Service {
+        let child = bin()
+            .args(["run", "--config"])
+            .arg(config)
+            .current_dir(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let t = Instant::now();
+        while TcpStream::connect(("127.0.0.1", api)).is_err() {
+            assert!(
+                t.elapsed() < Duration::from_secs(20),
+                "service did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Service(child)
+    }
+
+    /// Stops it with SIGTERM, as an operator would.
+    pub fn stop(mut self) -> std::process::ExitStatus {
+        // SAFETY: signalling our own child process.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        self.0.wait().unwrap()
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+    }
+}
