@@ -126,9 +126,7 @@ pub fn analyze(cfg: &Config, files: &[PathBuf]) -> Result<(Vec<Alert>, Summary),
                     summary.first_ns = summary.first_ns.min(r.ts_ns);
                     summary.last_ns = summary.last_ns.max(r.ts_ns);
                 }
-                for r in &block.detect {
-                    detector.process(r, &mut sink);
-                }
+                detector.process_all(&block.detect, &mut sink);
                 detector.flush(&mut sink);
                 block.clear();
             }

@@ -22,6 +22,10 @@ use watchpost_proto::{
     Uuid, Verdict,
 };
 
+/// How many events ahead [`Detector::process_all`] prefetches baselines: one per prefetch stage
+/// (slot, baseline, lists), each event's work giving the previous stage's loads time to land.
+pub const LOOKAHEAD: usize = 3;
+
 /// Nanoseconds per minute.
 const NS_PER_MINUTE: i64 = 60_000_000_000;
 /// Salt of `ml` dedup keys (so a source hash and an entity hash never share a key).
@@ -171,6 +175,38 @@ impl Detector {
     /// Turns UEBA alerting on or off (baselines keep learning).
     pub fn set_ueba_enabled(&mut self, on: bool) {
         self.ueba.set_enabled(on);
+    }
+
+    /// Scores and learns a batch of events in order; alerts go to `sink`.
+    ///
+    /// While one event is scored, the baselines of the next [`LOOKAHEAD`] events are loading in
+    /// stages (see [`Ueba::prefetch_slot`]), so the memory latency of a large entity population
+    /// overlaps with work instead of stalling each observation in turn.
+    pub fn process_all(&mut self, records: &[DetectRecord], sink: &mut impl AlertSink) {
+        for (i, r) in records.iter().enumerate() {
+            for ahead in 1..=LOOKAHEAD {
+                if let Some(next) = records.get(i + ahead) {
+                    self.prefetch(next, ahead);
+                }
+            }
+            self.process(r, sink);
+        }
+    }
+
+    /// Runs prefetch stage `LOOKAHEAD + 1 - ahead` for the entities of `r`, an event `ahead`
+    /// places on: the slot when it is furthest, the baseline next, its lists last.
+    #[inline]
+    pub fn prefetch(&self, r: &DetectRecord, ahead: usize) {
+        for (i, e) in r.entities().iter().enumerate() {
+            if r.owned & (2 << i) == 0 {
+                continue;
+            }
+            match ahead {
+                1 => self.ueba.prefetch_lists(e.hash),
+                2 => self.ueba.prefetch_baseline(e.hash),
+                _ => self.ueba.prefetch_slot(e.hash),
+            }
+        }
     }
 
     /// Scores and learns one event; alerts go to `sink`.

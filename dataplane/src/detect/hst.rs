@@ -6,22 +6,32 @@
 //! window's mass is counted alongside and becomes the reference every `window` points, so the model
 //! follows the stream with O(trees x height) work per point and no allocation.
 //!
-//! Layout: every tree is a complete binary tree stored heap-style in flat arrays (node `i` has
-//! children `2i + 1` and `2i + 2`), all trees back to back, so a descent is a few cache lines.
+//! Layout: every tree is a complete binary tree stored heap-style (node `i` has children `2i + 1`
+//! and `2i + 2`). The internal nodes of all trees sit back to back in one array of 8-byte splits,
+//! so a forest of ten trees of height 8 walks 20 KiB. Because a point's path is fixed by its leaf,
+//! everything the score needs (the mass at the first node under the size limit, scaled by its
+//! depth) is worked out per leaf once per window; a point then only descends, reads its leaf and
+//! bumps the leaf's latest count. The trees are walked level by level, all trees at once, so the
+//! CPU overlaps their independent descents.
 
 use super::rng::SplitMix64;
 use bincode::{Decode, Encode};
 
+/// Most trees in a forest (the level-by-level walk keeps one cursor per tree on the stack).
+pub const MAX_TREES: usize = 32;
+/// Most dimensions of a feature vector.
+pub const MAX_DIMS: usize = 8;
+
 /// Settings of a forest.
 #[derive(Clone, Copy, Debug, PartialEq, Encode, Decode)]
 pub struct HstConfig {
-    /// Trees in the forest.
+    /// Trees in the forest (at most [`MAX_TREES`]).
     pub trees: usize,
-    /// Height of each tree (levels below the root).
+    /// Height of each tree (levels below the root, at most 16).
     pub height: usize,
-    /// Points per window (reference and latest).
+    /// Points per window (reference and latest), at most 65,535 so masses fit 16 bits.
     pub window: u32,
-    /// Dimensions of the feature vectors, each expected in [0, 1].
+    /// Dimensions of the feature vectors (at most [`MAX_DIMS`]), each expected in [0, 1].
     pub dims: usize,
     /// Seed of the random splits.
     pub seed: u64,
@@ -39,19 +49,30 @@ impl Default for HstConfig {
     }
 }
 
+/// An internal node: where it splits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Encode, Decode)]
+#[repr(C)]
+struct Split {
+    at: f32,
+    dim: u8,
+}
+
 /// A forest of Half-Space Trees.
 #[derive(Clone, Debug, Encode, Decode)]
 pub struct HalfSpaceTrees {
     cfg: HstConfig,
-    nodes_per_tree: usize,
-    /// Split dimension of each internal node.
-    split_dim: Vec<u8>,
-    /// Split value of each internal node.
-    split_at: Vec<f32>,
-    /// Reference-window mass of each node.
-    reference: Vec<u32>,
-    /// Latest-window mass of each node.
-    latest: Vec<u32>,
+    /// Internal nodes per tree (`2^height - 1`); a tree has one more leaf than that.
+    internal: usize,
+    /// The splits of all trees, tree after tree.
+    splits: Vec<Split>,
+    /// Per leaf, tree after tree: the reference mass that scores a point landing there, already
+    /// scaled by `2^depth` of the node it was read at.
+    leaf_mass: Vec<u32>,
+    /// Latest-window count of each leaf, tree after tree.
+    latest: Vec<u16>,
+    /// Room for two values per node of one tree while a window rolls (its mass, then its
+    /// scoring mass), kept so that rolling allocates nothing.
+    scratch: Vec<u32>,
     /// Points counted in the latest window.
     in_window: u32,
     /// Windows completed (scores are meaningful from the first).
@@ -64,17 +85,14 @@ impl HalfSpaceTrees {
     /// Builds the random trees.
     pub fn new(cfg: HstConfig) -> HalfSpaceTrees {
         let cfg = HstConfig {
-            trees: cfg.trees.max(1),
+            trees: cfg.trees.clamp(1, MAX_TREES),
             height: cfg.height.clamp(1, 16),
-            window: cfg.window.max(1),
-            dims: cfg.dims.clamp(1, 255),
+            window: cfg.window.clamp(1, u32::from(u16::MAX)),
+            dims: cfg.dims.clamp(1, MAX_DIMS),
             ..cfg
         };
-        let nodes_per_tree = (1usize << (cfg.height + 1)) - 1;
         let internal = (1usize << cfg.height) - 1;
-        let total = nodes_per_tree * cfg.trees;
-        let mut split_dim = vec![0u8; total];
-        let mut split_at = vec![0f32; total];
+        let mut splits = vec![Split::default(); internal * cfg.trees];
         let mut rng = SplitMix64::new(cfg.seed);
         let mut lo = vec![0f64; cfg.dims];
         let mut hi = vec![0f64; cfg.dims];
@@ -89,8 +107,7 @@ impl HalfSpaceTrees {
             }
             build(
                 &mut rng,
-                &mut split_dim[t * nodes_per_tree..],
-                &mut split_at[t * nodes_per_tree..],
+                &mut splits[t * internal..(t + 1) * internal],
                 0,
                 internal,
                 &mut lo,
@@ -100,11 +117,11 @@ impl HalfSpaceTrees {
         let min_density = 1.0 / (1u64 << cfg.height) as f64;
         HalfSpaceTrees {
             cfg,
-            nodes_per_tree,
-            split_dim,
-            split_at,
-            reference: vec![0; total],
-            latest: vec![0; total],
+            internal,
+            splits,
+            leaf_mass: vec![0; (internal + 1) * cfg.trees],
+            latest: vec![0; (internal + 1) * cfg.trees],
+            scratch: vec![0; 2 * (2 * internal + 1)],
             in_window: 0,
             windows: 0,
             min_density,
@@ -130,51 +147,91 @@ impl HalfSpaceTrees {
     /// is mapped as `-log2(density / window) / height`, so each halving of density adds the same.
     #[inline]
     pub fn score_and_learn(&mut self, x: &[f32]) -> f64 {
-        let internal = (1usize << self.cfg.height) - 1;
-        let limit = (self.cfg.window / 10).max(1);
-        let mut raw = 0.0;
-        for t in 0..self.cfg.trees {
-            let base = t * self.nodes_per_tree;
-            let mut node = 0usize;
-            let mut depth = 0u32;
-            let mut scored = false;
-            loop {
-                let i = base + node;
-                self.latest[i] += 1;
-                if !scored && (node >= internal || self.reference[i] < limit) {
-                    raw += f64::from(self.reference[i]) * f64::from(1u32 << depth);
-                    scored = true;
-                }
-                if node >= internal {
-                    break;
-                }
-                let d = self.split_dim[i] as usize;
-                let v = x.get(d).copied().unwrap_or(0.0);
-                node = 2 * node + if v < self.split_at[i] { 1 } else { 2 };
-                depth += 1;
+        let trees = self.cfg.trees;
+        let height = self.cfg.height;
+        let internal = self.internal;
+        // Dimensions past the input read 0; a fixed-size copy spares a bounds check per level.
+        let mut v = [0f32; MAX_DIMS];
+        let n = x.len().min(MAX_DIMS);
+        v[..n].copy_from_slice(&x[..n]);
+        let mut at = [0usize; MAX_TREES];
+        let splits = &self.splits[..trees * internal];
+        for _ in 0..height {
+            for (t, node) in at[..trees].iter_mut().enumerate() {
+                let s = splits[t * internal + *node];
+                let x = v[usize::from(s.dim) & (MAX_DIMS - 1)];
+                // NaN goes right, as "not below the split".
+                let left = x < s.at;
+                *node = 2 * *node + 2 - usize::from(left);
             }
+        }
+        let leaves = internal + 1;
+        let mut raw = 0u64;
+        for (t, &node) in at[..trees].iter().enumerate() {
+            let leaf = t * leaves + (node - internal);
+            raw += u64::from(self.leaf_mass[leaf]);
+            self.latest[leaf] = self.latest[leaf].saturating_add(1);
         }
         self.in_window += 1;
         if self.in_window >= self.cfg.window {
-            std::mem::swap(&mut self.reference, &mut self.latest);
-            self.latest.fill(0);
-            self.in_window = 0;
-            self.windows += 1;
+            self.roll_window();
         }
         if self.windows == 0 {
             return 0.0;
         }
-        let density = raw / self.cfg.trees as f64 / f64::from(self.cfg.window);
+        let density = raw as f64 / trees as f64 / f64::from(self.cfg.window);
         let floor = self.min_density;
-        (-(density + floor).log2() / self.cfg.height as f64).clamp(0.0, 1.0)
+        (-(density + floor).log2() / height as f64).clamp(0.0, 1.0)
+    }
+
+    /// The latest window becomes the reference. Node masses are summed bottom up from the leaf
+    /// counts; then, top down, each node inherits the scoring mass of the first ancestor under the
+    /// size limit (a tenth of the window), or takes its own when it is the first; a leaf with no
+    /// such ancestor scores its own mass. The latest counts start again from zero.
+    fn roll_window(&mut self) {
+        let internal = self.internal;
+        let leaves = internal + 1;
+        let height = self.cfg.height;
+        let limit = (self.cfg.window / 10).max(1);
+        const UNDECIDED: u32 = u32::MAX;
+        let (mass, decided) = self.scratch.split_at_mut(internal + leaves);
+        for t in 0..self.cfg.trees {
+            let latest = &mut self.latest[t * leaves..(t + 1) * leaves];
+            for (leaf, count) in latest.iter_mut().enumerate() {
+                mass[internal + leaf] = u32::from(*count);
+                *count = 0;
+            }
+            for i in (0..internal).rev() {
+                mass[i] = mass[2 * i + 1] + mass[2 * i + 2];
+            }
+            for i in 0..internal + leaves {
+                // Depth of node i in a heap layout: floor(log2(i + 1)).
+                let depth = usize::BITS - 1 - (i + 1).leading_zeros();
+                let inherited = if i == 0 {
+                    UNDECIDED
+                } else {
+                    decided[(i - 1) / 2]
+                };
+                decided[i] = if inherited != UNDECIDED {
+                    inherited
+                } else if mass[i] < limit || i >= internal {
+                    mass[i] << depth
+                } else {
+                    UNDECIDED
+                };
+            }
+            self.leaf_mass[t * leaves..(t + 1) * leaves].copy_from_slice(&decided[internal..]);
+        }
+        debug_assert!(height <= 16);
+        self.in_window = 0;
+        self.windows += 1;
     }
 }
 
 /// Splits `[lo, hi]` down the tree rooted at `node`.
 fn build(
     rng: &mut SplitMix64,
-    dims: &mut [u8],
-    at: &mut [f32],
+    tree: &mut [Split],
     node: usize,
     internal: usize,
     lo: &mut [f64],
@@ -185,15 +242,17 @@ fn build(
     }
     let d = rng.below(lo.len() as u64) as usize;
     let mid = 0.5 * (lo[d] + hi[d]);
-    dims[node] = d as u8;
-    at[node] = mid as f32;
+    tree[node] = Split {
+        at: mid as f32,
+        dim: d as u8,
+    };
     let saved = hi[d];
     hi[d] = mid;
-    build(rng, dims, at, 2 * node + 1, internal, lo, hi);
+    build(rng, tree, 2 * node + 1, internal, lo, hi);
     hi[d] = saved;
     let saved = lo[d];
     lo[d] = mid;
-    build(rng, dims, at, 2 * node + 2, internal, lo, hi);
+    build(rng, tree, 2 * node + 2, internal, lo, hi);
     lo[d] = saved;
 }
 

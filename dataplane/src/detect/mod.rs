@@ -15,5 +15,7 @@ pub mod markov;
 pub mod record;
 pub mod rng;
 pub mod stage;
+pub mod table;
+pub mod topk;
 pub mod ueba;
 pub mod volume;

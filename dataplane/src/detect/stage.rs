@@ -363,9 +363,7 @@ fn run(setup: DetectSetup, mut d: Detector, store: &Store, stats: &Stats) {
         match inp.ring.try_pop() {
             Pop::Item(mut batch) => {
                 let mut sink = StoreSink { store, stats };
-                for r in batch.iter() {
-                    d.process(r, &mut sink);
-                }
+                d.process_all(&batch, &mut sink);
                 d.flush(&mut sink);
                 stats.detect.scored.add(batch.len() as u64);
                 batch.clear();

@@ -18,6 +18,8 @@
 //! so scoring a known entity allocates nothing.
 
 use super::dspot::{Dspot, DspotConfig, Verdict};
+use super::table::EntityTable;
+use super::topk::{Probe, TopLists};
 use super::volume::z_to_score;
 use crate::hash::U64Map;
 use bincode::{Decode, Encode};
@@ -253,12 +255,8 @@ pub struct Baseline {
     /// Events per UTC hour. A u16 is enough: the "observed" threshold is capped at its maximum,
     /// so a saturated slot always counts as observed.
     hour_counts: [u16; 24],
-    sources: Box<[u128]>,
-    source_counts: Box<[u32]>,
-    n_sources: u16,
-    templates: Box<[u64]>,
-    template_weights: Box<[f32]>,
-    n_templates: u16,
+    /// Top-K templates and sources, in one block.
+    lists: TopLists,
     template_total: f32,
     minute: i64,
     minute_count: u32,
@@ -292,12 +290,7 @@ impl Baseline {
             event_count: 0,
             kind,
             hour_counts: [0; 24],
-            sources: vec![0; p.source_cap].into_boxed_slice(),
-            source_counts: vec![0; p.source_cap].into_boxed_slice(),
-            n_sources: 0,
-            templates: vec![0; p.template_k].into_boxed_slice(),
-            template_weights: vec![0.0; p.template_k].into_boxed_slice(),
-            n_templates: 0,
+            lists: TopLists::new(p.template_k, p.source_cap),
             template_total: 0.0,
             minute: i64::MIN,
             minute_count: 0,
@@ -345,8 +338,9 @@ impl Baseline {
 
     /// The top sources, most frequent first.
     pub fn top_sources(&self) -> Vec<u128> {
-        let mut v: Vec<(u32, u128)> = (0..self.n_sources as usize)
-            .map(|i| (self.source_counts[i], self.sources[i]))
+        let l = &self.lists;
+        let mut v: Vec<(u32, u128)> = (0..l.source_len())
+            .map(|i| (l.count(i), l.source(i)))
             .collect();
         v.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
         v.into_iter().map(|(_, s)| s).collect()
@@ -354,10 +348,11 @@ impl Baseline {
 
     /// The top templates, heaviest first.
     pub fn top_templates(&self) -> Vec<TemplateWeight> {
-        let mut v: Vec<TemplateWeight> = (0..self.n_templates as usize)
+        let l = &self.lists;
+        let mut v: Vec<TemplateWeight> = (0..l.template_len())
             .map(|i| TemplateWeight {
-                template_id: self.templates[i],
-                weight: f64::from(self.template_weights[i]),
+                template_id: l.template(i),
+                weight: f64::from(l.weight(i)),
             })
             .collect();
         v.sort_by(|a, b| b.weight.total_cmp(&a.weight));
@@ -369,12 +364,19 @@ impl Baseline {
         u64::from(self.hour_counts[h]) >= need
     }
 
+    #[cfg(test)]
     fn score(&self, o: &Observation, peer_share: f64) -> SubScores {
+        self.score_probed(o, &self.lists.probe(o.template, o.source), peer_share)
+    }
+
+    /// The sub-scores of `o`, given what it found in the top-K lists.
+    #[inline]
+    fn score_probed(&self, o: &Observation, probe: &Probe, peer_share: f64) -> SubScores {
         SubScores {
             time_of_day: self.time_of_day_score(o.ts_ns),
-            source_novelty: self.source_score(o.source),
+            source_novelty: source_score(o.source, probe),
             volume: self.volume_score(o.ts_ns),
-            pattern_novelty: self.pattern_score(o.template) * (1.0 - peer_share),
+            pattern_novelty: self.pattern_score(probe) * (1.0 - peer_share),
         }
     }
 
@@ -390,21 +392,7 @@ impl Baseline {
                 break;
             }
         }
-        best.map_or(0.0, |d| 1.0 - (-(d as f64) / 2.5).exp())
-    }
-
-    fn source_score(&self, source: Option<u128>) -> f64 {
-        let Some(s) = source else { return 0.0 };
-        let known = &self.sources[..self.n_sources as usize];
-        if known.contains(&s) {
-            return 0.0;
-        }
-        let net = network_of(s);
-        if known.iter().any(|&k| network_of(k) == net) {
-            0.5
-        } else {
-            1.0
-        }
+        best.map_or(0.0, |d| HOUR_DISTANCE_SCORE[d - 1])
     }
 
     fn volume_score(&self, ts_ns: i64) -> f64 {
@@ -425,12 +413,11 @@ impl Baseline {
         z_to_score((count - self.volume_ema) / sd)
     }
 
-    fn pattern_score(&self, template: u64) -> f64 {
-        let n = self.n_templates as usize;
-        match self.templates[..n].iter().position(|&t| t == template) {
+    fn pattern_score(&self, probe: &Probe) -> f64 {
+        match probe.template {
             None => 1.0,
             Some(i) => {
-                let w = f64::from(self.template_weights[i]).max(1e-9);
+                let w = f64::from(self.lists.weight(usize::from(i))).max(1e-9);
                 let total = f64::from(self.template_total).max(w);
                 ((total / w).log2() / 10.0).clamp(0.0, 1.0)
             }
@@ -438,21 +425,21 @@ impl Baseline {
     }
 
     /// Learns one observation; true when its template entered the entity's top-K.
-    fn learn(&mut self, o: &Observation, p: &UebaParams) -> bool {
+    fn learn(&mut self, o: &Observation, probe: &Probe, p: &UebaParams) -> bool {
         self.dirty = true;
         self.event_count += 1;
         self.last_seen_ns = self.last_seen_ns.max(o.ts_ns);
         let h = hour_of(o.ts_ns);
         self.hour_counts[h] = self.hour_counts[h].saturating_add(1);
         if let Some(s) = o.source {
-            space_saving(
-                &mut self.sources,
-                &mut self.source_counts,
-                &mut self.n_sources,
-                s,
-            );
+            self.lists.learn_source(s, probe);
         }
-        let new_template = self.learn_template(o.template);
+        let new_template = self.lists.learn_template(o.template, probe);
+        self.template_total += 1.0;
+        if self.template_total > 1e6 {
+            self.lists.halve_weights();
+            self.template_total *= 0.5;
+        }
         let minute = o.ts_ns.div_euclid(NS_PER_MINUTE);
         if minute != self.minute {
             self.close_minute(p);
@@ -477,71 +464,38 @@ impl Baseline {
         }
         self.active_minutes += 1;
     }
-
-    fn learn_template(&mut self, t: u64) -> bool {
-        let n = self.n_templates as usize;
-        let mut new = true;
-        if let Some(i) = self.templates[..n].iter().position(|&x| x == t) {
-            self.template_weights[i] += 1.0;
-            new = false;
-        } else if n < self.templates.len() {
-            self.templates[n] = t;
-            self.template_weights[n] = 1.0;
-            self.n_templates += 1;
-        } else {
-            // LFU: the lightest template makes room, and the newcomer inherits its weight (the
-            // Space-Saving rule), so a burst of new templates cannot push out the regular ones.
-            let (i, _) = self
-                .template_weights
-                .iter()
-                .enumerate()
-                .min_by(|a, b| a.1.total_cmp(b.1))
-                .unwrap_or((0, &0.0));
-            self.templates[i] = t;
-            self.template_weights[i] += 1.0;
-        }
-        self.template_total += 1.0;
-        if self.template_total > 1e6 {
-            self.template_weights.iter_mut().for_each(|w| *w *= 0.5);
-            self.template_total *= 0.5;
-        }
-        new
-    }
 }
 
-/// Space-Saving top-K update (Metwally et al. 2005).
-fn space_saving(keys: &mut [u128], counts: &mut [u32], n: &mut u16, key: u128) {
-    let len = *n as usize;
-    if let Some(i) = keys[..len].iter().position(|&k| k == key) {
-        counts[i] = counts[i].saturating_add(1);
-    } else if len < keys.len() {
-        keys[len] = key;
-        counts[len] = 1;
-        *n += 1;
-    } else {
-        let (i, _) = counts
-            .iter()
-            .enumerate()
-            .min_by_key(|(_, c)| **c)
-            .unwrap_or((0, &0));
-        keys[i] = key;
-        counts[i] = counts[i].saturating_add(1);
+/// `1 - exp(-d / 2.5)` for an hour distance `d` of 1 to 12: the time-of-day score, tabled because
+/// it is read on every observation and `exp` is the dearest step of it.
+const HOUR_DISTANCE_SCORE: [f64; 12] = [
+    0.3296799539643607,
+    0.5506710358827784,
+    0.6988057880877978,
+    0.7981034820053446,
+    0.8646647167633873,
+    0.9092820467105875,
+    0.9391899373747821,
+    0.9592377960216338,
+    0.9726762775527075,
+    0.9816843611112658,
+    0.9877226600969315,
+    0.99177025295098,
+];
+
+/// Source novelty: 0 for a known source, 0.5 for a new one in a known network, 1 otherwise.
+#[inline]
+fn source_score(source: Option<u128>, probe: &Probe) -> f64 {
+    match (source, probe.source, probe.same_network) {
+        (None, _, _) | (_, Some(_), _) => 0.0,
+        (Some(_), None, true) => 0.5,
+        (Some(_), None, false) => 1.0,
     }
 }
 
 #[inline]
 fn hour_of(ts_ns: i64) -> usize {
     (ts_ns.div_euclid(NS_PER_HOUR).rem_euclid(24)) as usize
-}
-
-/// The network of an address: /24 for IPv4 (mapped), /48 for IPv6.
-fn network_of(addr: u128) -> u128 {
-    // `::ffff:a.b.c.d`: the top 96 bits are 0xffff.
-    if addr >> 32 == 0xffff {
-        addr & !0xff
-    } else {
-        addr & !((1u128 << 80) - 1)
-    }
 }
 
 /// An IP address as the u128 UEBA keys sources by (IPv4 mapped into IPv6).
@@ -570,7 +524,7 @@ fn peer_key(template: u64, kind: UebaType) -> u64 {
 }
 
 /// Entity keys are already hashes: hashing them again would only cost time.
-type EntityMap = U64Map<Baseline>;
+type EntityMap = EntityTable<Baseline>;
 
 /// Every entity's baseline and the per-type thresholds: the state of one UEBA worker.
 pub struct Ueba {
@@ -607,10 +561,7 @@ impl Ueba {
             ..DspotConfig::default()
         });
         Ueba {
-            entities: EntityMap::with_capacity_and_hasher(
-                params.max_entities.min(1 << 16),
-                Default::default(),
-            ),
+            entities: EntityMap::with_capacity(params.max_entities.min(1 << 16)),
             thresholds: [dspot.clone(), dspot.clone(), dspot.clone(), dspot],
             params,
             evicted: 0,
@@ -641,7 +592,7 @@ impl Ueba {
         for (k, b) in self.entities.iter_mut() {
             if b.dirty {
                 b.dirty = false;
-                f(*k, b);
+                f(k, b);
             }
         }
     }
@@ -651,8 +602,11 @@ impl Ueba {
         if self.entities.len() < self.params.max_entities {
             b.dirty = false;
             self.type_counts[b.kind as usize] += 1;
-            for &t in &b.templates[..b.n_templates as usize] {
-                *self.peers.entry(peer_key(t, b.kind)).or_insert(0) += 1;
+            for i in 0..b.lists.template_len() {
+                *self
+                    .peers
+                    .entry(peer_key(b.lists.template(i), b.kind))
+                    .or_insert(0) += 1;
             }
             self.entities.insert(entity, b);
         }
@@ -693,9 +647,34 @@ impl Ueba {
         self.evicted
     }
 
+    /// Prefetching, in three stages a worker runs for events three, two and one places ahead
+    /// of the one it scores: each reads only what the stage before started loading, so none
+    /// stalls, and the cache misses of several events overlap with the work in between. With more
+    /// entities than the cache holds, those misses are most of UEBA's cost.
+    ///
+    /// Stage 1: the table slot of `entity`.
+    #[inline]
+    pub fn prefetch_slot(&self, entity: u64) {
+        self.entities.prefetch_slot(entity);
+    }
+
+    /// Stage 2: the baseline of `entity`.
+    #[inline]
+    pub fn prefetch_baseline(&self, entity: u64) {
+        self.entities.prefetch_value(entity);
+    }
+
+    /// Stage 3: the top-K lists of `entity`.
+    #[inline]
+    pub fn prefetch_lists(&self, entity: u64) {
+        if let Some(b) = self.entities.get(entity) {
+            b.lists.prefetch();
+        }
+    }
+
     /// An entity's baseline.
     pub fn baseline(&self, entity: u64) -> Option<&Baseline> {
-        self.entities.get(&entity)
+        self.entities.get(entity)
     }
 
     /// The threshold of a type.
@@ -710,7 +689,7 @@ impl Ueba {
 
     /// Scores one entity occurrence, then learns it.
     pub fn observe(&mut self, o: &Observation) -> Outcome {
-        if !self.entities.contains_key(&o.entity) {
+        if !self.entities.contains_key(o.entity) {
             if self.entities.len() >= self.params.max_entities {
                 self.evict();
             }
@@ -720,14 +699,15 @@ impl Ueba {
         }
         let peer_share = self.peer_share(o.template, o.kind);
         let p = &self.params;
-        let Some(b) = self.entities.get_mut(&o.entity) else {
+        let Some(b) = self.entities.get_mut(o.entity) else {
             return Outcome::Learned;
         };
+        let probe = b.lists.probe(o.template, o.source);
         let state = b.lifecycle(o.ts_ns, p);
         let outcome = if state == Lifecycle::WarmingUp {
             Outcome::Learned
         } else {
-            let sub = b.score(o, peer_share);
+            let sub = b.score_probed(o, &probe, peer_share);
             let score = sub.blend(&p.weights);
             let hour = o.ts_ns.div_euclid(NS_PER_HOUR) as i32;
             if hour != b.risk_hour {
@@ -763,7 +743,7 @@ impl Ueba {
                 }
             }
         };
-        if b.learn(o, p) {
+        if b.learn(o, &probe, p) {
             *self.peers.entry(peer_key(o.template, b.kind)).or_insert(0) += 1;
         }
         outcome
@@ -773,21 +753,22 @@ impl Ueba {
     /// once per that many new entities rather than on every one.
     fn evict(&mut self) {
         let n = (self.entities.len() / 100).max(1);
-        let mut seen: Vec<i64> = self.entities.values().map(|b| b.last_seen_ns).collect();
+        let mut seen: Vec<i64> = self.entities.iter().map(|(_, b)| b.last_seen_ns).collect();
         let cut = *seen.select_nth_unstable(n - 1).1;
-        let before = self.entities.len();
-        let mut left = n;
-        let counts = &mut self.type_counts;
-        self.entities.retain(|_, b| {
-            if left > 0 && b.last_seen_ns <= cut {
-                left -= 1;
-                counts[b.kind as usize] = counts[b.kind as usize].saturating_sub(1);
-                false
-            } else {
-                true
+        let oldest: Vec<u64> = self
+            .entities
+            .iter()
+            .filter(|(_, b)| b.last_seen_ns <= cut)
+            .map(|(k, _)| k)
+            .take(n)
+            .collect();
+        for k in oldest {
+            if let Some(b) = self.entities.remove(k) {
+                let kind = b.kind as usize;
+                self.type_counts[kind] = self.type_counts[kind].saturating_sub(1);
+                self.evicted += 1;
             }
-        });
-        self.evicted += (before - self.entities.len()) as u64;
+        }
     }
 }
 
@@ -830,6 +811,14 @@ mod tests {
                     u.observe(&obs(ts, entity, ip(src), (m as u64 / 10) % 4));
                 }
             }
+        }
+    }
+
+    #[test]
+    fn hour_distance_table_is_the_formula() {
+        for (i, v) in HOUR_DISTANCE_SCORE.iter().enumerate() {
+            let d = (i + 1) as f64;
+            assert!((v - (1.0 - (-d / 2.5).exp())).abs() < 1e-12, "{d}");
         }
     }
 
