@@ -54,6 +54,36 @@ enum Command {
         #[command(subcommand)]
         action: TemplateAction,
     },
+    /// Sigma rule tools.
+    Rules {
+        #[command(subcommand)]
+        action: RulesAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum RulesAction {
+    /// Check rule files and folders against the Sigma specification: one JSON line per rule
+    /// (`valid`, and the error's kind, line and column when it is not). Exit code 1 if any is
+    /// invalid.
+    Validate {
+        /// Rule files, or folders searched for `.yml`/`.yaml`.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+    },
+    /// Match events against rules: one JSON line per match, `{"rule_id": ..., "line": N}` with
+    /// N the 1-based line of the event file.
+    Test {
+        /// Rule files or folders.
+        #[arg(long, required = true, num_args = 1..)]
+        rules: Vec<PathBuf>,
+        /// Events, one per line: JSON objects or syslog lines.
+        #[arg(long)]
+        events: PathBuf,
+        /// TOML configuration (template settings).
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -123,7 +153,145 @@ fn main() -> ExitCode {
             Ok(cfg) => mine(&cfg, &file, syslog),
             Err(code) => code,
         },
+        Command::Rules {
+            action: RulesAction::Validate { paths },
+        } => rules_validate(&paths),
+        Command::Rules {
+            action:
+                RulesAction::Test {
+                    rules,
+                    events,
+                    config,
+                },
+        } => match load(config) {
+            Ok(cfg) => rules_test(&cfg, &rules, &events),
+            Err(code) => code,
+        },
     }
+}
+
+/// `watchpost rules validate`.
+fn rules_validate(paths: &[PathBuf]) -> ExitCode {
+    let files = match watchpost_rules::load::rule_files(paths) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("cannot read the rule paths: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mapping = watchpost_rules::Mapping::bundled();
+    let mut out = std::io::stdout().lock();
+    let (mut valid, mut invalid) = (0usize, 0usize);
+    for path in files {
+        let loaded = watchpost_rules::load::load_file(&path);
+        let line = match &loaded.rule {
+            Ok(rule) => {
+                valid += 1;
+                let ls = &rule.logsource;
+                let mapped = matches!(rule.body, watchpost_rules::rule::Body::Correlation(_))
+                    || mapping
+                        .shapes(
+                            ls.product.as_deref(),
+                            ls.service.as_deref(),
+                            ls.category.as_deref(),
+                        )
+                        .is_some();
+                let mut warnings = rule.warnings.clone();
+                if !mapped {
+                    warnings.push(
+                        "logsource is not in the mapping table: the rule will match no events"
+                            .into(),
+                    );
+                }
+                serde_json::json!({
+                    "path": path.display().to_string(),
+                    "id": rule.id,
+                    "title": rule.title,
+                    "valid": true,
+                    "warnings": warnings,
+                })
+            }
+            Err(e) => {
+                invalid += 1;
+                serde_json::json!({
+                    "path": path.display().to_string(),
+                    "valid": false,
+                    "error": e.kind.as_str(),
+                    "line": e.line(),
+                    "column": e.column(),
+                    "message": e.message,
+                })
+            }
+        };
+        if writeln!(out, "{line}").is_err() {
+            return ExitCode::from(2);
+        }
+    }
+    eprintln!("{valid} valid, {invalid} invalid");
+    if invalid > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// `watchpost rules test`.
+fn rules_test(cfg: &Config, rule_paths: &[PathBuf], events: &PathBuf) -> ExitCode {
+    let files = match watchpost_rules::load::rule_files(rule_paths) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("cannot read the rule paths: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut rules = Vec::new();
+    for path in files {
+        match watchpost_rules::load::load_file(&path).rule {
+            Ok(r) => rules.push(Arc::new(r)),
+            Err(e) => eprintln!("{}: skipped: {e}", path.display()),
+        }
+    }
+    let set = Arc::new(watchpost_rules::RuleSet::compile(
+        rules,
+        &watchpost_rules::Mapping::bundled(),
+    ));
+    let mut matcher = match watchpost_dataplane::sigma::LineMatcher::new(set.clone(), cfg) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    let file = match std::fs::File::open(events) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("{}: {e}", events.display());
+            return ExitCode::from(2);
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    let mut matched = 0usize;
+    let mut n = 0usize;
+    for (i, line) in std::io::BufReader::new(file).split(b'\n').enumerate() {
+        let Ok(line) = line else {
+            eprintln!("{}: read error at line {}", events.display(), i + 1);
+            return ExitCode::from(2);
+        };
+        n += 1;
+        let line = line.strip_suffix(b"\r").unwrap_or(&line);
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        for &r in matcher.matches(line) {
+            matched += 1;
+            let m = serde_json::json!({"rule_id": set.rule(r).id, "line": i + 1});
+            if writeln!(out, "{m}").is_err() {
+                return ExitCode::from(2);
+            }
+        }
+    }
+    eprintln!("{} rules, {n} events, {matched} matches", set.len());
+    ExitCode::SUCCESS
 }
 
 /// Loads and validates, printing every problem; exit code 2 on a bad configuration.

@@ -29,6 +29,7 @@ pub mod normalize;
 pub mod parse;
 pub mod pipeline;
 pub mod ring;
+pub mod sigma;
 pub mod stats;
 pub mod store;
 pub mod template;

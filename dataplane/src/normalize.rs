@@ -21,7 +21,9 @@ use crate::store::{
 use crate::template::{Change, TemplateMiner};
 use std::fmt::Write as _;
 use std::ops::Range;
+use std::sync::Arc;
 use watchpost_proto::{EntityKind, Severity, canonicalize_into, entity_uuid};
+use watchpost_rules::RuleSet;
 
 /// Most entities kept per event.
 const MAX_ENTITIES: usize = 32;
@@ -72,6 +74,10 @@ pub struct Normalizer {
     miner: TemplateMiner,
     /// What is derived from an entity's name once, when it is first recorded, not per event.
     seen: U64Map<Known>,
+    /// Sigma rules evaluated on each event as it is built; matches go to the block's `sigma`.
+    rules: Option<Arc<RuleSet>>,
+    /// Matches of the current event (reused).
+    hits: Vec<u32>,
 }
 
 /// The name-derived facts of an entity the worker has recorded.
@@ -100,7 +106,14 @@ impl Normalizer {
             lossy: String::with_capacity(64 << 10),
             miner,
             seen,
+            rules: None,
+            hits: Vec::with_capacity(16),
         }
+    }
+
+    /// Evaluates `rules` on every event from now on (`None`: no Sigma matching).
+    pub fn set_rules(&mut self, rules: Option<Arc<RuleSet>>) {
+        self.rules = rules;
     }
 
     /// The worker's template miner.
@@ -534,6 +547,11 @@ impl Normalizer {
             entities: &self.entities,
             attributes: &self.attributes,
         };
+        if let Some(rules) = &self.rules {
+            self.hits.clear();
+            rules.matches(&view, &mut self.hits);
+            out.sigma.extend(self.hits.iter().map(|&r| (pos, r)));
+        }
         // Encoding into a Vec cannot fail for lack of space; any error would be a bug in the view.
         let _ = bincode::encode_into_std_write(&view, &mut out.records, bincode_config());
         out.meta.count += 1;

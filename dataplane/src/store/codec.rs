@@ -112,6 +112,29 @@ pub struct EventView<'a> {
     pub attributes: &'a [(Range<u32>, Range<u32>)],
 }
 
+/// Sigma rules read the event being built in place, before it is encoded: no copy, no allocation.
+impl watchpost_rules::EventFields for EventView<'_> {
+    #[inline]
+    fn attribute(&self, name: &str) -> Option<&str> {
+        self.attributes
+            .iter()
+            .find(|(k, _)| self.s(k) == name)
+            .map(|(_, v)| self.s(v))
+    }
+    fn source(&self) -> &str {
+        self.s(&self.source)
+    }
+    fn host(&self) -> &str {
+        self.s(&self.host)
+    }
+    fn message(&self) -> &str {
+        self.s(&self.message)
+    }
+    fn any_value(&self, f: &mut dyn FnMut(&str) -> bool) -> bool {
+        f(self.s(&self.message)) || self.attributes.iter().any(|(_, v)| f(self.s(v)))
+    }
+}
+
 impl EventView<'_> {
     #[inline]
     fn s(&self, r: &Range<u32>) -> &str {

@@ -90,6 +90,8 @@ pub struct EncodedBlock {
     pub checkpoints: Vec<Checkpoint>,
     /// What detection needs of each event, moved on to stage B by the worker.
     pub detect: Vec<DetectRecord>,
+    /// Sigma matches: (event position in the block, rule index in the worker's rule set).
+    pub sigma: Vec<(u16, u32)>,
     /// The block's key, given by the worker so that detection can name events before they are
     /// written; `None` lets the writer choose one.
     pub key: Option<BlockKey>,
@@ -110,6 +112,7 @@ impl EncodedBlock {
             template_text: String::with_capacity(4096),
             checkpoints: Vec::with_capacity(4),
             detect: Vec::with_capacity(events),
+            sigma: Vec::with_capacity(64),
             ..EncodedBlock::default()
         }
     }
@@ -128,6 +131,7 @@ impl EncodedBlock {
         self.template_text.clear();
         self.checkpoints.clear();
         self.detect.clear();
+        self.sigma.clear();
         self.key = None;
     }
 

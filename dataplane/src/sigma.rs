@@ -1,0 +1,57 @@
+//! Sigma matching of single lines outside the service, through the same normaliser and the same
+//! in-place matching as stage A: `watchpost rules test` and the bundled rules' own tests use it,
+//! so what they report is what live ingestion would raise.
+
+use crate::batch::{Format, InputId, LineMeta};
+use crate::normalize::{Normalizer, Tally};
+use crate::store::EncodedBlock;
+use crate::template::{MinerConfig, TemplateMiner};
+use std::sync::Arc;
+use watchpost_rules::RuleSet;
+
+/// Normalises lines one at a time and reports the rules each matches.
+pub struct LineMatcher {
+    norm: Normalizer,
+    block: EncodedBlock,
+    tally: Tally,
+    hits: Vec<u32>,
+}
+
+impl LineMatcher {
+    /// A matcher for `rules` with the template settings of `cfg`.
+    pub fn new(rules: Arc<RuleSet>, cfg: &watchpost_proto::Config) -> Result<LineMatcher, String> {
+        let miner = TemplateMiner::new(&MinerConfig::from_config(&cfg.templates))
+            .map_err(|e| e.to_string())?;
+        let mut norm = Normalizer::new(miner);
+        norm.set_rules(Some(rules));
+        Ok(LineMatcher {
+            norm,
+            block: EncodedBlock::with_capacity(0, 1),
+            tally: Tally::default(),
+            hits: Vec::with_capacity(16),
+        })
+    }
+
+    /// The indexes (in the rule set) of the rules `line` matches: JSON when it starts with `{`,
+    /// syslog otherwise, as a tailed file is read.
+    pub fn matches(&mut self, line: &[u8]) -> &[u32] {
+        self.block.clear();
+        let meta = LineMeta {
+            start: 0,
+            len: line.len() as u32,
+            received_ns: 0,
+            truncated: false,
+        };
+        self.norm.push_line(
+            line,
+            &meta,
+            InputId::File,
+            Format::Auto,
+            &mut self.block,
+            &mut self.tally,
+        );
+        self.hits.clear();
+        self.hits.extend(self.block.sigma.iter().map(|&(_, r)| r));
+        &self.hits
+    }
+}

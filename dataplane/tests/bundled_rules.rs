@@ -1,0 +1,112 @@
+//! Every bundled Sigma rule (`rules/sigma/`) is complete and does what its tests say: each rule
+//! file has a `.tests.jsonl` beside it with events it must match and near misses it must not, and
+//! each event goes through the real normaliser and stage A's in-place matching.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use watchpost_dataplane::sigma::LineMatcher;
+use watchpost_rules::load::{load_file, rule_files};
+use watchpost_rules::rule::Body;
+use watchpost_rules::{Mapping, RuleSet};
+
+fn bundled() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../rules/sigma")
+}
+
+fn cases(path: &Path) -> Vec<(bool, String, usize)> {
+    let tests = path.with_extension("tests.jsonl");
+    let text =
+        std::fs::read_to_string(&tests).unwrap_or_else(|e| panic!("{}: {e}", tests.display()));
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            let v: serde_json::Value = serde_json::from_str(l)
+                .unwrap_or_else(|e| panic!("{}:{}: {e}", tests.display(), i + 1));
+            let want = v["match"].as_bool().expect("`match` true or false");
+            let line = match (&v["event"], &v["line"]) {
+                (serde_json::Value::Object(_), _) => v["event"].to_string(),
+                (_, serde_json::Value::String(s)) => s.clone(),
+                _ => panic!("{}:{}: needs `event` or `line`", tests.display(), i + 1),
+            };
+            (want, line, i + 1)
+        })
+        .collect()
+}
+
+#[test]
+fn bundled_rules_are_complete_and_pass_their_tests() {
+    let files = rule_files(&[bundled()]).unwrap();
+    let mapping = Mapping::bundled();
+    let cfg = watchpost_proto::Config::default();
+    let mut problems = Vec::new();
+    let mut ids = std::collections::HashSet::new();
+    for f in &files {
+        let rule = match load_file(f).rule {
+            Ok(r) => r,
+            Err(e) => {
+                problems.push(format!("{}: {e}", f.display()));
+                continue;
+            }
+        };
+        let name = f.display();
+        if !ids.insert(rule.id.clone()) {
+            problems.push(format!("{name}: duplicate id {}", rule.id));
+        }
+        if !rule.warnings.is_empty() {
+            problems.push(format!("{name}: {:?}", rule.warnings));
+        }
+        if rule.level.is_none() || rule.falsepositives.is_empty() || rule.description.is_none() {
+            problems.push(format!(
+                "{name}: needs level, description and falsepositives"
+            ));
+        }
+        let tactic = rule
+            .tags
+            .iter()
+            .any(|t| t.starts_with("attack.") && !t[7..].starts_with('t'));
+        let technique = rule.tags.iter().any(|t| {
+            t.strip_prefix("attack.t")
+                .is_some_and(|n| n.starts_with(|c: char| c.is_ascii_digit()))
+        });
+        if !(tactic && technique) {
+            problems.push(format!("{name}: needs an ATT&CK tactic and technique tag"));
+        }
+        if !matches!(rule.body, Body::Detection { .. }) {
+            continue;
+        }
+        let set = Arc::new(RuleSet::compile([Arc::new(rule)], &mapping));
+        if !set.is_mapped(0) {
+            problems.push(format!("{name}: logsource not mapped"));
+            continue;
+        }
+        let mut m = LineMatcher::new(set, &cfg).unwrap();
+        let cs = cases(f);
+        if !cs.iter().any(|c| c.0) || !cs.iter().any(|c| !c.0) {
+            problems.push(format!(
+                "{name}: needs a matching and a non-matching test event"
+            ));
+        }
+        for (want, line, n) in cs {
+            let got = !m.matches(line.as_bytes()).is_empty();
+            if got != want {
+                problems.push(format!(
+                    "{name}: test line {n}: expected {}, got {}",
+                    if want { "a match" } else { "no match" },
+                    if got { "a match" } else { "none" }
+                ));
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "{} problems:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+    assert!(
+        files.len() >= 100,
+        "{} bundled rules, want at least 100",
+        files.len()
+    );
+}

@@ -1,0 +1,244 @@
+//! Logsource and field mappings: which events a rule's `logsource` covers, and where a Sigma field
+//! name is found in Watchpost's event record.
+//!
+//! Both are data, in `rules/mappings/` (embedded into the binary), so supporting a new log shape is
+//! an edit of YAML, not of code. Field references starting with `@` name the record's own fields:
+//! `@source`, `@host`, `@message`; any other name is an attribute (a producer's field, flattened
+//! with dots). See `docs/sigma.md` for the tables.
+
+use crate::yaml::{Node, parse_documents};
+use std::collections::HashMap;
+
+/// The bundled logsource table.
+pub const BUNDLED_LOGSOURCES: &str = include_str!("../mappings/logsources.yml");
+/// The bundled field table.
+pub const BUNDLED_FIELDS: &str = include_str!("../mappings/fields.yml");
+
+/// Where a value is read from.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Place {
+    /// An attribute by its flattened name.
+    Attr(Box<str>),
+    /// The record's `source`.
+    Source,
+    /// The record's `host`.
+    Host,
+    /// The record's `message`.
+    Message,
+}
+
+impl Place {
+    fn of(name: &str) -> Place {
+        match name {
+            "@source" => Place::Source,
+            "@host" => Place::Host,
+            "@message" => Place::Message,
+            other => Place::Attr(other.into()),
+        }
+    }
+}
+
+/// One way a logsource shows in events: every field listed must have one of its values.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Shape(pub Vec<(Vec<Place>, Vec<String>)>);
+
+/// An entry of the logsource table.
+#[derive(Clone, Debug)]
+pub struct LogsourceEntry {
+    product: Option<String>,
+    service: Option<String>,
+    category: Option<String>,
+    /// Alternatives; empty means every event.
+    shapes: Vec<Shape>,
+}
+
+/// Both tables.
+#[derive(Clone, Debug)]
+pub struct Mapping {
+    logsources: Vec<LogsourceEntry>,
+    fields: HashMap<String, Vec<String>>,
+}
+
+/// A mapping file that does not read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MappingError(pub String);
+
+impl std::fmt::Display for MappingError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for MappingError {}
+
+fn strs(n: &Node) -> Vec<String> {
+    match n.as_seq() {
+        Some(items) => items
+            .iter()
+            .filter_map(|i| i.as_str().map(str::to_string))
+            .collect(),
+        None => n.as_str().map(|s| vec![s.to_string()]).unwrap_or_default(),
+    }
+}
+
+impl Mapping {
+    /// The bundled tables.
+    pub fn bundled() -> Mapping {
+        let mut m = Mapping {
+            logsources: Vec::new(),
+            fields: HashMap::new(),
+        };
+        // The bundled files are tested to read (see the tests below).
+        let _ = m.add_logsources(BUNDLED_LOGSOURCES);
+        let _ = m.add_fields(BUNDLED_FIELDS);
+        m
+    }
+
+    /// Adds logsource entries (a YAML list as in `rules/mappings/logsources.yml`).
+    pub fn add_logsources(&mut self, text: &str) -> Result<(), MappingError> {
+        let docs = parse_documents(text).map_err(|e| MappingError(e.to_string()))?;
+        let Some(list) = docs.first().and_then(Node::as_seq) else {
+            return Err(MappingError("the logsource table must be a list".into()));
+        };
+        for entry in list {
+            let get = |k: &str| {
+                entry
+                    .get(k)
+                    .and_then(Node::as_str)
+                    .map(str::to_ascii_lowercase)
+            };
+            let mut shapes = Vec::new();
+            for shape in entry.get("events").and_then(Node::as_seq).unwrap_or(&[]) {
+                let Some(map) = shape.as_map() else {
+                    return Err(MappingError(format!(
+                        "line {}: each `events` alternative is a mapping of field to values",
+                        shape.pos.line
+                    )));
+                };
+                let conds = map
+                    .iter()
+                    .map(|(k, v)| {
+                        let name = k.as_str().unwrap_or("");
+                        (self.places(name), strs(v))
+                    })
+                    .collect();
+                shapes.push(Shape(conds));
+            }
+            let e = LogsourceEntry {
+                product: get("product"),
+                service: get("service"),
+                category: get("category"),
+                shapes,
+            };
+            if e.product.is_none() && e.service.is_none() && e.category.is_none() {
+                return Err(MappingError(format!(
+                    "line {}: an entry needs product, service or category",
+                    entry.pos.line
+                )));
+            }
+            self.logsources.push(e);
+        }
+        Ok(())
+    }
+
+    /// Adds field aliases (a YAML mapping of Sigma name to the names to try, in order).
+    pub fn add_fields(&mut self, text: &str) -> Result<(), MappingError> {
+        let docs = parse_documents(text).map_err(|e| MappingError(e.to_string()))?;
+        let Some(map) = docs.first().and_then(Node::as_map) else {
+            return Err(MappingError("the field table must be a mapping".into()));
+        };
+        for (k, v) in map {
+            let name = k.as_str().unwrap_or("").to_string();
+            self.fields.insert(name, strs(v));
+        }
+        Ok(())
+    }
+
+    /// Where to look for Sigma field `name`: its aliases in order, else the name itself.
+    pub fn places(&self, name: &str) -> Vec<Place> {
+        match self.fields.get(name) {
+            Some(names) => names.iter().map(|n| Place::of(n)).collect(),
+            None => vec![Place::of(name)],
+        }
+    }
+
+    /// The event shapes a logsource covers: `None` when no entry maps it (the rule can match
+    /// nothing), `Some(empty)` when it covers every event.
+    pub fn shapes(
+        &self,
+        product: Option<&str>,
+        service: Option<&str>,
+        category: Option<&str>,
+    ) -> Option<Vec<Shape>> {
+        // `required`: a rule key the entry must name. A rule without a product still fits an
+        // entry with one (`service: sshd` alone is the sshd of any product).
+        let fits = |want: Option<&str>, have: &Option<String>, required: bool| match (want, have) {
+            (_, None) => !required || want.is_none(),
+            (Some(w), Some(h)) => w == h,
+            (None, Some(_)) => !required,
+        };
+        // Entries fitting the most keys of the rule win; several at that level are alternatives.
+        let mut best: Vec<&LogsourceEntry> = Vec::new();
+        let mut best_keys = 0;
+        for e in &self.logsources {
+            // Service and category of the rule must be named by the entry; product may be left
+            // open by it (a service name alone identifies some logs).
+            if !fits(product, &e.product, false)
+                || !fits(service, &e.service, true)
+                || !fits(category, &e.category, true)
+            {
+                continue;
+            }
+            let keys = [&e.product, &e.service, &e.category]
+                .iter()
+                .filter(|k| k.is_some())
+                .count();
+            if keys > best_keys {
+                best_keys = keys;
+                best.clear();
+            }
+            if keys == best_keys {
+                best.push(e);
+            }
+        }
+        if best.is_empty() {
+            return None;
+        }
+        if best.iter().any(|e| e.shapes.is_empty()) {
+            return Some(Vec::new());
+        }
+        Some(best.iter().flat_map(|e| e.shapes.iter().cloned()).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bundled_tables_read() {
+        let mut m = Mapping {
+            logsources: Vec::new(),
+            fields: HashMap::new(),
+        };
+        m.add_logsources(BUNDLED_LOGSOURCES).unwrap();
+        m.add_fields(BUNDLED_FIELDS).unwrap();
+        assert!(m.logsources.len() > 20);
+        assert_eq!(m.places("Image")[0], Place::Attr("Image".into()));
+    }
+
+    #[test]
+    fn logsources_resolve_to_shapes() {
+        let m = Mapping::bundled();
+        let pc = m
+            .shapes(Some("windows"), None, Some("process_creation"))
+            .unwrap();
+        assert_eq!(pc.len(), 2, "Sysmon 1 and Security 4688");
+        assert!(m.shapes(Some("linux"), Some("sshd"), None).is_some());
+        assert!(
+            m.shapes(Some("windows"), Some("no-such-service"), None)
+                .is_none()
+        );
+        assert!(m.shapes(None, None, Some("webserver")).is_some());
+    }
+}

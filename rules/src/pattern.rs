@@ -1,0 +1,554 @@
+//! Value matching: one detection value with its modifiers, compiled into the cheapest test that
+//! gives Sigma's meaning.
+//!
+//! Sigma compares strings case-insensitively unless `cased` is given; `*` and `?` are wildcards and
+//! `\` escapes them. A value without wildcards compiles to a plain comparison (ASCII case folding
+//! with no allocation; non-ASCII text goes through a case-insensitive regex instead); a value with
+//! wildcards compiles to an anchored regex. Modifiers that transform the value (`base64`,
+//! `base64offset`, `utf16*`/`wide`, `windash`) run first, left to right, and may turn one value into
+//! several alternatives, any of which may match.
+
+use crate::error::{ErrorKind, RuleError};
+use crate::yaml::Pos;
+use regex::{Regex, RegexBuilder};
+
+/// Where in the field a string must sit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Place {
+    /// The whole value.
+    Exact,
+    /// At the start.
+    Prefix,
+    /// At the end.
+    Suffix,
+    /// Anywhere.
+    Contains,
+}
+
+/// A numeric comparison.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NumOp {
+    /// Greater than.
+    Gt,
+    /// Greater than or equal.
+    Gte,
+    /// Less than.
+    Lt,
+    /// Less than or equal.
+    Lte,
+}
+
+/// One compiled value test.
+#[derive(Clone, Debug)]
+pub enum Pattern {
+    /// A literal, ASCII, compared with ASCII case folding (or exactly, when `cased`).
+    Text {
+        /// The literal (lower-cased when not `cased`).
+        text: String,
+        /// Where it must sit.
+        place: Place,
+        /// Case-sensitive.
+        cased: bool,
+        /// The literal as a number, for lenient comparison of `42` with `"42"` or `"042"`.
+        number: Option<f64>,
+    },
+    /// A regular expression (wildcards, `re`, non-ASCII case folding).
+    Regex(Regex),
+    /// A numeric comparison with a constant.
+    Number(NumOp, f64),
+    /// An address inside a network.
+    Cidr {
+        /// Network bits, IPv4 mapped into IPv6.
+        net: u128,
+        /// Prefix length in the 128-bit space.
+        bits: u32,
+    },
+    /// The field is absent or empty (`null`).
+    Null,
+    /// The field is present (`exists: true`) or absent (`exists: false`).
+    Exists(bool),
+    /// `neq`: the field is present and none of these match.
+    Not(Vec<Pattern>),
+    /// The field equals (or contains, starts or ends with) another field's value.
+    FieldRef {
+        /// The other field, as written in the rule.
+        field: String,
+        /// Where the other value must sit.
+        place: Place,
+        /// Case-sensitive.
+        cased: bool,
+    },
+}
+
+/// ASCII-case-insensitive substring search without allocation. `needle` is lower case.
+#[inline]
+pub fn contains_folded(hay: &str, needle: &str) -> bool {
+    let (h, n) = (hay.as_bytes(), needle.as_bytes());
+    if n.is_empty() {
+        return true;
+    }
+    if n.len() > h.len() {
+        return false;
+    }
+    let first = n[0];
+    let upper = first.to_ascii_uppercase();
+    let last_start = h.len() - n.len();
+    let mut i = 0;
+    while i <= last_start {
+        // Skip to the next byte that can start a match (either case of the first letter).
+        match h[i..=last_start]
+            .iter()
+            .position(|&b| b == first || b == upper)
+        {
+            None => return false,
+            Some(p) => i += p,
+        }
+        if h[i..i + n.len()].eq_ignore_ascii_case(n) {
+            return true;
+        }
+        i += 1;
+    }
+    false
+}
+
+impl Pattern {
+    /// Tests one field value (`None`: the field is absent). `other` resolves a field reference.
+    #[inline]
+    pub fn test<'a>(
+        &self,
+        value: Option<&'a str>,
+        other: impl Fn(&str) -> Option<&'a str>,
+    ) -> bool {
+        match self {
+            Pattern::Null => value.is_none_or(str::is_empty),
+            Pattern::Exists(want) => value.is_some() == *want,
+            _ => match value {
+                None => false,
+                Some(v) => self.test_value(v, &other),
+            },
+        }
+    }
+
+    fn test_value<'a>(&self, v: &'a str, other: &dyn Fn(&str) -> Option<&'a str>) -> bool {
+        match self {
+            Pattern::Text {
+                text,
+                place,
+                cased,
+                number,
+            } => {
+                place_match(v, text, *place, *cased)
+                    || (*place == Place::Exact
+                        && number.is_some_and(|n| parse_number(v) == Some(n)))
+            }
+            Pattern::Regex(re) => re.is_match(v),
+            Pattern::Not(ps) => !ps.iter().any(|p| p.test_value(v, other)),
+            Pattern::Number(op, n) => parse_number(v).is_some_and(|x| match op {
+                NumOp::Gt => x > *n,
+                NumOp::Gte => x >= *n,
+                NumOp::Lt => x < *n,
+                NumOp::Lte => x <= *n,
+            }),
+            Pattern::Cidr { net, bits } => parse_ip(v).is_some_and(|a| prefix_eq(a, *net, *bits)),
+            Pattern::FieldRef {
+                field,
+                place,
+                cased,
+            } => other(field).is_some_and(|o| {
+                if *cased {
+                    place_match(v, o, *place, true)
+                } else if o.is_ascii() {
+                    // `place_match` wants a lower-case needle; compare both folded instead.
+                    match place {
+                        Place::Exact => v.eq_ignore_ascii_case(o),
+                        Place::Prefix => {
+                            v.len() >= o.len()
+                                && v.as_bytes()[..o.len()].eq_ignore_ascii_case(o.as_bytes())
+                        }
+                        Place::Suffix => {
+                            v.len() >= o.len()
+                                && v.as_bytes()[v.len() - o.len()..]
+                                    .eq_ignore_ascii_case(o.as_bytes())
+                        }
+                        Place::Contains => contains_folded(v, &o.to_ascii_lowercase()),
+                    }
+                } else {
+                    place_match(&v.to_lowercase(), &o.to_lowercase(), *place, true)
+                }
+            }),
+            Pattern::Null | Pattern::Exists(_) => unreachable!("handled by test"),
+        }
+    }
+
+    /// The literal a value must contain for this pattern to match, for the prefilter.
+    pub fn required_literal(&self) -> Option<&str> {
+        match self {
+            Pattern::Text {
+                text, cased: false, ..
+            } if !text.is_empty() => Some(text),
+            _ => None,
+        }
+    }
+}
+
+#[inline]
+fn place_match(v: &str, text: &str, place: Place, cased: bool) -> bool {
+    let (vb, tb) = (v.as_bytes(), text.as_bytes());
+    if cased {
+        return match place {
+            Place::Exact => vb == tb,
+            Place::Prefix => vb.starts_with(tb),
+            Place::Suffix => vb.ends_with(tb),
+            Place::Contains => v.contains(text),
+        };
+    }
+    match place {
+        Place::Exact => vb.eq_ignore_ascii_case(tb),
+        Place::Prefix => vb.len() >= tb.len() && vb[..tb.len()].eq_ignore_ascii_case(tb),
+        Place::Suffix => vb.len() >= tb.len() && vb[vb.len() - tb.len()..].eq_ignore_ascii_case(tb),
+        Place::Contains => contains_folded(v, text),
+    }
+}
+
+/// A number in decimal, or hexadecimal with `0x`.
+pub fn parse_number(s: &str) -> Option<f64> {
+    let s = s.trim();
+    if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        return u64::from_str_radix(h, 16).ok().map(|n| n as f64);
+    }
+    if s.is_empty()
+        || !s
+            .bytes()
+            .all(|b| b.is_ascii_digit() || b"+-.eE".contains(&b))
+    {
+        return None;
+    }
+    s.parse::<f64>().ok().filter(|n| n.is_finite())
+}
+
+/// An address as 128 bits, IPv4 mapped into IPv6.
+pub fn parse_ip(s: &str) -> Option<u128> {
+    match s.trim().parse::<std::net::IpAddr>().ok()? {
+        std::net::IpAddr::V4(a) => Some(u128::from(a.to_ipv6_mapped())),
+        std::net::IpAddr::V6(a) => Some(u128::from(a)),
+    }
+}
+
+#[inline]
+fn prefix_eq(a: u128, net: u128, bits: u32) -> bool {
+    if bits == 0 {
+        return true;
+    }
+    let mask = u128::MAX << (128 - bits);
+    (a & mask) == (net & mask)
+}
+
+/// Parses a CIDR (`10.0.0.0/8`, `2001:db8::/32`, or a bare address).
+pub fn parse_cidr(s: &str) -> Option<(u128, u32)> {
+    let (addr, len) = match s.split_once('/') {
+        Some((a, l)) => (a, Some(l.parse::<u32>().ok()?)),
+        None => (s, None),
+    };
+    let ip: std::net::IpAddr = addr.trim().parse().ok()?;
+    match ip {
+        std::net::IpAddr::V4(a) => {
+            let len = len.unwrap_or(32);
+            (len <= 32).then(|| (u128::from(a.to_ipv6_mapped()), 96 + len))
+        }
+        std::net::IpAddr::V6(a) => {
+            let len = len.unwrap_or(128);
+            (len <= 128).then_some((u128::from(a), len))
+        }
+    }
+}
+
+/// A piece of a Sigma string value.
+#[derive(Clone, Debug, PartialEq)]
+enum Piece {
+    Lit(char),
+    Star,
+    Question,
+}
+
+/// Splits a Sigma string into literals and wildcards. `\*`, `\?` and `\\` escape; any other
+/// backslash is literal (Sigma's rule, so Windows paths need no doubling).
+fn pieces(s: &str) -> Vec<Piece> {
+    let mut out = Vec::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.peek() {
+                Some('*') | Some('?') | Some('\\') => {
+                    out.push(Piece::Lit(chars.next().unwrap_or('\\')));
+                }
+                _ => out.push(Piece::Lit('\\')),
+            },
+            '*' => out.push(Piece::Star),
+            '?' => out.push(Piece::Question),
+            c => out.push(Piece::Lit(c)),
+        }
+    }
+    out
+}
+
+/// Compiles a string value (after transformations) for `place`.
+pub fn compile_text(
+    value: &str,
+    place: Place,
+    cased: bool,
+    plain_number: bool,
+    pos: Pos,
+) -> Result<Pattern, RuleError> {
+    let ps = pieces(value);
+    let wild = ps.iter().any(|p| !matches!(p, Piece::Lit(_)));
+    let literal: String = ps
+        .iter()
+        .filter_map(|p| match p {
+            Piece::Lit(c) => Some(*c),
+            _ => None,
+        })
+        .collect();
+    if !wild && (cased || literal.is_ascii()) {
+        let number = if plain_number {
+            parse_number(&literal)
+        } else {
+            None
+        };
+        return Ok(Pattern::Text {
+            text: if cased {
+                literal
+            } else {
+                literal.to_ascii_lowercase()
+            },
+            place,
+            cased,
+            number,
+        });
+    }
+    let mut re = String::with_capacity(value.len() * 2 + 8);
+    if matches!(place, Place::Exact | Place::Prefix) {
+        re.push('^');
+    }
+    for p in &ps {
+        match p {
+            Piece::Lit(c) => re.push_str(&regex::escape(c.encode_utf8(&mut [0u8; 4]))),
+            Piece::Star => re.push_str(".*"),
+            Piece::Question => re.push('.'),
+        }
+    }
+    if matches!(place, Place::Exact | Place::Suffix) {
+        re.push('$');
+    }
+    let re = RegexBuilder::new(&re)
+        .case_insensitive(!cased)
+        .dot_matches_new_line(true)
+        .size_limit(1 << 20)
+        .build()
+        .map_err(|e| RuleError::at(pos, ErrorKind::Regex, format!("value `{value}`: {e}")))?;
+    Ok(Pattern::Regex(re))
+}
+
+/// Compiles a `re` value with its flags (`i`, `m`, `s`).
+pub fn compile_regex(
+    value: &str,
+    insensitive: bool,
+    multiline: bool,
+    dotall: bool,
+    pos: Pos,
+) -> Result<Pattern, RuleError> {
+    RegexBuilder::new(value)
+        .case_insensitive(insensitive)
+        .multi_line(multiline)
+        .dot_matches_new_line(dotall)
+        .size_limit(1 << 22)
+        .build()
+        .map(Pattern::Regex)
+        .map_err(|e| {
+            RuleError::at(
+                pos,
+                ErrorKind::Regex,
+                format!("invalid regular expression: {}", first_line(&e.to_string())),
+            )
+        })
+}
+
+fn first_line(s: &str) -> String {
+    s.lines()
+        .rfind(|l| !l.trim().is_empty())
+        .unwrap_or(s)
+        .trim()
+        .to_string()
+}
+
+/// Standard base64 of `bytes`.
+pub fn base64(bytes: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        out.push(A[(n >> 18) as usize & 63] as char);
+        out.push(A[(n >> 12) as usize & 63] as char);
+        out.push(if chunk.len() > 1 {
+            A[(n >> 6) as usize & 63] as char
+        } else {
+            '='
+        });
+        out.push(if chunk.len() > 2 {
+            A[n as usize & 63] as char
+        } else {
+            '='
+        });
+    }
+    out
+}
+
+/// The three base64 renderings of `bytes` at offsets 0, 1 and 2 within an encoded stream,
+/// trimmed to the characters that do not depend on the unknown neighbours (Sigma's
+/// `base64offset`).
+pub fn base64_offsets(bytes: &[u8]) -> Vec<String> {
+    const START: [usize; 3] = [0, 2, 3];
+    const END_TRIM: [usize; 3] = [0, 3, 2];
+    (0..3)
+        .map(|i| {
+            let mut padded = vec![0u8; i];
+            padded.extend_from_slice(bytes);
+            let enc = base64(&padded);
+            // Characters that mix in the padding or a neighbour's bits are dropped at both ends
+            // (the end count includes any `=` padding).
+            let end_trim = END_TRIM[(bytes.len() + i) % 3];
+            let start = START[i];
+            let end = enc.len().saturating_sub(end_trim);
+            enc.get(start..end.max(start)).unwrap_or("").to_string()
+        })
+        .collect()
+}
+
+/// `s` in UTF-16, little or big endian.
+pub fn utf16(s: &str, little: bool) -> Vec<u8> {
+    let mut out = Vec::with_capacity(s.len() * 2);
+    for u in s.encode_utf16() {
+        out.extend_from_slice(&if little {
+            u.to_le_bytes()
+        } else {
+            u.to_be_bytes()
+        });
+    }
+    out
+}
+
+/// Sigma's `windash`: every `-` or `/` that starts a command-line option may be written with any
+/// of the dashes Windows tools accept.
+pub fn windash(s: &str) -> Vec<String> {
+    const DASHES: [char; 5] = ['-', '/', '\u{2013}', '\u{2014}', '\u{2015}'];
+    let positions: Vec<usize> = s
+        .char_indices()
+        .filter(|&(i, c)| {
+            (c == '-' || c == '/') && (i == 0 || s[..i].ends_with(' ') || s[..i].ends_with('*'))
+        })
+        .map(|(i, _)| i)
+        .collect();
+    if positions.is_empty() {
+        return vec![s.to_string()];
+    }
+    // One variant per dash, applied to every option position alike (as pySigma does); the
+    // combinations across positions would grow as 5^n for little gain.
+    DASHES
+        .iter()
+        .map(|d| {
+            let mut out = String::with_capacity(s.len() + 4);
+            for (i, c) in s.char_indices() {
+                if positions.contains(&i) {
+                    out.push(*d);
+                } else {
+                    out.push(c);
+                }
+            }
+            out
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const P: Pos = Pos { line: 1, column: 1 };
+
+    fn t(p: &Pattern, v: &str) -> bool {
+        p.test(Some(v), |_| None)
+    }
+
+    #[test]
+    fn plain_values_fold_ascii_case_and_compare_numbers_leniently() {
+        let p = compile_text("Mimikatz", Place::Contains, false, false, P).unwrap();
+        assert!(t(&p, "run MIMIKATZ.exe"));
+        assert!(!t(&p, "mimikat"));
+        let p = compile_text("4625", Place::Exact, false, true, P).unwrap();
+        assert!(t(&p, "4625") && t(&p, "04625") && !t(&p, "4624"));
+        let p = compile_text("Abc", Place::Exact, true, false, P).unwrap();
+        assert!(t(&p, "Abc") && !t(&p, "abc"));
+    }
+
+    #[test]
+    fn wildcards_and_escapes() {
+        // `\\*` is a backslash then a wildcard; `\*` alone would be a literal star.
+        let p = compile_text(r"C:\Windows\\*\cmd.exe", Place::Exact, false, false, P).unwrap();
+        assert!(t(&p, r"c:\windows\system32\CMD.EXE"));
+        assert!(!t(&p, r"d:\windows\system32\cmd.exe"));
+        let p = compile_text(r"a\*b", Place::Exact, false, false, P).unwrap();
+        assert!(t(&p, "a*b") && !t(&p, "axb"));
+        let p = compile_text(r"what\?", Place::Exact, false, false, P).unwrap();
+        assert!(t(&p, "WHAT?") && !t(&p, "whatx"));
+        let p = compile_text("a?c", Place::Exact, false, false, P).unwrap();
+        assert!(t(&p, "abc") && !t(&p, "abbc"));
+        let p = compile_text("ÄRGER", Place::Contains, false, false, P).unwrap();
+        assert!(t(&p, "großer ärger"));
+    }
+
+    #[test]
+    fn numbers_cidr_null_exists() {
+        let p = Pattern::Number(NumOp::Gte, 10.0);
+        assert!(t(&p, "10") && t(&p, "0x10") && !t(&p, "9") && !t(&p, "ten"));
+        let (net, bits) = parse_cidr("10.1.0.0/16").unwrap();
+        let p = Pattern::Cidr { net, bits };
+        assert!(t(&p, "10.1.200.3") && !t(&p, "10.2.0.1") && !t(&p, "host"));
+        let (net, bits) = parse_cidr("2001:db8::/32").unwrap();
+        assert!(t(&Pattern::Cidr { net, bits }, "2001:db8:1::5"));
+        assert!(Pattern::Null.test(None, |_| None) && Pattern::Null.test(Some(""), |_| None));
+        assert!(!Pattern::Null.test(Some("x"), |_| None));
+        assert!(Pattern::Exists(false).test(None, |_| None));
+        assert!(!Pattern::Exists(true).test(None, |_| None));
+    }
+
+    #[test]
+    fn base64_forms() {
+        assert_eq!(base64(b"Hello"), "SGVsbG8=");
+        // The three offsets of "http://" as pySigma renders them.
+        assert_eq!(
+            base64_offsets(b"http://"),
+            vec!["aHR0cDovL", "h0dHA6Ly", "odHRwOi8v"]
+        );
+        assert_eq!(utf16("ab", true), vec![b'a', 0, b'b', 0]);
+    }
+
+    #[test]
+    fn windash_variants() {
+        let v = windash("-enc ");
+        assert_eq!(v.len(), 5);
+        assert!(v.contains(&"/enc ".to_string()) && v.contains(&"\u{2013}enc ".to_string()));
+        assert_eq!(windash("abc"), vec!["abc".to_string()]);
+    }
+
+    #[test]
+    fn contains_folded_finds_every_case() {
+        assert!(contains_folded("xxAbCxx", "abc"));
+        assert!(contains_folded("abc", "abc"));
+        assert!(!contains_folded("ab", "abc"));
+        assert!(contains_folded("aaab", "aab"));
+    }
+}
