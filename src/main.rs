@@ -187,15 +187,8 @@ fn rules_validate(paths: &[PathBuf]) -> ExitCode {
         let line = match &loaded.rule {
             Ok(rule) => {
                 valid += 1;
-                let ls = &rule.logsource;
                 let mapped = matches!(rule.body, watchpost_rules::rule::Body::Correlation(_))
-                    || mapping
-                        .shapes(
-                            ls.product.as_deref(),
-                            ls.service.as_deref(),
-                            ls.category.as_deref(),
-                        )
-                        .is_some();
+                    || mapping.shapes(&rule.logsource).is_some();
                 let mut warnings = rule.warnings.clone();
                 if !mapped {
                     warnings.push(
@@ -272,19 +265,26 @@ fn rules_test(cfg: &Config, rule_paths: &[PathBuf], events: &PathBuf) -> ExitCod
     let mut out = std::io::stdout().lock();
     let mut matched = 0usize;
     let mut n = 0usize;
-    for (i, line) in std::io::BufReader::new(file).split(b'\n').enumerate() {
-        let Ok(line) = line else {
-            eprintln!("{}: read error at line {}", events.display(), i + 1);
-            return ExitCode::from(2);
-        };
-        n += 1;
-        let line = line.strip_suffix(b"\r").unwrap_or(&line);
-        if line.iter().all(u8::is_ascii_whitespace) {
+    let mut reader = std::io::BufReader::new(file);
+    let mut line = Vec::with_capacity(4096);
+    // Lines longer than `dataplane.max_line_bytes` are cut as live ingestion cuts them.
+    let max = cfg.dataplane.max_line_bytes as usize;
+    loop {
+        match watchpost_dataplane::analyze::read_line(&mut reader, &mut line, max) {
+            Ok((0, _)) => break,
+            Ok(_) => n += 1,
+            Err(e) => {
+                eprintln!("{}: read error after line {n}: {e}", events.display());
+                return ExitCode::from(2);
+            }
+        }
+        let text = line.strip_suffix(b"\r").unwrap_or(&line);
+        if text.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        for &r in matcher.matches(line) {
+        for &r in matcher.matches(text) {
             matched += 1;
-            let m = serde_json::json!({"rule_id": set.rule(r).id, "line": i + 1});
+            let m = serde_json::json!({"rule_id": set.rule(r).id, "line": n});
             if writeln!(out, "{m}").is_err() {
                 return ExitCode::from(2);
             }

@@ -141,11 +141,7 @@ fn detectors(c: &mut Criterion) {
                         break;
                     };
                     for entity in [next.user, next.ip, next.host] {
-                        match ahead {
-                            1 => ueba.prefetch_lists(entity),
-                            2 => ueba.prefetch_baseline(entity),
-                            _ => ueba.prefetch_slot(entity),
-                        }
+                        ueba.prefetch(entity, ahead);
                     }
                 }
                 observe_all(&mut ueba, &mut model, e, round * 20_000_000_000);

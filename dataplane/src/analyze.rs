@@ -163,7 +163,7 @@ pub fn analyze(cfg: &Config, files: &[PathBuf]) -> Result<(Vec<Alert>, Summary),
 /// consumed (0 at end of file) and whether the line was cut. (The inputs' `Framer` bounds memory
 /// the same way but skips empty lines, and analysis must count every line to report line
 /// numbers.)
-fn read_line(
+pub fn read_line(
     r: &mut impl BufRead,
     line: &mut Vec<u8>,
     max: usize,

@@ -32,16 +32,6 @@ impl Expr {
             Expr::Search(i) => search(*i),
         }
     }
-
-    /// Searches that must all match whatever else holds (the positive conjuncts at the top), for
-    /// the literal prefilter: a rule whose required search cannot match need not be evaluated.
-    pub fn required(&self, out: &mut Vec<usize>) {
-        match self {
-            Expr::Search(i) => out.push(*i),
-            Expr::And(parts) => parts.iter().for_each(|p| p.required(out)),
-            _ => {}
-        }
-    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -115,28 +105,29 @@ impl P<'_> {
     }
 
     fn or(&mut self) -> Result<Expr, RuleError> {
-        let mut parts = vec![self.and()?];
-        while self.peek_word() == Some("or") {
-            self.at += 1;
-            parts.push(self.and()?);
-        }
-        Ok(if parts.len() == 1 {
-            parts.remove(0)
-        } else {
-            Expr::Or(parts)
-        })
+        self.joined("or", Self::and, Expr::Or)
     }
 
     fn and(&mut self) -> Result<Expr, RuleError> {
-        let mut parts = vec![self.not()?];
-        while self.peek_word() == Some("and") {
+        self.joined("and", Self::not, Expr::And)
+    }
+
+    /// Operands of `part` joined by `word`; a single operand stands alone.
+    fn joined(
+        &mut self,
+        word: &str,
+        part: fn(&mut Self) -> Result<Expr, RuleError>,
+        wrap: fn(Vec<Expr>) -> Expr,
+    ) -> Result<Expr, RuleError> {
+        let mut parts = vec![part(self)?];
+        while self.peek_word() == Some(word) {
             self.at += 1;
-            parts.push(self.not()?);
+            parts.push(part(self)?);
         }
         Ok(if parts.len() == 1 {
             parts.remove(0)
         } else {
-            Expr::And(parts)
+            wrap(parts)
         })
     }
 

@@ -8,7 +8,7 @@
 //! record, so matching allocates nothing.
 
 use crate::condition::Expr;
-use crate::mapping::{Mapping, Place as FieldPlace, Shape};
+use crate::mapping::{FieldSource, Mapping, Shape};
 use crate::pattern::Pattern;
 use crate::rule::{Body, Item, Rule};
 use std::sync::Arc;
@@ -30,16 +30,16 @@ pub trait EventFields {
 
 /// A field reference resolved through the mapping.
 #[derive(Clone, Debug)]
-struct Field(Box<[FieldPlace]>);
+struct Field(Box<[FieldSource]>);
 
 impl Field {
     #[inline]
     fn get<'e, E: EventFields>(&self, e: &'e E) -> Option<&'e str> {
         self.0.iter().find_map(|p| match p {
-            FieldPlace::Attr(name) => e.attribute(name),
-            FieldPlace::Source => Some(e.source()).filter(|s| !s.is_empty()),
-            FieldPlace::Host => Some(e.host()).filter(|s| !s.is_empty()),
-            FieldPlace::Message => Some(e.message()).filter(|s| !s.is_empty()),
+            FieldSource::Attr(name) => e.attribute(name),
+            FieldSource::Source => Some(e.source()).filter(|s| !s.is_empty()),
+            FieldSource::Host => Some(e.host()).filter(|s| !s.is_empty()),
+            FieldSource::Message => Some(e.message()).filter(|s| !s.is_empty()),
         })
     }
 }
@@ -162,12 +162,7 @@ impl RuleSet {
                 continue;
             };
             let idx = set.rules.len() as u32;
-            let ls = &rule.logsource;
-            match mapping.shapes(
-                ls.product.as_deref(),
-                ls.service.as_deref(),
-                ls.category.as_deref(),
-            ) {
+            match mapping.shapes(&rule.logsource) {
                 None => set.unmapped.push(idx),
                 Some(shapes) if shapes.is_empty() => set.everywhere.push(idx),
                 Some(shapes) => {

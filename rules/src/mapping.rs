@@ -6,6 +6,7 @@
 //! `@source`, `@host`, `@message`; any other name is an attribute (a producer's field, flattened
 //! with dots). See `docs/sigma.md` for the tables.
 
+use crate::rule::Logsource;
 use crate::yaml::{Node, parse_documents};
 use std::collections::HashMap;
 
@@ -16,7 +17,7 @@ pub const BUNDLED_FIELDS: &str = include_str!("../mappings/fields.yml");
 
 /// Where a value is read from.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Place {
+pub enum FieldSource {
     /// An attribute by its flattened name.
     Attr(Box<str>),
     /// The record's `source`.
@@ -27,20 +28,20 @@ pub enum Place {
     Message,
 }
 
-impl Place {
-    fn of(name: &str) -> Place {
+impl FieldSource {
+    fn of(name: &str) -> FieldSource {
         match name {
-            "@source" => Place::Source,
-            "@host" => Place::Host,
-            "@message" => Place::Message,
-            other => Place::Attr(other.into()),
+            "@source" => FieldSource::Source,
+            "@host" => FieldSource::Host,
+            "@message" => FieldSource::Message,
+            other => FieldSource::Attr(other.into()),
         }
     }
 }
 
 /// One way a logsource shows in events: every field listed must have one of its values.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Shape(pub Vec<(Vec<Place>, Vec<String>)>);
+pub struct Shape(pub Vec<(Vec<FieldSource>, Vec<String>)>);
 
 /// An entry of the logsource table.
 #[derive(Clone, Debug)]
@@ -155,21 +156,19 @@ impl Mapping {
     }
 
     /// Where to look for Sigma field `name`: its aliases in order, else the name itself.
-    pub fn places(&self, name: &str) -> Vec<Place> {
+    pub fn places(&self, name: &str) -> Vec<FieldSource> {
         match self.fields.get(name) {
-            Some(names) => names.iter().map(|n| Place::of(n)).collect(),
-            None => vec![Place::of(name)],
+            Some(names) => names.iter().map(|n| FieldSource::of(n)).collect(),
+            None => vec![FieldSource::of(name)],
         }
     }
 
     /// The event shapes a logsource covers: `None` when no entry maps it (the rule can match
     /// nothing), `Some(empty)` when it covers every event.
-    pub fn shapes(
-        &self,
-        product: Option<&str>,
-        service: Option<&str>,
-        category: Option<&str>,
-    ) -> Option<Vec<Shape>> {
+    pub fn shapes(&self, logsource: &Logsource) -> Option<Vec<Shape>> {
+        let product = logsource.product.as_deref();
+        let service = logsource.service.as_deref();
+        let category = logsource.category.as_deref();
         // `required`: a rule key the entry must name. A rule without a product still fits an
         // entry with one (`service: sshd` alone is the sshd of any product).
         let fits = |want: Option<&str>, have: &Option<String>, required: bool| match (want, have) {
@@ -224,21 +223,28 @@ mod tests {
         m.add_logsources(BUNDLED_LOGSOURCES).unwrap();
         m.add_fields(BUNDLED_FIELDS).unwrap();
         assert!(m.logsources.len() > 20);
-        assert_eq!(m.places("Image")[0], Place::Attr("Image".into()));
+        assert_eq!(m.places("Image")[0], FieldSource::Attr("Image".into()));
     }
 
     #[test]
     fn logsources_resolve_to_shapes() {
         let m = Mapping::bundled();
-        let pc = m
-            .shapes(Some("windows"), None, Some("process_creation"))
-            .unwrap();
-        assert_eq!(pc.len(), 2, "Sysmon 1 and Security 4688");
-        assert!(m.shapes(Some("linux"), Some("sshd"), None).is_some());
+        let ls = |p: Option<&str>, s: Option<&str>, c: Option<&str>| Logsource {
+            product: p.map(str::to_string),
+            service: s.map(str::to_string),
+            category: c.map(str::to_string),
+        };
+        let pc = m.shapes(&ls(Some("windows"), None, Some("process_creation")));
+        assert_eq!(pc.unwrap().len(), 2, "Sysmon 1 and Security 4688");
+        assert!(m.shapes(&ls(Some("linux"), Some("sshd"), None)).is_some());
         assert!(
-            m.shapes(Some("windows"), Some("no-such-service"), None)
+            m.shapes(&ls(Some("windows"), Some("no-such-service"), None))
                 .is_none()
         );
-        assert!(m.shapes(None, None, Some("webserver")).is_some());
+        assert!(m.shapes(&ls(None, None, Some("webserver"))).is_some());
+        assert!(
+            m.shapes(&ls(None, Some("sshd"), None)).is_some(),
+            "no product fits linux"
+        );
     }
 }

@@ -43,7 +43,7 @@ pub enum NumOp {
 pub enum Pattern {
     /// A literal, ASCII, compared with ASCII case folding (or exactly, when `cased`).
     Text {
-        /// The literal (lower-cased when not `cased`).
+        /// The literal.
         text: String,
         /// Where it must sit.
         place: Place,
@@ -80,7 +80,7 @@ pub enum Pattern {
     },
 }
 
-/// ASCII-case-insensitive substring search without allocation. `needle` is lower case.
+/// ASCII-case-insensitive substring search without allocation.
 #[inline]
 pub fn contains_folded(hay: &str, needle: &str) -> bool {
     let (h, n) = (hay.as_bytes(), needle.as_bytes());
@@ -90,8 +90,8 @@ pub fn contains_folded(hay: &str, needle: &str) -> bool {
     if n.len() > h.len() {
         return false;
     }
-    let first = n[0];
-    let upper = first.to_ascii_uppercase();
+    let first = n[0].to_ascii_lowercase();
+    let upper = n[0].to_ascii_uppercase();
     let last_start = h.len() - n.len();
     let mut i = 0;
     while i <= last_start {
@@ -155,38 +155,15 @@ impl Pattern {
                 place,
                 cased,
             } => other(field).is_some_and(|o| {
-                if *cased {
-                    place_match(v, o, *place, true)
-                } else if o.is_ascii() {
-                    // `place_match` wants a lower-case needle; compare both folded instead.
-                    match place {
-                        Place::Exact => v.eq_ignore_ascii_case(o),
-                        Place::Prefix => {
-                            v.len() >= o.len()
-                                && v.as_bytes()[..o.len()].eq_ignore_ascii_case(o.as_bytes())
-                        }
-                        Place::Suffix => {
-                            v.len() >= o.len()
-                                && v.as_bytes()[v.len() - o.len()..]
-                                    .eq_ignore_ascii_case(o.as_bytes())
-                        }
-                        Place::Contains => contains_folded(v, &o.to_ascii_lowercase()),
-                    }
+                // ASCII folding needs no allocation; other text is folded per comparison, which
+                // only `fieldref` on non-ASCII values pays.
+                if *cased || o.is_ascii() {
+                    place_match(v, o, *place, *cased)
                 } else {
                     place_match(&v.to_lowercase(), &o.to_lowercase(), *place, true)
                 }
             }),
             Pattern::Null | Pattern::Exists(_) => unreachable!("handled by test"),
-        }
-    }
-
-    /// The literal a value must contain for this pattern to match, for the prefilter.
-    pub fn required_literal(&self) -> Option<&str> {
-        match self {
-            Pattern::Text {
-                text, cased: false, ..
-            } if !text.is_empty() => Some(text),
-            _ => None,
         }
     }
 }
@@ -315,11 +292,7 @@ pub fn compile_text(
             None
         };
         return Ok(Pattern::Text {
-            text: if cased {
-                literal
-            } else {
-                literal.to_ascii_lowercase()
-            },
+            text: literal,
             place,
             cased,
             number,
@@ -522,6 +495,13 @@ mod tests {
         assert!(Pattern::Null.test(None, |_| None) && Pattern::Null.test(Some(""), |_| None));
         assert!(!Pattern::Null.test(Some("x"), |_| None));
         assert!(Pattern::Exists(false).test(None, |_| None));
+        let r = Pattern::FieldRef {
+            field: "other".into(),
+            place: Place::Contains,
+            cased: false,
+        };
+        assert!(r.test(Some("run EVIL.exe now"), |_| Some("evil.EXE")));
+        assert!(!r.test(Some("run good.exe"), |_| Some("evil.exe")));
         assert!(!Pattern::Exists(true).test(None, |_| None));
     }
 

@@ -179,13 +179,12 @@ fn strings_of(n: &Node, what: &str) -> Result<Vec<String>, RuleError> {
 }
 
 /// Status values of the specification.
-const STATUSES: [&str; 6] = [
+const STATUSES: [&str; 5] = [
     "stable",
     "test",
     "experimental",
     "deprecated",
     "unsupported",
-    "testing",
 ];
 
 /// Parses one rule from YAML text (one document; a second document is an error).
@@ -478,7 +477,6 @@ struct Mods {
     cidr: bool,
     exists: bool,
     fieldref: bool,
-    expand: bool,
     number: Option<NumOp>,
     neq: bool,
     /// Value transformations in order.
@@ -517,7 +515,9 @@ fn mods_of(mods: &[&str], pos: Pos) -> Result<Mods, RuleError> {
             "cidr" => m.cidr = true,
             "exists" => m.exists = true,
             "fieldref" => m.fieldref = true,
-            "expand" => m.expand = true,
+            // Placeholders (`%admin_users%`) need values a deployment defines; none can be
+            // configured yet, so the value matches its own text (docs/sigma.md).
+            "expand" => {}
             "neq" => m.neq = true,
             "gt" | "gte" | "lt" | "lte" => {
                 if m.number.is_some() {
@@ -669,10 +669,6 @@ fn item_of(
         if m.re {
             patterns.push(compile_regex(text, m.re_i, m.re_m, m.re_s, v.pos)?);
             continue;
-        }
-        if m.expand && text.contains('%') {
-            // Placeholders (`%admin_users%`) need values the deployment defines; none are
-            // configured, so the item can only match the placeholder text itself.
         }
         // Keywords search anywhere; fields compare whole values unless told otherwise.
         let place = m.place.unwrap_or(if field.is_none() {

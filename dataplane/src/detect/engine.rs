@@ -180,7 +180,7 @@ impl Detector {
     /// Scores and learns a batch of events in order; alerts go to `sink`.
     ///
     /// While one event is scored, the baselines of the next [`LOOKAHEAD`] events are loading in
-    /// stages (see [`Ueba::prefetch_slot`]), so the memory latency of a large entity population
+    /// stages (see [`Ueba::prefetch`]), so the memory latency of a large entity population
     /// overlaps with work instead of stalling each observation in turn.
     pub fn process_all(&mut self, records: &[DetectRecord], sink: &mut impl AlertSink) {
         for (i, r) in records.iter().enumerate() {
@@ -193,18 +193,13 @@ impl Detector {
         }
     }
 
-    /// Runs prefetch stage `LOOKAHEAD + 1 - ahead` for the entities of `r`, an event `ahead`
-    /// places on: the slot when it is furthest, the baseline next, its lists last.
+    /// Runs the prefetch stage for the owned entities of `r`, an event `ahead` places on (see
+    /// [`Ueba::prefetch`]).
     #[inline]
     pub fn prefetch(&self, r: &DetectRecord, ahead: usize) {
         for (i, e) in r.entities().iter().enumerate() {
-            if r.owned & (2 << i) == 0 {
-                continue;
-            }
-            match ahead {
-                1 => self.ueba.prefetch_lists(e.hash),
-                2 => self.ueba.prefetch_baseline(e.hash),
-                _ => self.ueba.prefetch_slot(e.hash),
+            if r.owned & (2 << i) != 0 {
+                self.ueba.prefetch(e.hash, ahead);
             }
         }
     }

@@ -191,7 +191,6 @@ impl HalfSpaceTrees {
     fn roll_window(&mut self) {
         let internal = self.internal;
         let leaves = internal + 1;
-        let height = self.cfg.height;
         let limit = (self.cfg.window / 10).max(1);
         const UNDECIDED: u32 = u32::MAX;
         let (mass, decided) = self.scratch.split_at_mut(internal + leaves);
@@ -222,7 +221,6 @@ impl HalfSpaceTrees {
             }
             self.leaf_mass[t * leaves..(t + 1) * leaves].copy_from_slice(&decided[internal..]);
         }
-        debug_assert!(height <= 16);
         self.in_window = 0;
         self.windows += 1;
     }

@@ -12,6 +12,7 @@ pub mod engine;
 pub mod ensemble;
 pub mod hst;
 pub mod markov;
+pub mod prefetch;
 pub mod record;
 pub mod rng;
 pub mod stage;

@@ -189,14 +189,14 @@ impl<V> EntityTable<V> {
     /// Stage 1 of a prefetch: starts loading the slot of `key`, reading nothing.
     #[inline]
     pub fn prefetch_slot(&self, key: u64) {
-        super::topk::prefetch(self.slots.as_ptr().wrapping_add(self.home(stored(key))));
+        super::prefetch::prefetch(self.slots.as_ptr().wrapping_add(self.home(stored(key))));
     }
 
     /// Stage 2: reads the slot (loaded by stage 1 by now) and starts loading the value's lines.
     #[inline]
     pub fn prefetch_value(&self, key: u64) {
         if let Some(i) = self.find(key) {
-            super::topk::prefetch_lines(&self.values[self.slots[i].at as usize]);
+            super::prefetch::prefetch_lines(&self.values[self.slots[i].at as usize]);
         }
     }
 }

@@ -647,28 +647,22 @@ impl Ueba {
         self.evicted
     }
 
-    /// Prefetching, in three stages a worker runs for events three, two and one places ahead
-    /// of the one it scores: each reads only what the stage before started loading, so none
-    /// stalls, and the cache misses of several events overlap with the work in between. With more
+    /// Prefetching in three stages, run for the events three, two and one places ahead of the
+    /// one being scored (`ahead`): the table slot of `entity` first, then its baseline, then its
+    /// top-K lists. Each stage reads only what the stage before started loading, so none stalls,
+    /// and the cache misses of several events overlap with the work in between. With more
     /// entities than the cache holds, those misses are most of UEBA's cost.
-    ///
-    /// Stage 1: the table slot of `entity`.
     #[inline]
-    pub fn prefetch_slot(&self, entity: u64) {
-        self.entities.prefetch_slot(entity);
-    }
-
-    /// Stage 2: the baseline of `entity`.
-    #[inline]
-    pub fn prefetch_baseline(&self, entity: u64) {
-        self.entities.prefetch_value(entity);
-    }
-
-    /// Stage 3: the top-K lists of `entity`.
-    #[inline]
-    pub fn prefetch_lists(&self, entity: u64) {
-        if let Some(b) = self.entities.get(entity) {
-            b.lists.prefetch();
+    pub fn prefetch(&self, entity: u64, ahead: usize) {
+        match ahead {
+            0 => {}
+            1 => {
+                if let Some(b) = self.entities.get(entity) {
+                    b.lists.prefetch();
+                }
+            }
+            2 => self.entities.prefetch_value(entity),
+            _ => self.entities.prefetch_slot(entity),
         }
     }
 
@@ -766,6 +760,12 @@ impl Ueba {
             if let Some(b) = self.entities.remove(k) {
                 let kind = b.kind as usize;
                 self.type_counts[kind] = self.type_counts[kind].saturating_sub(1);
+                // Its templates leave the peer counts with it, or shares would drift upwards.
+                for i in 0..b.lists.template_len() {
+                    if let Some(n) = self.peers.get_mut(&peer_key(b.lists.template(i), b.kind)) {
+                        *n = n.saturating_sub(1);
+                    }
+                }
                 self.evicted += 1;
             }
         }
@@ -931,6 +931,21 @@ mod tests {
             u.observe(&obs(later, 106, ip("192.0.2.1"), 77)),
             Outcome::Alert(_)
         ));
+    }
+
+    #[test]
+    fn evicted_entities_leave_the_peer_counts() {
+        let mut u = Ueba::new(UebaParams {
+            max_entities: 2,
+            ..params()
+        });
+        u.observe(&obs(0, 1, None, 5));
+        u.observe(&obs(1, 2, None, 5));
+        assert_eq!(u.peer_share(5, UebaType::User), 1.0);
+        // A third entity evicts the coldest (entity 1): one of the two left uses template 5.
+        u.observe(&obs(2, 3, None, 6));
+        assert_eq!(u.evicted(), 1);
+        assert_eq!(u.peer_share(5, UebaType::User), 0.5);
     }
 
     #[test]
