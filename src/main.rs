@@ -360,6 +360,7 @@ fn run(config: Option<PathBuf>) -> ExitCode {
         store: pipeline.store(),
         ingest: pipeline.http_ingest(),
         detect: Some(pipeline.detect()),
+        catalog: Some(pipeline.catalog()),
         rates: Arc::new(watchpost_controlplane::RateSampler::default()),
         started: std::time::Instant::now(),
     };

@@ -40,6 +40,13 @@ impl ApiError {
         e
     }
 
+    /// 422 for a request body, naming the offending field.
+    pub fn invalid_body(field: &str, message: impl Into<String>) -> ApiError {
+        let mut e = ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_body", message);
+        e.body = e.body.with("field", field);
+        e
+    }
+
     /// 404.
     pub fn not_found(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::NOT_FOUND, "not_found", message)

@@ -46,6 +46,19 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/anomaly/timeline", get(routes::anomaly::timeline))
         .route("/ingest", post(routes::ingest::ingest))
+        .route(
+            "/sigma/rules",
+            get(routes::sigma::list).post(routes::sigma::post),
+        )
+        .route(
+            "/sigma/rules/{rule_id}",
+            get(routes::sigma::get).patch(routes::sigma::patch),
+        )
+        .route(
+            "/sigma/rules/{rule_id}/timeline",
+            get(routes::sigma::timeline),
+        )
+        .route("/attack/coverage", get(routes::attack::coverage))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed);
     Router::new()

@@ -3,6 +3,7 @@
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use watchpost_dataplane::catalog::Catalog;
 use watchpost_dataplane::detect::stage::DetectHandle;
 use watchpost_dataplane::input::HttpIngest;
 use watchpost_dataplane::stats::Stats;
@@ -22,6 +23,8 @@ pub struct AppState {
     pub ingest: Option<HttpIngest>,
     /// The detection workers (feedback, live baselines); `None` without a running pipeline.
     pub detect: Option<DetectHandle>,
+    /// The live Sigma catalogue; `None` without a running pipeline.
+    pub catalog: Option<Arc<Catalog>>,
     /// Rates over the last seconds.
     pub rates: Arc<RateSampler>,
     /// When the API started.

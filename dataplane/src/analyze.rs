@@ -9,6 +9,7 @@
 //! `contributing_events` turn back into file and line numbers (`contributing_lines`).
 
 use crate::batch::{Format, InputId, LineMeta};
+use crate::catalog::Catalog;
 use crate::detect::engine::{Collect, Detector, DetectorParams};
 use crate::normalize::{Normalizer, Tally};
 use crate::store::{EncodedBlock, parse_event_id};
@@ -47,6 +48,9 @@ pub enum AnalyzeError {
     /// A user mask does not compile.
     #[error("templates.extra_masks: {0}")]
     Mask(String),
+    /// The Sigma rules could not be loaded.
+    #[error("{0}")]
+    Rules(String),
 }
 
 /// Analyses `files` in order and returns every alert (final state, ordered by first event time)
@@ -57,6 +61,10 @@ pub fn analyze(cfg: &Config, files: &[PathBuf]) -> Result<(Vec<Alert>, Summary),
     let miner = TemplateMiner::new(&miner_cfg).map_err(|e| AnalyzeError::Mask(e.to_string()))?;
     let mut norm = Normalizer::new(miner);
     let mut detector = Detector::new(DetectorParams::from_config(cfg));
+    // The rules live ingestion would apply: bundled, configured folders, custom uploads.
+    let catalog = std::sync::Arc::new(Catalog::load(cfg, None).map_err(AnalyzeError::Rules)?);
+    norm.set_rules(Some(catalog.current()));
+    detector.set_catalog(Some(catalog));
     let mut sink = Collect::default();
     let mut names: HashMap<[u8; 16], String> = HashMap::new();
     let mut block = EncodedBlock::with_capacity(0, BATCH);

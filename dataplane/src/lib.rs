@@ -21,6 +21,7 @@
 
 pub mod analyze;
 pub mod batch;
+pub mod catalog;
 pub mod clock;
 pub mod detect;
 pub mod hash;

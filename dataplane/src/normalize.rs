@@ -7,7 +7,9 @@
 //! the host, a user...) are documented in `docs/event.md`.
 
 use crate::batch::{Format, InputId, LineMeta};
-use crate::detect::record::{DetectRecord, NOT_SCORED, RECORD_ENTITIES, RecordEntity};
+use crate::detect::record::{
+    DetectRecord, NOT_SCORED, RECORD_ENTITIES, RecordEntity, SIGMA_PER_RECORD,
+};
 use crate::detect::ueba::{UebaType, ip_key, is_service_account};
 use crate::hash::{U64Map, hash64, hash64_seeded};
 use crate::parse::extract::{self, TextEntity};
@@ -43,6 +45,10 @@ pub struct Tally {
     pub invalid_utf8: u64,
     /// Lines that had been truncated.
     pub truncated: u64,
+    /// Sigma matches.
+    pub sigma_matches: u64,
+    /// Sigma matches beyond what a detection record carries.
+    pub sigma_dropped: u64,
 }
 
 /// Which field gave a value, so a better-named field can override a weaker one.
@@ -194,7 +200,7 @@ impl Normalizer {
             let _ = write!(self.arena, "{}", self.fields_dropped);
             self.attributes.push((k, start..self.arena.len() as u32));
         }
-        self.finish(f, flags, meta.received_ns, input, out);
+        self.finish(f, flags, meta.received_ns, input, out, tally);
     }
 
     /// Copies `s` into the arena.
@@ -485,6 +491,7 @@ impl Normalizer {
         received_ns: i64,
         input: InputId,
         out: &mut EncodedBlock,
+        tally: &mut Tally,
     ) {
         let source = match f.source {
             Some((r, _)) if r.start != r.end => r,
@@ -547,8 +554,8 @@ impl Normalizer {
             entities: &self.entities,
             attributes: &self.attributes,
         };
+        self.hits.clear();
         if let Some(rules) = &self.rules {
-            self.hits.clear();
             rules.matches(&view, &mut self.hits);
             out.sigma.extend(self.hits.iter().map(|&r| (pos, r)));
         }
@@ -588,6 +595,11 @@ impl Normalizer {
             ..DetectRecord::default()
         };
         rec.set_source_name(src);
+        let kept = self.hits.len().min(SIGMA_PER_RECORD);
+        rec.sigma[..kept].copy_from_slice(&self.hits[..kept]);
+        rec.n_sigma = kept as u8;
+        tally.sigma_matches += self.hits.len() as u64;
+        tally.sigma_dropped += (self.hits.len() - kept) as u64;
         for e in &self.entities {
             out.postings.push(Posting {
                 kind: PostingKind::Entity,

@@ -8,6 +8,7 @@
 //! and flushes RocksDB.
 
 use crate::batch::{Format, InputId, Pool, RawBatch};
+use crate::catalog::Catalog;
 use crate::detect::engine::DetectorParams;
 use crate::detect::stage::{
     DetectHandle, DetectInput, DetectSetup, RecordBatch, control_channels, restore, spawn_detector,
@@ -52,6 +53,9 @@ pub enum StartError {
     /// A user mask does not compile.
     #[error("templates.extra_masks: {0}")]
     Mask(String),
+    /// The Sigma catalogue could not be loaded.
+    #[error("{0}")]
+    Rules(String),
     /// A thread could not be started.
     #[error("cannot start thread: {0}")]
     Thread(#[from] std::io::Error),
@@ -66,6 +70,7 @@ pub struct Pipeline {
     workers: Vec<JoinHandle<()>>,
     detectors: Vec<JoinHandle<()>>,
     detect: DetectHandle,
+    catalog: Arc<Catalog>,
     writer: Option<JoinHandle<()>>,
     http: Option<HttpIngest>,
     bound: Vec<(InputId, SocketAddr)>,
@@ -128,6 +133,13 @@ impl Pipeline {
 
         let store = Arc::new(Store::open(&cfg.data_dir(), &cfg.storage)?);
         let persisted = store.templates();
+        let catalog =
+            Arc::new(Catalog::load(cfg, Some(Arc::clone(&store))).map_err(StartError::Rules)?);
+        tracing::info!(
+            "sigma: {} rules loaded ({} could not be read)",
+            catalog.all().len(),
+            catalog.load_errors.len()
+        );
 
         // Rings: every enabled input to every worker, every worker to the writer.
         let ring_cap = dp.ring_capacity as usize;
@@ -243,7 +255,8 @@ impl Pipeline {
         let params = DetectorParams::from_config(cfg);
         let mut detector_handles = Vec::new();
         for (b, (inputs, control)) in detect_inputs.into_iter().zip(controls).enumerate() {
-            let detector = restore(&store, b, detectors, params.clone());
+            let mut detector = restore(&store, b, detectors, params.clone());
+            detector.set_catalog(Some(Arc::clone(&catalog)));
             let setup = DetectSetup {
                 index: b,
                 inputs,
@@ -283,6 +296,7 @@ impl Pipeline {
                 to_detect,
                 detect_free,
                 store: Arc::clone(&store),
+                catalog: Some(Arc::clone(&catalog)),
             };
             worker_handles.push(spawn_worker(setup, Arc::clone(&stats))?);
         }
@@ -365,6 +379,7 @@ impl Pipeline {
             workers: worker_handles,
             detectors: detector_handles,
             detect,
+            catalog,
             writer: Some(writer),
             http: http_handle,
             bound,
@@ -379,6 +394,11 @@ impl Pipeline {
     /// The store, for queries.
     pub fn store(&self) -> Arc<Store> {
         Arc::clone(&self.store)
+    }
+
+    /// The live Sigma catalogue.
+    pub fn catalog(&self) -> Arc<Catalog> {
+        Arc::clone(&self.catalog)
     }
 
     /// Talks to the detection workers (feedback, baselines).

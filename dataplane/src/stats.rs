@@ -87,6 +87,11 @@ pub struct DetectCounters {
     pub alert_updates: Counter,
     /// Alert writes that failed (logged; the alert stays in memory until its next update).
     pub alert_errors: Counter,
+    /// Sigma rule matches (an event matching three rules counts three).
+    pub sigma_matches: Counter,
+    /// Matches past the [`crate::detect::record::SIGMA_PER_RECORD`] an event carries to stage
+    /// B: counted, not alerted on (the event matched that many other rules already).
+    pub sigma_dropped: Counter,
     /// Entities with a UEBA baseline in memory, over all workers.
     pub ueba_entities: AtomicU64,
     /// Sources with an ensemble in memory, over all workers.
@@ -247,6 +252,8 @@ impl Stats {
                     .collect(),
                 alert_updates: self.detect.alert_updates.get(),
                 alert_errors: self.detect.alert_errors.get(),
+                sigma_matches: self.detect.sigma_matches.get(),
+                sigma_dropped: self.detect.sigma_dropped.get(),
                 ueba_entities: self.detect.ueba_entities.load(Ordering::Relaxed),
                 ueba_evicted: self.detect.ueba_evicted.load(Ordering::Relaxed),
                 sources: self.detect.sources.load(Ordering::Relaxed),
@@ -348,6 +355,10 @@ pub struct DetectSnapshot {
     pub alert_updates: u64,
     /// See [`DetectCounters`].
     pub alert_errors: u64,
+    /// See [`DetectCounters`].
+    pub sigma_matches: u64,
+    /// See [`DetectCounters`].
+    pub sigma_dropped: u64,
     /// See [`DetectCounters`].
     pub ueba_entities: u64,
     /// See [`DetectCounters`].

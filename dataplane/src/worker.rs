@@ -6,6 +6,7 @@
 //! input's pool; encoded blocks come back from the writer the same way.
 
 use crate::batch::{Pool, RawBatch};
+use crate::catalog::Catalog;
 use crate::clock::now_ns;
 use crate::detect::record::{DetectRecord, route};
 use crate::detect::stage::RecordBatch;
@@ -51,6 +52,8 @@ pub struct WorkerSetup {
     pub detect_free: Vec<Receiver<RecordBatch>>,
     /// The store, for block sequence numbers.
     pub store: Arc<Store>,
+    /// The Sigma catalogue, whose current set the normaliser evaluates (`None`: no Sigma).
+    pub catalog: Option<Arc<Catalog>>,
 }
 
 /// Starts a worker; it ends when every input ring is closed and drained.
@@ -105,7 +108,9 @@ fn run(setup: WorkerSetup, stats: &Stats) {
         to_detect,
         detect_free,
         store,
+        catalog,
     } = setup;
+    let mut rules_version = 0;
     let mut detect = DetectOut {
         rings: to_detect,
         free: detect_free,
@@ -136,6 +141,13 @@ fn run(setup: WorkerSetup, stats: &Stats) {
         };
         match inputs[i].ring.try_pop() {
             Pop::Item(batch) => {
+                // One atomic load per batch; a new set only after an upload or a toggle.
+                if let Some(c) = &catalog
+                    && c.version() != rules_version
+                {
+                    rules_version = c.version();
+                    normalizer.set_rules(Some(c.current()));
+                }
                 let mut block = process(&mut normalizer, &inputs[i], batch, &mut blocks, stats);
                 let key = block_key(block.first_received_ns, store.take_seq());
                 block.key = Some(key);
@@ -215,6 +227,8 @@ fn process(
     counters.malformed.add(tally.malformed);
     counters.invalid_utf8.add(tally.invalid_utf8);
     counters.truncated.add(tally.truncated);
+    stats.detect.sigma_matches.add(tally.sigma_matches);
+    stats.detect.sigma_dropped.add(tally.sigma_dropped);
     stats.events_parsed.add(batch.len() as u64);
     stats
         .templates

@@ -286,6 +286,9 @@ pub struct DetectionConfig {
     pub ml_risk: f64,
     /// Seconds an `ml` alert of one source stays open: repeats inside it bump its count.
     pub ml_alert_cooldown_seconds: u64,
+    /// Seconds a `sigma` alert of one rule and entity stays open: repeats inside it bump its
+    /// count.
+    pub sigma_alert_cooldown_seconds: u64,
 }
 
 impl Default for DetectionConfig {
@@ -298,6 +301,7 @@ impl Default for DetectionConfig {
             ml_enabled: true,
             ml_risk: 1e-4,
             ml_alert_cooldown_seconds: 300,
+            sigma_alert_cooldown_seconds: 300,
         }
     }
 }
@@ -870,6 +874,12 @@ impl Config {
         p.range_u64(
             "detection.ml_alert_cooldown_seconds",
             d.ml_alert_cooldown_seconds,
+            0,
+            86_400 * 7,
+        );
+        p.range_u64(
+            "detection.sigma_alert_cooldown_seconds",
+            d.sigma_alert_cooldown_seconds,
             0,
             86_400 * 7,
         );

@@ -6,13 +6,17 @@
 //! - [`mapping`]: which events a logsource covers and where a Sigma field is found (data files in
 //!   `rules/mappings/`);
 //! - [`engine`]: the compiled [`RuleSet`] that matches events without allocating;
-//! - [`load`]: reading rule files and folders.
+//! - [`load`]: reading rule files and folders;
+//! - [`bundled`]: the project's own rules, embedded;
+//! - [`attack`]: the embedded MITRE ATT&CK catalogue and the mapping of rule tags onto it.
 //!
 //! The bundled rules live as YAML under `rules/sigma/`, each with a `.tests.jsonl` of events it
 //! must and must not match.
 
 #![deny(missing_docs)]
 
+pub mod attack;
+pub mod bundled;
 pub mod condition;
 pub mod engine;
 pub mod error;

@@ -164,12 +164,6 @@ const MAX_NOTE_CHARS: usize = 4096;
 /// Longest origin.
 const MAX_ORIGIN_CHARS: usize = 64;
 
-fn unprocessable(field: &str, message: impl Into<String>) -> ApiError {
-    let mut e = ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_body", message);
-    e.body = e.body.with("field", field);
-    e
-}
-
 /// Records a verdict and moves the threshold that raised the alert; 204.
 pub async fn post_feedback(
     State(st): State<AppState>,
@@ -186,13 +180,14 @@ pub async fn post_feedback(
             .map_err(ApiError::internal)?
             .ok_or_else(|| ApiError::not_found(format!("no alert {id}")))?
     };
-    let body: FeedbackBody = serde_json::from_slice(&bytes)
-        .map_err(|e| unprocessable("body", format!("the body is not a feedback object: {e}")))?;
+    let body: FeedbackBody = serde_json::from_slice(&bytes).map_err(|e| {
+        ApiError::invalid_body("body", format!("the body is not a feedback object: {e}"))
+    })?;
     let verdict = match body.feedback.as_str() {
         "tp" => Verdict::Tp,
         "fp" => Verdict::Fp,
         other => {
-            return Err(unprocessable(
+            return Err(ApiError::invalid_body(
                 "feedback",
                 format!("`{other}` is not a verdict: use tp or fp"),
             ));
@@ -200,14 +195,14 @@ pub async fn post_feedback(
     };
     let note = body.note.unwrap_or_default();
     if note.chars().count() > MAX_NOTE_CHARS {
-        return Err(unprocessable(
+        return Err(ApiError::invalid_body(
             "note",
             format!("at most {MAX_NOTE_CHARS} characters"),
         ));
     }
     let origin = body.origin.unwrap_or_else(|| "api".into());
     if origin.is_empty() || origin.chars().count() > MAX_ORIGIN_CHARS {
-        return Err(unprocessable(
+        return Err(ApiError::invalid_body(
             "origin",
             format!("1 to {MAX_ORIGIN_CHARS} characters"),
         ));

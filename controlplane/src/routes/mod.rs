@@ -2,9 +2,11 @@
 
 pub mod alerts;
 pub mod anomaly;
+pub mod attack;
 pub mod entities;
 pub mod events;
 pub mod ingest;
+pub mod sigma;
 pub mod system;
 
 use crate::error::ApiError;

@@ -13,14 +13,18 @@ use super::record::DetectRecord;
 use super::ueba::{
     Observation, Outcome, RiskPoint, SubScores, Ueba, UebaAlert, UebaParams, UebaType, source_text,
 };
+use crate::catalog::{Catalog, RuleEntry};
 use crate::hash::{U64Map, fmix64};
-use crate::store::event_id;
+use crate::store::{RuleFires, event_id};
 use bincode::{Decode, Encode};
 use std::collections::BTreeMap;
+use std::collections::HashMap;
+use std::sync::Arc;
 use watchpost_proto::{
     Alert, AlertType, AttackMapping, EntityKind, EntityRef, MAX_CONTRIBUTING, ThresholdChange,
     Uuid, Verdict,
 };
+use watchpost_rules::Level;
 
 /// How many events ahead [`Detector::process_all`] prefetches baselines: one per prefetch stage
 /// (slot, baseline, lists), each event's work giving the previous stage's loads time to land.
@@ -34,6 +38,10 @@ const ML_SALT: u64 = 0x6d6c_0000_0000_0001;
 const NEW_SOURCE_SALT: u64 = 0x6e65_7773_7263_0003;
 /// Most related entities kept on one alert.
 const MAX_RELATED: usize = 100;
+/// Salt of `sigma` dedup keys.
+const SIGMA_SALT: u64 = 0x7369_676d_6100_0004;
+/// Nanoseconds per hour (rule fire counts are hourly).
+const NS_PER_HOUR: i64 = 3_600_000_000_000;
 /// Salt of `ueba` dedup keys.
 const UEBA_SALT: u64 = 0x7565_6261_0000_0002;
 /// Feedback moves a risk by this factor: down on a false positive (a higher threshold), up on a
@@ -50,6 +58,8 @@ pub struct DetectorParams {
     pub ml_risk: f64,
     /// Cooldown of an `ml` alert, ns.
     pub ml_cooldown_ns: i64,
+    /// Cooldown of a `sigma` alert (per rule and entity), ns.
+    pub sigma_cooldown_ns: i64,
     /// UEBA settings.
     pub ueba: UebaParams,
 }
@@ -61,6 +71,8 @@ impl DetectorParams {
             ml_enabled: c.detection.ml_enabled,
             ml_risk: c.detection.ml_risk,
             ml_cooldown_ns: (c.detection.ml_alert_cooldown_seconds as i64)
+                .saturating_mul(1_000_000_000),
+            sigma_cooldown_ns: (c.detection.sigma_alert_cooldown_seconds as i64)
                 .saturating_mul(1_000_000_000),
             ueba: UebaParams::from_config(&c.ueba),
         }
@@ -130,6 +142,12 @@ pub struct Detector {
     minutes: Vec<MinutePoint>,
     seq: u64,
     now_ns: i64,
+    /// The Sigma catalogue, to name the rules stage A reports by number.
+    catalog: Option<Arc<Catalog>>,
+    /// Rule entries already looked up, by catalogue number (the catalogue only appends).
+    rule_cache: Vec<Option<Arc<RuleEntry>>>,
+    /// Rule fires since the last [`Detector::take_rule_fires`], by (rule key, hour).
+    fires: HashMap<(u64, i64), u32>,
 }
 
 impl Detector {
@@ -144,7 +162,29 @@ impl Detector {
             minutes: Vec::with_capacity(1024),
             seq: 0,
             now_ns: i64::MIN,
+            catalog: None,
+            rule_cache: Vec::new(),
+            fires: HashMap::new(),
         }
+    }
+
+    /// Raises `sigma` alerts for the rules of `catalog` that stage A reports.
+    pub fn set_catalog(&mut self, catalog: Option<Arc<Catalog>>) {
+        self.catalog = catalog;
+        self.rule_cache.clear();
+    }
+
+    /// Moves the rule fires counted since the last call into `out`.
+    pub fn take_rule_fires(&mut self, out: &mut Vec<RuleFires>) {
+        out.extend(
+            self.fires
+                .drain()
+                .map(|((rule, hour_ns), count)| RuleFires {
+                    rule,
+                    hour_ns,
+                    count,
+                }),
+        );
     }
 
     /// The UEBA engine.
@@ -210,6 +250,9 @@ impl Detector {
         self.now_ns = self.now_ns.max(r.ts_ns);
         if r.owned & 1 != 0 {
             self.ensemble(r, sink);
+            for &rule in r.sigma() {
+                self.raise_sigma(r, rule, sink);
+            }
         }
         for (i, e) in r.entities().iter().enumerate() {
             if r.owned & (2 << i) == 0 {
@@ -291,6 +334,81 @@ impl Detector {
         }
         let alert = self.ml_alert(r, key, &s);
         let until_ns = r.ts_ns.saturating_add(self.params.ml_cooldown_ns);
+        self.open_alert(key, alert, until_ns, sink);
+    }
+
+    /// The catalogue entry of detection rule number `i`, cached.
+    fn rule_entry(&mut self, i: u32) -> Option<Arc<RuleEntry>> {
+        let at = i as usize;
+        if let Some(Some(e)) = self.rule_cache.get(at) {
+            return Some(e.clone());
+        }
+        let e = self.catalog.as_ref()?.detection(i)?;
+        if self.rule_cache.len() <= at {
+            self.rule_cache.resize(at + 1, None);
+        }
+        self.rule_cache[at] = Some(e.clone());
+        Some(e)
+    }
+
+    /// A Sigma match: a new alert per rule and entity (the event's first scored entity, or its
+    /// source when it has none), repeats inside the cooldown folded into it. Every match counts
+    /// as a fire of the rule in its hour.
+    fn raise_sigma(&mut self, r: &DetectRecord, rule: u32, sink: &mut impl AlertSink) {
+        let Some(entry) = self.rule_entry(rule) else {
+            return;
+        };
+        let hour_ns = r.ts_ns.div_euclid(NS_PER_HOUR) * NS_PER_HOUR;
+        *self.fires.entry((entry.key, hour_ns)).or_insert(0) += 1;
+        // The Sigma specification's `informational` level: "no case or alerting should be
+        // triggered by such rules" (a single failed login); they are counted, and correlation
+        // rules build on them.
+        if entry.rule.level == Some(Level::Informational) {
+            return;
+        }
+        let primary = r
+            .entities()
+            .iter()
+            .position(|e| e.ueba != super::record::NOT_SCORED)
+            .or((r.n_entities > 0).then_some(0));
+        let subject = primary.map_or(r.source, |i| r.entities[i].hash);
+        let key = fmix64(entry.key ^ SIGMA_SALT ^ subject.rotate_left(29));
+        if self.open.get(&key).is_some_and(|o| r.ts_ns < o.until_ns) {
+            self.repeat(key, r, 1.0, None);
+            return;
+        }
+        let source = r.source_name().to_string();
+        let entity = primary.map(|i| entity_ref(&r.entities[i]));
+        let rule_def = &entry.rule;
+        let alert = Alert {
+            id: self.next_id(r.ts_ns, key),
+            alert_type: AlertType::Sigma,
+            severity: entry.severity,
+            title: rule_def.title.clone(),
+            detector: rule_def.id.clone(),
+            dedup_key: match &entity {
+                Some(e) => format!("sigma:{}:{}", rule_def.id, e.uuid),
+                None => format!("sigma:{}:{source}", rule_def.id),
+            },
+            first_seen_ns: r.ts_ns,
+            last_seen_ns: r.ts_ns,
+            count: 1,
+            source,
+            entity,
+            score: 1.0,
+            threshold: 0.0,
+            contributions: BTreeMap::new(),
+            attack: entry.attack.clone(),
+            contributing_events: vec![event_id(&r.block, r.pos)],
+            related_entities: r
+                .entities()
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| Some(*j) != primary)
+                .map(|(_, e)| entity_ref(e))
+                .collect(),
+        };
+        let until_ns = r.ts_ns.saturating_add(self.params.sigma_cooldown_ns);
         self.open_alert(key, alert, until_ns, sink);
     }
 
@@ -452,11 +570,13 @@ impl Detector {
             a.count += 1;
             a.last_seen_ns = a.last_seen_ns.max(r.ts_ns);
             a.score = a.score.max(round6(score));
-            let id = event_id(&r.block, r.pos);
-            if a.contributing_events.len() < MAX_CONTRIBUTING
-                && !a.contributing_events.contains(&id)
-            {
-                a.contributing_events.push(id);
+            // The id is only built while there is room for it: a noisy rule's repeats cost no
+            // allocation once its alert holds its share of events.
+            if a.contributing_events.len() < MAX_CONTRIBUTING {
+                let id = event_id(&r.block, r.pos);
+                if !a.contributing_events.contains(&id) {
+                    a.contributing_events.push(id);
+                }
             }
             o.dirty = true;
         }
@@ -631,6 +751,7 @@ mod tests {
             ml_enabled: true,
             ml_risk: 1e-4,
             ml_cooldown_ns: 300_000_000_000,
+            sigma_cooldown_ns: 300_000_000_000,
             ueba: UebaParams {
                 warmup_ns: 2 * DAY,
                 warmup_min_events: 50,

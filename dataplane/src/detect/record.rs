@@ -12,6 +12,9 @@ pub const RECORD_ENTITIES: usize = 6;
 /// Bytes of the source name kept on a record (longer names are cut; the hash is of the whole).
 pub const SOURCE_NAME_BYTES: usize = 32;
 
+/// Sigma matches carried per event; more are counted (`sigma_dropped`) but not alerted on.
+pub const SIGMA_PER_RECORD: usize = 4;
+
 /// No UEBA type: the entity is carried for context (related entities), not scored.
 pub const NOT_SCORED: u8 = u8::MAX;
 
@@ -71,6 +74,10 @@ pub struct DetectRecord {
     pub entities: [RecordEntity; RECORD_ENTITIES],
     /// The source name, cut to [`SOURCE_NAME_BYTES`].
     pub source_name: [u8; SOURCE_NAME_BYTES],
+    /// Sigma rules the event matched, by catalogue number (see [`crate::catalog`]).
+    pub sigma: [u32; SIGMA_PER_RECORD],
+    /// Matches kept in `sigma`.
+    pub n_sigma: u8,
 }
 
 impl Default for DetectRecord {
@@ -91,11 +98,18 @@ impl Default for DetectRecord {
             owned: 0,
             entities: [RecordEntity::default(); RECORD_ENTITIES],
             source_name: [0; SOURCE_NAME_BYTES],
+            sigma: [0; SIGMA_PER_RECORD],
+            n_sigma: 0,
         }
     }
 }
 
 impl DetectRecord {
+    /// The Sigma rules matched (catalogue numbers).
+    pub fn sigma(&self) -> &[u32] {
+        &self.sigma[..self.n_sigma as usize]
+    }
+
     /// The kept entities.
     pub fn entities(&self) -> &[RecordEntity] {
         &self.entities[..self.n_entities as usize]

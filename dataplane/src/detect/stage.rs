@@ -25,6 +25,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use watchpost_proto::{Alert, AlertType, ThresholdChange, Verdict};
 
+/// How often repeats folded into open alerts are written out (and cooldowns expire).
+const ALERT_FLUSH: Duration = Duration::from_secs(1);
+
 /// A batch of records on its way from stage A to stage B.
 pub type RecordBatch = Box<Vec<DetectRecord>>;
 
@@ -335,11 +338,24 @@ fn run(setup: DetectSetup, mut d: Detector, store: &Store, stats: &Stats) {
     let mut reported = [0u64; 3];
     let mut last_series = Instant::now();
     let mut last_save = Instant::now();
+    let mut last_flush = Instant::now();
     while open > 0 {
         stats.detect_heartbeat_ns[index].store(now_ns(), Ordering::Relaxed);
         if last_series.elapsed() >= Duration::from_secs(1) {
             last_series = Instant::now();
-            publish(&mut d, store, stats, &mut minutes, &mut risk, &mut reported);
+            publish(
+                index,
+                &mut d,
+                store,
+                stats,
+                &mut minutes,
+                &mut risk,
+                &mut reported,
+            );
+        }
+        if last_flush.elapsed() >= ALERT_FLUSH {
+            last_flush = Instant::now();
+            d.flush(&mut StoreSink { store, stats });
         }
         if last_save.elapsed() >= save_interval {
             last_save = Instant::now();
@@ -364,7 +380,13 @@ fn run(setup: DetectSetup, mut d: Detector, store: &Store, stats: &Stats) {
             Pop::Item(mut batch) => {
                 let mut sink = StoreSink { store, stats };
                 d.process_all(&batch, &mut sink);
-                d.flush(&mut sink);
+                // New alerts are written as they are raised; repeats folded into open alerts
+                // are written at most once per ALERT_FLUSH, so a rule matching thousands of
+                // events a second costs one alert write a second, not one per batch.
+                if last_flush.elapsed() >= ALERT_FLUSH {
+                    last_flush = Instant::now();
+                    d.flush(&mut sink);
+                }
                 stats.detect.scored.add(batch.len() as u64);
                 batch.clear();
                 let _ = inp.returns.try_send(batch);
@@ -378,7 +400,15 @@ fn run(setup: DetectSetup, mut d: Detector, store: &Store, stats: &Stats) {
     }
     let mut sink = StoreSink { store, stats };
     d.flush(&mut sink);
-    publish(&mut d, store, stats, &mut minutes, &mut risk, &mut reported);
+    publish(
+        index,
+        &mut d,
+        store,
+        stats,
+        &mut minutes,
+        &mut risk,
+        &mut reported,
+    );
     save_logged(&mut d, store, stats, index);
 }
 
@@ -403,6 +433,7 @@ fn answer(d: &mut Detector, msg: Control) {
 }
 
 fn publish(
+    index: usize,
     d: &mut Detector,
     store: &Store,
     stats: &Stats,
@@ -414,6 +445,11 @@ fn publish(
     d.take_risk_points(risk);
     if let Err(e) = store.put_series(minutes, risk) {
         tracing::warn!("cannot store anomaly series: {e}");
+    }
+    let mut fires = Vec::new();
+    d.take_rule_fires(&mut fires);
+    if let Err(e) = store.add_rule_fires(index as u8, &fires) {
+        tracing::warn!("cannot store rule fire counts: {e}");
     }
     minutes.clear();
     risk.clear();

@@ -10,6 +10,8 @@
 //! | `baselines` | entity hash (8)                                  | bincode                        |
 //! | `series`    | `a` + minute ns (8) + source hash (8)            | events, sum, max, alarms       |
 //! |             | `r` + entity hash (8) + hour ns (8)              | highest risk score (f32)       |
+//! |             | `f` + hour ns (8) + rule key (8) + worker (1)    | Sigma fires in the hour (u32)  |
+//! | `rules`     | `enabled:` + rule id                             | `1` or `0`                     |
 //!
 //! Alerts are few (the detectors aim at a handful per ten thousand events), so they are JSON
 //! documents and a listing scans the requested time range; only the entity filter, which the
@@ -27,6 +29,18 @@ pub(crate) const CF_FEEDBACK: &str = "feedback";
 pub(crate) const CF_MODELS: &str = "models";
 pub(crate) const CF_BASELINES: &str = "baselines";
 pub(crate) const CF_SERIES: &str = "series";
+pub(crate) const CF_RULES: &str = "rules";
+
+/// Fires of one rule in one hour, counted by one stage B worker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RuleFires {
+    /// `hash64(rule id)`.
+    pub rule: u64,
+    /// Start of the hour, ns.
+    pub hour_ns: i64,
+    /// Fires to add.
+    pub count: u32,
+}
 
 /// Filters of an alert listing (every one optional).
 #[derive(Clone, Debug, Default)]
@@ -319,6 +333,68 @@ impl Store {
         Ok(())
     }
 
+    /// Adds fires to the per-hour rule counters of stage B worker `worker`. Each worker owns
+    /// its keys, so the read-add-write cannot race.
+    pub fn add_rule_fires(&self, worker: u8, fires: &[RuleFires]) -> Result<(), StoreError> {
+        if fires.is_empty() {
+            return Ok(());
+        }
+        let mut wb = WriteBatch::default();
+        for f in fires {
+            let k = fire_key(f.hour_ns, f.rule, worker);
+            let old = self
+                .db()
+                .get_pinned_cf(self.cf(CF_SERIES), k)?
+                .and_then(|v| <[u8; 4]>::try_from(&v[..]).ok())
+                .map_or(0, u32::from_le_bytes);
+            wb.put_cf(
+                self.cf(CF_SERIES),
+                k,
+                old.saturating_add(f.count).to_le_bytes(),
+            );
+        }
+        self.db().write_opt(wb, &self.write_options())?;
+        Ok(())
+    }
+
+    /// Rule fires per hour in `[since, until)`: (rule key, hour ns, count), workers summed.
+    pub fn rule_fires(&self, since_ns: i64, until_ns: i64) -> Vec<(u64, i64, u32)> {
+        let lo = fire_key(since_ns, 0, 0);
+        let mut out: Vec<(u64, i64, u32)> = Vec::new();
+        let mut it = self.db().raw_iterator_cf(self.cf(CF_SERIES));
+        it.seek(&lo[..9]);
+        while let (Some(k), Some(v)) = (it.key(), it.value()) {
+            if k.len() != 18 || k[0] != b'f' {
+                break;
+            }
+            let hour_ns = u64::from_be_bytes(k[1..9].try_into().unwrap_or([0; 8])) as i64;
+            if hour_ns >= until_ns {
+                break;
+            }
+            let rule = u64::from_be_bytes(k[9..17].try_into().unwrap_or([0; 8]));
+            let n = <[u8; 4]>::try_from(v).map_or(0, u32::from_le_bytes);
+            match out.last_mut() {
+                Some(last) if last.0 == rule && last.1 == hour_ns => last.2 += n,
+                _ => out.push((rule, hour_ns, n)),
+            }
+            it.next();
+        }
+        out
+    }
+
+    /// A flag of the `rules` family.
+    pub fn rule_flag(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.db().get_cf(self.cf(CF_RULES), key).ok().flatten()
+    }
+
+    /// Sets a flag of the `rules` family (synced: an operator's toggle must survive a crash).
+    pub fn put_rule_flag(&self, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
+        let mut o = rocksdb::WriteOptions::default();
+        o.set_sync(true);
+        self.db().put_cf_opt(self.cf(CF_RULES), key, value, &o)?;
+        Ok(())
+    }
+
     /// Anomaly minutes in `[since, until)`, of one source or all.
     pub fn anomaly_minutes(
         &self,
@@ -390,4 +466,13 @@ impl Store {
         hi[1..].copy_from_slice(&(cutoff_ns.max(0) as u64).to_be_bytes());
         wb.delete_range_cf(self.cf(CF_SERIES), &[b'a'][..], &hi[..]);
     }
+}
+
+fn fire_key(hour_ns: i64, rule: u64, worker: u8) -> [u8; 18] {
+    let mut k = [0u8; 18];
+    k[0] = b'f';
+    k[1..9].copy_from_slice(&(hour_ns.max(0) as u64).to_be_bytes());
+    k[9..17].copy_from_slice(&rule.to_be_bytes());
+    k[17] = worker;
+    k
 }

@@ -32,7 +32,7 @@ pub use codec::{
     BLOCK_META_LEN, BlockMeta, BlockReader, EntitySlot, EventView, FLAG_INVALID_UTF8,
     FLAG_MALFORMED, FLAG_TRUNCATED, Role, StoredEvent, bincode_config, seal_block, write_block,
 };
-pub use detection::{AlertQuery, alert_key};
+pub use detection::{AlertQuery, RuleFires, alert_key};
 pub use query::{EntityFilter, EntityHit, EventPage, EventQuery, QueryError, parse_event_id};
 pub use writer::{EncodedBlock, NewEntity, Posting, PostingKind, spawn_writer};
 
@@ -55,7 +55,7 @@ pub(crate) const CF_IDX_TEMPLATE: &str = "idx_template";
 pub(crate) const CF_ENTITIES: &str = "entities";
 pub(crate) const CF_TEMPLATES: &str = "templates";
 pub(crate) const CF_CHECKPOINTS: &str = "checkpoints";
-const ALL_CFS: [&str; 14] = [
+const ALL_CFS: [&str; 15] = [
     CF_EVENTS,
     CF_BLOCKS,
     CF_IDX_ENTITY,
@@ -70,6 +70,7 @@ const ALL_CFS: [&str; 14] = [
     detection::CF_MODELS,
     detection::CF_BASELINES,
     detection::CF_SERIES,
+    detection::CF_RULES,
 ];
 const INDEX_CFS: [&str; 3] = [CF_IDX_ENTITY, CF_IDX_SOURCE, CF_IDX_TEMPLATE];
 

@@ -402,6 +402,44 @@ pub struct EntityHit {
 }
 
 impl Store {
+    /// Calls `f` with the id and contents of each stored event whose time is in
+    /// `[since_ns, until_ns)`, newest block first, until `f` returns false or `max_events` have
+    /// been read. Returns how many were read.
+    pub fn scan_events(
+        &self,
+        since_ns: i64,
+        until_ns: i64,
+        max_events: u64,
+        mut f: impl FnMut(&str, &StoredEvent) -> bool,
+    ) -> Result<u64, QueryError> {
+        let mut read = 0u64;
+        let mut it = self.db().raw_iterator_cf(self.cf(CF_BLOCKS));
+        it.seek_to_last();
+        while it.valid() && read < max_events {
+            if let (Some(k), Some(v)) = (it.key(), it.value())
+                && let (Ok(key), Some(meta)) = (BlockKey::try_from(k), BlockMeta::decode(v))
+                && meta.max_ts >= since_ns
+                && meta.min_ts < until_ns
+                && let Some(bytes) = self.db().get_pinned_cf(self.cf(CF_EVENTS), key)?
+                && let Some(reader) = BlockReader::new(&bytes)
+            {
+                for pos in 0..reader.len() {
+                    let Some(e) = reader.get(pos) else { continue };
+                    if e.timestamp_ns < since_ns || e.timestamp_ns >= until_ns {
+                        continue;
+                    }
+                    read += 1;
+                    if !f(&event_id(&key, pos as u16), &e) || read >= max_events {
+                        return Ok(read);
+                    }
+                }
+            }
+            it.prev();
+        }
+        it.status()?;
+        Ok(read)
+    }
+
     /// One event by id.
     pub fn event(&self, id: &str) -> Option<Event> {
         let (key, pos) = parse_event_id(id)?;

@@ -1,0 +1,157 @@
+//! `GET /attack/coverage`: the ATT&CK Enterprise matrix with, per technique, the rules that
+//! detect it and how often they fired.
+//!
+//! Rule counts come from the live catalogue (enabled rules only: a disabled rule covers
+//! nothing); fire counts from the hourly rule series over `[since, until)`, 30 days by default.
+//! Techniques no rule maps to are listed too, with zeros: the gaps are what this view is for.
+
+use crate::error::ApiError;
+use crate::query::Params;
+use crate::state::AppState;
+use axum::Json;
+use axum::extract::{RawQuery, State};
+use serde::Serialize;
+use std::collections::HashMap;
+use watchpost_dataplane::clock::now_ns;
+use watchpost_rules::attack::Attack;
+
+/// Default window: 30 days.
+const DEFAULT_WINDOW_NS: i64 = 30 * 86_400_000_000_000;
+
+/// One cell of the matrix.
+#[derive(Clone, Debug, Serialize)]
+pub struct TechniqueCell {
+    /// `T1110.001`.
+    pub id: String,
+    /// `Brute Force: Password Guessing`.
+    pub name: String,
+    /// Enabled rules mapped to it under this tactic.
+    pub rules: u64,
+    /// Their fires in the window.
+    pub fires: u64,
+    /// Ids of those rules.
+    pub rule_ids: Vec<String>,
+}
+
+/// One column of the matrix.
+#[derive(Clone, Debug, Serialize)]
+pub struct TacticColumn {
+    /// `TA0006`.
+    pub id: String,
+    /// `Credential Access`.
+    pub name: String,
+    /// Enabled rules mapped to the tactic (with or without a technique).
+    pub rules: u64,
+    /// Their fires in the window.
+    pub fires: u64,
+    /// Every technique of the tactic, sub-techniques included, in id order.
+    pub techniques: Vec<TechniqueCell>,
+}
+
+/// The answer.
+#[derive(Clone, Debug, Serialize)]
+pub struct Coverage {
+    /// ATT&CK version of the embedded catalogue.
+    pub attack_version: String,
+    /// Window start, ns.
+    pub since_ns: i64,
+    /// Window end (exclusive), ns.
+    pub until_ns: i64,
+    /// Tactics in kill-chain order.
+    pub tactics: Vec<TacticColumn>,
+    /// Techniques with at least one rule, over all tactics (each technique once).
+    pub techniques_covered: u64,
+    /// Techniques in the catalogue.
+    pub techniques_total: u64,
+}
+
+/// The matrix for `since`/`until` (ISO-8601; default the last 30 days).
+pub async fn coverage(
+    State(st): State<AppState>,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<Coverage>, ApiError> {
+    let p = Params::parse(raw.as_deref(), &["since", "until"])?;
+    let until_ns = p.time("until")?.unwrap_or_else(now_ns);
+    let since_ns = p
+        .time("since")?
+        .unwrap_or(until_ns.saturating_sub(DEFAULT_WINDOW_NS));
+    if since_ns >= until_ns {
+        return Err(ApiError::invalid_parameter(
+            "since",
+            "since must be before until",
+        ));
+    }
+    let cat = crate::routes::sigma::catalog(&st)?;
+    let store = st.store.clone();
+    let rows = tokio::task::spawn_blocking(move || store.rule_fires(since_ns, until_ns))
+        .await
+        .map_err(ApiError::internal)?;
+    let mut fires: HashMap<u64, u64> = HashMap::new();
+    for (rule, _, n) in rows {
+        *fires.entry(rule).or_insert(0) += u64::from(n);
+    }
+    let attack = Attack::get();
+    // (tactic id, technique id or "") -> (rule ids, fires)
+    let mut cells: HashMap<(String, String), (Vec<String>, u64)> = HashMap::new();
+    let mut by_tactic: HashMap<String, (Vec<String>, u64)> = HashMap::new();
+    for e in cat.all().iter().filter(|e| e.enabled()) {
+        let f = fires.get(&e.key).copied().unwrap_or(0);
+        for m in &e.attack {
+            let t = by_tactic.entry(m.tactic_id.clone()).or_default();
+            if !t.0.contains(&e.rule.id) {
+                t.0.push(e.rule.id.clone());
+                t.1 += f;
+            }
+            if !m.technique_id.is_empty() {
+                let c = cells
+                    .entry((m.tactic_id.clone(), m.technique_id.clone()))
+                    .or_default();
+                c.0.push(e.rule.id.clone());
+                c.1 += f;
+            }
+        }
+    }
+    let mut covered = std::collections::HashSet::new();
+    let tactics = attack
+        .tactics
+        .iter()
+        .map(|ta| {
+            let techniques = attack
+                .techniques
+                .iter()
+                .filter(|t| t.tactics.contains(&ta.shortname))
+                .map(|t| {
+                    let (rule_ids, f) = cells
+                        .remove(&(ta.id.clone(), t.id.clone()))
+                        .unwrap_or_default();
+                    if !rule_ids.is_empty() {
+                        covered.insert(t.id.clone());
+                    }
+                    TechniqueCell {
+                        id: t.id.clone(),
+                        name: attack.technique_name(t),
+                        rules: rule_ids.len() as u64,
+                        fires: f,
+                        rule_ids,
+                    }
+                })
+                .collect();
+            let (ids, f) = by_tactic.remove(&ta.id).unwrap_or_default();
+            TacticColumn {
+                id: ta.id.clone(),
+                name: ta.name.clone(),
+                rules: ids.len() as u64,
+                fires: f,
+                techniques,
+            }
+        })
+        .collect();
+    Ok(Json(Coverage {
+        attack_version: attack.version.clone(),
+        since_ns,
+        until_ns,
+        tactics,
+        techniques_covered: covered.len() as u64,
+        techniques_total: attack.techniques.len() as u64,
+    }))
+}

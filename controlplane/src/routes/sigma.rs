@@ -1,0 +1,484 @@
+//! `/sigma/rules`: the rule catalogue, its fire counts, toggles and uploads.
+//!
+//! Fire counts are read from the store's hourly rule series (written by the stage B workers once
+//! a second), so the list and the timelines show what fired whether or not the rule's alerts
+//! were folded into one by the cooldown. Changes go through the data plane's
+//! [`Catalog`], which stage A picks up at its next batch: an upload is live without a restart.
+
+use crate::error::ApiError;
+use crate::query::{Params, page_of};
+use crate::routes::events::{DEFAULT_LIMIT, MAX_LIMIT};
+use crate::routes::read_body;
+use crate::state::AppState;
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::sync::Arc;
+use watchpost_dataplane::catalog::{Catalog, RuleEntry, UploadError};
+use watchpost_dataplane::clock::now_ns;
+use watchpost_proto::{AttackMapping, ListResponse};
+use watchpost_rules::rule::Body as RuleBody;
+
+/// Nanoseconds per hour.
+const HOUR_NS: i64 = 3_600_000_000_000;
+/// Stored events a dry run reads at most (newest first, last 24 h).
+const DRY_RUN_MAX_EVENTS: u64 = 200_000;
+/// Event ids a dry run lists.
+const DRY_RUN_SAMPLE: usize = 20;
+
+/// A rule as listed.
+#[derive(Clone, Debug, Serialize)]
+pub struct RuleSummary {
+    /// Rule id.
+    pub id: String,
+    /// Title.
+    pub title: String,
+    /// `informational` to `critical`, when set.
+    pub level: Option<&'static str>,
+    /// Alert severity 0 to 5.
+    pub severity: u8,
+    /// `stable`, `test`, `experimental`, `deprecated`, `unsupported`, when set.
+    pub status: Option<String>,
+    /// Applied to events.
+    pub enabled: bool,
+    /// `bundled`, `directory` or `custom`.
+    pub source: &'static str,
+    /// `detection` or `correlation`.
+    pub kind: &'static str,
+    /// Its logsource maps onto events (an unmapped rule can never fire).
+    pub mapped: bool,
+    /// `product`, `category`, `service` of its logsource.
+    pub logsource: HashMap<&'static str, String>,
+    /// Tags as written.
+    pub tags: Vec<String>,
+    /// ATT&CK mappings of its tags.
+    pub attack: Vec<AttackMapping>,
+    /// Fires in the last 24 hours.
+    pub fires_24h: u64,
+}
+
+/// A rule with its text.
+#[derive(Clone, Debug, Serialize)]
+pub struct RuleDetail {
+    /// Everything the list shows.
+    #[serde(flatten)]
+    pub summary: RuleSummary,
+    /// Description.
+    pub description: Option<String>,
+    /// Author.
+    pub author: Option<String>,
+    /// Known false positives.
+    pub falsepositives: Vec<String>,
+    /// References.
+    pub references: Vec<String>,
+    /// Parser warnings (unusual but valid constructs).
+    pub warnings: Vec<String>,
+    /// The file it was loaded from (bundled: its path under `rules/sigma/`).
+    pub path: String,
+    /// The YAML text.
+    pub yaml: String,
+}
+
+fn summary(e: &RuleEntry, fires_24h: u64) -> RuleSummary {
+    let r = &e.rule;
+    let mut logsource = HashMap::new();
+    for (k, v) in [
+        ("product", &r.logsource.product),
+        ("category", &r.logsource.category),
+        ("service", &r.logsource.service),
+    ] {
+        if let Some(v) = v {
+            logsource.insert(k, v.clone());
+        }
+    }
+    RuleSummary {
+        id: r.id.clone(),
+        title: r.title.clone(),
+        level: r.level.map(|l| l.as_str()),
+        severity: e.severity,
+        status: r.status.clone(),
+        enabled: e.enabled(),
+        source: e.origin.name(),
+        kind: match r.body {
+            RuleBody::Detection { .. } => "detection",
+            RuleBody::Correlation(_) => "correlation",
+        },
+        mapped: e.mapped,
+        logsource,
+        tags: r.tags.clone(),
+        attack: e.attack.clone(),
+        fires_24h,
+    }
+}
+
+fn detail(e: &RuleEntry, fires_24h: u64) -> RuleDetail {
+    let r = &e.rule;
+    RuleDetail {
+        summary: summary(e, fires_24h),
+        description: r.description.clone(),
+        author: r.author.clone(),
+        falsepositives: r.falsepositives.clone(),
+        references: r.references.clone(),
+        warnings: r.warnings.clone(),
+        path: e.path.clone(),
+        yaml: e.yaml.clone(),
+    }
+}
+
+pub(crate) fn catalog(st: &AppState) -> Result<Arc<Catalog>, ApiError> {
+    st.catalog.clone().ok_or_else(|| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            "the rule catalogue is not loaded (no running pipeline)",
+        )
+        .retry_after(5)
+    })
+}
+
+/// Fires per rule key over the 24 hours up to now.
+async fn fires_24h(st: &AppState) -> Result<HashMap<u64, u64>, ApiError> {
+    let store = st.store.clone();
+    let now = now_ns();
+    let rows = tokio::task::spawn_blocking(move || store.rule_fires(now - 24 * HOUR_NS, now + 1))
+        .await
+        .map_err(ApiError::internal)?;
+    let mut out = HashMap::new();
+    for (rule, _, n) in rows {
+        *out.entry(rule).or_insert(0) += u64::from(n);
+    }
+    Ok(out)
+}
+
+const LIST_PARAMS: &[&str] = &[
+    "enabled",
+    "level",
+    "tactic",
+    "technique",
+    "source",
+    "kind",
+    "q",
+    "page",
+    "limit",
+];
+
+/// `GET /sigma/rules`: rules in catalogue order, filtered, with their 24 h fire counts.
+pub async fn list(
+    State(st): State<AppState>,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<ListResponse<RuleSummary>>, ApiError> {
+    let p = Params::parse(raw.as_deref(), LIST_PARAMS)?;
+    let enabled = match p.get("enabled") {
+        None => None,
+        Some("true") => Some(true),
+        Some("false") => Some(false),
+        Some(v) => {
+            return Err(ApiError::invalid_parameter(
+                "enabled",
+                format!("`{v}` is not true or false"),
+            ));
+        }
+    };
+    let level = match p.get("level") {
+        None => None,
+        Some(v) => Some(watchpost_rules::Level::parse(v).ok_or_else(|| {
+            ApiError::invalid_parameter(
+                "level",
+                format!("`{v}` is not informational, low, medium, high or critical"),
+            )
+        })?),
+    };
+    let source = p.get("source");
+    if let Some(s) = source
+        && !["bundled", "directory", "custom"].contains(&s)
+    {
+        return Err(ApiError::invalid_parameter(
+            "source",
+            format!("`{s}` is not bundled, directory or custom"),
+        ));
+    }
+    let kind = p.get("kind");
+    if let Some(k) = kind
+        && !["detection", "correlation"].contains(&k)
+    {
+        return Err(ApiError::invalid_parameter(
+            "kind",
+            format!("`{k}` is not detection or correlation"),
+        ));
+    }
+    // A tactic by id, name or shortname (`TA0006`, `Credential Access`, `credential-access`).
+    let tactic = match p.text("tactic", 128)? {
+        None => None,
+        Some(t) => Some(
+            watchpost_rules::attack::Attack::get()
+                .tactic(&t)
+                .map(|x| x.id.clone())
+                .ok_or_else(|| {
+                    ApiError::invalid_parameter("tactic", format!("`{t}` is not an ATT&CK tactic"))
+                })?,
+        ),
+    };
+    let technique = p.text("technique", 32)?;
+    let text = p.text("q", 256)?.map(|t| t.to_lowercase());
+    let page = p.int("page", 1, 1, 1_000_000)?;
+    let limit = p.int("limit", DEFAULT_LIMIT, 1, MAX_LIMIT)?;
+    let cat = catalog(&st)?;
+    let fires = fires_24h(&st).await?;
+    let items: Vec<RuleSummary> = cat
+        .all()
+        .iter()
+        .filter(|e| enabled.is_none_or(|on| e.enabled() == on))
+        .filter(|e| level.is_none_or(|l| e.rule.level == Some(l)))
+        .filter(|e| source.is_none_or(|s| e.origin.name() == s))
+        .filter(|e| kind.is_none_or(|k| e.is_detection() == (k == "detection")))
+        .filter(|e| {
+            tactic
+                .as_ref()
+                .is_none_or(|t| e.attack.iter().any(|m| &m.tactic_id == t))
+        })
+        .filter(|e| {
+            technique.as_ref().is_none_or(|t| {
+                let t = t.to_ascii_uppercase();
+                e.attack.iter().any(|m| m.technique_id.starts_with(&t))
+            })
+        })
+        .filter(|e| {
+            text.as_ref().is_none_or(|t| {
+                let r = &e.rule;
+                r.id.to_lowercase().contains(t)
+                    || r.title.to_lowercase().contains(t)
+                    || r.description
+                        .as_ref()
+                        .is_some_and(|d| d.to_lowercase().contains(t))
+                    || r.tags.iter().any(|g| g.to_lowercase().contains(t))
+            })
+        })
+        .map(|e| summary(e, fires.get(&e.key).copied().unwrap_or(0)))
+        .collect();
+    Ok(Json(page_of(items, page, limit)))
+}
+
+fn find(cat: &Catalog, id: &str) -> Result<Arc<RuleEntry>, ApiError> {
+    cat.find(id)
+        .ok_or_else(|| ApiError::not_found(format!("no rule {id}")))
+}
+
+/// `GET /sigma/rules/{id}`: one rule with its YAML.
+pub async fn get(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<RuleDetail>, ApiError> {
+    let cat = catalog(&st)?;
+    let e = find(&cat, &id)?;
+    let fires = fires_24h(&st).await?;
+    Ok(Json(detail(&e, fires.get(&e.key).copied().unwrap_or(0))))
+}
+
+/// One hour of a rule's timeline.
+#[derive(Clone, Debug, Serialize)]
+pub struct HourBucket {
+    /// Start of the hour, ns.
+    pub hour_ns: i64,
+    /// Fires in it.
+    pub count: u64,
+}
+
+/// A rule's last 24 hours.
+#[derive(Clone, Debug, Serialize)]
+pub struct Timeline {
+    /// Rule id.
+    pub rule_id: String,
+    /// 24 buckets, oldest first; the last is the current (partial) hour.
+    pub buckets: Vec<HourBucket>,
+    /// Sum of the buckets.
+    pub total: u64,
+}
+
+/// `GET /sigma/rules/{id}/timeline`: 24 hourly fire counts ending with the current hour.
+pub async fn timeline(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Timeline>, ApiError> {
+    let cat = catalog(&st)?;
+    let e = find(&cat, &id)?;
+    let first = (now_ns().div_euclid(HOUR_NS) - 23) * HOUR_NS;
+    let store = st.store.clone();
+    let rows = tokio::task::spawn_blocking(move || store.rule_fires(first, first + 24 * HOUR_NS))
+        .await
+        .map_err(ApiError::internal)?;
+    let mut buckets: Vec<HourBucket> = (0..24)
+        .map(|h| HourBucket {
+            hour_ns: first + h * HOUR_NS,
+            count: 0,
+        })
+        .collect();
+    for (rule, hour_ns, n) in rows {
+        if rule == e.key {
+            let i = ((hour_ns - first) / HOUR_NS) as usize;
+            if let Some(b) = buckets.get_mut(i) {
+                b.count += u64::from(n);
+            }
+        }
+    }
+    let total = buckets.iter().map(|b| b.count).sum();
+    Ok(Json(Timeline {
+        rule_id: e.rule.id.clone(),
+        buckets,
+        total,
+    }))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Toggle {
+    enabled: bool,
+}
+
+/// `PATCH /sigma/rules/{id}` with `{"enabled": bool}`: turns the rule on or off, persistently.
+pub async fn patch(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+    body: Body,
+) -> Result<Json<RuleSummary>, ApiError> {
+    let bytes = read_body(body, st.config.api_max_body_bytes).await?;
+    let t: Toggle = serde_json::from_slice(&bytes).map_err(|e| {
+        ApiError::invalid_body(
+            "enabled",
+            format!("the body must be {{\"enabled\": true|false}}: {e}"),
+        )
+    })?;
+    let cat = catalog(&st)?;
+    let c = cat.clone();
+    let key = id.clone();
+    let e = tokio::task::spawn_blocking(move || c.set_enabled(&key, t.enabled))
+        .await
+        .map_err(ApiError::internal)?
+        .map_err(ApiError::internal)?
+        .ok_or_else(|| ApiError::not_found(format!("no rule {id}")))?;
+    let fires = fires_24h(&st).await?;
+    Ok(Json(summary(&e, fires.get(&e.key).copied().unwrap_or(0))))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Upload {
+    yaml: String,
+    #[serde(default)]
+    dry_run: bool,
+}
+
+/// What a dry run found.
+#[derive(Clone, Debug, Serialize)]
+pub struct DryRun {
+    /// Always true: an invalid rule answers 422.
+    pub valid: bool,
+    /// The rule as it would be listed.
+    pub rule: RuleSummary,
+    /// Stored events of the last 24 h that were read.
+    pub events_scanned: u64,
+    /// Of those, how many the rule matches.
+    pub matched: u64,
+    /// Ids of the newest matches (at most 20).
+    pub sample_event_ids: Vec<String>,
+    /// The scan stopped at its bound before reaching 24 h back.
+    pub truncated: bool,
+}
+
+fn upload_error(e: UploadError) -> ApiError {
+    match e {
+        UploadError::Invalid(err) => {
+            let mut a = ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_rule",
+                err.message.clone(),
+            );
+            a.body = a.body.with("kind", err.kind.as_str());
+            if let Some(p) = err.pos {
+                a.body = a.body.with("line", p.line).with("column", p.column);
+            }
+            a
+        }
+        UploadError::Collision(id) => {
+            let mut a = ApiError::new(
+                StatusCode::CONFLICT,
+                "rule_exists",
+                format!("a rule with id {id} is already loaded"),
+            );
+            a.body = a.body.with("rule_id", id);
+            a
+        }
+        e @ UploadError::Full(_) => ApiError::new(
+            StatusCode::INSUFFICIENT_STORAGE,
+            "upload_dir_full",
+            e.to_string(),
+        ),
+        UploadError::Io(e) => ApiError::internal(e),
+    }
+}
+
+/// `POST /sigma/rules` with `{"yaml": "...", "dry_run": bool}`. 201 with the rule once it is
+/// stored and live; with `dry_run`, 200 with what it would have matched in the stored events
+/// of the last 24 hours, nothing written. 409 on an id collision, 422 with line and column
+/// for an invalid rule, 507 when the upload folder is full.
+pub async fn post(
+    State(st): State<AppState>,
+    body: Body,
+) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
+    let bytes = read_body(body, st.config.api_max_body_bytes).await?;
+    let u: Upload = serde_json::from_slice(&bytes).map_err(|e| {
+        ApiError::invalid_body(
+            "yaml",
+            format!("the body must be {{\"yaml\": \"...\", \"dry_run\": false}}: {e}"),
+        )
+    })?;
+    let cat = catalog(&st)?;
+    if !u.dry_run {
+        let c = cat.clone();
+        let e = tokio::task::spawn_blocking(move || c.upload(&u.yaml))
+            .await
+            .map_err(ApiError::internal)?
+            .map_err(upload_error)?;
+        tracing::info!("sigma: custom rule {} uploaded ({})", e.rule.id, e.path);
+        let v = serde_json::to_value(detail(&e, 0)).map_err(ApiError::internal)?;
+        return Ok((StatusCode::CREATED, Json(v)));
+    }
+    let store = st.store.clone();
+    let c = cat.clone();
+    let run = tokio::task::spawn_blocking(move || -> Result<DryRun, ApiError> {
+        let rule = c.check_upload(&u.yaml).map_err(upload_error)?;
+        let entry = RuleEntry::preview(rule.clone(), u.yaml.clone());
+        let set = c.compile_one(rule);
+        let now = now_ns();
+        let mut matched = 0u64;
+        let mut sample = Vec::new();
+        let mut hits = Vec::with_capacity(1);
+        let scanned = store
+            .scan_events(now - 24 * HOUR_NS, now + 1, DRY_RUN_MAX_EVENTS, |id, ev| {
+                hits.clear();
+                set.matches(ev, &mut hits);
+                if !hits.is_empty() {
+                    matched += 1;
+                    if sample.len() < DRY_RUN_SAMPLE {
+                        sample.push(id.to_string());
+                    }
+                }
+                true
+            })
+            .map_err(ApiError::internal)?;
+        Ok(DryRun {
+            valid: true,
+            rule: summary(&entry, 0),
+            events_scanned: scanned,
+            matched,
+            sample_event_ids: sample,
+            truncated: scanned >= DRY_RUN_MAX_EVENTS,
+        })
+    })
+    .await
+    .map_err(ApiError::internal)??;
+    let v = serde_json::to_value(run).map_err(ApiError::internal)?;
+    Ok((StatusCode::OK, Json(v)))
+}

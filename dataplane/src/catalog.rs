@@ -1,0 +1,436 @@
+//! The live Sigma catalogue: the bundled rules, the rules of `detection.sigma_rules_dirs` and the
+//! operator's uploads, compiled into the [`RuleSet`] stage A evaluates.
+//!
+//! Why a catalogue and not a rule set: rules change while the service runs (an upload, a toggle),
+//! and three parties must agree on what a rule number means: stage A (which reports matches by
+//! number), stage B (which turns them into alerts) and the API (which lists rules). Detection
+//! rules are therefore numbered in load order and never renumbered: uploads append, toggles flip
+//! a flag. Each change compiles a new [`RuleSet`] and bumps [`Catalog::version`]; a stage A
+//! worker checks the version once per batch (one relaxed atomic load) and takes the new set.
+//!
+//! Enabled flags live in the store's `rules` family, so a toggle survives restarts; uploads are
+//! files in `detection.sigma_custom_upload_dir`, read back at start.
+
+use crate::hash::hash64;
+use crate::store::Store;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use watchpost_proto::{AttackMapping, Config};
+use watchpost_rules::attack::Attack;
+use watchpost_rules::rule::Body;
+use watchpost_rules::{Mapping, Rule, RuleError, RuleSet, bundled, load, parse_rule};
+
+/// Where a rule came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// Written by this project, embedded in the binary.
+    Bundled,
+    /// From a folder of `detection.sigma_rules_dirs`.
+    Directory,
+    /// Uploaded through the API (a file in the custom upload folder).
+    Custom,
+}
+
+impl Origin {
+    /// The API name: `bundled`, `directory` or `custom`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Origin::Bundled => "bundled",
+            Origin::Directory => "directory",
+            Origin::Custom => "custom",
+        }
+    }
+}
+
+/// One rule of the catalogue.
+#[derive(Debug)]
+pub struct RuleEntry {
+    /// The parsed rule.
+    pub rule: Arc<Rule>,
+    /// Its YAML, as loaded.
+    pub yaml: String,
+    /// Where it came from.
+    pub origin: Origin,
+    /// Its file (for bundled rules, the path under `rules/sigma/`).
+    pub path: String,
+    /// `hash64(id)`: the key of its fire counts in the store.
+    pub key: u64,
+    /// ATT&CK mappings of its tags.
+    pub attack: Vec<AttackMapping>,
+    /// Alert severity (0 to 5) from its level; 3 when it has none.
+    pub severity: u8,
+    /// Its logsource maps onto events (a rule whose logsource does not can never fire).
+    pub mapped: bool,
+    enabled: AtomicBool,
+}
+
+impl RuleEntry {
+    fn new(rule: Rule, yaml: String, origin: Origin, path: String, mapping: &Mapping) -> RuleEntry {
+        let attack = Attack::get().mappings(&rule.tags);
+        let mapped = match &rule.body {
+            Body::Detection { .. } => mapping.shapes(&rule.logsource).is_some(),
+            Body::Correlation(_) => true,
+        };
+        RuleEntry {
+            key: hash64(rule.id.as_bytes()),
+            severity: rule.level.map_or(3, |l| l.severity()),
+            rule: Arc::new(rule),
+            yaml,
+            origin,
+            path,
+            attack,
+            mapped,
+            enabled: AtomicBool::new(true),
+        }
+    }
+
+    /// An entry for a rule not (yet) in the catalogue: how an upload would be listed.
+    pub fn preview(rule: Rule, yaml: String) -> RuleEntry {
+        RuleEntry::new(
+            rule,
+            yaml,
+            Origin::Custom,
+            String::new(),
+            &Mapping::bundled(),
+        )
+    }
+
+    /// Applied to events?
+    pub fn enabled(&self) -> bool {
+        self.enabled.load(Ordering::Relaxed)
+    }
+
+    /// A detection rule (rather than a correlation rule)?
+    pub fn is_detection(&self) -> bool {
+        matches!(self.rule.body, Body::Detection { .. })
+    }
+}
+
+/// Why an upload was refused.
+#[derive(Debug)]
+pub enum UploadError {
+    /// Not a valid rule: the error has its line and column.
+    Invalid(RuleError),
+    /// A rule with this id is loaded already.
+    Collision(String),
+    /// The upload folder holds `detection.sigma_custom_max_rules` rules already.
+    Full(u32),
+    /// Writing the file failed.
+    Io(std::io::Error),
+}
+
+impl std::fmt::Display for UploadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UploadError::Invalid(e) => write!(f, "{e}"),
+            UploadError::Collision(id) => write!(f, "a rule with id {id} is already loaded"),
+            UploadError::Full(n) => write!(
+                f,
+                "the custom rule folder holds {n} rules, detection.sigma_custom_max_rules"
+            ),
+            UploadError::Io(e) => write!(f, "cannot write the rule file: {e}"),
+        }
+    }
+}
+
+struct State {
+    /// Detection rules, numbered as the compiled set numbers them.
+    detection: Vec<Arc<RuleEntry>>,
+    /// Correlation rules.
+    correlation: Vec<Arc<RuleEntry>>,
+    compiled: Arc<RuleSet>,
+}
+
+/// The catalogue, shared by stage A, stage B and the API (`Arc<Catalog>`).
+pub struct Catalog {
+    state: RwLock<State>,
+    version: AtomicU64,
+    mapping: Mapping,
+    custom_dir: PathBuf,
+    custom_max: u32,
+    store: Option<Arc<Store>>,
+    /// Files that failed to load at start: (path, error).
+    pub load_errors: Vec<(String, String)>,
+}
+
+/// Key of an enabled flag in the `rules` family.
+fn enabled_key(id: &str) -> Vec<u8> {
+    let mut k = b"enabled:".to_vec();
+    k.extend_from_slice(id.as_bytes());
+    k
+}
+
+impl Catalog {
+    /// Loads the bundled rules, every folder of `detection.sigma_rules_dirs` and the custom
+    /// uploads, with the enabled flags saved in `store`. A rule file that does not parse is
+    /// logged and listed in [`Catalog::load_errors`] (a SigmaHQ checkout may hold rules of a
+    /// newer specification); a configured folder that does not exist is an error.
+    pub fn load(cfg: &Config, store: Option<Arc<Store>>) -> Result<Catalog, String> {
+        let mapping = Mapping::bundled();
+        let mut errors = Vec::new();
+        let mut entries: Vec<RuleEntry> = Vec::new();
+        for (path, text) in bundled::BUNDLED {
+            match parse_rule(text) {
+                Ok(r) => entries.push(RuleEntry::new(
+                    r,
+                    text.to_string(),
+                    Origin::Bundled,
+                    path.to_string(),
+                    &mapping,
+                )),
+                Err(e) => errors.push((path.to_string(), e.to_string())),
+            }
+        }
+        for dir in &cfg.detection.sigma_rules_dirs {
+            let dir = PathBuf::from(dir);
+            if !dir.is_dir() {
+                return Err(format!(
+                    "detection.sigma_rules_dirs: {} is not a readable folder",
+                    dir.display()
+                ));
+            }
+            read_folder(&dir, Origin::Directory, &mapping, &mut entries, &mut errors)?;
+        }
+        let custom_dir = cfg.sigma_custom_upload_dir();
+        if custom_dir.is_dir() {
+            read_folder(
+                &custom_dir,
+                Origin::Custom,
+                &mapping,
+                &mut entries,
+                &mut errors,
+            )?;
+        } else if store.is_some() {
+            // The live service creates the folder; offline tools only read it when it exists.
+            std::fs::create_dir_all(&custom_dir).map_err(|e| {
+                format!(
+                    "detection.sigma_custom_upload_dir: cannot create {}: {e}",
+                    custom_dir.display()
+                )
+            })?;
+        }
+        let mut state = State {
+            detection: Vec::new(),
+            correlation: Vec::new(),
+            compiled: Arc::new(RuleSet::default()),
+        };
+        for e in entries {
+            let id = e.rule.id.clone();
+            let taken = state
+                .detection
+                .iter()
+                .chain(&state.correlation)
+                .any(|x| x.rule.id == id);
+            if taken {
+                errors.push((e.path.clone(), format!("duplicate rule id {id}: skipped")));
+                continue;
+            }
+            if let Some(s) = &store
+                && let Some(v) = s.rule_flag(&enabled_key(&id))
+            {
+                e.enabled.store(v == b"1", Ordering::Relaxed);
+            }
+            if e.is_detection() {
+                state.detection.push(Arc::new(e));
+            } else {
+                state.correlation.push(Arc::new(e));
+            }
+        }
+        for (path, e) in &errors {
+            tracing::warn!("sigma rule {path}: {e}");
+        }
+        state.compiled = Arc::new(compile(&state.detection, &mapping));
+        Ok(Catalog {
+            state: RwLock::new(state),
+            version: AtomicU64::new(1),
+            mapping,
+            custom_dir,
+            custom_max: cfg.detection.sigma_custom_max_rules,
+            store,
+            load_errors: errors,
+        })
+    }
+
+    /// Bumped on every change of the compiled set.
+    #[inline]
+    pub fn version(&self) -> u64 {
+        self.version.load(Ordering::Acquire)
+    }
+
+    /// The compiled set of the current version.
+    pub fn current(&self) -> Arc<RuleSet> {
+        self.read().compiled.clone()
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
+        // A panic while holding the lock cannot leave the state half-changed (every change
+        // builds the new set before swapping it in), so a poisoned lock is safe to keep using.
+        self.state.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, State> {
+        self.state.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Detection rule number `i` (as the compiled set and stage A number it).
+    pub fn detection(&self, i: u32) -> Option<Arc<RuleEntry>> {
+        self.read().detection.get(i as usize).cloned()
+    }
+
+    /// Every rule: detection rules in number order, then correlation rules.
+    pub fn all(&self) -> Vec<Arc<RuleEntry>> {
+        let s = self.read();
+        s.detection.iter().chain(&s.correlation).cloned().collect()
+    }
+
+    /// The correlation rules.
+    pub fn correlations(&self) -> Vec<Arc<RuleEntry>> {
+        self.read().correlation.clone()
+    }
+
+    /// The rule with this id.
+    pub fn find(&self, id: &str) -> Option<Arc<RuleEntry>> {
+        let s = self.read();
+        s.detection
+            .iter()
+            .chain(&s.correlation)
+            .find(|e| e.rule.id == id)
+            .cloned()
+    }
+
+    /// Turns a rule on or off, persistently. `Ok(None)` when no rule has that id.
+    pub fn set_enabled(&self, id: &str, on: bool) -> Result<Option<Arc<RuleEntry>>, String> {
+        let mut s = self.write();
+        let Some(e) = s
+            .detection
+            .iter()
+            .chain(&s.correlation)
+            .find(|e| e.rule.id == id)
+            .cloned()
+        else {
+            return Ok(None);
+        };
+        if let Some(store) = &self.store {
+            store
+                .put_rule_flag(&enabled_key(id), if on { b"1" } else { b"0" })
+                .map_err(|e| e.to_string())?;
+        }
+        if e.enabled() != on {
+            e.enabled.store(on, Ordering::Relaxed);
+            if e.is_detection() {
+                let mut set = (*s.compiled).clone();
+                set.set_enabled(id, on);
+                s.compiled = Arc::new(set);
+                self.version.fetch_add(1, Ordering::AcqRel);
+            }
+        }
+        Ok(Some(e))
+    }
+
+    /// Checks `yaml` as an upload would: valid, no id collision, room in the folder.
+    pub fn check_upload(&self, yaml: &str) -> Result<Rule, UploadError> {
+        let rule = parse_rule(yaml).map_err(UploadError::Invalid)?;
+        if self.find(&rule.id).is_some() {
+            return Err(UploadError::Collision(rule.id));
+        }
+        let held = custom_files(&self.custom_dir).map_err(UploadError::Io)?;
+        if held >= self.custom_max as usize {
+            return Err(UploadError::Full(self.custom_max));
+        }
+        Ok(rule)
+    }
+
+    /// A one-rule set of `rule`, compiled as the live set would compile it (for dry runs).
+    pub fn compile_one(&self, rule: Rule) -> RuleSet {
+        RuleSet::compile([Arc::new(rule)], &self.mapping)
+    }
+
+    /// Validates and stores an upload as `<id>.yml` in the custom folder, and applies it at
+    /// once.
+    pub fn upload(&self, yaml: &str) -> Result<Arc<RuleEntry>, UploadError> {
+        // Held across the check and the write: two uploads of one id cannot both pass.
+        let mut s = self.write();
+        let rule = parse_rule(yaml).map_err(UploadError::Invalid)?;
+        if s.detection
+            .iter()
+            .chain(&s.correlation)
+            .any(|e| e.rule.id == rule.id)
+        {
+            return Err(UploadError::Collision(rule.id));
+        }
+        if custom_files(&self.custom_dir).map_err(UploadError::Io)? >= self.custom_max as usize {
+            return Err(UploadError::Full(self.custom_max));
+        }
+        let name: String = rule
+            .id
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let path = self.custom_dir.join(format!("{name}.yml"));
+        // Written aside then renamed: a crash leaves the old state or the new, never half a file.
+        let tmp = self.custom_dir.join(format!(".{name}.yml.tmp"));
+        std::fs::write(&tmp, yaml)
+            .and_then(|()| std::fs::rename(&tmp, &path))
+            .map_err(UploadError::Io)?;
+        let entry = Arc::new(RuleEntry::new(
+            rule,
+            yaml.to_string(),
+            Origin::Custom,
+            path.display().to_string(),
+            &self.mapping,
+        ));
+        if entry.is_detection() {
+            s.detection.push(entry.clone());
+            s.compiled = Arc::new(compile(&s.detection, &self.mapping));
+            self.version.fetch_add(1, Ordering::AcqRel);
+        } else {
+            s.correlation.push(entry.clone());
+        }
+        Ok(entry)
+    }
+}
+
+/// Compiles the detection rules, keeping each disabled one switched off.
+fn compile(detection: &[Arc<RuleEntry>], mapping: &Mapping) -> RuleSet {
+    let mut set = RuleSet::compile(detection.iter().map(|e| e.rule.clone()), mapping);
+    for e in detection.iter().filter(|e| !e.enabled()) {
+        set.set_enabled(&e.rule.id, false);
+    }
+    set
+}
+
+fn read_folder(
+    dir: &Path,
+    origin: Origin,
+    mapping: &Mapping,
+    entries: &mut Vec<RuleEntry>,
+    errors: &mut Vec<(String, String)>,
+) -> Result<(), String> {
+    let files = load::rule_files(&[dir.to_path_buf()])
+        .map_err(|e| format!("cannot read rule folder {}: {e}", dir.display()))?;
+    for f in files {
+        let l = load::load_file(&f);
+        match l.rule {
+            Ok(r) => entries.push(RuleEntry::new(
+                r,
+                l.text,
+                origin,
+                f.display().to_string(),
+                mapping,
+            )),
+            Err(e) => errors.push((f.display().to_string(), e.to_string())),
+        }
+    }
+    Ok(())
+}
+
+fn custom_files(dir: &Path) -> std::io::Result<usize> {
+    Ok(load::rule_files(&[dir.to_path_buf()])?.len())
+}
