@@ -5,27 +5,11 @@
 
 use std::io::Write;
 use std::net::TcpStream;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 mod common;
 
-use common::{Service, free_port, http, json};
-
-/// Polls `path` until `done` holds (or 30 s pass) and returns the last body.
-fn wait_for(api: u16, path: &str, done: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
-    let t = Instant::now();
-    loop {
-        let (status, body) = http(api, "GET", path, "");
-        if status == 200 {
-            let v = json(&body);
-            if done(&v) {
-                return v;
-            }
-        }
-        assert!(t.elapsed() < Duration::from_secs(30), "{path}: {body}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
+use common::{Service, free_port, http, json, wait_for};
 
 fn iso(ns: i64) -> String {
     let secs = ns / 1_000_000_000;

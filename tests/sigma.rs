@@ -5,29 +5,13 @@
 
 use std::io::Write;
 use std::net::TcpStream;
-use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{Service, free_port, http, json};
+use common::{Service, free_port, http, json, wait_for};
 
 /// `sshd_invalid_user.yml`.
 const INVALID_USER: &str = "dcec6854-a593-491f-9a9c-59c065d2aca7";
-
-fn wait_for(api: u16, path: &str, done: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
-    let t = Instant::now();
-    loop {
-        let (status, body) = http(api, "GET", path, "");
-        if status == 200 {
-            let v = json(&body);
-            if done(&v) {
-                return v;
-            }
-        }
-        assert!(t.elapsed() < Duration::from_secs(30), "{path}: {body}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
 
 fn send(port: u16, lines: &str) {
     let mut tcp = TcpStream::connect(("127.0.0.1", port)).unwrap();

@@ -85,17 +85,6 @@ impl RuleEntry {
         }
     }
 
-    /// An entry for a rule not (yet) in the catalogue: how an upload would be listed.
-    pub fn preview(rule: Rule, yaml: String) -> RuleEntry {
-        RuleEntry::new(
-            rule,
-            yaml,
-            Origin::Custom,
-            String::new(),
-            &Mapping::bundled(),
-        )
-    }
-
     /// Applied to events?
     pub fn enabled(&self) -> bool {
         self.enabled.load(Ordering::Relaxed)
@@ -328,17 +317,15 @@ impl Catalog {
         Ok(Some(e))
     }
 
-    /// Checks `yaml` as an upload would: valid, no id collision, room in the folder.
+    /// Checks `yaml` as an upload would (valid, no id collision, room in the folder) without
+    /// storing anything: dry runs.
     pub fn check_upload(&self, yaml: &str) -> Result<Rule, UploadError> {
-        let rule = parse_rule(yaml).map_err(UploadError::Invalid)?;
-        if self.find(&rule.id).is_some() {
-            return Err(UploadError::Collision(rule.id));
-        }
-        let held = custom_files(&self.custom_dir).map_err(UploadError::Io)?;
-        if held >= self.custom_max as usize {
-            return Err(UploadError::Full(self.custom_max));
-        }
-        Ok(rule)
+        self.admit(&self.read(), yaml).map(|(rule, _)| rule)
+    }
+
+    /// How `rule` would be listed once uploaded.
+    pub fn preview(&self, rule: Rule, yaml: String) -> RuleEntry {
+        RuleEntry::new(rule, yaml, Origin::Custom, String::new(), &self.mapping)
     }
 
     /// A one-rule set of `rule`, compiled as the live set would compile it (for dry runs).
@@ -346,22 +333,14 @@ impl Catalog {
         RuleSet::compile([Arc::new(rule)], &self.mapping)
     }
 
-    /// Validates and stores an upload as `<id>.yml` in the custom folder, and applies it at
-    /// once.
-    pub fn upload(&self, yaml: &str) -> Result<Arc<RuleEntry>, UploadError> {
-        // Held across the check and the write: two uploads of one id cannot both pass.
-        let mut s = self.write();
+    /// The checks of an upload against state `s`: the rule and the file it would be stored in.
+    fn admit(&self, s: &State, yaml: &str) -> Result<(Rule, PathBuf), UploadError> {
         let rule = parse_rule(yaml).map_err(UploadError::Invalid)?;
-        if s.detection
+        let loaded = s
+            .detection
             .iter()
             .chain(&s.correlation)
-            .any(|e| e.rule.id == rule.id)
-        {
-            return Err(UploadError::Collision(rule.id));
-        }
-        if custom_files(&self.custom_dir).map_err(UploadError::Io)? >= self.custom_max as usize {
-            return Err(UploadError::Full(self.custom_max));
-        }
+            .any(|e| e.rule.id == rule.id);
         let name: String = rule
             .id
             .chars()
@@ -374,8 +353,25 @@ impl Catalog {
             })
             .collect();
         let path = self.custom_dir.join(format!("{name}.yml"));
+        // Two ids can share a file name (`a/b` and `a_b`): the second is refused rather than
+        // replacing the first's file.
+        if loaded || path.exists() {
+            return Err(UploadError::Collision(rule.id));
+        }
+        if custom_files(&self.custom_dir).map_err(UploadError::Io)? >= self.custom_max as usize {
+            return Err(UploadError::Full(self.custom_max));
+        }
+        Ok((rule, path))
+    }
+
+    /// Validates and stores an upload as `<id>.yml` in the custom folder, and applies it at
+    /// once.
+    pub fn upload(&self, yaml: &str) -> Result<Arc<RuleEntry>, UploadError> {
+        // Held across the check and the write: two uploads of one id cannot both pass.
+        let mut s = self.write();
+        let (rule, path) = self.admit(&s, yaml)?;
         // Written aside then renamed: a crash leaves the old state or the new, never half a file.
-        let tmp = self.custom_dir.join(format!(".{name}.yml.tmp"));
+        let tmp = path.with_extension("yml.tmp");
         std::fs::write(&tmp, yaml)
             .and_then(|()| std::fs::rename(&tmp, &path))
             .map_err(UploadError::Io)?;

@@ -47,6 +47,26 @@ pub fn json(body: &str) -> serde_json::Value {
     serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
 }
 
+/// Polls `path` until `done` holds (or 30 s pass) and returns the last body.
+pub fn wait_for(
+    api: u16,
+    path: &str,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let t = Instant::now();
+    loop {
+        let (status, body) = http(api, "GET", path, "");
+        if status == 200 {
+            let v = json(&body);
+            if done(&v) {
+                return v;
+            }
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "{path}: {body}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// The service, killed when dropped.
 pub struct Service(Child);
 

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use watchpost_dataplane::catalog::{Catalog, RuleEntry, UploadError};
 use watchpost_dataplane::clock::now_ns;
 use watchpost_proto::{AttackMapping, ListResponse};
+use watchpost_rules::PlainEvent;
 use watchpost_rules::rule::Body as RuleBody;
 
 /// Nanoseconds per hour.
@@ -139,11 +140,19 @@ pub(crate) fn catalog(st: &AppState) -> Result<Arc<Catalog>, ApiError> {
     })
 }
 
-/// Fires per rule key over the 24 hours up to now.
+/// The 24 whole hours a rule's "last 24 h" covers: from the start of the hour 23 hours before
+/// the current one to the end of the current one. The list's counts and the timeline use the
+/// same window, so a rule's `fires_24h` is its timeline's total.
+fn last_24_hours() -> (i64, i64) {
+    let first = (now_ns().div_euclid(HOUR_NS) - 23) * HOUR_NS;
+    (first, first + 24 * HOUR_NS)
+}
+
+/// Fires per rule key over [`last_24_hours`].
 async fn fires_24h(st: &AppState) -> Result<HashMap<u64, u64>, ApiError> {
     let store = st.store.clone();
-    let now = now_ns();
-    let rows = tokio::task::spawn_blocking(move || store.rule_fires(now - 24 * HOUR_NS, now + 1))
+    let (since, until) = last_24_hours();
+    let rows = tokio::task::spawn_blocking(move || store.rule_fires(since, until))
         .await
         .map_err(ApiError::internal)?;
     let mut out = HashMap::new();
@@ -304,9 +313,9 @@ pub async fn timeline(
 ) -> Result<Json<Timeline>, ApiError> {
     let cat = catalog(&st)?;
     let e = find(&cat, &id)?;
-    let first = (now_ns().div_euclid(HOUR_NS) - 23) * HOUR_NS;
+    let (first, until) = last_24_hours();
     let store = st.store.clone();
-    let rows = tokio::task::spawn_blocking(move || store.rule_fires(first, first + 24 * HOUR_NS))
+    let rows = tokio::task::spawn_blocking(move || store.rule_fires(first, until))
         .await
         .map_err(ApiError::internal)?;
     let mut buckets: Vec<HourBucket> = (0..24)
@@ -449,7 +458,7 @@ pub async fn post(
     let c = cat.clone();
     let run = tokio::task::spawn_blocking(move || -> Result<DryRun, ApiError> {
         let rule = c.check_upload(&u.yaml).map_err(upload_error)?;
-        let entry = RuleEntry::preview(rule.clone(), u.yaml.clone());
+        let entry = c.preview(rule.clone(), u.yaml.clone());
         let set = c.compile_one(rule);
         let now = now_ns();
         let mut matched = 0u64;
@@ -458,7 +467,13 @@ pub async fn post(
         let scanned = store
             .scan_events(now - 24 * HOUR_NS, now + 1, DRY_RUN_MAX_EVENTS, |id, ev| {
                 hits.clear();
-                set.matches(ev, &mut hits);
+                let ev = PlainEvent {
+                    source: ev.source,
+                    host: ev.host,
+                    message: ev.message,
+                    attributes: ev.attributes,
+                };
+                set.matches(&ev, &mut hits);
                 if !hits.is_empty() {
                     matched += 1;
                     if sample.len() < DRY_RUN_SAMPLE {

@@ -353,6 +353,9 @@ fn run(setup: DetectSetup, mut d: Detector, store: &Store, stats: &Stats) {
                 &mut reported,
             );
         }
+        // New alerts are written as they are raised; repeats folded into open alerts are
+        // written at most once per ALERT_FLUSH, so a rule matching thousands of events a second
+        // costs one alert write a second, not one per batch.
         if last_flush.elapsed() >= ALERT_FLUSH {
             last_flush = Instant::now();
             d.flush(&mut StoreSink { store, stats });
@@ -380,13 +383,6 @@ fn run(setup: DetectSetup, mut d: Detector, store: &Store, stats: &Stats) {
             Pop::Item(mut batch) => {
                 let mut sink = StoreSink { store, stats };
                 d.process_all(&batch, &mut sink);
-                // New alerts are written as they are raised; repeats folded into open alerts
-                // are written at most once per ALERT_FLUSH, so a rule matching thousands of
-                // events a second costs one alert write a second, not one per batch.
-                if last_flush.elapsed() >= ALERT_FLUSH {
-                    last_flush = Instant::now();
-                    d.flush(&mut sink);
-                }
                 stats.detect.scored.add(batch.len() as u64);
                 batch.clear();
                 let _ = inp.returns.try_send(batch);

@@ -135,28 +135,6 @@ impl watchpost_rules::EventFields for EventView<'_> {
     }
 }
 
-/// Stored events are matched the same way (dry runs of uploaded rules over recent events).
-impl watchpost_rules::EventFields for StoredEvent {
-    fn attribute(&self, name: &str) -> Option<&str> {
-        self.attributes
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    }
-    fn source(&self) -> &str {
-        &self.source
-    }
-    fn host(&self) -> &str {
-        &self.host
-    }
-    fn message(&self) -> &str {
-        &self.message
-    }
-    fn any_value(&self, f: &mut dyn FnMut(&str) -> bool) -> bool {
-        f(&self.message) || self.attributes.iter().any(|(_, v)| f(v))
-    }
-}
-
 impl EventView<'_> {
     #[inline]
     fn s(&self, r: &Range<u32>) -> &str {

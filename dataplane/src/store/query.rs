@@ -402,7 +402,7 @@ pub struct EntityHit {
 }
 
 impl Store {
-    /// Calls `f` with the id and contents of each stored event whose time is in
+    /// Calls `f` with the id and contents (handed over) of each stored event whose time is in
     /// `[since_ns, until_ns)`, newest block first, until `f` returns false or `max_events` have
     /// been read. Returns how many were read.
     pub fn scan_events(
@@ -410,7 +410,7 @@ impl Store {
         since_ns: i64,
         until_ns: i64,
         max_events: u64,
-        mut f: impl FnMut(&str, &StoredEvent) -> bool,
+        mut f: impl FnMut(&str, StoredEvent) -> bool,
     ) -> Result<u64, QueryError> {
         let mut read = 0u64;
         let mut it = self.db().raw_iterator_cf(self.cf(CF_BLOCKS));
@@ -429,7 +429,7 @@ impl Store {
                         continue;
                     }
                     read += 1;
-                    if !f(&event_id(&key, pos as u16), &e) || read >= max_events {
+                    if !f(&event_id(&key, pos as u16), e) || read >= max_events {
                         return Ok(read);
                     }
                 }
