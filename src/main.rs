@@ -361,6 +361,7 @@ fn run(config: Option<PathBuf>) -> ExitCode {
         ingest: pipeline.http_ingest(),
         detect: Some(pipeline.detect()),
         catalog: Some(pipeline.catalog()),
+        iocs: Some(pipeline.iocs()),
         rates: Arc::new(watchpost_controlplane::RateSampler::default()),
         started: std::time::Instant::now(),
     };

@@ -237,10 +237,12 @@ fn ueba_alerts_take_feedback_and_baselines_survive_a_restart() {
     );
     assert_eq!(risk["resolution"], "1h");
 
-    // The anomaly timeline of the last 24 hours has the replayed day's events in its buckets.
+    // The anomaly timeline of the last week has the replayed days' events in its buckets (a
+    // week, not a day: the replayed days end yesterday at 16:00, which leaves the last 24 hours
+    // from 15:00 UTC on).
     let tl = wait_for(
         api,
-        "/api/v1/anomaly/timeline?range=24h&resolution=1h",
+        "/api/v1/anomaly/timeline?range=7d&resolution=1h",
         |v| {
             v["buckets"]
                 .as_array()
@@ -249,7 +251,7 @@ fn ueba_alerts_take_feedback_and_baselines_survive_a_restart() {
                 .any(|b| b["events"].as_u64() > Some(0))
         },
     );
-    assert_eq!(tl["buckets"].as_array().unwrap().len(), 24);
+    assert_eq!(tl["buckets"].as_array().unwrap().len(), 168);
     let (status, _) = http(api, "GET", "/api/v1/anomaly/timeline?range=2d", "");
     assert_eq!(status, 422);
     let (status, _) = http(

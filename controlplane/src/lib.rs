@@ -59,6 +59,8 @@ pub fn router(state: AppState) -> Router {
             get(routes::sigma::timeline),
         )
         .route("/attack/coverage", get(routes::attack::coverage))
+        .route("/ioc", get(routes::ioc::status))
+        .route("/ioc/reload", post(routes::ioc::reload))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed);
     Router::new()

@@ -25,6 +25,8 @@ pub struct AppState {
     pub detect: Option<DetectHandle>,
     /// The live Sigma catalogue; `None` without a running pipeline.
     pub catalog: Option<Arc<Catalog>>,
+    /// The live indicator feed; `None` without a running pipeline.
+    pub iocs: Option<Arc<watchpost_dataplane::ioc::IocFeed>>,
     /// Rates over the last seconds.
     pub rates: Arc<RateSampler>,
     /// When the API started.

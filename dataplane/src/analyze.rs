@@ -63,8 +63,16 @@ pub fn analyze(cfg: &Config, files: &[PathBuf]) -> Result<(Vec<Alert>, Summary),
     let mut detector = Detector::new(DetectorParams::from_config(cfg));
     // The rules live ingestion would apply: bundled, configured folders, custom uploads.
     let catalog = std::sync::Arc::new(Catalog::load(cfg, None).map_err(AnalyzeError::Rules)?);
-    norm.set_rules(Some(catalog.current()));
+    let (_, rules, (plan_version, plan)) = catalog.snapshot();
+    norm.set_rules(Some(rules));
+    norm.set_plan(plan_version, Some(plan));
     detector.set_catalog(Some(catalog));
+    // The indicators live ingestion would match (none when the folder does not exist).
+    let iocs =
+        std::sync::Arc::new(crate::ioc::IocFeed::open(cfg, false).map_err(AnalyzeError::Rules)?);
+    let (ioc_version, ioc_set) = iocs.current();
+    norm.set_iocs(ioc_version, Some(ioc_set));
+    detector.set_iocs(Some(iocs));
     let mut sink = Collect::default();
     let mut names: HashMap<[u8; 16], String> = HashMap::new();
     let mut block = EncodedBlock::with_capacity(0, BATCH);
@@ -134,7 +142,11 @@ pub fn analyze(cfg: &Config, files: &[PathBuf]) -> Result<(Vec<Alert>, Summary),
                     summary.first_ns = summary.first_ns.min(r.ts_ns);
                     summary.last_ns = summary.last_ns.max(r.ts_ns);
                 }
+                for h in block.hits.iter_mut() {
+                    h.record.block = key;
+                }
                 detector.process_all(&block.detect, &mut sink);
+                detector.correlate(&block.hits, &mut sink);
                 detector.flush(&mut sink);
                 block.clear();
             }

@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use watchpost_proto::{AttackMapping, Config};
 use watchpost_rules::attack::Attack;
+use watchpost_rules::correlation::Plan;
 use watchpost_rules::rule::Body;
 use watchpost_rules::{Mapping, Rule, RuleError, RuleSet, bundled, load, parse_rule};
 
@@ -129,6 +130,11 @@ struct State {
     /// Correlation rules.
     correlation: Vec<Arc<RuleEntry>>,
     compiled: Arc<RuleSet>,
+    /// The enabled correlations, compiled against `compiled`'s numbering.
+    plan: Arc<Plan>,
+    /// The catalogue version that compiled `plan`: correlation hits carry it, so stage B reads
+    /// their numbers with the plan that gave them.
+    plan_version: u64,
 }
 
 /// The catalogue, shared by stage A, stage B and the API (`Arc<Catalog>`).
@@ -203,6 +209,8 @@ impl Catalog {
             detection: Vec::new(),
             correlation: Vec::new(),
             compiled: Arc::new(RuleSet::default()),
+            plan: Arc::new(Plan::default()),
+            plan_version: 1,
         };
         for e in entries {
             let id = e.rule.id.clone();
@@ -230,6 +238,10 @@ impl Catalog {
             tracing::warn!("sigma rule {path}: {e}");
         }
         state.compiled = Arc::new(compile(&state.detection, &mapping));
+        state.plan = Arc::new(compile_plan(&state, &mapping));
+        for (id, e) in state.plan.errors() {
+            tracing::warn!("correlation rule {id} is not evaluated: {e}");
+        }
         Ok(Catalog {
             state: RwLock::new(state),
             version: AtomicU64::new(1),
@@ -250,6 +262,23 @@ impl Catalog {
     /// The compiled set of the current version.
     pub fn current(&self) -> Arc<RuleSet> {
         self.read().compiled.clone()
+    }
+
+    /// The compiled correlations and the version that compiled them.
+    pub fn plan(&self) -> (u64, Arc<Plan>) {
+        let s = self.read();
+        (s.plan_version, s.plan.clone())
+    }
+
+    /// The version with its rule set and correlation plan, read together (a change bumps the
+    /// version while it holds the lock, so they always agree).
+    pub fn snapshot(&self) -> (u64, Arc<RuleSet>, (u64, Arc<Plan>)) {
+        let s = self.read();
+        (
+            self.version(),
+            s.compiled.clone(),
+            (s.plan_version, s.plan.clone()),
+        )
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
@@ -312,6 +341,9 @@ impl Catalog {
                 set.set_enabled(id, on);
                 s.compiled = Arc::new(set);
                 self.version.fetch_add(1, Ordering::AcqRel);
+            } else {
+                s.plan = Arc::new(compile_plan(&s, &self.mapping));
+                s.plan_version = self.version.fetch_add(1, Ordering::AcqRel) + 1;
             }
         }
         Ok(Some(e))
@@ -361,6 +393,23 @@ impl Catalog {
         if custom_files(&self.custom_dir).map_err(UploadError::Io)? >= self.custom_max as usize {
             return Err(UploadError::Full(self.custom_max));
         }
+        if let Body::Correlation(_) = &rule.body {
+            // A correlation that cannot be evaluated (an unknown rule, a cycle) is refused
+            // rather than stored to do nothing.
+            let mut correlations: Vec<Arc<Rule>> =
+                s.correlation.iter().map(|e| e.rule.clone()).collect();
+            correlations.push(Arc::new(rule.clone()));
+            let detections: Vec<Arc<Rule>> = s.detection.iter().map(|e| e.rule.clone()).collect();
+            let plan = Plan::compile(&detections, &correlations, &self.mapping);
+            if let Some((_, e)) = plan.errors().iter().find(|(id, _)| *id == rule.id) {
+                let pos = watchpost_rules::yaml::Pos { line: 1, column: 1 };
+                return Err(UploadError::Invalid(RuleError::at(
+                    pos,
+                    watchpost_rules::ErrorKind::Schema,
+                    format!("correlation cannot be evaluated: {e}"),
+                )));
+            }
+        }
         Ok((rule, path))
     }
 
@@ -385,10 +434,11 @@ impl Catalog {
         if entry.is_detection() {
             s.detection.push(entry.clone());
             s.compiled = Arc::new(compile(&s.detection, &self.mapping));
-            self.version.fetch_add(1, Ordering::AcqRel);
         } else {
             s.correlation.push(entry.clone());
         }
+        s.plan = Arc::new(compile_plan(&s, &self.mapping));
+        s.plan_version = self.version.fetch_add(1, Ordering::AcqRel) + 1;
         Ok(entry)
     }
 }
@@ -400,6 +450,18 @@ fn compile(detection: &[Arc<RuleEntry>], mapping: &Mapping) -> RuleSet {
         set.set_enabled(&e.rule.id, false);
     }
     set
+}
+
+/// Compiles the enabled correlation rules of `s` against its detection numbering.
+fn compile_plan(s: &State, mapping: &Mapping) -> Plan {
+    let detections: Vec<Arc<Rule>> = s.detection.iter().map(|e| e.rule.clone()).collect();
+    let correlations: Vec<Arc<Rule>> = s
+        .correlation
+        .iter()
+        .filter(|e| e.enabled())
+        .map(|e| e.rule.clone())
+        .collect();
+    Plan::compile(&detections, &correlations, mapping)
 }
 
 fn read_folder(

@@ -26,6 +26,7 @@ pub mod clock;
 pub mod detect;
 pub mod hash;
 pub mod input;
+pub mod ioc;
 pub mod normalize;
 pub mod parse;
 pub mod pipeline;

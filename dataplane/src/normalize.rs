@@ -8,7 +8,8 @@
 
 use crate::batch::{Format, InputId, LineMeta};
 use crate::detect::record::{
-    DetectRecord, NOT_SCORED, RECORD_ENTITIES, RecordEntity, SIGMA_PER_RECORD,
+    CorrelationHit, DetectRecord, GROUP_TEXT_BYTES, NOT_SCORED, RECORD_ENTITIES, RecordEntity,
+    SIGMA_PER_RECORD,
 };
 use crate::detect::ueba::{UebaType, ip_key, is_service_account};
 use crate::hash::{U64Map, hash64, hash64_seeded};
@@ -26,6 +27,8 @@ use std::ops::Range;
 use std::sync::Arc;
 use watchpost_proto::{EntityKind, Severity, canonicalize_into, entity_uuid};
 use watchpost_rules::RuleSet;
+use watchpost_rules::correlation::Plan;
+use watchpost_rules::ioc::{IocId, IocKind, IocSet};
 
 /// Most entities kept per event.
 const MAX_ENTITIES: usize = 32;
@@ -49,6 +52,8 @@ pub struct Tally {
     pub sigma_matches: u64,
     /// Sigma matches beyond what a detection record carries.
     pub sigma_dropped: u64,
+    /// Events that matched an indicator.
+    pub ioc_matches: u64,
 }
 
 /// Which field gave a value, so a better-named field can override a weaker one.
@@ -84,6 +89,10 @@ pub struct Normalizer {
     rules: Option<Arc<RuleSet>>,
     /// Matches of the current event (reused).
     hits: Vec<u32>,
+    /// Correlations fed by the rules, and the catalogue version that numbered them.
+    plan: Option<(u64, Arc<Plan>)>,
+    /// Indicators matched against every event, and the feed version that numbered them.
+    iocs: Option<(u64, Arc<IocSet>)>,
 }
 
 /// The name-derived facts of an entity the worker has recorded.
@@ -114,12 +123,76 @@ impl Normalizer {
             seen,
             rules: None,
             hits: Vec::with_capacity(16),
+            plan: None,
+            iocs: None,
         }
     }
 
     /// Evaluates `rules` on every event from now on (`None`: no Sigma matching).
     pub fn set_rules(&mut self, rules: Option<Arc<RuleSet>>) {
         self.rules = rules;
+    }
+
+    /// Matches the indicators of `set` (numbered by feed `version`) against every event from now
+    /// on; an empty set costs one branch per event.
+    pub fn set_iocs(&mut self, version: u64, set: Option<Arc<IocSet>>) {
+        self.iocs = set.filter(|s| !s.is_empty()).map(|s| (version, s));
+    }
+
+    /// The first indicator the event carries: its addresses and host or domain names (as
+    /// extracted entities), the values of hash- and URL-named fields, and, when the set holds
+    /// URLs or hashes, tokens of the message. Addresses and names never need the message
+    /// scanned: entity extraction already found them there.
+    fn first_indicator(&self, set: &IocSet, view: &EventView<'_>) -> Option<IocId> {
+        let text = |r: &Range<u32>| {
+            self.arena
+                .get(r.start as usize..r.end as usize)
+                .unwrap_or("")
+        };
+        for e in &self.entities {
+            let name = text(&e.name);
+            let hit = match EntityKind::from_u8(e.kind) {
+                Some(EntityKind::Ip) => name.parse().ok().and_then(|ip| set.match_ip(ip)),
+                Some(EntityKind::Host | EntityKind::Domain) => set.match_domain(name),
+                _ => None,
+            };
+            if hit.is_some() {
+                return hit;
+            }
+        }
+        let deep = set.count(IocKind::Url)
+            + set.count(IocKind::Md5)
+            + set.count(IocKind::Sha1)
+            + set.count(IocKind::Sha256)
+            > 0;
+        if !deep {
+            return None;
+        }
+        let mut found = None;
+        for (k, v) in view.attributes {
+            let key = text(k).as_bytes();
+            let named = [&b"hash"[..], b"md5", b"sha", b"url", b"uri", b"imphash"]
+                .iter()
+                .any(|w| key.windows(w.len()).any(|x| x.eq_ignore_ascii_case(w)));
+            if named {
+                set.scan_text(text(v), |id| {
+                    found.get_or_insert(id);
+                });
+                if found.is_some() {
+                    return found;
+                }
+            }
+        }
+        set.scan_text(text(&view.message), |id| {
+            found.get_or_insert(id);
+        });
+        found
+    }
+
+    /// Reads the correlation groups of `plan` (numbered by catalogue `version`) off every event
+    /// a correlated rule matches; the hits go to the block's `hits`.
+    pub fn set_plan(&mut self, version: u64, plan: Option<Arc<Plan>>) {
+        self.plan = plan.filter(|p| !p.is_empty()).map(|p| (version, p));
     }
 
     /// The worker's template miner.
@@ -665,6 +738,34 @@ impl Normalizer {
                     ueba,
                 };
                 rec.n_entities += 1;
+            }
+        }
+        if let Some((version, set)) = &self.iocs
+            && let Some(id) = self.first_indicator(set, &view)
+        {
+            rec.ioc = id.index() as u32 + 1;
+            rec.ioc_version = *version as u32;
+            tally.ioc_matches += 1;
+        }
+        if let Some((version, plan)) = &self.plan {
+            for &rule in &self.hits {
+                for tap in plan.taps(rule) {
+                    let Some((group, value)) = tap.keys(&view) else {
+                        continue;
+                    };
+                    let mut hit = CorrelationHit {
+                        record: rec,
+                        version: *version,
+                        corr: tap.corr,
+                        slot: tap.slot,
+                        group,
+                        value,
+                        text: [0; GROUP_TEXT_BYTES],
+                        text_len: 0,
+                    };
+                    hit.text_len = tap.group_text(&view, &mut hit.text) as u8;
+                    out.hits.push(hit);
+                }
             }
         }
         out.detect.push(rec);

@@ -18,6 +18,7 @@ use crate::input::http::HttpIngest;
 use crate::input::outlet::Outlet;
 use crate::input::tcp::TcpSettings;
 use crate::input::{file, http, tcp, udp};
+use crate::ioc::IocFeed;
 use crate::normalize::Normalizer;
 use crate::ring::{Consumer, Producer, ring};
 use crate::stats::{RingGauge, Stats};
@@ -71,6 +72,8 @@ pub struct Pipeline {
     detectors: Vec<JoinHandle<()>>,
     detect: DetectHandle,
     catalog: Arc<Catalog>,
+    iocs: Arc<IocFeed>,
+    ioc_watcher: Option<JoinHandle<()>>,
     writer: Option<JoinHandle<()>>,
     http: Option<HttpIngest>,
     bound: Vec<(InputId, SocketAddr)>,
@@ -140,6 +143,7 @@ impl Pipeline {
             catalog.all().len(),
             catalog.load_errors.len()
         );
+        let iocs = Arc::new(IocFeed::open(cfg, true).map_err(StartError::Rules)?);
 
         // Rings: every enabled input to every worker, every worker to the writer.
         let ring_cap = dp.ring_capacity as usize;
@@ -241,6 +245,10 @@ impl Pipeline {
         }
         let stats = Stats::new(workers, detectors, crate::clock::now_ns(), gauges);
         let stop = Arc::new(AtomicBool::new(false));
+        let ioc_watcher = Arc::clone(&iocs).spawn_watcher(
+            Duration::from_secs(cfg.detection.ioc_reload_interval_seconds),
+            Arc::clone(&stop),
+        )?;
 
         let writer = spawn_writer(
             Arc::clone(&store),
@@ -253,10 +261,16 @@ impl Pipeline {
 
         let (detect, controls) = control_channels(detectors);
         let params = DetectorParams::from_config(cfg);
+        // One kill-chain tracker for every stage B worker: an entity's alerts come from several.
+        let killchain = Arc::new(std::sync::Mutex::new(
+            crate::detect::killchain::KillChain::from_config(cfg),
+        ));
         let mut detector_handles = Vec::new();
         for (b, (inputs, control)) in detect_inputs.into_iter().zip(controls).enumerate() {
             let mut detector = restore(&store, b, detectors, params.clone());
             detector.set_catalog(Some(Arc::clone(&catalog)));
+            detector.set_iocs(Some(Arc::clone(&iocs)));
+            detector.set_killchain(Arc::clone(&killchain));
             let setup = DetectSetup {
                 index: b,
                 inputs,
@@ -297,6 +311,7 @@ impl Pipeline {
                 detect_free,
                 store: Arc::clone(&store),
                 catalog: Some(Arc::clone(&catalog)),
+                iocs: Some(Arc::clone(&iocs)),
             };
             worker_handles.push(spawn_worker(setup, Arc::clone(&stats))?);
         }
@@ -380,6 +395,8 @@ impl Pipeline {
             detectors: detector_handles,
             detect,
             catalog,
+            iocs,
+            ioc_watcher: Some(ioc_watcher),
             writer: Some(writer),
             http: http_handle,
             bound,
@@ -394,6 +411,11 @@ impl Pipeline {
     /// The store, for queries.
     pub fn store(&self) -> Arc<Store> {
         Arc::clone(&self.store)
+    }
+
+    /// The live indicator feed.
+    pub fn iocs(&self) -> Arc<IocFeed> {
+        Arc::clone(&self.iocs)
     }
 
     /// The live Sigma catalogue.
@@ -430,6 +452,9 @@ impl Pipeline {
             let _ = h.join();
         }
         if let Some(w) = self.writer.take() {
+            let _ = w.join();
+        }
+        if let Some(w) = self.ioc_watcher.take() {
             let _ = w.join();
         }
         for id in InputId::ALL {

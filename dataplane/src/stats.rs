@@ -92,6 +92,14 @@ pub struct DetectCounters {
     /// Matches past the [`crate::detect::record::SIGMA_PER_RECORD`] an event carries to stage
     /// B: counted, not alerted on (the event matched that many other rules already).
     pub sigma_dropped: Counter,
+    /// Events that matched an indicator of compromise.
+    pub ioc_matches: Counter,
+    /// Matches of correlated rules that joined a correlation group (one per correlation fed).
+    pub correlation_hits: Counter,
+    /// Correlation groups with an open window, over all workers.
+    pub correlation_groups: AtomicU64,
+    /// Hits dropped because a worker held `detection.correlation_max_groups` groups.
+    pub correlation_dropped: AtomicU64,
     /// Entities with a UEBA baseline in memory, over all workers.
     pub ueba_entities: AtomicU64,
     /// Sources with an ensemble in memory, over all workers.
@@ -254,6 +262,10 @@ impl Stats {
                 alert_errors: self.detect.alert_errors.get(),
                 sigma_matches: self.detect.sigma_matches.get(),
                 sigma_dropped: self.detect.sigma_dropped.get(),
+                ioc_matches: self.detect.ioc_matches.get(),
+                correlation_hits: self.detect.correlation_hits.get(),
+                correlation_groups: self.detect.correlation_groups.load(Ordering::Relaxed),
+                correlation_dropped: self.detect.correlation_dropped.load(Ordering::Relaxed),
                 ueba_entities: self.detect.ueba_entities.load(Ordering::Relaxed),
                 ueba_evicted: self.detect.ueba_evicted.load(Ordering::Relaxed),
                 sources: self.detect.sources.load(Ordering::Relaxed),
@@ -359,6 +371,14 @@ pub struct DetectSnapshot {
     pub sigma_matches: u64,
     /// See [`DetectCounters`].
     pub sigma_dropped: u64,
+    /// See [`DetectCounters`].
+    pub ioc_matches: u64,
+    /// See [`DetectCounters`].
+    pub correlation_hits: u64,
+    /// See [`DetectCounters`].
+    pub correlation_groups: u64,
+    /// See [`DetectCounters`].
+    pub correlation_dropped: u64,
     /// See [`DetectCounters`].
     pub ueba_entities: u64,
     /// See [`DetectCounters`].

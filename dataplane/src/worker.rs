@@ -8,8 +8,9 @@
 use crate::batch::{Pool, RawBatch};
 use crate::catalog::Catalog;
 use crate::clock::now_ns;
-use crate::detect::record::{DetectRecord, route};
+use crate::detect::record::{CorrelationHit, DetectBatch, DetectRecord, route, route_hits};
 use crate::detect::stage::RecordBatch;
+use crate::ioc::IocFeed;
 use crate::normalize::{Normalizer, Tally};
 use crate::ring::{Consumer, Pop, Producer};
 use crate::stats::Stats;
@@ -54,6 +55,8 @@ pub struct WorkerSetup {
     pub store: Arc<Store>,
     /// The Sigma catalogue, whose current set the normaliser evaluates (`None`: no Sigma).
     pub catalog: Option<Arc<Catalog>>,
+    /// The indicator feed, whose current set the normaliser matches (`None`: no IOC matching).
+    pub iocs: Option<Arc<IocFeed>>,
 }
 
 /// Starts a worker; it ends when every input ring is closed and drained.
@@ -109,8 +112,10 @@ fn run(setup: WorkerSetup, stats: &Stats) {
         detect_free,
         store,
         catalog,
+        iocs,
     } = setup;
     let mut rules_version = 0;
+    let mut ioc_version = 0;
     let mut detect = DetectOut {
         rings: to_detect,
         free: detect_free,
@@ -118,7 +123,7 @@ fn run(setup: WorkerSetup, stats: &Stats) {
         batch_size,
     };
     detect.bufs = (0..detect.rings.len())
-        .map(|_| Box::new(Vec::with_capacity(batch_size)))
+        .map(|_| Box::new(DetectBatch::with_capacity(batch_size)))
         .collect();
     let mut blocks = Blocks {
         free: free_blocks,
@@ -145,13 +150,22 @@ fn run(setup: WorkerSetup, stats: &Stats) {
                 if let Some(c) = &catalog
                     && c.version() != rules_version
                 {
-                    rules_version = c.version();
-                    normalizer.set_rules(Some(c.current()));
+                    let (version, rules, (plan_version, plan)) = c.snapshot();
+                    rules_version = version;
+                    normalizer.set_rules(Some(rules));
+                    normalizer.set_plan(plan_version, Some(plan));
+                }
+                if let Some(f) = &iocs
+                    && f.version() != ioc_version
+                {
+                    let (version, set) = f.current();
+                    ioc_version = version;
+                    normalizer.set_iocs(version, Some(set));
                 }
                 let mut block = process(&mut normalizer, &inputs[i], batch, &mut blocks, stats);
                 let key = block_key(block.first_received_ns, store.take_seq());
                 block.key = Some(key);
-                detect.send(key, &mut block.detect);
+                detect.send(key, &mut block.detect, &mut block.hits);
                 if to_writer.push(block).is_err() {
                     // The writer stops only after every worker; reaching this is a bug, and loud.
                     tracing::error!("worker {index}: writer ring closed with events in flight");
@@ -177,19 +191,29 @@ struct DetectOut {
 impl DetectOut {
     /// Names each record's event by the block key and hands the records to the stage B workers
     /// that own them. Waits when a stage B ring is full: detection is never skipped.
-    fn send(&mut self, key: BlockKey, records: &mut Vec<DetectRecord>) {
+    fn send(
+        &mut self,
+        key: BlockKey,
+        records: &mut Vec<DetectRecord>,
+        hits: &mut Vec<CorrelationHit>,
+    ) {
         for r in records.iter_mut() {
             r.block = key;
         }
+        for h in hits.iter_mut() {
+            h.record.block = key;
+        }
         route(records, &mut self.bufs);
+        route_hits(hits, &mut self.bufs);
         records.clear();
+        hits.clear();
         for (s, buf) in self.bufs.iter_mut().enumerate() {
             if buf.is_empty() {
                 continue;
             }
             let next = self.free[s]
                 .try_recv()
-                .unwrap_or_else(|_| Box::new(Vec::with_capacity(self.batch_size)));
+                .unwrap_or_else(|_| Box::new(DetectBatch::with_capacity(self.batch_size)));
             let full = std::mem::replace(buf, next);
             if self.rings[s].push(full).is_err() {
                 tracing::error!("stage B worker {s} stopped before stage A");
@@ -229,6 +253,7 @@ fn process(
     counters.truncated.add(tally.truncated);
     stats.detect.sigma_matches.add(tally.sigma_matches);
     stats.detect.sigma_dropped.add(tally.sigma_dropped);
+    stats.detect.ioc_matches.add(tally.ioc_matches);
     stats.events_parsed.add(batch.len() as u64);
     stats
         .templates

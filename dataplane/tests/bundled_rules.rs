@@ -34,6 +34,63 @@ fn cases(path: &Path) -> Vec<(bool, String, usize)> {
         .collect()
 }
 
+/// Runs each case of a correlation rule's `.tests.jsonl` (`{"match": bool, "lines": [...]}`,
+/// lines as text or event objects) through `watchpost analyze`, the whole detection stack.
+fn correlation_cases(
+    path: &Path,
+    id: &str,
+    cfg: &watchpost_proto::Config,
+    problems: &mut Vec<String>,
+) {
+    let tests = path.with_extension("tests.jsonl");
+    let Ok(text) = std::fs::read_to_string(&tests) else {
+        problems.push(format!("{}: missing", tests.display()));
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (mut yes, mut no) = (false, false);
+    for (n, l) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        let want = v["match"].as_bool().expect("`match` true or false");
+        let lines: Vec<String> = v["lines"]
+            .as_array()
+            .expect("`lines`")
+            .iter()
+            .map(|x| match x {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            })
+            .collect();
+        let file = dir.path().join(format!("case{n}.log"));
+        std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+        let (alerts, _) = watchpost_dataplane::analyze::analyze(cfg, &[file]).unwrap();
+        let got = alerts
+            .iter()
+            .any(|a| a.alert_type == watchpost_proto::AlertType::Correlation && a.detector == id);
+        if got != want {
+            problems.push(format!(
+                "{}: case {}: expected {}, got {}",
+                tests.display(),
+                n + 1,
+                if want { "an alert" } else { "none" },
+                if got { "one" } else { "none" }
+            ));
+        }
+        yes |= want;
+        no |= !want;
+    }
+    if !(yes && no) {
+        problems.push(format!(
+            "{}: needs a firing and a non-firing case",
+            tests.display()
+        ));
+    }
+}
+
 #[test]
 fn bundled_rules_are_complete_and_pass_their_tests() {
     let files = rule_files(&[bundled()]).unwrap();
@@ -73,6 +130,11 @@ fn bundled_rules_are_complete_and_pass_their_tests() {
             problems.push(format!("{name}: needs an ATT&CK tactic and technique tag"));
         }
         if !matches!(rule.body, Body::Detection { .. }) {
+            // Building blocks (informational) are exercised by the correlations that chain
+            // them; the others carry sequences of events they must and must not fire on.
+            if rule.level != Some(watchpost_rules::Level::Informational) {
+                correlation_cases(f, &rule.id, &cfg, &mut problems);
+            }
             continue;
         }
         let set = Arc::new(RuleSet::compile([Arc::new(rule)], &mapping));

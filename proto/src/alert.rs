@@ -102,6 +102,9 @@ pub struct Alert {
     pub contributing_events: Vec<String>,
     /// The other entities of the triggering event.
     pub related_entities: Vec<EntityRef>,
+    /// Ids of the alerts a correlation joins (a kill-chain progression); empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub related_alerts: Vec<String>,
 }
 
 /// Most contributing events kept on one alert.

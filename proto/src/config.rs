@@ -287,8 +287,23 @@ pub struct DetectionConfig {
     /// Seconds an `ml` alert of one source stays open: repeats inside it bump its count.
     pub ml_alert_cooldown_seconds: u64,
     /// Seconds a `sigma` alert of one rule and entity stays open: repeats inside it bump its
-    /// count.
+    /// count. Correlation alerts (per rule and group) use it too.
     pub sigma_alert_cooldown_seconds: u64,
+    /// Correlation groups (rule and group-by values) one stage B worker holds windows for;
+    /// hits for new groups beyond it are dropped and counted.
+    pub correlation_max_groups: u32,
+    /// Distinct ATT&CK tactics of one entity's alerts that make a kill-chain progression.
+    pub killchain_min_tactics: u32,
+    /// Seconds the tactics of a kill-chain progression must fall within (and that its alert
+    /// stays open for).
+    pub killchain_window_seconds: u64,
+    /// Folder of indicator files (plain lists, CSV, STIX 2.1 bundles); empty =
+    /// `<storage.data_dir>/ioc`.
+    pub ioc_dir: String,
+    /// Seconds between checks of `ioc_dir` for changed files (a change reloads the set).
+    pub ioc_reload_interval_seconds: u64,
+    /// Seconds an `ioc` alert of one indicator and entity stays open: repeats bump its count.
+    pub ioc_alert_cooldown_seconds: u64,
 }
 
 impl Default for DetectionConfig {
@@ -302,6 +317,12 @@ impl Default for DetectionConfig {
             ml_risk: 1e-4,
             ml_alert_cooldown_seconds: 300,
             sigma_alert_cooldown_seconds: 300,
+            correlation_max_groups: 100_000,
+            killchain_min_tactics: 3,
+            killchain_window_seconds: 86_400,
+            ioc_dir: String::new(),
+            ioc_reload_interval_seconds: 30,
+            ioc_alert_cooldown_seconds: 3600,
         }
     }
 }
@@ -627,6 +648,15 @@ impl Config {
         }
     }
 
+    /// The indicator folder: `detection.ioc_dir`, or `<data_dir>/ioc` when empty.
+    pub fn ioc_dir(&self) -> PathBuf {
+        if self.detection.ioc_dir.is_empty() {
+            self.data_dir().join("ioc")
+        } else {
+            PathBuf::from(&self.detection.ioc_dir)
+        }
+    }
+
     /// Replaces `env:VAR` values of credential keys with the variable's value.
     pub fn resolve_secrets(&mut self) -> Result<(), ConfigError> {
         let mut problems = Vec::new();
@@ -880,6 +910,36 @@ impl Config {
         p.range_u64(
             "detection.sigma_alert_cooldown_seconds",
             d.sigma_alert_cooldown_seconds,
+            0,
+            86_400 * 7,
+        );
+        p.range_u64(
+            "detection.correlation_max_groups",
+            d.correlation_max_groups.into(),
+            100,
+            10_000_000,
+        );
+        p.range_u64(
+            "detection.killchain_min_tactics",
+            d.killchain_min_tactics.into(),
+            2,
+            14,
+        );
+        p.range_u64(
+            "detection.killchain_window_seconds",
+            d.killchain_window_seconds,
+            60,
+            86_400 * 30,
+        );
+        p.range_u64(
+            "detection.ioc_reload_interval_seconds",
+            d.ioc_reload_interval_seconds,
+            1,
+            86_400,
+        );
+        p.range_u64(
+            "detection.ioc_alert_cooldown_seconds",
+            d.ioc_alert_cooldown_seconds,
             0,
             86_400 * 7,
         );

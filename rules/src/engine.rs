@@ -26,20 +26,27 @@ pub trait EventFields {
     /// Calls `f` with the message and every attribute value until it returns true; says whether
     /// it did (keyword searches).
     fn any_value(&self, f: &mut dyn FnMut(&str) -> bool) -> bool;
+    /// The canonical name of the first entity of `kind` (`ip`, `user`, `host`...) with `role`
+    /// (`source`, `destination`...; `None`: any role). Events without entities have none.
+    fn entity(&self, kind: &str, role: Option<&str>) -> Option<&str> {
+        let _ = (kind, role);
+        None
+    }
 }
 
 /// A field reference resolved through the mapping.
 #[derive(Clone, Debug)]
-struct Field(Box<[FieldSource]>);
+pub(crate) struct Field(Box<[FieldSource]>);
 
 impl Field {
     #[inline]
-    fn get<'e, E: EventFields>(&self, e: &'e E) -> Option<&'e str> {
+    pub(crate) fn get<'e, E: EventFields>(&self, e: &'e E) -> Option<&'e str> {
         self.0.iter().find_map(|p| match p {
             FieldSource::Attr(name) => e.attribute(name),
             FieldSource::Source => Some(e.source()).filter(|s| !s.is_empty()),
             FieldSource::Host => Some(e.host()).filter(|s| !s.is_empty()),
             FieldSource::Message => Some(e.message()).filter(|s| !s.is_empty()),
+            FieldSource::Entity { kind, role } => e.entity(kind, role.as_deref()),
         })
     }
 }
@@ -89,7 +96,7 @@ pub struct RuleSet {
     unmapped: Vec<u32>,
 }
 
-fn resolve(mapping: &Mapping, name: &str) -> Field {
+pub(crate) fn resolve(mapping: &Mapping, name: &str) -> Field {
     Field(mapping.places(name).into_boxed_slice())
 }
 

@@ -18,8 +18,10 @@
 pub mod attack;
 pub mod bundled;
 pub mod condition;
+pub mod correlation;
 pub mod engine;
 pub mod error;
+pub mod ioc;
 pub mod load;
 pub mod mapping;
 pub mod pattern;

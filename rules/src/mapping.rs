@@ -26,6 +26,15 @@ pub enum FieldSource {
     Host,
     /// The record's `message`.
     Message,
+    /// The first entity of a kind (`ip`, `user`, `host`...), with a role (`source`,
+    /// `destination`...) or any: `@entity.ip.source`. Free-text logs (an sshd line) carry their
+    /// addresses and accounts only as entities, and correlations group by them.
+    Entity {
+        /// Entity kind name.
+        kind: Box<str>,
+        /// Role name; `None` for any role.
+        role: Option<Box<str>>,
+    },
 }
 
 impl FieldSource {
@@ -34,7 +43,19 @@ impl FieldSource {
             "@source" => FieldSource::Source,
             "@host" => FieldSource::Host,
             "@message" => FieldSource::Message,
-            other => FieldSource::Attr(other.into()),
+            other => match other.strip_prefix("@entity.") {
+                Some(rest) => {
+                    let (kind, role) = match rest.split_once('.') {
+                        Some((k, r)) => (k, Some(r.into())),
+                        None => (rest, None),
+                    };
+                    FieldSource::Entity {
+                        kind: kind.into(),
+                        role,
+                    }
+                }
+                None => FieldSource::Attr(other.into()),
+            },
         }
     }
 }

@@ -103,10 +103,17 @@ pub struct Correlation {
     pub group_by: Vec<String>,
     /// Window, seconds.
     pub timespan_s: u64,
-    /// Count condition: operator and bound (`gte`, 10), for the count types.
-    pub condition: Option<(String, f64)>,
+    /// Count condition: operators and bounds, all of which must hold (`gte: 10`, or a range
+    /// `gt: 100, lte: 200`). For `temporal` types it counts distinct rules; empty means all.
+    pub condition: Vec<(String, f64)>,
     /// The field counted by `value_count`.
     pub field: Option<String>,
+    /// `aliases`: a group-by name that is not a field, and the field it stands for in each
+    /// referenced rule (`alias -> [(rule, field)]`), so rules over different logsources join.
+    pub aliases: Vec<(String, Vec<(String, String)>)>,
+    /// `generate`: whether the referenced rules also alert on their own. The specification's
+    /// default is false: a rule written as a building block only feeds its correlations.
+    pub generate: bool,
 }
 
 /// What the rule detects with.
@@ -294,7 +301,7 @@ pub fn rule_of(doc: &Node) -> Result<Rule, RuleError> {
     };
     let body = match (doc.get("detection"), doc.get("correlation")) {
         (Some(d), None) => detection_of(d, &mut warnings)?,
-        (None, Some(c)) => Body::Correlation(correlation_of(c)?),
+        (None, Some(c)) => Body::Correlation(correlation_of(c, doc)?),
         (Some(_), Some(c)) => {
             return Err(schema(
                 c.pos,
@@ -747,7 +754,7 @@ fn transformed(value: &str, transforms: &[&str]) -> Vec<String> {
     texts
 }
 
-fn correlation_of(c: &Node) -> Result<Correlation, RuleError> {
+fn correlation_of(c: &Node, doc: &Node) -> Result<Correlation, RuleError> {
     let kind_node = c
         .get("type")
         .ok_or_else(|| schema(c.pos, "correlation needs `type`"))?;
@@ -779,7 +786,7 @@ fn correlation_of(c: &Node) -> Result<Correlation, RuleError> {
             "`timespan` must be a number with a unit: 30s, 5m, 1h, 2d, 1w",
         )
     })?;
-    let mut condition = None;
+    let mut condition = Vec::new();
     let mut field = None;
     if let Some(cond) = c.get("condition") {
         let Some(map) = cond.as_map() else {
@@ -795,7 +802,7 @@ fn correlation_of(c: &Node) -> Result<Correlation, RuleError> {
                     let n = v.as_str().and_then(parse_number).ok_or_else(|| {
                         RuleError::at(v.pos, ErrorKind::Value, "the bound must be a number")
                     })?;
-                    condition = Some((key.to_string(), n));
+                    condition.push((key.to_string(), n));
                 }
                 "field" => field = Some(string_of(v, "field")?),
                 _ => {
@@ -807,7 +814,7 @@ fn correlation_of(c: &Node) -> Result<Correlation, RuleError> {
             }
         }
     }
-    if matches!(kind.as_str(), "event_count" | "value_count") && condition.is_none() {
+    if matches!(kind.as_str(), "event_count" | "value_count") && condition.is_empty() {
         return Err(schema(
             c.pos,
             format!("`{kind}` needs a `condition` such as {{gte: 10}}"),
@@ -816,6 +823,46 @@ fn correlation_of(c: &Node) -> Result<Correlation, RuleError> {
     if kind == "value_count" && field.is_none() {
         return Err(schema(c.pos, "`value_count` needs `condition.field`"));
     }
+    let mut aliases = Vec::new();
+    if let Some(a) = c.get("aliases") {
+        let Some(map) = a.as_map() else {
+            return Err(schema(
+                a.pos,
+                "`aliases` must map each alias to {rule: field} entries",
+            ));
+        };
+        for (alias, per_rule) in map {
+            let name = string_of(alias, "alias")?;
+            let Some(entries) = per_rule.as_map() else {
+                return Err(schema(
+                    per_rule.pos,
+                    format!("alias `{name}` must map rule names to field names"),
+                ));
+            };
+            let mut fields = Vec::new();
+            for (rule, field) in entries {
+                let rule_name = string_of(rule, "rule name")?;
+                if !rules.contains(&rule_name) {
+                    return Err(schema(
+                        rule.pos,
+                        format!("alias `{name}` names `{rule_name}`, which is not in `rules`"),
+                    ));
+                }
+                fields.push((rule_name, string_of(field, "field")?));
+            }
+            aliases.push((name, fields));
+        }
+    }
+    // The specification lists `generate` among the rule's top-level attributes; pySigma reads
+    // it inside the section too. Either place is taken.
+    let generate = match c.get("generate").or_else(|| doc.get("generate")) {
+        None => false,
+        Some(g) => match g.as_str() {
+            Some("true" | "True" | "TRUE") => true,
+            Some("false" | "False" | "FALSE") => false,
+            _ => return Err(schema(g.pos, "`generate` must be true or false")),
+        },
+    };
     Ok(Correlation {
         kind,
         rules,
@@ -823,6 +870,8 @@ fn correlation_of(c: &Node) -> Result<Correlation, RuleError> {
         timespan_s,
         condition,
         field,
+        aliases,
+        generate,
     })
 }
 
@@ -929,9 +978,32 @@ tags:
             panic!()
         };
         assert_eq!(
-            (c.timespan_s, c.condition),
-            (300, Some(("gte".into(), 10.0)))
+            (c.timespan_s, c.condition, c.generate),
+            (300, vec![("gte".into(), 10.0)], false)
         );
+        let r = parse_rule(
+            "title: Chain\nid: c1\ngenerate: true\ncorrelation:\n  type: temporal\n  rules: [a, b]\n  group-by: [ip]\n  timespan: 10s\n  condition: {gt: 1, lte: 2}\n  aliases:\n    ip:\n      a: destination.ip\n      b: source.ip\n",
+        )
+        .unwrap();
+        let Body::Correlation(c) = r.body else {
+            panic!()
+        };
+        assert!(c.generate);
+        assert_eq!(c.condition.len(), 2);
+        assert_eq!(
+            c.aliases,
+            vec![(
+                "ip".to_string(),
+                vec![
+                    ("a".to_string(), "destination.ip".to_string()),
+                    ("b".to_string(), "source.ip".to_string())
+                ]
+            )]
+        );
+        let bad = parse_rule(
+            "title: x\nid: a\ncorrelation:\n  type: temporal\n  rules: [a]\n  timespan: 5m\n  aliases:\n    ip:\n      zzz: source.ip\n",
+        );
+        assert!(bad.unwrap_err().message.contains("not in `rules`"));
         assert!(parse_rule("title: x\nid: a\ncorrelation:\n  type: event_count\n  rules: [a]\n  timespan: 5x\n  condition: {gte: 1}\n").is_err());
     }
 }

@@ -6,6 +6,7 @@ pub mod attack;
 pub mod entities;
 pub mod events;
 pub mod ingest;
+pub mod ioc;
 pub mod sigma;
 pub mod system;
 

@@ -9,22 +9,26 @@
 
 use super::dspot::{Dspot, Verdict as DspotVerdict};
 use super::ensemble::{EventFeatures, Scored, SourceModel};
-use super::record::DetectRecord;
+use super::killchain::KillChain;
+use super::record::{CorrelationHit, DetectRecord};
 use super::ueba::{
     Observation, Outcome, RiskPoint, SubScores, Ueba, UebaAlert, UebaParams, UebaType, source_text,
 };
 use crate::catalog::{Catalog, RuleEntry};
 use crate::hash::{U64Map, fmix64};
+use crate::ioc::IocFeed;
 use crate::store::{RuleFires, event_id};
 use bincode::{Decode, Encode};
 use std::collections::BTreeMap;
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use watchpost_proto::{
     Alert, AlertType, AttackMapping, EntityKind, EntityRef, MAX_CONTRIBUTING, ThresholdChange,
     Uuid, Verdict,
 };
 use watchpost_rules::Level;
+use watchpost_rules::correlation::{Correlator, Fired, Hit, Kind as CorrelationKind};
+use watchpost_rules::ioc::{IocId, IocKind};
 
 /// How many events ahead [`Detector::process_all`] prefetches baselines: one per prefetch stage
 /// (slot, baseline, lists), each event's work giving the previous stage's loads time to land.
@@ -38,6 +42,10 @@ const ML_SALT: u64 = 0x6d6c_0000_0000_0001;
 const NEW_SOURCE_SALT: u64 = 0x6e65_7773_7263_0003;
 /// Most related entities kept on one alert.
 const MAX_RELATED: usize = 100;
+/// Salt of `ioc` dedup keys.
+const IOC_SALT: u64 = 0x696f_6300_0000_0006;
+/// Salt of `correlation` dedup keys.
+const CORRELATION_SALT: u64 = 0x636f_7272_0000_0005;
 /// Salt of `sigma` dedup keys.
 const SIGMA_SALT: u64 = 0x7369_676d_6100_0004;
 /// Nanoseconds per hour (rule fire counts are hourly).
@@ -58,8 +66,17 @@ pub struct DetectorParams {
     pub ml_risk: f64,
     /// Cooldown of an `ml` alert, ns.
     pub ml_cooldown_ns: i64,
-    /// Cooldown of a `sigma` alert (per rule and entity), ns.
+    /// Cooldown of a `sigma` alert (per rule and entity) and of a `correlation` alert (per rule
+    /// and group), ns.
     pub sigma_cooldown_ns: i64,
+    /// Cooldown of an `ioc` alert (per indicator and entity), ns.
+    pub ioc_cooldown_ns: i64,
+    /// Correlation groups held at most.
+    pub correlation_max_groups: usize,
+    /// Distinct tactics of a kill-chain progression.
+    pub killchain_min_tactics: usize,
+    /// Window of a kill-chain progression, ns.
+    pub killchain_window_ns: i64,
     /// UEBA settings.
     pub ueba: UebaParams,
 }
@@ -73,6 +90,12 @@ impl DetectorParams {
             ml_cooldown_ns: (c.detection.ml_alert_cooldown_seconds as i64)
                 .saturating_mul(1_000_000_000),
             sigma_cooldown_ns: (c.detection.sigma_alert_cooldown_seconds as i64)
+                .saturating_mul(1_000_000_000),
+            ioc_cooldown_ns: (c.detection.ioc_alert_cooldown_seconds as i64)
+                .saturating_mul(1_000_000_000),
+            correlation_max_groups: c.detection.correlation_max_groups as usize,
+            killchain_min_tactics: c.detection.killchain_min_tactics as usize,
+            killchain_window_ns: (c.detection.killchain_window_seconds as i64)
                 .saturating_mul(1_000_000_000),
             ueba: UebaParams::from_config(&c.ueba),
         }
@@ -148,14 +171,29 @@ pub struct Detector {
     rule_cache: Vec<Option<Arc<RuleEntry>>>,
     /// Rule fires since the last [`Detector::take_rule_fires`], by (rule key, hour).
     fires: HashMap<(u64, i64), u32>,
+    /// Windows of the correlation groups this worker owns, and the plan version they follow.
+    correlator: Option<(u64, Correlator<EventKey>)>,
+    /// Catalogue entries of the plan's correlations, by number (cleared with the plan).
+    corr_cache: Vec<Option<Arc<RuleEntry>>>,
+    /// Correlations completed by the current hit (reused).
+    fired: Vec<Fired<EventKey>>,
+    /// The latest hit of each group of a correlation judged when its window closes: the alert
+    /// names its group and entity from it.
+    tumbling: HashMap<(u32, u64), CorrelationHit>,
+    /// Kill-chain trails, shared by the stage B workers.
+    killchain: Arc<Mutex<KillChain>>,
+    /// The indicator sets, to name the indicators stage A reports by number.
+    iocs: Option<Arc<IocFeed>>,
 }
+
+/// An event as correlation windows name it: block key and position.
+type EventKey = ([u8; 16], u16);
 
 impl Detector {
     /// Empty state.
     pub fn new(params: DetectorParams) -> Detector {
         Detector {
             ueba: Ueba::new(params.ueba.clone()),
-            params,
             sources: U64Map::with_capacity_and_hasher(256, Default::default()),
             open: U64Map::with_capacity_and_hasher(256, Default::default()),
             alias: U64Map::with_capacity_and_hasher(256, Default::default()),
@@ -165,13 +203,54 @@ impl Detector {
             catalog: None,
             rule_cache: Vec::new(),
             fires: HashMap::new(),
+            correlator: None,
+            corr_cache: Vec::new(),
+            fired: Vec::new(),
+            tumbling: HashMap::new(),
+            killchain: Arc::new(Mutex::new(KillChain::new(
+                params.killchain_min_tactics,
+                params.killchain_window_ns,
+                params.correlation_max_groups,
+            ))),
+            iocs: None,
+            params,
         }
     }
 
-    /// Raises `sigma` alerts for the rules of `catalog` that stage A reports.
+    /// Raises `ioc` alerts for the indicators stage A reports, named through `feed`.
+    pub fn set_iocs(&mut self, feed: Option<Arc<IocFeed>>) {
+        self.iocs = feed;
+    }
+
+    /// Raises `sigma` alerts for the rules of `catalog` that stage A reports, and evaluates its
+    /// correlations.
     pub fn set_catalog(&mut self, catalog: Option<Arc<Catalog>>) {
+        self.correlator = catalog.as_ref().map(|c| {
+            let (version, plan) = c.plan();
+            (
+                version,
+                Correlator::new(plan, self.params.correlation_max_groups),
+            )
+        });
         self.catalog = catalog;
         self.rule_cache.clear();
+        self.corr_cache.clear();
+        self.tumbling.clear();
+    }
+
+    /// Shares `k` (one tracker for every stage B worker: an entity's alerts come from several).
+    pub fn set_killchain(&mut self, k: Arc<Mutex<KillChain>>) {
+        self.killchain = k;
+    }
+
+    /// Correlation hits dropped because the group table was full.
+    pub fn correlation_dropped(&self) -> u64 {
+        self.correlator.as_ref().map_or(0, |(_, c)| c.dropped())
+    }
+
+    /// Correlation groups held.
+    pub fn correlation_groups(&self) -> usize {
+        self.correlator.as_ref().map_or(0, |(_, c)| c.len())
     }
 
     /// Moves the rule fires counted since the last call into `out`.
@@ -252,6 +331,9 @@ impl Detector {
             self.ensemble(r, sink);
             for &rule in r.sigma() {
                 self.raise_sigma(r, rule, sink);
+            }
+            if r.ioc != 0 {
+                self.raise_ioc(r, sink);
             }
         }
         for (i, e) in r.entities().iter().enumerate() {
@@ -366,11 +448,15 @@ impl Detector {
         if entry.rule.level == Some(Level::Informational) {
             return;
         }
-        let primary = r
-            .entities()
-            .iter()
-            .position(|e| e.ueba != super::record::NOT_SCORED)
-            .or((r.n_entities > 0).then_some(0));
+        // A building block of a correlation without `generate: true` feeds it and nothing else.
+        if self
+            .correlator
+            .as_ref()
+            .is_some_and(|(_, c)| c.plan().is_suppressed(rule))
+        {
+            return;
+        }
+        let primary = primary_entity(r);
         let subject = primary.map_or(r.source, |i| r.entities[i].hash);
         let key = fmix64(entry.key ^ SIGMA_SALT ^ subject.rotate_left(29));
         if self.open.get(&key).is_some_and(|o| r.ts_ns < o.until_ns) {
@@ -400,21 +486,269 @@ impl Detector {
             contributions: BTreeMap::new(),
             attack: entry.attack.clone(),
             contributing_events: vec![event_id(&r.block, r.pos)],
-            related_entities: r
-                .entities()
-                .iter()
-                .enumerate()
-                .filter(|(j, _)| Some(*j) != primary)
-                .map(|(_, e)| entity_ref(e))
-                .collect(),
+            related_entities: others(r, primary),
+            related_alerts: Vec::new(),
         };
         let until_ns = r.ts_ns.saturating_add(self.params.sigma_cooldown_ns);
+        self.open_alert(key, alert, until_ns, sink);
+    }
+
+    /// An indicator match: a new alert per indicator and subject (as for Sigma), repeats inside
+    /// `detection.ioc_alert_cooldown_seconds` folded into it.
+    fn raise_ioc(&mut self, r: &DetectRecord, sink: &mut impl AlertSink) {
+        let Some(set) = self
+            .iocs
+            .as_ref()
+            .and_then(|f| f.get(u64::from(r.ioc_version)))
+        else {
+            return;
+        };
+        let Some(ind) = set.get(IocId::from_index(r.ioc - 1)) else {
+            return;
+        };
+        let primary = primary_entity(r);
+        let subject = primary.map_or(r.source, |i| r.entities[i].hash);
+        let key =
+            fmix64(crate::hash::hash64(ind.value.as_bytes()) ^ IOC_SALT ^ subject.rotate_left(29));
+        if self.open.get(&key).is_some_and(|o| r.ts_ns < o.until_ns) {
+            self.repeat(key, r, 1.0, None);
+            return;
+        }
+        let source = r.source_name().to_string();
+        let entity = primary.map(|i| entity_ref(&r.entities[i]));
+        let kind = ind.kind.as_str();
+        let title = match &ind.label {
+            Some(l) => format!("IOC match: {kind} {} ({l})", ind.value),
+            None => format!("IOC match: {kind} {}", ind.value),
+        };
+        let alert = Alert {
+            id: self.next_id(r.ts_ns, key),
+            alert_type: AlertType::Ioc,
+            severity: 4,
+            title,
+            detector: format!("ioc:{}", ind.source),
+            dedup_key: match &entity {
+                Some(e) => format!("ioc:{}:{}", ind.value, e.uuid),
+                None => format!("ioc:{}:{source}", ind.value),
+            },
+            first_seen_ns: r.ts_ns,
+            last_seen_ns: r.ts_ns,
+            count: 1,
+            source,
+            entity,
+            score: 1.0,
+            threshold: 0.0,
+            contributions: BTreeMap::new(),
+            attack: ioc_attack(ind.kind),
+            contributing_events: vec![event_id(&r.block, r.pos)],
+            related_entities: others(r, primary),
+            related_alerts: Vec::new(),
+        };
+        let until_ns = r.ts_ns.saturating_add(self.params.ioc_cooldown_ns);
+        self.open_alert(key, alert, until_ns, sink);
+    }
+
+    /// Evaluates correlation hits (each routed to this worker by its group); correlations they
+    /// complete raise `correlation` alerts.
+    pub fn correlate(&mut self, hits: &[CorrelationHit], sink: &mut impl AlertSink) {
+        for h in hits {
+            self.now_ns = self.now_ns.max(h.record.ts_ns);
+            if !self.follow_plan(h.version) {
+                continue;
+            }
+            let Some((_, c)) = self.correlator.as_mut() else {
+                return;
+            };
+            if c.plan()
+                .correlation(h.corr)
+                .is_some_and(|x| x.is_tumbling())
+            {
+                self.tumbling.insert((h.corr, h.group), *h);
+            }
+            let mut fired = std::mem::take(&mut self.fired);
+            fired.clear();
+            c.observe(
+                Hit {
+                    corr: h.corr,
+                    slot: h.slot,
+                    group: h.group,
+                    value: h.value,
+                    ts_ns: h.record.ts_ns,
+                    event: (h.record.block, h.record.pos),
+                },
+                &mut fired,
+            );
+            for f in &fired {
+                self.raise_correlation(f, Some(h), sink);
+            }
+            self.fired = fired;
+        }
+    }
+
+    /// Makes sure the windows follow the plan that numbered a hit of plan `version`; false when
+    /// the hit comes from a plan already replaced (it is dropped: the numbers mean other rules).
+    fn follow_plan(&mut self, version: u64) -> bool {
+        match &self.correlator {
+            None => return false,
+            Some((v, _)) if *v == version => return true,
+            Some(_) => {}
+        }
+        let Some(catalog) = &self.catalog else {
+            return false;
+        };
+        let (v, plan) = catalog.plan();
+        if v != version {
+            return false;
+        }
+        self.correlator = Some((v, Correlator::new(plan, self.params.correlation_max_groups)));
+        self.corr_cache.clear();
+        self.tumbling.clear();
+        true
+    }
+
+    /// Judges the correlation windows that closed by the detector's clock.
+    fn sweep_correlations(&mut self, sink: &mut impl AlertSink) {
+        let now = self.now_ns;
+        let Some((_, c)) = self.correlator.as_mut() else {
+            return;
+        };
+        let mut fired = std::mem::take(&mut self.fired);
+        fired.clear();
+        c.sweep(now, &mut fired);
+        for f in &fired {
+            let hit = self.tumbling.remove(&(f.corr, f.group));
+            self.raise_correlation(f, hit.as_ref(), sink);
+        }
+        self.fired = fired;
+        if let Some((_, c)) = &self.correlator
+            && !self.tumbling.is_empty()
+        {
+            self.tumbling
+                .retain(|&(corr, group), _| c.contains(corr, group));
+        }
+    }
+
+    /// The catalogue entry of plan correlation `i`, cached.
+    fn correlation_entry(&mut self, i: u32) -> Option<Arc<RuleEntry>> {
+        let at = i as usize;
+        if let Some(Some(e)) = self.corr_cache.get(at) {
+            return Some(e.clone());
+        }
+        let (_, c) = self.correlator.as_ref()?;
+        let id = c.plan().correlation(i)?.rule.id.clone();
+        let e = self.catalog.as_ref()?.find(&id)?;
+        if self.corr_cache.len() <= at {
+            self.corr_cache.resize(at + 1, None);
+        }
+        self.corr_cache[at] = Some(e.clone());
+        Some(e)
+    }
+
+    /// A correlation held for a group: one alert per rule and group, repeats inside the
+    /// cooldown folded into it. `hit` is the event that completed it (for the group's text and
+    /// entities); a window judged at its close has its group's latest hit, if still known.
+    fn raise_correlation(
+        &mut self,
+        f: &Fired<EventKey>,
+        hit: Option<&CorrelationHit>,
+        sink: &mut impl AlertSink,
+    ) {
+        let Some(entry) = self.correlation_entry(f.corr) else {
+            return;
+        };
+        let suppressed = self
+            .correlator
+            .as_ref()
+            .and_then(|(_, c)| c.plan().correlation(f.corr))
+            .is_none_or(|c| c.suppressed);
+        let hour_ns = f.last_ns.div_euclid(NS_PER_HOUR) * NS_PER_HOUR;
+        *self.fires.entry((entry.key, hour_ns)).or_insert(0) += 1;
+        if suppressed || entry.rule.level == Some(Level::Informational) {
+            return;
+        }
+        let joined = f.events.as_slice();
+        let joined = &joined[joined.len().saturating_sub(MAX_CONTRIBUTING)..];
+        let key = fmix64(entry.key ^ CORRELATION_SALT ^ f.group.rotate_left(29));
+        if let Some(o) = self.open.get_mut(&key)
+            && f.last_ns < o.until_ns
+        {
+            let a = &mut o.alert;
+            a.count += 1;
+            a.last_seen_ns = a.last_seen_ns.max(f.last_ns);
+            a.score = a.score.max(f.measure as f64);
+            // Ids are built only while there is room: a busy group's repeats allocate nothing
+            // once its alert holds its share of events.
+            for (b, p) in joined {
+                if a.contributing_events.len() >= MAX_CONTRIBUTING {
+                    break;
+                }
+                let id = event_id(b, *p);
+                if !a.contributing_events.contains(&id) {
+                    a.contributing_events.push(id);
+                }
+            }
+            o.dirty = true;
+            return;
+        }
+        let events: Vec<String> = joined.iter().map(|(b, p)| event_id(b, *p)).collect();
+        let r = hit.map(|h| h.record);
+        let primary = r.as_ref().and_then(primary_entity);
+        let text = hit.map_or("", |h| h.text());
+        let rule = &entry.rule;
+        let measure = match self
+            .correlator
+            .as_ref()
+            .and_then(|(_, c)| c.plan().correlation(f.corr))
+            .map(|c| c.kind)
+        {
+            Some(CorrelationKind::EventCount) => "events",
+            Some(CorrelationKind::ValueCount) => "distinct_values",
+            _ => "rules",
+        };
+        let alert = Alert {
+            id: self.next_id(f.last_ns, key),
+            alert_type: AlertType::Correlation,
+            severity: entry.severity,
+            title: if text.is_empty() {
+                rule.title.clone()
+            } else {
+                format!("{} ({text})", rule.title)
+            },
+            detector: rule.id.clone(),
+            dedup_key: format!("correlation:{}:{:016x}", rule.id, f.group),
+            first_seen_ns: f.first_ns,
+            last_seen_ns: f.last_ns,
+            count: 1,
+            source: r
+                .as_ref()
+                .map_or_else(String::new, |r| r.source_name().to_string()),
+            entity: match (r.as_ref(), primary) {
+                (Some(r), Some(i)) => Some(entity_ref(&r.entities[i])),
+                _ => None,
+            },
+            score: f.measure as f64,
+            threshold: 0.0,
+            contributions: BTreeMap::from([(measure.to_string(), f.measure as f64)]),
+            attack: entry.attack.clone(),
+            contributing_events: events,
+            related_entities: r.as_ref().map_or_else(Vec::new, |r| others(r, primary)),
+            related_alerts: Vec::new(),
+        };
+        let until_ns = f.last_ns.saturating_add(self.params.sigma_cooldown_ns);
         self.open_alert(key, alert, until_ns, sink);
     }
 
     /// Hands a new alert to the sink and keeps it open (repeats fold into it) until `until_ns`.
     fn open_alert(&mut self, key: u64, alert: Alert, until_ns: i64, sink: &mut impl AlertSink) {
         sink.alert(&alert, true);
+        let step = self
+            .killchain
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .observe(&alert);
+        if let Some((chain, new)) = step {
+            sink.alert(&chain, new);
+        }
         self.open.insert(
             key,
             OpenAlert {
@@ -463,6 +797,7 @@ impl Detector {
             attack: Vec::new(),
             contributing_events: vec![event_id(&r.block, r.pos)],
             related_entities: r.entities().iter().map(entity_ref).collect(),
+            related_alerts: Vec::new(),
         }
     }
 
@@ -548,6 +883,7 @@ impl Detector {
                 .filter(|(j, _)| *j != i)
                 .map(|(_, e)| entity_ref(e))
                 .collect(),
+            related_alerts: Vec::new(),
         };
         let until_ns = r.ts_ns.saturating_add(self.params.ueba.cooldown_ns);
         self.open_alert(key, alert, until_ns, sink);
@@ -585,6 +921,7 @@ impl Detector {
     /// Hands the sink every alert that changed since the last call, and forgets alerts whose
     /// cooldown is over. Called once per batch live, at the end offline.
     pub fn flush(&mut self, sink: &mut impl AlertSink) {
+        self.sweep_correlations(sink);
         let now = self.now_ns;
         self.open.retain(|_, o| {
             if o.dirty {
@@ -663,6 +1000,36 @@ impl Detector {
         b[8] = 0x80 | (b[8] & 0x3f);
         Uuid::from_bytes(b).to_string()
     }
+}
+
+/// The ATT&CK reading of an indicator hit: a known-bad address, name or URL is contact with
+/// attacker infrastructure (Command and Control, Application Layer Protocol); a known-bad file
+/// hash is a malicious file run or written (Execution, User Execution: Malicious File).
+fn ioc_attack(kind: IocKind) -> Vec<AttackMapping> {
+    let tag = match kind {
+        IocKind::Md5 | IocKind::Sha1 | IocKind::Sha256 => ["attack.execution", "attack.t1204.002"],
+        _ => ["attack.command-and-control", "attack.t1071"],
+    };
+    watchpost_rules::attack::Attack::get().mappings(&tag.map(String::from))
+}
+
+/// The entity a rule alert is about: the event's first scored entity (user, reporting host,
+/// client address), else its first entity.
+fn primary_entity(r: &DetectRecord) -> Option<usize> {
+    r.entities()
+        .iter()
+        .position(|e| e.ueba != super::record::NOT_SCORED)
+        .or((r.n_entities > 0).then_some(0))
+}
+
+/// The event's entities other than `primary`, as related entities.
+fn others(r: &DetectRecord, primary: Option<usize>) -> Vec<EntityRef> {
+    r.entities()
+        .iter()
+        .enumerate()
+        .filter(|(j, _)| Some(*j) != primary)
+        .map(|(_, e)| entity_ref(e))
+        .collect()
 }
 
 fn entity_ref(e: &super::record::RecordEntity) -> EntityRef {
@@ -752,6 +1119,10 @@ mod tests {
             ml_risk: 1e-4,
             ml_cooldown_ns: 300_000_000_000,
             sigma_cooldown_ns: 300_000_000_000,
+            ioc_cooldown_ns: 3_600_000_000_000,
+            correlation_max_groups: 1000,
+            killchain_min_tactics: 3,
+            killchain_window_ns: 24 * 3_600_000_000_000,
             ueba: UebaParams {
                 warmup_ns: 2 * DAY,
                 warmup_min_events: 50,
@@ -883,6 +1254,7 @@ mod tests {
             attack: Vec::new(),
             contributing_events: Vec::new(),
             related_entities: Vec::new(),
+            related_alerts: Vec::new(),
         };
         // "sshd" hashes to the source key only if the record's source is that hash.
         let mut r = login(5_000_000_000_000, 1, OFFICE, 1);

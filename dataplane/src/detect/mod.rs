@@ -11,6 +11,7 @@ pub mod dspot;
 pub mod engine;
 pub mod ensemble;
 pub mod hst;
+pub mod killchain;
 pub mod markov;
 pub mod prefetch;
 pub mod record;

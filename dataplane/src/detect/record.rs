@@ -78,6 +78,10 @@ pub struct DetectRecord {
     pub sigma: [u32; SIGMA_PER_RECORD],
     /// Matches kept in `sigma`.
     pub n_sigma: u8,
+    /// First indicator matched: its number in the IOC set + 1 (0: none).
+    pub ioc: u32,
+    /// Version of the IOC set `ioc` numbers into (see [`crate::ioc::IocFeed`]).
+    pub ioc_version: u32,
 }
 
 impl Default for DetectRecord {
@@ -100,6 +104,8 @@ impl Default for DetectRecord {
             source_name: [0; SOURCE_NAME_BYTES],
             sigma: [0; SIGMA_PER_RECORD],
             n_sigma: 0,
+            ioc: 0,
+            ioc_version: 0,
         }
     }
 }
@@ -136,6 +142,85 @@ impl DetectRecord {
     #[inline]
     pub fn source_shard(&self, shards: usize) -> usize {
         shard_of(self.source, shards)
+    }
+}
+
+/// Bytes of a correlation group's text (`SourceIp=203.0.113.9`) kept on a hit.
+pub const GROUP_TEXT_BYTES: usize = 64;
+
+/// An event matched a rule that a correlation refers to: the group it joins, read in stage A
+/// where the event's fields are at hand. Hits are rare next to events (only matches of
+/// correlated rules), so they travel beside the records rather than growing every record.
+#[derive(Clone, Copy, Debug)]
+pub struct CorrelationHit {
+    /// The matching event.
+    pub record: DetectRecord,
+    /// Catalogue version whose correlation plan numbered `corr`.
+    pub version: u64,
+    /// Correlation number in that plan.
+    pub corr: u32,
+    /// Position of the matched rule in the correlation's `rules`.
+    pub slot: u8,
+    /// Group key: the hashed group-by values. Hits shard by it.
+    pub group: u64,
+    /// Value key (`value_count`), else 0.
+    pub value: u64,
+    /// `field=value, ...` of the group, cut to fit.
+    pub text: [u8; GROUP_TEXT_BYTES],
+    /// Bytes used in `text`.
+    pub text_len: u8,
+}
+
+impl CorrelationHit {
+    /// The group's text.
+    pub fn text(&self) -> &str {
+        let b = &self.text[..self.text_len as usize];
+        std::str::from_utf8(b).unwrap_or("")
+    }
+}
+
+/// What one stage A worker hands one stage B worker per block.
+#[derive(Debug, Default)]
+pub struct DetectBatch {
+    /// Records of the parts this worker owns.
+    pub records: Vec<DetectRecord>,
+    /// Correlation hits of the groups this worker owns.
+    pub hits: Vec<CorrelationHit>,
+}
+
+impl DetectBatch {
+    /// Empty, with room for `events` records.
+    pub fn with_capacity(events: usize) -> DetectBatch {
+        DetectBatch {
+            records: Vec::with_capacity(events),
+            hits: Vec::with_capacity(16),
+        }
+    }
+
+    /// Nothing to send.
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty() && self.hits.is_empty()
+    }
+
+    /// Empties both, keeping their capacity.
+    pub fn clear(&mut self) {
+        self.records.clear();
+        self.hits.clear();
+    }
+}
+
+/// So that [`route`] fills a batch's records.
+impl AsMut<Vec<DetectRecord>> for Box<DetectBatch> {
+    fn as_mut(&mut self) -> &mut Vec<DetectRecord> {
+        &mut self.records
+    }
+}
+
+/// Hands each hit to the stage B worker that owns its group.
+pub fn route_hits(hits: &[CorrelationHit], out: &mut [Box<DetectBatch>]) {
+    let shards = out.len();
+    for h in hits {
+        out[shard_of(h.group, shards)].hits.push(*h);
     }
 }
 

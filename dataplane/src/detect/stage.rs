@@ -12,7 +12,7 @@
 
 use super::dspot::Dspot;
 use super::engine::{AlertSink, Detector, DetectorParams, MinutePoint, SourceState};
-use super::record::{DetectRecord, shard_of};
+use super::record::{DetectBatch, shard_of};
 use super::ueba::{Baseline, RiskPoint, source_text};
 use crate::clock::now_ns;
 use crate::ring::{Consumer, Pop};
@@ -29,7 +29,7 @@ use watchpost_proto::{Alert, AlertType, ThresholdChange, Verdict};
 const ALERT_FLUSH: Duration = Duration::from_secs(1);
 
 /// A batch of records on its way from stage A to stage B.
-pub type RecordBatch = Box<Vec<DetectRecord>>;
+pub type RecordBatch = Box<DetectBatch>;
 
 /// One stage A worker's ring into a stage B worker, and the way its vectors go home.
 pub struct DetectInput {
@@ -335,7 +335,7 @@ fn run(setup: DetectSetup, mut d: Detector, store: &Store, stats: &Stats) {
     let mut open = inputs.len();
     let mut minutes: Vec<MinutePoint> = Vec::with_capacity(4096);
     let mut risk: Vec<RiskPoint> = Vec::with_capacity(4096);
-    let mut reported = [0u64; 3];
+    let mut reported = [0u64; 5];
     let mut last_series = Instant::now();
     let mut last_save = Instant::now();
     let mut last_flush = Instant::now();
@@ -382,8 +382,10 @@ fn run(setup: DetectSetup, mut d: Detector, store: &Store, stats: &Stats) {
         match inp.ring.try_pop() {
             Pop::Item(mut batch) => {
                 let mut sink = StoreSink { store, stats };
-                d.process_all(&batch, &mut sink);
-                stats.detect.scored.add(batch.len() as u64);
+                d.process_all(&batch.records, &mut sink);
+                d.correlate(&batch.hits, &mut sink);
+                stats.detect.scored.add(batch.records.len() as u64);
+                stats.detect.correlation_hits.add(batch.hits.len() as u64);
                 batch.clear();
                 let _ = inp.returns.try_send(batch);
             }
@@ -435,7 +437,7 @@ fn publish(
     stats: &Stats,
     minutes: &mut Vec<MinutePoint>,
     risk: &mut Vec<RiskPoint>,
-    reported: &mut [u64; 3],
+    reported: &mut [u64; 5],
 ) {
     d.take_minutes(minutes);
     d.take_risk_points(risk);
@@ -454,11 +456,15 @@ fn publish(
         d.ueba().len() as u64,
         d.ueba().evicted(),
         d.sources().count() as u64,
+        d.correlation_groups() as u64,
+        d.correlation_dropped(),
     ];
     let gauges = [
         &stats.detect.ueba_entities,
         &stats.detect.ueba_evicted,
         &stats.detect.sources,
+        &stats.detect.correlation_groups,
+        &stats.detect.correlation_dropped,
     ];
     for ((g, new), old) in gauges.iter().zip(now).zip(reported.iter_mut()) {
         g.fetch_add(new.wrapping_sub(*old), Ordering::Relaxed);

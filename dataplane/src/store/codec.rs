@@ -133,6 +133,15 @@ impl watchpost_rules::EventFields for EventView<'_> {
     fn any_value(&self, f: &mut dyn FnMut(&str) -> bool) -> bool {
         f(self.s(&self.message)) || self.attributes.iter().any(|(_, v)| f(self.s(v)))
     }
+    fn entity(&self, kind: &str, role: Option<&str>) -> Option<&str> {
+        self.entities
+            .iter()
+            .find(|e| {
+                watchpost_proto::EntityKind::from_u8(e.kind).is_some_and(|k| k.name() == kind)
+                    && role.is_none_or(|r| Role::from_u8(e.role).name() == r)
+            })
+            .map(|e| self.s(&e.name))
+    }
 }
 
 impl EventView<'_> {

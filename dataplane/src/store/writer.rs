@@ -11,7 +11,7 @@ use super::{
 };
 use crate::batch::Checkpoint;
 use crate::clock::{NS_PER_DAY, now_ns};
-use crate::detect::record::DetectRecord;
+use crate::detect::record::{CorrelationHit, DetectRecord};
 use crate::ring::{Consumer, Pop};
 use crate::stats::Stats;
 use crossbeam_channel::{Select, Sender};
@@ -90,6 +90,8 @@ pub struct EncodedBlock {
     pub checkpoints: Vec<Checkpoint>,
     /// What detection needs of each event, moved on to stage B by the worker.
     pub detect: Vec<DetectRecord>,
+    /// Correlation hits of the block's events, moved on with `detect`.
+    pub hits: Vec<CorrelationHit>,
     /// Sigma matches: (event position in the block, rule index in the worker's rule set).
     pub sigma: Vec<(u16, u32)>,
     /// The block's key, given by the worker so that detection can name events before they are
@@ -112,6 +114,7 @@ impl EncodedBlock {
             template_text: String::with_capacity(4096),
             checkpoints: Vec::with_capacity(4),
             detect: Vec::with_capacity(events),
+            hits: Vec::with_capacity(16),
             sigma: Vec::with_capacity(64),
             ..EncodedBlock::default()
         }
@@ -131,6 +134,7 @@ impl EncodedBlock {
         self.template_text.clear();
         self.checkpoints.clear();
         self.detect.clear();
+        self.hits.clear();
         self.sigma.clear();
         self.key = None;
     }

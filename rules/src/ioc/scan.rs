@@ -1,0 +1,230 @@
+//! Finding indicators in free text (log messages) in one pass, without allocating.
+//!
+//! The text is cut into tokens of `[A-Za-z0-9._:-]`; while a token is read the classes of its
+//! bytes are or-ed together, so deciding what it could be (hash, IPv4, IPv6, domain) costs
+//! nothing more, and only tokens of a kind the set holds are looked up. A token with colons that
+//! is not an IPv6 address is split at them (`1.2.3.4:22`, `evil.com:443`, `dst:10.0.0.1`).
+//! `scheme://` starts a URL, taken up to the next blank or quote; its host and path are then
+//! read as ordinary tokens, so a URL can match as a URL and as a domain.
+
+use super::{IocId, IocSet};
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+const WORD: u8 = 1;
+const DIGIT: u8 = 2;
+/// `a-f`, `A-F`.
+const HEX: u8 = 4;
+/// Letters other than hex digits.
+const ALPHA: u8 = 8;
+const DOT: u8 = 16;
+const COLON: u8 = 32;
+/// `-` and `_`.
+const DASH: u8 = 64;
+
+static CLASS: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        let c = i as u8;
+        t[i] = match c {
+            b'0'..=b'9' => WORD | DIGIT,
+            b'a'..=b'f' | b'A'..=b'F' => WORD | HEX,
+            b'g'..=b'z' | b'G'..=b'Z' => WORD | ALPHA,
+            b'.' => WORD | DOT,
+            b':' => WORD | COLON,
+            b'-' | b'_' => WORD | DASH,
+            _ => 0,
+        };
+        i += 1;
+    }
+    t
+};
+
+/// Bytes that end a URL in running text.
+#[inline]
+fn ends_url(c: u8) -> bool {
+    c <= b' '
+        || matches!(
+            c,
+            b'"' | b'\'' | b'<' | b'>' | b'`' | b'\\' | b'|' | b'{' | b'}' | 0x7f
+        )
+}
+
+/// The ids reported so far in one call; past its capacity an indicator may be reported again.
+struct Seen {
+    ids: [u32; 16],
+    n: usize,
+}
+
+/// Which lookups the set can answer at all, worked out once per call.
+#[derive(Clone, Copy)]
+struct Wanted {
+    v4: bool,
+    v6: bool,
+    domain: bool,
+    url: bool,
+    hash: bool,
+}
+
+impl IocSet {
+    /// Calls `f` with every indicator found in `text`: IPv4 and IPv6 addresses (with or without
+    /// a port), `http`/`https`/`ftp` URLs, domain-like tokens (a dot and a top-level label that
+    /// starts with a letter) and 32/40/64-digit hex tokens.
+    ///
+    /// Each indicator is reported once per call for the first 16 distinct ones; beyond that a
+    /// repeated indicator may be reported again. A URL that matches a URL indicator is also read
+    /// for its host, so one URL can report both a URL and a domain or address indicator.
+    /// Allocates nothing; returns at once when the set is empty.
+    pub fn scan_text(&self, text: &str, mut f: impl FnMut(IocId)) {
+        if self.is_empty() {
+            return;
+        }
+        let want = Wanted {
+            v4: !self.v4.is_empty() || !self.v4_nets.is_empty(),
+            v6: !self.v6.is_empty() || !self.v6_nets.is_empty(),
+            domain: !self.domains.is_empty(),
+            url: !self.urls.is_empty(),
+            hash: !self.md5.is_empty() || !self.sha1.is_empty() || !self.sha256.is_empty(),
+        };
+        let mut seen = Seen { ids: [0; 16], n: 0 };
+        let mut report = |id: IocId| {
+            if seen.ids[..seen.n].contains(&id.0) {
+                return;
+            }
+            if seen.n < seen.ids.len() {
+                seen.ids[seen.n] = id.0;
+                seen.n += 1;
+            }
+            f(id);
+        };
+        let b = text.as_bytes();
+        let mut i = 0;
+        while i < b.len() {
+            while i < b.len() && CLASS[usize::from(b[i])] == 0 {
+                i += 1;
+            }
+            let start = i;
+            let mut acc = 0u8;
+            while i < b.len() {
+                let c = CLASS[usize::from(b[i])];
+                if c == 0 {
+                    break;
+                }
+                acc |= c;
+                i += 1;
+            }
+            if start == i {
+                break;
+            }
+            // Token bytes are ASCII and the byte after them is not a UTF-8 continuation byte,
+            // so both ends are character boundaries.
+            let tok = &text[start..i];
+            if want.url && b[i - 1] == b':' && b[i..].starts_with(b"//") {
+                self.scan_url(text, start, i, &mut report);
+            }
+            self.token(tok, acc, want, &mut report);
+        }
+    }
+
+    /// A URL whose `scheme:` ends the token `text[start..colon_end]`.
+    fn scan_url(&self, text: &str, start: usize, colon_end: usize, report: &mut impl FnMut(IocId)) {
+        let b = text.as_bytes();
+        let scheme_end = colon_end - 1;
+        let scheme_start = b[start..scheme_end]
+            .iter()
+            .rposition(|c| !c.is_ascii_alphabetic())
+            .map_or(start, |p| start + p + 1);
+        let scheme = &b[scheme_start..scheme_end];
+        let known = [&b"http"[..], b"https", b"ftp"]
+            .iter()
+            .any(|s| scheme.eq_ignore_ascii_case(s));
+        if !known {
+            return;
+        }
+        let mut end = b[colon_end..]
+            .iter()
+            .position(|&c| ends_url(c))
+            .map_or(b.len(), |p| colon_end + p);
+        while end > colon_end + 2 {
+            let last = b[end - 1];
+            let url = &b[scheme_start..end];
+            let trim = matches!(last, b'.' | b',' | b';' | b':' | b'!' | b'?')
+                || (last == b')' && !url.contains(&b'('))
+                || (last == b']' && !url.contains(&b'['));
+            if !trim {
+                break;
+            }
+            end -= 1;
+        }
+        // `end` sits on an ASCII byte or at a boundary before a non-URL byte.
+        if let Some(url) = text.get(scheme_start..end)
+            && let Some(id) = self.match_url(url)
+        {
+            report(id);
+        }
+    }
+
+    #[inline]
+    fn token(&self, tok: &str, acc: u8, want: Wanted, report: &mut impl FnMut(IocId)) {
+        if acc & COLON != 0 {
+            if (want.v6 || want.v4)
+                && acc & (ALPHA | DASH) == 0
+                && let Ok(a) = tok.parse::<Ipv6Addr>()
+            {
+                if let Some(id) = self.match_ip(a.into()) {
+                    report(id);
+                }
+                return;
+            }
+            for piece in tok.split(':') {
+                let acc = piece.bytes().fold(0, |acc, c| acc | CLASS[usize::from(c)]);
+                self.piece(piece, acc, want, report);
+            }
+        } else {
+            self.piece(tok, acc, want, report);
+        }
+    }
+
+    /// A token without colons.
+    #[inline]
+    fn piece(&self, tok: &str, acc: u8, want: Wanted, report: &mut impl FnMut(IocId)) {
+        let edge = |c: &u8| matches!(c, b'.' | b'-' | b'_');
+        let b = tok.as_bytes();
+        let start = b.iter().position(|c| !edge(c)).unwrap_or(b.len());
+        let end = b.iter().rposition(|c| !edge(c)).map_or(start, |e| e + 1);
+        // ASCII bytes were cut, so both ends are character boundaries.
+        let tok = &tok[start..end];
+        if tok.len() < 3 {
+            return;
+        }
+        let id = if acc & (ALPHA | DOT | DASH) == 0 {
+            // Hex digits only.
+            if want.hash && matches!(tok.len(), 32 | 40 | 64) {
+                self.match_hash(tok)
+            } else {
+                None
+            }
+        } else if acc & (ALPHA | HEX | DASH) == 0 {
+            // Digits and dots.
+            if want.v4 {
+                tok.parse::<Ipv4Addr>()
+                    .ok()
+                    .and_then(|a| self.match_v4(u32::from(a)))
+            } else {
+                None
+            }
+        } else if want.domain && acc & DOT != 0 && tok.contains('.') {
+            let tld = tok.rsplit('.').next().unwrap_or("");
+            if tld.as_bytes().first().is_some_and(u8::is_ascii_alphabetic) {
+                self.match_domain(tok)
+            } else {
+                None
+            }
+        } else {
+            None
+        };
+        if let Some(id) = id {
+            report(id);
+        }
+    }
+}
