@@ -6,12 +6,14 @@
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
+use std::sync::Arc;
 use watchpost_benches::Traffic;
 use watchpost_dataplane::batch::{Format, InputId, LineMeta};
 use watchpost_dataplane::normalize::{Normalizer, Tally};
 use watchpost_dataplane::parse::syslog::parse_syslog;
 use watchpost_dataplane::store::EncodedBlock;
 use watchpost_dataplane::template::{MinerConfig, TemplateMiner};
+use watchpost_rules::ioc::IocSet;
 
 const LINES: usize = 8192;
 const NOW_S: i64 = 1_795_000_000;
@@ -31,10 +33,37 @@ fn lines(json: bool) -> Vec<Vec<u8>> {
         .collect()
 }
 
-fn normalize(c: &mut Criterion, name: &str, json: bool) {
+/// A million indicators of every kind, none of them in the traffic (the common case: a feed of
+/// bad addresses and names that the sensor's events mostly do not contain) plus one that is.
+fn million_indicators() -> Arc<IocSet> {
+    let mut set = IocSet::new();
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for i in 0..1_000_000u32 {
+        let r = next();
+        let text = match i % 4 {
+            0 => std::net::Ipv4Addr::from((r as u32) | 0x0100_0000).to_string(),
+            1 => format!("h{:x}.bad{}.example", r >> 20, r % 997),
+            2 => format!("{:032x}", u128::from(r) << 64 | u128::from(next())),
+            _ => format!("{:016x}{:016x}{:016x}{:016x}", r, next(), next(), next()),
+        };
+        let _ = set.add(&text, None, "bench.txt", None);
+    }
+    let _ = set.add("203.0.113.77", None, "bench.txt", Some("in the traffic"));
+    set.shrink_to_fit();
+    Arc::new(set)
+}
+
+fn normalize(c: &mut Criterion, name: &str, json: bool, iocs: Option<Arc<IocSet>>) {
     let lines = lines(json);
     let mut n =
         Normalizer::new(TemplateMiner::new(&MinerConfig::default()).expect("default miner"));
+    n.set_iocs(1, iocs);
     let mut block = EncodedBlock::with_capacity(0, 1024);
     let mut tally = Tally::default();
     let (input, format) = if json {
@@ -77,8 +106,11 @@ fn normalize(c: &mut Criterion, name: &str, json: bool) {
 }
 
 fn benches(c: &mut Criterion) {
-    normalize(c, "syslog", false);
-    normalize(c, "json", true);
+    normalize(c, "syslog", false, None);
+    normalize(c, "json", true, None);
+    let iocs = million_indicators();
+    normalize(c, "syslog_1m_iocs", false, Some(Arc::clone(&iocs)));
+    normalize(c, "json_1m_iocs", true, Some(iocs));
 
     let syslog = lines(false);
     let mut g = c.benchmark_group("parse");

@@ -9,6 +9,7 @@
 mod emit;
 pub mod rng;
 pub mod scenario;
+pub mod sigma;
 mod traffic;
 pub mod world;
 

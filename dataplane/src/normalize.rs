@@ -103,6 +103,11 @@ struct Known {
     service_account: bool,
     /// An IP's address key (see `ip_key`); 0 for other kinds.
     ip: u128,
+    /// The indicator it matched (number + 1, 0: none) in IOC set `ioc_version`: entities recur,
+    /// so each is looked up in a large set once per set, not once per event.
+    ioc: u32,
+    /// See `ioc`; 0: not looked up yet.
+    ioc_version: u32,
 }
 
 impl Normalizer {
@@ -139,54 +144,32 @@ impl Normalizer {
         self.iocs = set.filter(|s| !s.is_empty()).map(|s| (version, s));
     }
 
-    /// The first indicator the event carries: its addresses and host or domain names (as
-    /// extracted entities), the values of hash- and URL-named fields, and, when the set holds
-    /// URLs or hashes, tokens of the message. Addresses and names never need the message
-    /// scanned: entity extraction already found them there.
+    /// The first hash or URL indicator of the event, when the set holds any: the hash-length
+    /// hex runs and `scheme://` URLs of its message and values. Addresses and names are matched
+    /// as entities (once per entity and set, see `Known`), never by scanning the text: entity
+    /// extraction already found them there.
     fn first_indicator(&self, set: &IocSet, view: &EventView<'_>) -> Option<IocId> {
         let text = |r: &Range<u32>| {
             self.arena
                 .get(r.start as usize..r.end as usize)
                 .unwrap_or("")
         };
-        for e in &self.entities {
-            let name = text(&e.name);
-            let hit = match EntityKind::from_u8(e.kind) {
-                Some(EntityKind::Ip) => name.parse().ok().and_then(|ip| set.match_ip(ip)),
-                Some(EntityKind::Host | EntityKind::Domain) => set.match_domain(name),
-                _ => None,
-            };
-            if hit.is_some() {
-                return hit;
-            }
-        }
-        let deep = set.count(IocKind::Url)
-            + set.count(IocKind::Md5)
-            + set.count(IocKind::Sha1)
-            + set.count(IocKind::Sha256)
-            > 0;
-        if !deep {
+        let hashes =
+            set.count(IocKind::Md5) + set.count(IocKind::Sha1) + set.count(IocKind::Sha256) > 0;
+        let urls = set.count(IocKind::Url) > 0;
+        if !hashes && !urls {
             return None;
         }
-        let mut found = None;
-        for (k, v) in view.attributes {
-            let key = text(k).as_bytes();
-            let named = [&b"hash"[..], b"md5", b"sha", b"url", b"uri", b"imphash"]
-                .iter()
-                .any(|w| key.windows(w.len()).any(|x| x.eq_ignore_ascii_case(w)));
-            if named {
-                set.scan_text(text(v), |id| {
-                    found.get_or_insert(id);
-                });
-                if found.is_some() {
-                    return found;
-                }
-            }
+        if let Some(id) = crate::ioc::find_hash_or_url(set, text(&view.message), hashes, urls) {
+            return Some(id);
         }
-        set.scan_text(text(&view.message), |id| {
-            found.get_or_insert(id);
-        });
-        found
+        // In structured events, hashes are looked for in fields named for them (`Hashes`,
+        // `sha256`, `file.hash.md5`...): other long hex values (trace and session ids) are not
+        // hashes, and each would cost a lookup in a large set.
+        view.attributes.iter().find_map(|(k, v)| {
+            let hashes = hashes && crate::ioc::names_a_hash(text(k));
+            crate::ioc::find_hash_or_url(set, text(v), hashes, urls)
+        })
     }
 
     /// Reads the correlation groups of `plan` (numbered by catalogue `version`) off every event
@@ -702,6 +685,8 @@ impl Normalizer {
                         } else {
                             0
                         },
+                        ioc: 0,
+                        ioc_version: 0,
                     };
                     self.seen.insert(seen_key, known);
                     let start = out.names.len() as u32;
@@ -715,6 +700,30 @@ impl Normalizer {
                     known
                 }
             };
+            if let Some((version, set)) = &self.iocs
+                && rec.ioc == 0
+            {
+                let version = *version as u32;
+                let ioc = if known.ioc_version == version {
+                    known.ioc
+                } else {
+                    let hit = match kind {
+                        EntityKind::Ip => set.match_ip(std::net::IpAddr::V6(known.ip.into())),
+                        EntityKind::Host | EntityKind::Domain => set.match_domain(name),
+                        EntityKind::User => None,
+                    };
+                    let ioc = hit.map_or(0, |id| id.index() as u32 + 1);
+                    if let Some(k) = self.seen.get_mut(&seen_key) {
+                        k.ioc = ioc;
+                        k.ioc_version = version;
+                    }
+                    ioc
+                };
+                if ioc != 0 {
+                    rec.ioc = ioc;
+                    rec.ioc_version = version;
+                }
+            }
             let role = Role::from_u8(e.role);
             let ueba = match (kind, role) {
                 (EntityKind::User, _) if known.service_account => UebaType::ServiceAccount as u8,
@@ -741,10 +750,13 @@ impl Normalizer {
             }
         }
         if let Some((version, set)) = &self.iocs
+            && rec.ioc == 0
             && let Some(id) = self.first_indicator(set, &view)
         {
             rec.ioc = id.index() as u32 + 1;
             rec.ioc_version = *version as u32;
+        }
+        if rec.ioc != 0 {
             tally.ioc_matches += 1;
         }
         if let Some((version, plan)) = &self.plan {

@@ -9,8 +9,11 @@
 
 use crate::condition::Expr;
 use crate::mapping::{FieldSource, Mapping, Shape};
-use crate::pattern::Pattern;
+use crate::pattern::{Pattern, Place};
+use crate::rule::Search;
 use crate::rule::{Body, Item, Rule};
+use aho_corasick::AhoCorasick;
+use regex::{Regex, RegexBuilder};
 use std::sync::Arc;
 
 /// Read access to one event.
@@ -35,7 +38,7 @@ pub trait EventFields {
 }
 
 /// A field reference resolved through the mapping.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Field(Box<[FieldSource]>);
 
 impl Field {
@@ -53,16 +56,31 @@ impl Field {
 
 #[derive(Clone, Debug)]
 struct CItem {
-    /// `None`: a keyword search over every value.
-    field: Option<Field>,
+    /// The field's number in the set's table; `None`: a keyword search over every value.
+    field: Option<usize>,
     patterns: Vec<Pattern>,
-    /// Resolved fields of `fieldref` patterns, by pattern index.
-    refs: Vec<Option<Field>>,
+    /// Fields of `fieldref` patterns, by pattern index.
+    refs: Vec<Option<usize>>,
     all: bool,
+    /// For an "any of" item with several case-insensitive substrings (a keyword list, a
+    /// `contains` list): one automaton over all of them, so a value is read once rather than
+    /// once per literal; `patterns` then holds only the others.
+    literals: Option<AhoCorasick>,
+    /// For an "any of" item with several regexes (wildcards, `re`, non-ASCII text): their
+    /// alternation, one pass per value; `patterns` then holds only the others.
+    regexes: Option<Regex>,
 }
+
+/// Shortest literal the rule prefilter takes.
+const MIN_PREFILTER_LITERAL: usize = 3;
+
+/// Literals from which an item gets an automaton: below this, direct searches are as fast.
+const AUTOMATON_MIN_LITERALS: usize = 3;
 
 #[derive(Clone, Debug)]
 struct CRule {
+    /// It has necessary literals: it is evaluated only when the prefilter saw one of them.
+    gated: bool,
     rule: Arc<Rule>,
     /// Per search: alternatives of conjunctions.
     searches: Vec<Vec<Vec<CItem>>>,
@@ -70,15 +88,106 @@ struct CRule {
     enabled: bool,
 }
 
-/// A logsource shape compiled: every (field, allowed values) must hold.
+/// A logsource shape compiled: every (field, allowed values) must hold. Fields are numbers in
+/// the set's table of shape fields, so that each is read once per event however many shapes
+/// test it (dozens of shapes test `@source` or `Channel`).
 #[derive(Clone, Debug)]
-struct CShape(Vec<(Field, Vec<String>)>);
+struct CShape(Vec<ShapeTest>);
+
+/// One (field, allowed values) of a shape. Values are compared by the hash of their ASCII
+/// lower case, computed once per event and field, then confirmed on the text.
+#[derive(Clone, Debug)]
+struct ShapeTest {
+    field: usize,
+    /// `*` is allowed: any present value holds.
+    any: bool,
+    /// (hash, value) sorted by hash.
+    allowed: Vec<(u64, String)>,
+}
+
+impl ShapeTest {
+    fn new(field: usize, values: &[String]) -> ShapeTest {
+        let mut allowed: Vec<(u64, String)> =
+            values.iter().map(|v| (folded_hash(v), v.clone())).collect();
+        allowed.sort();
+        ShapeTest {
+            field,
+            any: values.iter().any(|v| v == "*"),
+            allowed,
+        }
+    }
+}
+
+/// FNV-1a of the ASCII lower case of `s`.
+fn folded_hash(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b.to_ascii_lowercase())).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+/// Fields whose values are kept per event (the rest are read at each use).
+const FIELDS_CACHED: usize = 48;
+
+/// One event's field values, each read on first use: dozens of shapes test `@source` or
+/// `Channel`, and many rules read `CommandLine` or `Image`.
+struct FieldValues<'e, 'f, E> {
+    event: &'e E,
+    fields: &'f [Field],
+    cache: [Option<Option<&'e str>>; FIELDS_CACHED],
+    /// Folded hashes of cached values, for shape tests.
+    hashes: [Option<u64>; FIELDS_CACHED],
+}
+
+impl<'e, E: EventFields> FieldValues<'e, '_, E> {
+    #[inline]
+    fn get(&mut self, i: usize) -> Option<&'e str> {
+        match self.cache.get(i) {
+            Some(Some(v)) => *v,
+            Some(None) => {
+                let v = self.fields[i].get(self.event);
+                self.cache[i] = Some(v);
+                v
+            }
+            None => self.fields[i].get(self.event),
+        }
+    }
+
+    /// `get(i)` with the value's folded hash.
+    #[inline]
+    fn get_hashed(&mut self, i: usize) -> Option<(&'e str, u64)> {
+        let v = self.get(i)?;
+        let h = match self.hashes.get_mut(i) {
+            Some(Some(h)) => *h,
+            Some(slot) => *slot.insert(folded_hash(v)),
+            None => folded_hash(v),
+        };
+        Some((v, h))
+    }
+}
+
+/// The number of `f` in `fields`, added when new.
+fn intern(fields: &mut Vec<Field>, f: Field) -> usize {
+    match fields.iter().position(|x| *x == f) {
+        Some(at) => at,
+        None => {
+            fields.push(f);
+            fields.len() - 1
+        }
+    }
+}
 
 impl CShape {
-    fn holds<E: EventFields>(&self, e: &E) -> bool {
-        self.0.iter().all(|(f, values)| {
-            f.get(e)
-                .is_some_and(|v| values.iter().any(|w| w == "*" || v.eq_ignore_ascii_case(w)))
+    fn holds<E: EventFields>(&self, values: &mut FieldValues<'_, '_, E>) -> bool {
+        self.0.iter().all(|t| {
+            values.get_hashed(t.field).is_some_and(|(v, h)| {
+                t.any || {
+                    let at = t.allowed.partition_point(|(x, _)| *x < h);
+                    t.allowed[at..]
+                        .iter()
+                        .take_while(|(x, _)| *x == h)
+                        .any(|(_, w)| v.eq_ignore_ascii_case(w))
+                }
+            })
         })
     }
 }
@@ -88,37 +197,188 @@ impl CShape {
 pub struct RuleSet {
     rules: Vec<CRule>,
     shapes: Vec<CShape>,
+    /// Every field the shapes and rules read, each once, the most read first: an event's
+    /// values of the first [`FIELDS_CACHED`] are looked up once per event.
+    fields: Vec<Field>,
     /// Rules by shape index.
     by_shape: Vec<Vec<u32>>,
     /// Rules whose logsource covers every event.
     everywhere: Vec<u32>,
     /// Rules whose logsource is not mapped (they match nothing), by index.
     unmapped: Vec<u32>,
+    /// One automaton over the necessary literals of every gated rule (see [`necessary`]).
+    prefilter: Option<AhoCorasick>,
+    /// The rules of each prefilter literal, by pattern id.
+    literal_rules: Vec<Vec<u32>>,
+}
+
+std::thread_local! {
+    /// Gated rules whose literals the current event holds, one bit per rule (reused: matching
+    /// allocates nothing once it has grown to the rule count).
+    static CANDIDATES: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Literals a rule cannot match without: when it matches, one of them occurs (ASCII case
+/// folded) in one of the event's values (message, source, host, attributes). `None` when no
+/// such set is known: a negation, a regex, a numeric or CIDR test, an entity field.
+fn necessary(searches: &[Search], cond: &Expr, mapping: &Mapping) -> Option<Vec<String>> {
+    fn item(i: &Item, mapping: &Mapping) -> Option<Vec<String>> {
+        if let Some(f) = &i.field
+            && mapping
+                .places(f)
+                .iter()
+                .any(|p| matches!(p, FieldSource::Entity { .. }))
+        {
+            return None;
+        }
+        let mut texts = Vec::with_capacity(i.patterns.len());
+        for p in &i.patterns {
+            match p {
+                // A lenient number (`0x17` matching `23`) need not appear as written.
+                Pattern::Text {
+                    text, number: None, ..
+                } if text.len() >= 2 => texts.push(text.clone()),
+                _ => return None,
+            }
+        }
+        if texts.is_empty() {
+            return None;
+        }
+        if i.all {
+            // Every one must appear: the longest is the most selective.
+            let longest = texts.iter().max_by_key(|t| t.len())?.clone();
+            return Some(vec![longest]);
+        }
+        Some(texts)
+    }
+    fn search(s: &Search, mapping: &Mapping) -> Option<Vec<String>> {
+        let mut all = Vec::new();
+        for conj in &s.any_of {
+            // Every item holds: any one item's set will do; the smallest is the sharpest.
+            let best = conj
+                .iter()
+                .filter_map(|i| item(i, mapping))
+                .min_by_key(Vec::len)?;
+            all.extend(best);
+        }
+        (!all.is_empty()).then_some(all)
+    }
+    match cond {
+        Expr::Search(i) => search(searches.get(*i)?, mapping),
+        Expr::And(parts) => parts
+            .iter()
+            .filter_map(|p| necessary(searches, p, mapping))
+            .min_by_key(Vec::len),
+        Expr::Or(parts) => {
+            let mut all = Vec::new();
+            for p in parts {
+                all.extend(necessary(searches, p, mapping)?);
+            }
+            (!all.is_empty()).then_some(all)
+        }
+        Expr::Not(_) => None,
+    }
 }
 
 pub(crate) fn resolve(mapping: &Mapping, name: &str) -> Field {
     Field(mapping.places(name).into_boxed_slice())
 }
 
-fn compile_item(mapping: &Mapping, item: &Item) -> CItem {
-    CItem {
-        field: item.field.as_deref().map(|f| resolve(mapping, f)),
-        refs: item
+fn compile_item(mapping: &Mapping, fields: &mut Vec<Field>, item: &Item) -> CItem {
+    let is_literal = |p: &Pattern| {
+        matches!(
+            p,
+            Pattern::Text {
+                place: Place::Contains,
+                cased: false,
+                ..
+            }
+        )
+    };
+    let literal_count = item.patterns.iter().filter(|p| is_literal(p)).count();
+    let mut patterns = item.patterns.clone();
+    let mut literals = None;
+    if !item.all && literal_count >= AUTOMATON_MIN_LITERALS {
+        let needles: Vec<&str> = item
             .patterns
             .iter()
+            .filter_map(|p| match p {
+                Pattern::Text { text, .. } if is_literal(p) => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        // Literals are ASCII (others compile to regexes), so ASCII case folding is the rule's
+        // own comparison.
+        if let Ok(ac) = AhoCorasick::builder()
+            .ascii_case_insensitive(true)
+            .build(&needles)
+        {
+            literals = Some(ac);
+            patterns.retain(|p| !is_literal(p));
+        }
+    }
+    let mut regexes = None;
+    let regex_count = patterns
+        .iter()
+        .filter(|p| matches!(p, Pattern::Regex(_)))
+        .count();
+    if !item.all && regex_count >= 2 {
+        let joined: Vec<String> = patterns
+            .iter()
+            .filter_map(|p| match p {
+                Pattern::Regex(re) => Some(format!("(?:{})", re.as_str())),
+                _ => None,
+            })
+            .collect();
+        // Each regex carries its flags inline (see `pattern`), so the alternation means what
+        // the separate regexes meant. Too large an automaton keeps them separate.
+        if let Ok(re) = RegexBuilder::new(&joined.join("|"))
+            .size_limit(1 << 24)
+            .build()
+        {
+            regexes = Some(re);
+            patterns.retain(|p| !matches!(p, Pattern::Regex(_)));
+        }
+    }
+    CItem {
+        field: item
+            .field
+            .as_deref()
+            .map(|f| intern(fields, resolve(mapping, f))),
+        refs: patterns
+            .iter()
             .map(|p| match p {
-                Pattern::FieldRef { field, .. } => Some(resolve(mapping, field)),
+                Pattern::FieldRef { field, .. } => Some(intern(fields, resolve(mapping, field))),
                 _ => None,
             })
             .collect(),
-        patterns: item.patterns.clone(),
+        patterns,
         all: item.all,
+        literals,
+        regexes,
     }
 }
 
 impl CItem {
     #[inline]
-    fn matches<E: EventFields>(&self, e: &E) -> bool {
+    fn matches<E: EventFields>(&self, vals: &mut FieldValues<'_, '_, E>) -> bool {
+        let e = vals.event;
+        if self.literals.is_some() || self.regexes.is_some() {
+            let joined = |v: &str| {
+                self.literals.as_ref().is_some_and(|ac| ac.is_match(v))
+                    || self.regexes.as_ref().is_some_and(|re| re.is_match(v))
+            };
+            let hit = match &self.field {
+                None => e.any_value(&mut |v| joined(v)),
+                Some(f) => vals.get(*f).is_some_and(joined),
+            };
+            if hit {
+                return true;
+            }
+            if self.patterns.is_empty() {
+                return false;
+            }
+        }
         match &self.field {
             None => {
                 let test = |p: &Pattern| e.any_value(&mut |v| p.test(Some(v), |_| None));
@@ -129,10 +389,11 @@ impl CItem {
                 }
             }
             Some(f) => {
-                let v = f.get(e);
+                let v = vals.get(*f);
+                let fields = vals.fields;
                 let test = |(i, p): (usize, &Pattern)| {
-                    let r = self.refs.get(i).and_then(Option::as_ref);
-                    p.test(v, |_| r.and_then(|r| r.get(e)))
+                    let r = self.refs.get(i).copied().flatten();
+                    p.test(v, |_| r.and_then(|r| fields[r].get(e)))
                 };
                 if self.all {
                     self.patterns.iter().enumerate().all(test)
@@ -146,11 +407,11 @@ impl CItem {
 
 impl CRule {
     #[inline]
-    fn matches<E: EventFields>(&self, e: &E) -> bool {
+    fn matches<E: EventFields>(&self, vals: &mut FieldValues<'_, '_, E>) -> bool {
         self.condition.eval(&mut |i| {
             self.searches[i]
                 .iter()
-                .any(|conj| conj.iter().all(|item| item.matches(e)))
+                .any(|conj| conj.iter().all(|item| item.matches(vals)))
         })
     }
 }
@@ -159,6 +420,9 @@ impl RuleSet {
     /// Compiles `rules` (detection rules; correlation rules are skipped here) with `mapping`.
     pub fn compile(rules: impl IntoIterator<Item = Arc<Rule>>, mapping: &Mapping) -> RuleSet {
         let mut set = RuleSet::default();
+        let mut literals: Vec<String> = Vec::new();
+        let mut literal_ids: std::collections::HashMap<String, usize> =
+            std::collections::HashMap::new();
         let mut shape_index: Vec<Shape> = Vec::new();
         for rule in rules {
             let Body::Detection {
@@ -182,10 +446,8 @@ impl RuleSet {
                                         .0
                                         .iter()
                                         .map(|(places, values)| {
-                                            (
-                                                Field(places.clone().into_boxed_slice()),
-                                                values.clone(),
-                                            )
+                                            let f = Field(places.clone().into_boxed_slice());
+                                            ShapeTest::new(intern(&mut set.fields, f), values)
                                         })
                                         .collect(),
                                 ));
@@ -200,22 +462,129 @@ impl RuleSet {
                     }
                 }
             }
+            // A literal of one or two letters is in nearly every event: such a rule gains
+            // nothing from the prefilter, and its literal would slow the scan for all.
+            let gate = necessary(searches, condition, mapping)
+                .filter(|lits| lits.iter().all(|l| l.len() >= MIN_PREFILTER_LITERAL));
+            if let Some(lits) = &gate {
+                for l in lits {
+                    let folded = l.to_ascii_lowercase();
+                    let id = *literal_ids.entry(folded).or_insert_with(|| {
+                        literals.push(l.clone());
+                        set.literal_rules.push(Vec::new());
+                        literals.len() - 1
+                    });
+                    if !set.literal_rules[id].contains(&idx) {
+                        set.literal_rules[id].push(idx);
+                    }
+                }
+            }
+            let fields = &mut set.fields;
+            let compiled = searches
+                .iter()
+                .map(|s| {
+                    s.any_of
+                        .iter()
+                        .map(|conj| {
+                            conj.iter()
+                                .map(|i| compile_item(mapping, fields, i))
+                                .collect()
+                        })
+                        .collect()
+                })
+                .collect();
             set.rules.push(CRule {
-                searches: searches
-                    .iter()
-                    .map(|s| {
-                        s.any_of
-                            .iter()
-                            .map(|conj| conj.iter().map(|i| compile_item(mapping, i)).collect())
-                            .collect()
-                    })
-                    .collect(),
+                gated: gate.is_some(),
+                searches: compiled,
                 condition: condition.clone(),
                 enabled: true,
                 rule,
             });
         }
+        set.most_read_fields_first();
+        if !literals.is_empty() {
+            // A DFA: the prefilter reads every value of every event, so bytes per nanosecond
+            // matter more than the automaton's memory (a few MB for thousands of literals).
+            match AhoCorasick::builder()
+                .ascii_case_insensitive(true)
+                .kind(Some(aho_corasick::AhoCorasickKind::DFA))
+                .build(&literals)
+            {
+                Ok(ac) => set.prefilter = Some(ac),
+                // Without the automaton every rule is evaluated: slower, never wrong.
+                Err(_) => set.rules.iter_mut().for_each(|r| r.gated = false),
+            }
+        }
         set
+    }
+
+    /// Renumbers the field table so that the most read fields come first (those are cached per
+    /// event).
+    fn most_read_fields_first(&mut self) {
+        let mut uses = vec![0u32; self.fields.len()];
+        for t in self.shapes.iter().flat_map(|s| &s.0) {
+            uses[t.field] += 1;
+        }
+        let items = || {
+            self.rules
+                .iter()
+                .flat_map(|r| r.searches.iter().flatten().flatten())
+        };
+        for it in items() {
+            for f in it.field.iter().chain(it.refs.iter().flatten()) {
+                uses[*f] += 1;
+            }
+        }
+        let mut order: Vec<usize> = (0..self.fields.len()).collect();
+        order.sort_by_key(|&f| std::cmp::Reverse(uses[f]));
+        let mut new_of = vec![0usize; order.len()];
+        for (new, &old) in order.iter().enumerate() {
+            new_of[old] = new;
+        }
+        let old_fields = std::mem::take(&mut self.fields);
+        let mut slots: Vec<Option<Field>> = old_fields.into_iter().map(Some).collect();
+        self.fields = order.iter().filter_map(|&old| slots[old].take()).collect();
+        for t in self.shapes.iter_mut().flat_map(|s| s.0.iter_mut()) {
+            t.field = new_of[t.field];
+        }
+        for it in self
+            .rules
+            .iter_mut()
+            .flat_map(|r| r.searches.iter_mut().flatten().flatten())
+        {
+            if let Some(f) = &mut it.field {
+                *f = new_of[*f];
+            }
+            for f in it.refs.iter_mut().flatten() {
+                *f = new_of[*f];
+            }
+        }
+    }
+
+    /// Turns the rule prefilter off: every rule of a holding shape is evaluated. The results
+    /// must not change; tests compare both ways.
+    pub fn without_prefilter(mut self) -> RuleSet {
+        self.prefilter = None;
+        self.rules.iter_mut().for_each(|r| r.gated = false);
+        self
+    }
+
+    /// Marks in `bits` the gated rules whose literals `e` holds.
+    fn scan<E: EventFields>(&self, e: &E, bits: &mut [u64]) {
+        let Some(ac) = &self.prefilter else {
+            return;
+        };
+        let mut mark = |v: &str| {
+            for m in ac.find_overlapping_iter(v) {
+                for &r in &self.literal_rules[m.pattern().as_usize()] {
+                    bits[r as usize / 64] |= 1 << (r % 64);
+                }
+            }
+            false
+        };
+        mark(e.source());
+        mark(e.host());
+        e.any_value(&mut mark);
     }
 
     /// Rules compiled.
@@ -250,25 +619,55 @@ impl RuleSet {
 
     /// Appends the index of every enabled rule that `e` matches to `out` (each once).
     pub fn matches<E: EventFields>(&self, e: &E, out: &mut Vec<u32>) {
-        let start = out.len();
-        for &i in &self.everywhere {
-            let r = &self.rules[i as usize];
-            if r.enabled && r.matches(e) {
-                out.push(i);
-            }
-        }
-        for (shape, rules) in self.shapes.iter().zip(&self.by_shape) {
-            if !shape.holds(e) {
-                continue;
-            }
-            for &i in rules {
+        CANDIDATES.with(|c| {
+            let mut bits = c.borrow_mut();
+            bits.clear();
+            bits.resize(self.rules.len().div_ceil(64), 0);
+            // The prefilter runs once, when the first gated rule is reached: events whose
+            // shapes hold no gated rule never pay for it.
+            let mut scanned = false;
+            let mut wanted = |i: u32, bits: &mut Vec<u64>| {
                 let r = &self.rules[i as usize];
-                // A rule can sit under several shapes of which more than one hold.
-                if r.enabled && !out[start..].contains(&i) && r.matches(e) {
+                if !r.enabled {
+                    return None;
+                }
+                if r.gated {
+                    if !scanned {
+                        scanned = true;
+                        self.scan(e, bits);
+                    }
+                    if bits[i as usize / 64] & (1 << (i % 64)) == 0 {
+                        return None;
+                    }
+                }
+                Some(r)
+            };
+            let start = out.len();
+            let mut values = FieldValues {
+                event: e,
+                fields: &self.fields,
+                cache: [None; FIELDS_CACHED],
+                hashes: [None; FIELDS_CACHED],
+            };
+            for &i in &self.everywhere {
+                if wanted(i, &mut bits).is_some_and(|r| r.matches(&mut values)) {
                     out.push(i);
                 }
             }
-        }
+            for (shape, rules) in self.shapes.iter().zip(&self.by_shape) {
+                if !shape.holds(&mut values) {
+                    continue;
+                }
+                for &i in rules {
+                    // A rule can sit under several shapes of which more than one hold.
+                    if !out[start..].contains(&i)
+                        && wanted(i, &mut bits).is_some_and(|r| r.matches(&mut values))
+                    {
+                        out.push(i);
+                    }
+                }
+            }
+        });
     }
 }
 
@@ -283,6 +682,8 @@ pub struct PlainEvent {
     pub message: String,
     /// Attributes.
     pub attributes: Vec<(String, String)>,
+    /// Entities: (kind, role, canonical name), as `ip`, `source`, `203.0.113.9`.
+    pub entities: Vec<(String, String, String)>,
 }
 
 impl EventFields for PlainEvent {
@@ -303,6 +704,12 @@ impl EventFields for PlainEvent {
     }
     fn any_value(&self, f: &mut dyn FnMut(&str) -> bool) -> bool {
         f(&self.message) || self.attributes.iter().any(|(_, v)| f(v))
+    }
+    fn entity(&self, kind: &str, role: Option<&str>) -> Option<&str> {
+        self.entities
+            .iter()
+            .find(|(k, r, _)| k == kind && role.is_none_or(|want| r == want))
+            .map(|(_, _, v)| v.as_str())
     }
 }
 

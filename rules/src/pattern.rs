@@ -298,7 +298,11 @@ pub fn compile_text(
             number,
         });
     }
-    let mut re = String::with_capacity(value.len() * 2 + 8);
+    // Flags are written into the expression rather than set on the builder, so that the text
+    // of the compiled regex says everything about it: the engine joins the regexes of one item
+    // into a single alternation.
+    let mut re = String::with_capacity(value.len() * 2 + 16);
+    re.push_str(if cased { "(?s)" } else { "(?is)" });
     if matches!(place, Place::Exact | Place::Prefix) {
         re.push('^');
     }
@@ -313,8 +317,6 @@ pub fn compile_text(
         re.push('$');
     }
     let re = RegexBuilder::new(&re)
-        .case_insensitive(!cased)
-        .dot_matches_new_line(true)
         .size_limit(1 << 20)
         .build()
         .map_err(|e| RuleError::at(pos, ErrorKind::Regex, format!("value `{value}`: {e}")))?;
@@ -329,10 +331,19 @@ pub fn compile_regex(
     dotall: bool,
     pos: Pos,
 ) -> Result<Pattern, RuleError> {
-    RegexBuilder::new(value)
-        .case_insensitive(insensitive)
-        .multi_line(multiline)
-        .dot_matches_new_line(dotall)
+    let mut flags = String::from("(?");
+    for (on, f) in [(insensitive, 'i'), (multiline, 'm'), (dotall, 's')] {
+        if on {
+            flags.push(f);
+        }
+    }
+    let text = if flags.len() > 2 {
+        // A group, so that the rule's own inline flags and alternations keep their meaning.
+        format!("{flags}:{value})")
+    } else {
+        value.to_string()
+    };
+    RegexBuilder::new(&text)
         .size_limit(1 << 22)
         .build()
         .map(Pattern::Regex)

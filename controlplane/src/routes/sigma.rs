@@ -20,7 +20,6 @@ use std::sync::Arc;
 use watchpost_dataplane::catalog::{Catalog, RuleEntry, UploadError};
 use watchpost_dataplane::clock::now_ns;
 use watchpost_proto::{AttackMapping, ListResponse};
-use watchpost_rules::PlainEvent;
 use watchpost_rules::rule::Body as RuleBody;
 
 /// Nanoseconds per hour.
@@ -467,13 +466,7 @@ pub async fn post(
         let scanned = store
             .scan_events(now - 24 * HOUR_NS, now + 1, DRY_RUN_MAX_EVENTS, |id, ev| {
                 hits.clear();
-                let ev = PlainEvent {
-                    source: ev.source,
-                    host: ev.host,
-                    message: ev.message,
-                    attributes: ev.attributes,
-                };
-                set.matches(&ev, &mut hits);
+                set.matches(&ev.into_plain(), &mut hits);
                 if !hits.is_empty() {
                     matched += 1;
                     if sample.len() < DRY_RUN_SAMPLE {

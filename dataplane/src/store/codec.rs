@@ -206,6 +206,28 @@ pub struct StoredEvent {
     pub attributes: Vec<(String, String)>,
 }
 
+impl StoredEvent {
+    /// The event as Sigma rules read it outside the pipeline (dry runs, benches).
+    pub fn into_plain(self) -> watchpost_rules::PlainEvent {
+        watchpost_rules::PlainEvent {
+            source: self.source,
+            host: self.host,
+            message: self.message,
+            attributes: self.attributes,
+            entities: self
+                .entities
+                .into_iter()
+                .map(|(kind, role, name)| {
+                    let kind = watchpost_proto::EntityKind::from_u8(kind)
+                        .map_or("", |k| k.name())
+                        .to_string();
+                    (kind, Role::from_u8(role).name().to_string(), name)
+                })
+                .collect(),
+        }
+    }
+}
+
 /// The bincode configuration of every record.
 pub fn bincode_config() -> bincode::config::Configuration {
     bincode::config::standard()

@@ -1,0 +1,88 @@
+//! Realistic events and rule sets for the Sigma matching bench and its equivalence test.
+
+use crate::Traffic;
+use std::path::PathBuf;
+use std::sync::Arc;
+use watchpost_dataplane::batch::{Format, InputId, LineMeta};
+use watchpost_dataplane::normalize::{Normalizer, Tally};
+use watchpost_dataplane::store::{BlockReader, EncodedBlock};
+use watchpost_dataplane::template::{MinerConfig, TemplateMiner};
+use watchpost_rules::load::{load_file, rule_files};
+use watchpost_rules::rule::Body;
+use watchpost_rules::{PlainEvent, Rule, bundled, parse_rule};
+
+const NOW_S: i64 = 1_795_000_000;
+
+/// `n` events of seeded traffic (alternating syslog and JSON lines) as Sigma rules read them:
+/// normalised by the real normaliser, stored in a block, read back.
+pub fn plain_events(seed: u64, n: usize) -> Vec<PlainEvent> {
+    let mut t = Traffic::new(seed);
+    let mut norm = Normalizer::new(TemplateMiner::new(&MinerConfig::default()).expect("miner"));
+    let mut out = Vec::with_capacity(n);
+    let mut block = EncodedBlock::with_capacity(0, 1024);
+    let mut tally = Tally::default();
+    let mut line = Vec::new();
+    for i in 0..n {
+        line.clear();
+        let json = i % 2 == 1;
+        if json {
+            t.next_json(NOW_S, &mut line);
+        } else {
+            t.next_syslog(NOW_S, &mut line);
+        }
+        let meta = LineMeta {
+            start: 0,
+            len: line.len() as u32,
+            received_ns: NOW_S * 1_000_000_000,
+            truncated: false,
+        };
+        let (input, format) = if json {
+            (InputId::JsonTcp, Format::Json)
+        } else {
+            (InputId::SyslogTcp, Format::Syslog)
+        };
+        norm.push_line(&line, &meta, input, format, &mut block, &mut tally);
+        if block.len() == 1024 || i + 1 == n {
+            block.seal();
+            if let Some(r) = BlockReader::new(&block.sealed) {
+                out.extend(
+                    (0..r.len())
+                        .filter_map(|j| r.get(j))
+                        .map(|e| e.into_plain()),
+                );
+            }
+            block.clear();
+        }
+    }
+    out
+}
+
+fn detection(rules: impl IntoIterator<Item = Rule>) -> Vec<Arc<Rule>> {
+    rules
+        .into_iter()
+        .filter(|r| matches!(r.body, Body::Detection { .. }))
+        .map(Arc::new)
+        .collect()
+}
+
+/// The bundled detection rules.
+pub fn bundled_rules() -> Vec<Arc<Rule>> {
+    detection(
+        bundled::BUNDLED
+            .iter()
+            .filter_map(|(_, y)| parse_rule(y).ok()),
+    )
+}
+
+/// The detection rules of the SigmaHQ subset (`WATCHPOST_SIGMAHQ`, else
+/// `../shared/data/sigmahq-subset` beside the checkout); empty when it is not there.
+pub fn sigmahq_rules() -> Vec<Arc<Rule>> {
+    let dir = std::env::var_os("WATCHPOST_SIGMAHQ").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/sigmahq-subset"),
+        PathBuf::from,
+    );
+    let Ok(files) = rule_files(&[dir]) else {
+        return Vec::new();
+    };
+    detection(files.iter().filter_map(|f| load_file(f).rule.ok()))
+}
