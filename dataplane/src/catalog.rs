@@ -162,7 +162,10 @@ impl Catalog {
     /// logged and listed in [`Catalog::load_errors`] (a SigmaHQ checkout may hold rules of a
     /// newer specification); a configured folder that does not exist is an error.
     pub fn load(cfg: &Config, store: Option<Arc<Store>>) -> Result<Catalog, String> {
-        let mapping = Mapping::bundled();
+        let mapping = Mapping::configured(
+            &cfg.detection.sigma_field_mappings,
+            &cfg.detection.sigma_logsource_mappings,
+        )?;
         let mut errors = Vec::new();
         let mut entries: Vec<RuleEntry> = Vec::new();
         for (path, text) in bundled::BUNDLED {

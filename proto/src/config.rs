@@ -275,6 +275,12 @@ pub struct DetectionConfig {
     pub model_save_interval_seconds: u64,
     /// Extra folders of Sigma rules loaded at start (for example a SigmaHQ checkout).
     pub sigma_rules_dirs: Vec<String>,
+    /// Extra Sigma field alias files (the format of `rules/mappings/fields.yml`), read after the
+    /// bundled table: a name given again replaces the bundled aliases.
+    pub sigma_field_mappings: Vec<String>,
+    /// Extra logsource files (the format of `rules/mappings/logsources.yml`), read after the
+    /// bundled table: their entries add event shapes.
+    pub sigma_logsource_mappings: Vec<String>,
     /// Folder of uploaded custom rules; empty = `<storage.data_dir>/sigma-custom`.
     pub sigma_custom_upload_dir: String,
     /// Custom rules the upload folder may hold before uploads answer 507.
@@ -311,6 +317,8 @@ impl Default for DetectionConfig {
         DetectionConfig {
             model_save_interval_seconds: 300,
             sigma_rules_dirs: Vec::new(),
+            sigma_field_mappings: Vec::new(),
+            sigma_logsource_mappings: Vec::new(),
             sigma_custom_upload_dir: String::new(),
             sigma_custom_max_rules: 1000,
             ml_enabled: true,

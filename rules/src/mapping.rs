@@ -116,6 +116,27 @@ impl Mapping {
         m
     }
 
+    /// The bundled tables extended by the operator's files: `fields` in the format of
+    /// `rules/mappings/fields.yml` (a name given again replaces the bundled aliases), then
+    /// `logsources` in the format of `logsources.yml` (entries add event shapes). Fields go
+    /// first so that the added logsources can use the added names. Errors name the file.
+    pub fn configured(fields: &[String], logsources: &[String]) -> Result<Mapping, String> {
+        let mut m = Mapping::bundled();
+        let read = |key: &str, path: &String| {
+            std::fs::read_to_string(path)
+                .map_err(|e| format!("detection.{key}: {path}: cannot read: {e}"))
+        };
+        for path in fields {
+            m.add_fields(&read("sigma_field_mappings", path)?)
+                .map_err(|e| format!("detection.sigma_field_mappings: {path}: {}", e.0))?;
+        }
+        for path in logsources {
+            m.add_logsources(&read("sigma_logsource_mappings", path)?)
+                .map_err(|e| format!("detection.sigma_logsource_mappings: {path}: {}", e.0))?;
+        }
+        Ok(m)
+    }
+
     /// Adds logsource entries (a YAML list as in `rules/mappings/logsources.yml`).
     pub fn add_logsources(&mut self, text: &str) -> Result<(), MappingError> {
         let docs = parse_documents(text).map_err(|e| MappingError(e.to_string()))?;
@@ -245,6 +266,43 @@ mod tests {
         m.add_fields(BUNDLED_FIELDS).unwrap();
         assert!(m.logsources.len() > 20);
         assert_eq!(m.places("Image")[0], FieldSource::Attr("Image".into()));
+    }
+
+    #[test]
+    fn operator_files_extend_and_override_the_tables() {
+        let dir = std::env::temp_dir().join(format!("wp-mapping-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fields = dir.join("fields.yml");
+        std::fs::write(
+            &fields,
+            "CommandLine: ['cmd', 'CommandLine']\nAppUser: ['app.user']\n",
+        )
+        .unwrap();
+        let sources = dir.join("logsources.yml");
+        std::fs::write(
+            &sources,
+            "- product: acme\n  service: vpn\n  events:\n    - '@source': ['acme-vpn']\n",
+        )
+        .unwrap();
+        let p = |f: &std::path::Path| f.display().to_string();
+        let m = Mapping::configured(&[p(&fields)], &[p(&sources)]).unwrap();
+        assert_eq!(m.places("CommandLine")[0], FieldSource::Attr("cmd".into()));
+        assert_eq!(m.places("AppUser")[0], FieldSource::Attr("app.user".into()));
+        let ls = Logsource {
+            product: Some("acme".into()),
+            service: Some("vpn".into()),
+            category: None,
+        };
+        assert_eq!(m.shapes(&ls).unwrap().len(), 1);
+        std::fs::write(&sources, "- events: []\n").unwrap();
+        let e = Mapping::configured(&[], &[p(&sources)]).unwrap_err();
+        assert!(
+            e.contains("sigma_logsource_mappings") && e.contains("product"),
+            "{e}"
+        );
+        let e = Mapping::configured(&[p(&dir.join("missing.yml"))], &[]).unwrap_err();
+        assert!(e.contains("cannot read"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
