@@ -218,6 +218,56 @@ std::thread_local! {
     static CANDIDATES: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
+/// The longest ASCII literal run a wildcard regex requires, when the regex is a plain wildcard
+/// pattern: optional flags, `^`, escaped literal characters, `.*` and `.` gaps, `$` (what
+/// `pattern` makes of `*` and `?` values). Anything else (a class, a group, a repetition) gives
+/// `None`: its literals are not simply required. Only ASCII is taken, so that ASCII case folding
+/// finds the literal wherever the regex's own case folding would match.
+fn wildcard_literal(re: &str) -> Option<String> {
+    let folded = re.starts_with("(?is)");
+    let body = re
+        .strip_prefix("(?is)")
+        .or_else(|| re.strip_prefix("(?s)"))
+        .unwrap_or(re);
+    let body = body.strip_prefix('^').unwrap_or(body);
+    let mut best = String::new();
+    let mut run = String::new();
+    let mut chars = body.chars().peekable();
+    let flush = |run: &mut String, best: &mut String| {
+        if run.len() > best.len() {
+            *best = std::mem::take(run);
+        }
+        run.clear();
+    };
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                let lit = chars.next()?;
+                if !lit.is_ascii_punctuation() && lit != ' ' {
+                    // `\d`, `\w`... are classes, not literals.
+                    return None;
+                }
+                run.push(lit);
+            }
+            // Unicode case folding matches `k` with the Kelvin sign and `s` with the long s,
+            // which ASCII folding would not find: such letters end a run.
+            'k' | 'K' | 's' | 'S' if folded => flush(&mut run, &mut best),
+            '.' => {
+                if chars.peek() == Some(&'*') {
+                    chars.next();
+                }
+                flush(&mut run, &mut best);
+            }
+            '$' if chars.peek().is_none() => {}
+            c if c.is_ascii() && !"[](){}|+*?^$".contains(c) => run.push(c),
+            c if !c.is_ascii() => flush(&mut run, &mut best),
+            _ => return None,
+        }
+    }
+    flush(&mut run, &mut best);
+    (best.len() >= MIN_PREFILTER_LITERAL).then_some(best)
+}
+
 /// Literals a rule cannot match without: when it matches, one of them occurs (ASCII case
 /// folded) in one of the event's values (message, source, host, attributes). `None` when no
 /// such set is known: a negation, a regex, a numeric or CIDR test, an entity field.
@@ -238,6 +288,7 @@ fn necessary(searches: &[Search], cond: &Expr, mapping: &Mapping) -> Option<Vec<
                 Pattern::Text {
                     text, number: None, ..
                 } if text.len() >= 2 => texts.push(text.clone()),
+                Pattern::Regex(re) => texts.push(wildcard_literal(re.as_str())?),
                 _ => return None,
             }
         }
@@ -710,6 +761,40 @@ impl EventFields for PlainEvent {
             .iter()
             .find(|(k, r, _)| k == kind && role.is_none_or(|want| r == want))
             .map(|(_, _, v)| v.as_str())
+    }
+}
+
+#[cfg(test)]
+mod wildcard_tests {
+    use super::wildcard_literal;
+
+    #[test]
+    fn wildcard_regexes_give_their_longest_required_literal() {
+        assert_eq!(
+            wildcard_literal(r"(?is).*wget .* \- http.*\| perl").as_deref(),
+            Some(" - http")
+        );
+        assert_eq!(
+            wildcard_literal(r"(?is)^cmd\.exe /c .*whoami$").as_deref(),
+            Some("cmd.exe /c ")
+        );
+        assert_eq!(
+            wildcard_literal(r"(?s)^cmd\.exe /s .*$").as_deref(),
+            Some("cmd.exe /s "),
+            "case-sensitive: no Unicode folding"
+        );
+        assert_eq!(wildcard_literal(r"(?is)a.b").as_deref(), None, "too short");
+        assert_eq!(wildcard_literal(r"(?i:foo[0-9]+bar)"), None, "a class");
+        assert_eq!(wildcard_literal(r"\d{3}-abcdef"), None, "a class escape");
+        assert_eq!(wildcard_literal(r"(?is)abc|defgh"), None, "an alternation");
+        assert_eq!(
+            wildcard_literal("(?is).*🦆.*longer part").as_deref(),
+            Some("longer part")
+        );
+        assert_eq!(
+            wildcard_literal("(?is).*chmod 777.*").as_deref(),
+            Some("chmod 777")
+        );
     }
 }
 
