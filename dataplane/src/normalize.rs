@@ -166,9 +166,13 @@ impl Normalizer {
         // In structured events, hashes are looked for in fields named for them (`Hashes`,
         // `sha256`, `file.hash.md5`...): other long hex values (trace and session ids) are not
         // hashes, and each would cost a lookup in a large set.
+        // The value's length rules out most fields before their name is read: a hash is 32
+        // characters at least, a URL more than `a://b`.
         view.attributes.iter().find_map(|(k, v)| {
-            let hashes = hashes && crate::ioc::names_a_hash(text(k));
-            crate::ioc::find_hash_or_url(set, text(v), hashes, urls)
+            let v = text(v);
+            let hashes = hashes && v.len() >= 32 && crate::ioc::names_a_hash(text(k));
+            let urls = urls && v.len() > 5;
+            (hashes || urls).then(|| crate::ioc::find_hash_or_url(set, v, hashes, urls))?
         })
     }
 
