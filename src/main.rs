@@ -354,6 +354,9 @@ fn run(config: Option<PathBuf>) -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    let limits = Arc::new(watchpost_controlplane::ratelimit::RateLimits::from_config(
+        &cfg,
+    ));
     let state = watchpost_controlplane::AppState {
         config: Arc::new(cfg),
         stats: pipeline.stats(),
@@ -363,6 +366,7 @@ fn run(config: Option<PathBuf>) -> ExitCode {
         catalog: Some(pipeline.catalog()),
         iocs: Some(pipeline.iocs()),
         rates: Arc::new(watchpost_controlplane::RateSampler::default()),
+        limits,
         started: std::time::Instant::now(),
     };
     tracing::info!("API listening on http://{api_addr}/api/v1");

@@ -8,7 +8,7 @@ use std::net::TcpStream;
 
 mod common;
 
-use common::{Service, free_port, http, json, wait_for};
+use common::{Service, free_port, http, http_with_head, json, wait_for};
 
 /// `sshd_invalid_user.yml`.
 const INVALID_USER: &str = "dcec6854-a593-491f-9a9c-59c065d2aca7";
@@ -28,7 +28,7 @@ fn sigma_rules_alert_list_toggle_upload_and_survive_a_restart() {
     std::fs::write(
         &config,
         format!(
-            "dashboard_port = {api}\n[inputs.syslog_udp]\nenabled = false\n[inputs.json_tcp]\nenabled = false\n[inputs.syslog_tcp]\naddress = \"127.0.0.1:{tcp}\"\n[dataplane]\npin_workers = false\n"
+            "dashboard_port = {api}\napi_coverage_rate_limit = \"3/minute\"\n[inputs.syslog_udp]\nenabled = false\n[inputs.json_tcp]\nenabled = false\n[inputs.syslog_tcp]\naddress = \"127.0.0.1:{tcp}\"\n[dataplane]\npin_workers = false\n"
         ),
     )
     .unwrap();
@@ -254,6 +254,28 @@ fn sigma_rules_alert_list_toggle_upload_and_survive_a_restart() {
         )
         .0,
         422
+    );
+    // Its own rate limit (3/minute here): the fourth call in a minute waits.
+    let _ = http(api, "GET", "/api/v1/attack/coverage", "");
+    let (status, head, body) = http_with_head(api, "GET", "/api/v1/attack/coverage", "");
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(json(&body)["error"], "rate_limited");
+    let retry: u64 = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("retry-after: ")
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| panic!("no Retry-After: {head}"))
+        .trim()
+        .parse()
+        .unwrap();
+    assert!((1..=20).contains(&retry), "{retry}");
+    assert_eq!(
+        http(api, "GET", "/api/v1/sigma/rules?limit=1", "").0,
+        200,
+        "other routes unaffected"
     );
 
     // After a restart: the toggle and the upload are still there.

@@ -7,6 +7,7 @@
 
 pub mod error;
 pub mod query;
+pub mod ratelimit;
 pub mod routes;
 pub mod state;
 
@@ -90,7 +91,11 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     state.rates.spawn(state.stats.clone());
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await
+    // The peer address identifies the client for rate limits.
+    axum::serve(
+        listener,
+        router(state).into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await
 }

@@ -29,6 +29,8 @@ pub struct AppState {
     pub iocs: Option<Arc<watchpost_dataplane::ioc::IocFeed>>,
     /// Rates over the last seconds.
     pub rates: Arc<RateSampler>,
+    /// Per-client rate limits of the API.
+    pub limits: Arc<crate::ratelimit::RateLimits>,
     /// When the API started.
     pub started: Instant,
 }

@@ -24,7 +24,7 @@ pub use alert::{
     Alert, AlertType, AttackMapping, Feedback, MAX_CONTRIBUTING, ThresholdChange, Verdict,
 };
 pub use api::{ErrorBody, ListMeta, ListResponse};
-pub use config::Config;
+pub use config::{Config, RateLimit};
 pub use entity::{EntityKind, EntityRef, canonicalize_into, entity_uuid, entity_uuid_of};
 pub use event::Event;
 pub use severity::Severity;

@@ -24,6 +24,13 @@ pub fn free_port() -> u16 {
 
 /// A minimal HTTP/1.1 client: status and body.
 pub fn http(port: u16, method: &str, path: &str, body: &str) -> (u16, String) {
+    let (status, head, body) = http_with_head(port, method, path, body);
+    let _ = head;
+    (status, body)
+}
+
+/// [`http`] with the response head (status line and headers) too.
+pub fn http_with_head(port: u16, method: &str, path: &str, body: &str) -> (u16, String, String) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     write!(
@@ -35,11 +42,8 @@ pub fn http(port: u16, method: &str, path: &str, body: &str) -> (u16, String) {
     let mut out = String::new();
     s.read_to_string(&mut out).unwrap();
     let status = out[9..12].parse().unwrap();
-    let body = out
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (status, body)
+    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+    (status, head.to_string(), body.to_string())
 }
 
 /// Parses a body, failing the test with the body when it is not JSON.

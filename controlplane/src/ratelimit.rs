@@ -1,0 +1,109 @@
+//! Per-client rate limits, as the generic cell rate algorithm (GCRA): each client has a
+//! "theoretical arrival time"; a request is allowed while that time is less than one period
+//! ahead of now, and pushes it on by one emission interval (period / count). That allows a
+//! burst of `count` requests and then a steady `count` per period, with one timestamp per
+//! client and an exact `Retry-After`.
+//!
+//! Limits hold per process. Holding them across instances through the shared store
+//! (`api_rate_limit_store_url`) and the list and detail families come with the rest of the API
+//! limits; the coverage endpoint, the costliest read (it sums 30 days of hourly fire counts for
+//! every rule), has its own limit now.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use watchpost_proto::RateLimit;
+
+/// Clients remembered at most; past it, clients whose allowance is back to full are forgotten.
+const MAX_CLIENTS: usize = 65_536;
+
+/// One limit over many clients.
+pub struct Limiter {
+    interval: Duration,
+    burst: Duration,
+    clients: Mutex<HashMap<Option<IpAddr>, Instant>>,
+}
+
+impl Limiter {
+    /// `rate.count` requests per `rate.per_seconds`, per client.
+    pub fn new(rate: RateLimit) -> Limiter {
+        let period = Duration::from_secs(u64::from(rate.per_seconds));
+        let interval = period / rate.count.max(1);
+        Limiter {
+            interval,
+            burst: period.saturating_sub(interval),
+            clients: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Takes one request of `client` (`None` when the address is unknown) at `now`: `Ok`, or
+    /// `Err(seconds to wait)`.
+    pub fn check(&self, client: Option<IpAddr>, now: Instant) -> Result<(), u64> {
+        let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+        if clients.len() >= MAX_CLIENTS && !clients.contains_key(&client) {
+            clients.retain(|_, tat| *tat > now);
+        }
+        let tat = clients.get(&client).copied().unwrap_or(now).max(now);
+        let ahead = tat - now;
+        if ahead > self.burst {
+            let wait = ahead - self.burst;
+            // Whole seconds, rounded up: waiting that long always succeeds.
+            return Err(wait.as_secs() + u64::from(wait.subsec_nanos() > 0));
+        }
+        clients.insert(client, tat + self.interval);
+        Ok(())
+    }
+}
+
+/// The limits of the API.
+pub struct RateLimits {
+    /// `GET /attack/coverage` (`api_coverage_rate_limit`).
+    pub coverage: Limiter,
+}
+
+impl RateLimits {
+    /// From the configuration (validated at start, so the rates parse).
+    pub fn from_config(c: &watchpost_proto::Config) -> RateLimits {
+        let rate = |s: &str| {
+            RateLimit::parse(s).unwrap_or(RateLimit {
+                count: 10,
+                per_seconds: 60,
+            })
+        };
+        RateLimits {
+            coverage: Limiter::new(rate(&c.api_coverage_rate_limit)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_burst_of_count_then_one_per_interval_with_an_exact_retry_after() {
+        let l = Limiter::new(RateLimit {
+            count: 10,
+            per_seconds: 60,
+        });
+        let t0 = Instant::now();
+        let a: Option<IpAddr> = Some("10.0.0.1".parse().unwrap());
+        let b: Option<IpAddr> = Some("10.0.0.2".parse().unwrap());
+        for _ in 0..10 {
+            assert_eq!(l.check(a, t0), Ok(()));
+        }
+        assert_eq!(l.check(a, t0), Err(6), "one more every 6 s");
+        assert_eq!(l.check(b, t0), Ok(()), "clients are counted apart");
+        assert_eq!(l.check(a, t0 + Duration::from_millis(5_500)), Err(1));
+        assert_eq!(l.check(a, t0 + Duration::from_secs(6)), Ok(()));
+        assert_eq!(l.check(a, t0 + Duration::from_secs(6)), Err(6));
+        for _ in 0..10 {
+            assert_eq!(
+                l.check(a, t0 + Duration::from_secs(200)),
+                Ok(()),
+                "full again"
+            );
+        }
+    }
+}
