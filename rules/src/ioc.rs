@@ -44,6 +44,7 @@ mod stix;
 mod tests;
 
 pub use load::{FileStats, Format, IocError, IocLoad};
+pub use scan::names_a_hash;
 
 use hash::{KeyMap, StrHasher};
 use parse::{Hint, Parsed, UrlParts};

@@ -154,6 +154,17 @@ struct OpenAlert {
     dirty: bool,
 }
 
+/// What differs between the alerts of single-event matches (see [`Detector::open_match`]).
+struct MatchAlert {
+    alert_type: AlertType,
+    severity: u8,
+    title: String,
+    detector: String,
+    /// `dedup_key` before the subject: `sigma:<rule id>`, `ioc:<indicator>`.
+    dedup: String,
+    attack: Vec<AttackMapping>,
+}
+
 /// The state of one stage B worker.
 pub struct Detector {
     params: DetectorParams,
@@ -440,8 +451,7 @@ impl Detector {
         let Some(entry) = self.rule_entry(rule) else {
             return;
         };
-        let hour_ns = r.ts_ns.div_euclid(NS_PER_HOUR) * NS_PER_HOUR;
-        *self.fires.entry((entry.key, hour_ns)).or_insert(0) += 1;
+        self.count_fire(entry.key, r.ts_ns);
         // The Sigma specification's `informational` level: "no case or alerting should be
         // triggered by such rules" (a single failed login); they are counted, and correlation
         // rules build on them.
@@ -463,18 +473,46 @@ impl Detector {
             self.repeat(key, r, 1.0, None);
             return;
         }
-        let source = r.source_name().to_string();
-        let entity = primary.map(|i| entity_ref(&r.entities[i]));
-        let rule_def = &entry.rule;
-        let alert = Alert {
-            id: self.next_id(r.ts_ns, key),
+        let m = MatchAlert {
             alert_type: AlertType::Sigma,
             severity: entry.severity,
-            title: rule_def.title.clone(),
-            detector: rule_def.id.clone(),
+            title: entry.rule.title.clone(),
+            detector: entry.rule.id.clone(),
+            dedup: format!("sigma:{}", entry.rule.id),
+            attack: entry.attack.clone(),
+        };
+        let until_ns = r.ts_ns.saturating_add(self.params.sigma_cooldown_ns);
+        self.open_match(r, key, primary, m, until_ns, sink);
+    }
+
+    /// Counts a fire of rule `key` in the (event-time) hour of `ts_ns`.
+    fn count_fire(&mut self, key: u64, ts_ns: i64) {
+        let hour_ns = ts_ns.div_euclid(NS_PER_HOUR) * NS_PER_HOUR;
+        *self.fires.entry((key, hour_ns)).or_insert(0) += 1;
+    }
+
+    /// Opens the alert of a single-event match (a Sigma rule, an indicator) about the event's
+    /// primary entity, with the event's other entities as related ones.
+    fn open_match(
+        &mut self,
+        r: &DetectRecord,
+        key: u64,
+        primary: Option<usize>,
+        m: MatchAlert,
+        until_ns: i64,
+        sink: &mut impl AlertSink,
+    ) {
+        let source = r.source_name().to_string();
+        let entity = primary.map(|i| entity_ref(&r.entities[i]));
+        let alert = Alert {
+            id: self.next_id(r.ts_ns, key),
+            alert_type: m.alert_type,
+            severity: m.severity,
+            title: m.title,
+            detector: m.detector,
             dedup_key: match &entity {
-                Some(e) => format!("sigma:{}:{}", rule_def.id, e.uuid),
-                None => format!("sigma:{}:{source}", rule_def.id),
+                Some(e) => format!("{}:{}", m.dedup, e.uuid),
+                None => format!("{}:{source}", m.dedup),
             },
             first_seen_ns: r.ts_ns,
             last_seen_ns: r.ts_ns,
@@ -484,12 +522,11 @@ impl Detector {
             score: 1.0,
             threshold: 0.0,
             contributions: BTreeMap::new(),
-            attack: entry.attack.clone(),
+            attack: m.attack,
             contributing_events: vec![event_id(&r.block, r.pos)],
             related_entities: others(r, primary),
             related_alerts: Vec::new(),
         };
-        let until_ns = r.ts_ns.saturating_add(self.params.sigma_cooldown_ns);
         self.open_alert(key, alert, until_ns, sink);
     }
 
@@ -514,38 +551,20 @@ impl Detector {
             self.repeat(key, r, 1.0, None);
             return;
         }
-        let source = r.source_name().to_string();
-        let entity = primary.map(|i| entity_ref(&r.entities[i]));
         let kind = ind.kind.as_str();
-        let title = match &ind.label {
-            Some(l) => format!("IOC match: {kind} {} ({l})", ind.value),
-            None => format!("IOC match: {kind} {}", ind.value),
-        };
-        let alert = Alert {
-            id: self.next_id(r.ts_ns, key),
+        let m = MatchAlert {
             alert_type: AlertType::Ioc,
             severity: 4,
-            title,
-            detector: format!("ioc:{}", ind.source),
-            dedup_key: match &entity {
-                Some(e) => format!("ioc:{}:{}", ind.value, e.uuid),
-                None => format!("ioc:{}:{source}", ind.value),
+            title: match &ind.label {
+                Some(l) => format!("IOC match: {kind} {} ({l})", ind.value),
+                None => format!("IOC match: {kind} {}", ind.value),
             },
-            first_seen_ns: r.ts_ns,
-            last_seen_ns: r.ts_ns,
-            count: 1,
-            source,
-            entity,
-            score: 1.0,
-            threshold: 0.0,
-            contributions: BTreeMap::new(),
+            detector: format!("ioc:{}", ind.source),
+            dedup: format!("ioc:{}", ind.value),
             attack: ioc_attack(ind.kind),
-            contributing_events: vec![event_id(&r.block, r.pos)],
-            related_entities: others(r, primary),
-            related_alerts: Vec::new(),
         };
         let until_ns = r.ts_ns.saturating_add(self.params.ioc_cooldown_ns);
-        self.open_alert(key, alert, until_ns, sink);
+        self.open_match(r, key, primary, m, until_ns, sink);
     }
 
     /// Evaluates correlation hits (each routed to this worker by its group); correlations they
@@ -661,8 +680,7 @@ impl Detector {
             .as_ref()
             .and_then(|(_, c)| c.plan().correlation(f.corr))
             .is_none_or(|c| c.suppressed);
-        let hour_ns = f.last_ns.div_euclid(NS_PER_HOUR) * NS_PER_HOUR;
-        *self.fires.entry((entry.key, hour_ns)).or_insert(0) += 1;
+        self.count_fire(entry.key, f.last_ns);
         if suppressed || entry.rule.level == Some(Level::Informational) {
             return;
         }

