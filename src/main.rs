@@ -354,9 +354,14 @@ fn run(config: Option<PathBuf>) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let limits = Arc::new(watchpost_controlplane::ratelimit::RateLimits::from_config(
-        &cfg,
-    ));
+    let limits = match watchpost_controlplane::ratelimit::RateLimits::from_config(&cfg) {
+        Ok(l) => Arc::new(l),
+        Err(e) => {
+            eprintln!("invalid configuration: {e}");
+            pipeline.shutdown();
+            return ExitCode::from(2);
+        }
+    };
     let state = watchpost_controlplane::AppState {
         config: Arc::new(cfg),
         stats: pipeline.stats(),

@@ -48,7 +48,7 @@ fn ueba_alerts_take_feedback_and_baselines_survive_a_restart() {
     std::fs::write(
         &config,
         format!(
-            "dashboard_port = {api}\n[inputs.syslog_udp]\nenabled = false\n[inputs.syslog_tcp]\nenabled = false\n[inputs.json_tcp]\naddress = \"127.0.0.1:{json_port}\"\n[dataplane]\npin_workers = false\n[detection]\nmodel_save_interval_seconds = 1\n[ueba]\nwarmup_days = 2.0\nwarmup_min_events = 20\n"
+            "dashboard_port = {api}\napi_list_rate_limit = \"100000/minute\"\napi_detail_rate_limit = \"100000/minute\"\n[inputs.syslog_udp]\nenabled = false\n[inputs.syslog_tcp]\nenabled = false\n[inputs.json_tcp]\naddress = \"127.0.0.1:{json_port}\"\n[dataplane]\npin_workers = false\n[detection]\nmodel_save_interval_seconds = 1\n[ueba]\nwarmup_days = 2.0\nwarmup_min_events = 20\n"
         ),
     )
     .unwrap();

@@ -62,6 +62,12 @@ impl ApiError {
         )
     }
 
+    /// Adds a field of the case to the body.
+    pub fn with(mut self, key: &str, value: impl Into<serde_json::Value>) -> ApiError {
+        self.body = self.body.with(key, value);
+        self
+    }
+
     /// Adds `Retry-After`.
     pub fn retry_after(mut self, seconds: u64) -> ApiError {
         self.retry_after = Some(seconds);

@@ -19,49 +19,61 @@ use error::ApiError;
 pub use state::{AppState, RateSampler};
 use std::future::Future;
 
-/// Every route of the API.
+/// Every route of the API, each in its rate-limit family (see [`ratelimit`]).
 pub fn router(state: AppState) -> Router {
+    use axum::middleware::from_fn_with_state;
+    use axum::routing::MethodRouter;
+    let list = |m: MethodRouter<AppState>| {
+        m.route_layer(from_fn_with_state(state.clone(), ratelimit::list))
+    };
+    let detail = |m: MethodRouter<AppState>| {
+        m.route_layer(from_fn_with_state(state.clone(), ratelimit::detail))
+    };
+    let coverage = |m: MethodRouter<AppState>| {
+        m.route_layer(from_fn_with_state(state.clone(), ratelimit::coverage))
+    };
     let api = Router::new()
         .route("/health", get(routes::system::health))
         .route("/stats", get(routes::system::stats))
         .route("/config", get(routes::system::config))
-        .route("/events", get(routes::events::list))
-        .route("/alerts", get(routes::alerts::list))
-        .route("/alerts/{alert_id}", get(routes::alerts::get))
+        .route("/events", list(get(routes::events::list)))
+        .route("/alerts", list(get(routes::alerts::list)))
+        .route("/alerts/{alert_id}", detail(get(routes::alerts::get)))
         .route(
             "/alerts/{alert_id}/feedback",
-            post(routes::alerts::post_feedback).get(routes::alerts::get_feedback),
+            detail(post(routes::alerts::post_feedback))
+                .merge(list(get(routes::alerts::get_feedback))),
         )
-        .route("/entities/search", get(routes::entities::search))
+        .route("/entities/search", list(get(routes::entities::search)))
         .route(
             "/entities/{entity_uuid}/timeline",
-            get(routes::entities::timeline),
+            detail(get(routes::entities::timeline)),
         )
         .route(
             "/entities/{entity_uuid}/risk-history",
-            get(routes::entities::risk_history),
+            detail(get(routes::entities::risk_history)),
         )
         .route(
             "/entities/{entity_uuid}/baseline",
-            get(routes::entities::baseline),
+            detail(get(routes::entities::baseline)),
         )
-        .route("/anomaly/timeline", get(routes::anomaly::timeline))
+        .route("/anomaly/timeline", list(get(routes::anomaly::timeline)))
         .route("/ingest", post(routes::ingest::ingest))
         .route(
             "/sigma/rules",
-            get(routes::sigma::list).post(routes::sigma::post),
+            list(get(routes::sigma::list)).merge(detail(post(routes::sigma::post))),
         )
         .route(
             "/sigma/rules/{rule_id}",
-            get(routes::sigma::get).patch(routes::sigma::patch),
+            detail(get(routes::sigma::get).patch(routes::sigma::patch)),
         )
         .route(
             "/sigma/rules/{rule_id}/timeline",
-            get(routes::sigma::timeline),
+            detail(get(routes::sigma::timeline)),
         )
-        .route("/attack/coverage", get(routes::attack::coverage))
-        .route("/ioc", get(routes::ioc::status))
-        .route("/ioc/reload", post(routes::ioc::reload))
+        .route("/attack/coverage", coverage(get(routes::attack::coverage)))
+        .route("/ioc", detail(get(routes::ioc::status)))
+        .route("/ioc/reload", detail(post(routes::ioc::reload)))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed);
     Router::new()

@@ -729,14 +729,9 @@ impl Config {
         let url = &self.api_rate_limit_store_url;
         if !url.is_empty()
             && !url.starts_with("env:")
-            && !url.starts_with("redis://")
-            && !url.starts_with("rediss://")
-            && !url.starts_with("unix://")
+            && let Err(e) = crate::store_url::StoreUrl::parse(url)
         {
-            p.add(
-                "api_rate_limit_store_url",
-                "must be empty, a redis://, rediss:// or unix:// URL, or env:VAR",
-            );
+            p.add("api_rate_limit_store_url", e);
         }
         for (key, v) in [
             ("api_list_rate_limit", &self.api_list_rate_limit),

@@ -19,6 +19,7 @@ pub mod config;
 mod entity;
 mod event;
 mod severity;
+pub mod store_url;
 
 pub use alert::{
     Alert, AlertType, AttackMapping, Feedback, MAX_CONTRIBUTING, ThresholdChange, Verdict,

@@ -31,11 +31,26 @@ pub fn http(port: u16, method: &str, path: &str, body: &str) -> (u16, String) {
 
 /// [`http`] with the response head (status line and headers) too.
 pub fn http_with_head(port: u16, method: &str, path: &str, body: &str) -> (u16, String, String) {
+    request(port, method, path, &[], body)
+}
+
+/// A request with extra headers; status, response head and body.
+pub fn request(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String, String) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let extra: String = headers
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}\r\n"))
+        .collect();
     write!(
         s,
-        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Type: application/json\r\n{extra}Content-Length: {}\r\n\r\n{body}",
         body.len()
     )
     .unwrap();
@@ -68,6 +83,75 @@ pub fn wait_for(
         }
         assert!(t.elapsed() < Duration::from_secs(30), "{path}: {body}");
         std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The value of response header `name` (case-insensitive) in `head`.
+pub fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
+    head.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.trim().eq_ignore_ascii_case(name).then(|| v.trim())
+    })
+}
+
+/// A real `redis-server` on a free loopback port, without persistence, killed when dropped.
+pub struct Redis {
+    child: Child,
+    /// Its port.
+    pub port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Redis {
+    /// Starts one and waits until it answers. `scripts/setup` installs `redis-server`.
+    pub fn start() -> Redis {
+        Redis::start_on(free_port())
+    }
+
+    /// Starts one on `port` (to bring a stopped store back at the same address).
+    pub fn start_on(port: u16) -> Redis {
+        let dir = tempfile::tempdir().unwrap();
+        let child = Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+            ])
+            .args(["--appendonly", "no", "--dir"])
+            .arg(dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("redis-server is needed (scripts/setup installs it): {e}"));
+        let t = Instant::now();
+        loop {
+            if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+                let mut pong = [0u8; 7];
+                if s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut pong).is_ok() {
+                    break;
+                }
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "redis-server did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Redis {
+            child,
+            port,
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 

@@ -69,23 +69,7 @@ pub struct Coverage {
 pub async fn coverage(
     State(st): State<AppState>,
     RawQuery(raw): RawQuery,
-    parts: axum::http::request::Parts,
 ) -> Result<Json<Coverage>, ApiError> {
-    let client = parts
-        .extensions
-        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-        .map(|c| c.0.ip());
-    if let Err(wait) = st.limits.coverage.check(client, std::time::Instant::now()) {
-        return Err(ApiError::new(
-            axum::http::StatusCode::TOO_MANY_REQUESTS,
-            "rate_limited",
-            format!(
-                "/attack/coverage allows {} per client (api_coverage_rate_limit); retry in {wait} s",
-                st.config.api_coverage_rate_limit
-            ),
-        )
-        .retry_after(wait));
-    }
     let p = Params::parse(raw.as_deref(), &["since", "until"])?;
     let until_ns = p.time("until")?.unwrap_or_else(now_ns);
     let since_ns = p

@@ -82,6 +82,16 @@ pub async fn health(State(st): State<AppState>) -> Response {
     if !writer_ok {
         degraded.push("store writer".into());
     }
+    let rate_limit_store = match &st.limits.store {
+        None => json!({"status": "disabled"}),
+        Some(store) => {
+            let h = store.ping().await;
+            if h.status != "ok" {
+                degraded.push("rate-limit store".into());
+            }
+            json!(h)
+        }
+    };
     let status = if degraded.is_empty() {
         "ok"
     } else {
@@ -103,6 +113,7 @@ pub async fn health(State(st): State<AppState>) -> Response {
                 "last_error": writer_error,
                 "write_errors": st.stats.writer.errors.get(),
             },
+            "rate_limit_store": rate_limit_store,
         },
     });
     let code = if degraded.is_empty() {
@@ -144,6 +155,10 @@ pub async fn stats(State(st): State<AppState>) -> Result<Json<Value>, ApiError> 
     let mut v = serde_json::to_value(&snap).map_err(ApiError::internal)?;
     v["rates"] = serde_json::to_value(st.rates.rates()).map_err(ApiError::internal)?;
     v["uptime_s"] = json!(st.started.elapsed().as_secs());
+    let refused = |i: usize| st.limits.refused[i].load(Ordering::Relaxed);
+    v["api"] = json!({
+        "rate_limited": {"list": refused(0), "detail": refused(1), "coverage": refused(2)},
+    });
     let store = st.store.clone();
     v["feedback"] = tokio::task::spawn_blocking(move || feedback_summary(&store))
         .await

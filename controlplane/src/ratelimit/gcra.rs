@@ -1,19 +1,16 @@
-//! Per-client rate limits, as the generic cell rate algorithm (GCRA): each client has a
-//! "theoretical arrival time"; a request is allowed while that time is less than one period
-//! ahead of now, and pushes it on by one emission interval (period / count). That allows a
-//! burst of `count` requests and then a steady `count` per period, with one timestamp per
-//! client and an exact `Retry-After`.
-//!
-//! Limits hold per process. Holding them across instances through the shared store
-//! (`api_rate_limit_store_url`) and the list and detail families come with the rest of the API
-//! limits; the coverage endpoint, the costliest read (it sums 30 days of hourly fire counts for
-//! every rule), has its own limit now.
+//! The in-process limiter: the generic cell rate algorithm (GCRA). Each client has a
+//! "theoretical arrival time"; a request is allowed while that time is less than one period ahead
+//! of now, and pushes it on by one emission interval (period / count). That allows a burst of
+//! `count` requests and then a steady `count` per period, with one timestamp per client and an
+//! exact `Retry-After`. The shared store runs the same algorithm in a script
+//! ([`super::store`]), so both answer alike.
 
 use std::collections::HashMap;
-use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use watchpost_proto::RateLimit;
+
+use super::Client;
 
 /// Clients remembered at most; past it, clients whose allowance is back to full are forgotten.
 const MAX_CLIENTS: usize = 65_536;
@@ -22,7 +19,7 @@ const MAX_CLIENTS: usize = 65_536;
 pub struct Limiter {
     interval: Duration,
     burst: Duration,
-    clients: Mutex<HashMap<Option<IpAddr>, Instant>>,
+    clients: Mutex<HashMap<Client, Instant>>,
 }
 
 impl Limiter {
@@ -37,9 +34,8 @@ impl Limiter {
         }
     }
 
-    /// Takes one request of `client` (`None` when the address is unknown) at `now`: `Ok`, or
-    /// `Err(seconds to wait)`.
-    pub fn check(&self, client: Option<IpAddr>, now: Instant) -> Result<(), u64> {
+    /// Takes one request of `client` at `now`: `Ok`, or `Err(seconds to wait)`.
+    pub fn check(&self, client: Client, now: Instant) -> Result<(), u64> {
         let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
         if clients.len() >= MAX_CLIENTS && !clients.contains_key(&client) {
             clients.retain(|_, tat| *tat > now);
@@ -56,30 +52,10 @@ impl Limiter {
     }
 }
 
-/// The limits of the API.
-pub struct RateLimits {
-    /// `GET /attack/coverage` (`api_coverage_rate_limit`).
-    pub coverage: Limiter,
-}
-
-impl RateLimits {
-    /// From the configuration (validated at start, so the rates parse).
-    pub fn from_config(c: &watchpost_proto::Config) -> RateLimits {
-        let rate = |s: &str| {
-            RateLimit::parse(s).unwrap_or(RateLimit {
-                count: 10,
-                per_seconds: 60,
-            })
-        };
-        RateLimits {
-            coverage: Limiter::new(rate(&c.api_coverage_rate_limit)),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::IpAddr;
 
     #[test]
     fn a_burst_of_count_then_one_per_interval_with_an_exact_retry_after() {

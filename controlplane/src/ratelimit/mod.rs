@@ -1,0 +1,240 @@
+//! Per-client rate limits of the API, in three families (the spec's Limits part):
+//!
+//! | family | default | routes |
+//! |---|---|---|
+//! | list | `api_list_rate_limit`, 60/minute | searches and lists: `/events`, `/alerts`, `/sigma/rules`, `/entities/search`, `/anomaly/timeline`, ... |
+//! | detail | `api_detail_rate_limit`, 300/minute | one resource: `/alerts/{id}`, `/entities/{uuid}/...`, `/sigma/rules/{id}`, and every write (feedback, triage, rule upload and toggle, IOC reload) |
+//! | coverage | `api_coverage_rate_limit`, 10/minute | `/attack/coverage` |
+//!
+//! Not limited: ingestion (`POST /ingest` has its own backpressure; refusing accepted data by rate
+//! would lose it), the system routes (`/health`, `/stats`, `/config`, `/metrics`,
+//! `/openapi.json`: probes and scrapers must never be told to wait) and the WebSocket upgrade
+//! (bounded by `ws_max_connections`).
+//!
+//! The client is the peer address, or with `api_trust_proxy_headers` the last address of
+//! `X-Forwarded-For` (the one the trusted proxy appended; earlier ones are the client's own word).
+//! With `api_rate_limit_store_url` the allowance lives in Redis and holds across instances
+//! ([`store`]); otherwise, and while the store is unreachable, in the process ([`gcra`]).
+
+pub mod gcra;
+pub mod resp;
+pub mod store;
+
+use crate::error::ApiError;
+use crate::state::AppState;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use gcra::Limiter;
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+use store::SharedStore;
+use watchpost_proto::RateLimit;
+
+/// Who a request is counted against: an address, or `None` when unknown.
+pub type Client = Option<IpAddr>;
+
+/// The three families.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    /// Lists and searches.
+    List,
+    /// Single resources and writes.
+    Detail,
+    /// `/attack/coverage`.
+    Coverage,
+}
+
+impl Family {
+    /// Its name in keys, messages and metrics.
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::List => "list",
+            Family::Detail => "detail",
+            Family::Coverage => "coverage",
+        }
+    }
+
+    /// The configuration key that sets it.
+    pub fn key(self) -> &'static str {
+        match self {
+            Family::List => "api_list_rate_limit",
+            Family::Detail => "api_detail_rate_limit",
+            Family::Coverage => "api_coverage_rate_limit",
+        }
+    }
+}
+
+/// One family's limit: the rate, its local limiter and its GCRA constants for the store.
+struct FamilyLimit {
+    rate: RateLimit,
+    local: Limiter,
+    interval: Duration,
+    burst: Duration,
+}
+
+impl FamilyLimit {
+    fn new(rate: RateLimit) -> FamilyLimit {
+        let period = Duration::from_secs(u64::from(rate.per_seconds));
+        let interval = period / rate.count.max(1);
+        FamilyLimit {
+            rate,
+            local: Limiter::new(rate),
+            interval,
+            burst: period.saturating_sub(interval),
+        }
+    }
+}
+
+/// The limits of the API.
+pub struct RateLimits {
+    list: FamilyLimit,
+    detail: FamilyLimit,
+    coverage: FamilyLimit,
+    trust_proxy: bool,
+    /// The shared store, when configured.
+    pub store: Option<SharedStore>,
+    /// Requests refused, per family (list, detail, coverage).
+    pub refused: [std::sync::atomic::AtomicU64; 3],
+}
+
+impl RateLimits {
+    /// From the configuration (validated at start); an unusable store URL is an error.
+    pub fn from_config(c: &watchpost_proto::Config) -> Result<RateLimits, String> {
+        let rate = |key: &str, s: &str| RateLimit::parse(s).map_err(|e| format!("{key}: {e}"));
+        let store = if c.api_rate_limit_store_url.is_empty() {
+            None
+        } else {
+            let url = watchpost_proto::store_url::StoreUrl::parse(&c.api_rate_limit_store_url)
+                .map_err(|e| format!("api_rate_limit_store_url: {e}"))?;
+            Some(SharedStore::new(url))
+        };
+        Ok(RateLimits {
+            list: FamilyLimit::new(rate("api_list_rate_limit", &c.api_list_rate_limit)?),
+            detail: FamilyLimit::new(rate("api_detail_rate_limit", &c.api_detail_rate_limit)?),
+            coverage: FamilyLimit::new(rate(
+                "api_coverage_rate_limit",
+                &c.api_coverage_rate_limit,
+            )?),
+            trust_proxy: c.api_trust_proxy_headers,
+            store,
+            refused: Default::default(),
+        })
+    }
+
+    fn family(&self, f: Family) -> &FamilyLimit {
+        match f {
+            Family::List => &self.list,
+            Family::Detail => &self.detail,
+            Family::Coverage => &self.coverage,
+        }
+    }
+
+    /// Takes one request of `client` in family `f`: `Ok`, or `Err(seconds to wait)`.
+    pub async fn check(&self, f: Family, client: Client) -> Result<(), u64> {
+        let limit = self.family(f);
+        if let Some(store) = &self.store {
+            let key = match client {
+                Some(ip) => format!("watchpost:rl:{}:{ip}", f.name()),
+                None => format!("watchpost:rl:{}:unknown", f.name()),
+            };
+            if let Some(answer) = store.check(&key, limit.interval, limit.burst).await {
+                return answer;
+            }
+        }
+        limit.local.check(client, Instant::now())
+    }
+
+    /// The client of a request: the peer, or the proxy's last `X-Forwarded-For` entry when
+    /// proxy headers are trusted.
+    pub fn client(&self, headers: &HeaderMap, peer: Option<SocketAddr>) -> Client {
+        if self.trust_proxy
+            && let Some(ip) = forwarded_for(headers)
+        {
+            return Some(ip);
+        }
+        peer.map(|p| p.ip())
+    }
+
+    /// The 429 answer.
+    fn refusal(&self, f: Family, wait: u64) -> ApiError {
+        let r = self.family(f).rate;
+        let per = match r.per_seconds {
+            1 => "second",
+            60 => "minute",
+            _ => "hour",
+        };
+        ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limited",
+            format!(
+                "the {} routes allow {}/{per} per client ({}); retry in {wait} s",
+                f.name(),
+                r.count,
+                f.key()
+            ),
+        )
+        .with("family", f.name())
+        .retry_after(wait)
+    }
+}
+
+/// The last address of the last `X-Forwarded-For` header, when it parses.
+fn forwarded_for(headers: &HeaderMap) -> Option<IpAddr> {
+    let last = headers.get_all("x-forwarded-for").iter().next_back()?;
+    let entry = last.to_str().ok()?.rsplit(',').next()?.trim();
+    entry
+        .parse::<IpAddr>()
+        .ok()
+        .or_else(|| entry.parse::<SocketAddr>().ok().map(|s| s.ip()))
+}
+
+async fn limit(st: &AppState, f: Family, req: Request, next: Next) -> Response {
+    let peer = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0);
+    let client = st.limits.client(req.headers(), peer);
+    match st.limits.check(f, client).await {
+        Ok(()) => next.run(req).await,
+        Err(wait) => {
+            st.limits.refused[f as usize].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            st.limits.refusal(f, wait).into_response()
+        }
+    }
+}
+
+/// Middleware of the list family.
+pub async fn list(State(st): State<AppState>, req: Request, next: Next) -> Response {
+    limit(&st, Family::List, req, next).await
+}
+
+/// Middleware of the detail family.
+pub async fn detail(State(st): State<AppState>, req: Request, next: Next) -> Response {
+    limit(&st, Family::Detail, req, next).await
+}
+
+/// Middleware of the coverage family.
+pub async fn coverage(State(st): State<AppState>, req: Request, next: Next) -> Response {
+    limit(&st, Family::Coverage, req, next).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_proxy_entry_is_the_last_one() {
+        let mut h = HeaderMap::new();
+        h.append("x-forwarded-for", "1.1.1.1, 2.2.2.2".parse().unwrap());
+        h.append("x-forwarded-for", "6.6.6.6, 203.0.113.9".parse().unwrap());
+        assert_eq!(forwarded_for(&h), Some("203.0.113.9".parse().unwrap()));
+        let mut h = HeaderMap::new();
+        h.append("x-forwarded-for", "[2001:db8::1]:443".parse().unwrap());
+        assert_eq!(forwarded_for(&h), Some("2001:db8::1".parse().unwrap()));
+        let mut h = HeaderMap::new();
+        h.append("x-forwarded-for", "nonsense".parse().unwrap());
+        assert_eq!(forwarded_for(&h), None);
+    }
+}

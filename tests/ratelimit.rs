@@ -1,0 +1,142 @@
+//! The API's rate-limit families against the running service, per instance and shared by two
+//! instances through a real `redis-server`, including what happens when the store goes away.
+
+mod common;
+
+use common::{Redis, Service, free_port, header, http, json, request};
+use std::path::Path;
+
+/// A service on its own port with the given top-level keys; ingestion inputs off.
+fn start(dir: &Path, keys: &str) -> (Service, u16) {
+    let api = free_port();
+    let config = dir.join(format!("watchpost-{api}.toml"));
+    std::fs::write(
+        &config,
+        format!(
+            "dashboard_port = {api}\n{keys}\n[storage]\ndata_dir = \"data-{api}\"\n[inputs.syslog_udp]\nenabled = false\n[inputs.syslog_tcp]\nenabled = false\n[inputs.json_tcp]\nenabled = false\n[dataplane]\npin_workers = false\n"
+        ),
+    )
+    .unwrap();
+    (Service::start(dir, &config, api), api)
+}
+
+fn status(api: u16, path: &str, headers: &[(&str, &str)]) -> (u16, String, String) {
+    request(api, "GET", path, headers, "")
+}
+
+#[test]
+fn each_family_has_its_own_allowance_per_client() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_svc, api) = start(
+        dir.path(),
+        "api_list_rate_limit = \"3/minute\"\napi_detail_rate_limit = \"5/minute\"",
+    );
+    for _ in 0..3 {
+        assert_eq!(status(api, "/api/v1/alerts", &[]).0, 200);
+    }
+    let (code, head, body) = status(api, "/api/v1/events", &[]);
+    assert_eq!(code, 429, "the 4th list request in a minute: {body}");
+    let e = json(&body);
+    assert_eq!(
+        (e["error"].as_str(), e["family"].as_str()),
+        (Some("rate_limited"), Some("list"))
+    );
+    assert_eq!(
+        header(&head, "retry-after"),
+        Some("20"),
+        "one request per 20 s: {head}"
+    );
+    // Without api_trust_proxy_headers a forwarded address changes nothing.
+    let spoofed = [("X-Forwarded-For", "198.51.100.1")];
+    assert_eq!(status(api, "/api/v1/alerts", &spoofed).0, 429);
+    // The detail family is counted apart; system routes are never limited.
+    let uuid = "/api/v1/entities/00000000-0000-5000-8000-000000000000/risk-history";
+    for _ in 0..5 {
+        assert_ne!(status(api, uuid, &[]).0, 429);
+    }
+    assert_eq!(status(api, uuid, &[]).0, 429);
+    for _ in 0..20 {
+        assert_eq!(http(api, "GET", "/api/v1/health", "").0, 200);
+    }
+    let stats = json(&http(api, "GET", "/api/v1/stats", "").1);
+    assert_eq!(stats["api"]["rate_limited"]["list"], 2);
+    assert_eq!(stats["api"]["rate_limited"]["detail"], 1);
+}
+
+#[test]
+fn behind_a_trusted_proxy_the_forwarded_address_is_the_client() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_svc, api) = start(
+        dir.path(),
+        "api_list_rate_limit = \"2/minute\"\napi_trust_proxy_headers = true",
+    );
+    // The proxy appends the address it saw; what the client wrote before it is not trusted.
+    let a = [("X-Forwarded-For", "10.9.9.9, 203.0.113.1")];
+    let b = [("X-Forwarded-For", "10.9.9.9, 203.0.113.2")];
+    for _ in 0..2 {
+        assert_eq!(status(api, "/api/v1/alerts", &a).0, 200);
+    }
+    assert_eq!(status(api, "/api/v1/alerts", &a).0, 429);
+    assert_eq!(status(api, "/api/v1/alerts", &b).0, 200, "another client");
+}
+
+#[test]
+fn two_instances_share_limits_through_redis_and_serve_on_when_it_is_gone() {
+    let redis = Redis::start();
+    let dir = tempfile::tempdir().unwrap();
+    let keys = format!(
+        "api_list_rate_limit = \"4/minute\"\napi_rate_limit_store_url = \"redis://127.0.0.1:{}/0\"",
+        redis.port
+    );
+    let (_a, api_a) = start(dir.path(), &keys);
+    let (_b, api_b) = start(dir.path(), &keys);
+    let health = json(&http(api_a, "GET", "/api/v1/health", "").1);
+    assert_eq!(
+        health["components"]["rate_limit_store"]["status"], "ok",
+        "{health}"
+    );
+
+    for api in [api_a, api_b, api_a, api_b] {
+        assert_eq!(status(api, "/api/v1/alerts", &[]).0, 200);
+    }
+    // Four taken over two instances: the fifth is refused on either.
+    for api in [api_a, api_b] {
+        let (code, head, _) = status(api, "/api/v1/alerts", &[]);
+        assert_eq!(code, 429);
+        assert_eq!(header(&head, "retry-after"), Some("15"));
+    }
+
+    // The store goes away: the API keeps answering (limits fall back to each instance) and
+    // /health says the store is degraded.
+    let port = redis.port;
+    drop(redis);
+    let (code, _, body) = status(api_a, "/api/v1/events", &[]);
+    assert!(
+        code == 200 || code == 429,
+        "served, not failed: {code} {body}"
+    );
+    let (code, _, body) = request(api_a, "GET", "/api/v1/health", &[], "");
+    assert_eq!(code, 503, "{body}");
+    let h = json(&body);
+    assert_eq!(h["components"]["rate_limit_store"]["status"], "degraded");
+    assert!(
+        h["degraded"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d == "rate-limit store"),
+        "{h}"
+    );
+    assert!(h["components"]["rate_limit_store"]["last_error"].is_string());
+    // Per instance now: B has its own fresh allowance of four.
+    for _ in 0..4 {
+        assert_eq!(status(api_b, "/api/v1/sigma/rules", &[]).0, 200);
+    }
+    assert_eq!(status(api_b, "/api/v1/sigma/rules", &[]).0, 429);
+
+    // Back at the same address: health recovers (reconnection is tried once a second).
+    let _redis = Redis::start_on(port);
+    std::thread::sleep(std::time::Duration::from_millis(1_100));
+    let (code, _, body) = request(api_a, "GET", "/api/v1/health", &[], "");
+    assert_eq!(code, 200, "{body}");
+}
