@@ -362,7 +362,13 @@ fn run(config: Option<PathBuf>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let ws = Arc::new(watchpost_controlplane::ws::Hub::new(
+        watchpost_controlplane::ws::WsConfig::from_config(&cfg),
+        pipeline.store(),
+        Some(pipeline.live_alerts()),
+    ));
     let state = watchpost_controlplane::AppState {
+        ws,
         config: Arc::new(cfg),
         stats: pipeline.stats(),
         store: pipeline.store(),

@@ -10,6 +10,7 @@ pub mod query;
 pub mod ratelimit;
 pub mod routes;
 pub mod state;
+pub mod ws;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -74,6 +75,7 @@ pub fn router(state: AppState) -> Router {
         .route("/attack/coverage", coverage(get(routes::attack::coverage)))
         .route("/ioc", detail(get(routes::ioc::status)))
         .route("/ioc/reload", detail(post(routes::ioc::reload)))
+        .route("/ws", get(ws::upgrade))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed);
     Router::new()
@@ -103,6 +105,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     state.rates.spawn(state.stats.clone());
+    state.ws.spawn();
     // The peer address identifies the client for rate limits.
     axum::serve(
         listener,

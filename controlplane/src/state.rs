@@ -31,6 +31,8 @@ pub struct AppState {
     pub rates: Arc<RateSampler>,
     /// Per-client rate limits of the API.
     pub limits: Arc<crate::ratelimit::RateLimits>,
+    /// The WebSocket stream.
+    pub ws: Arc<crate::ws::Hub>,
     /// When the API started.
     pub started: Instant,
 }

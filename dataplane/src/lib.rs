@@ -27,6 +27,7 @@ pub mod detect;
 pub mod hash;
 pub mod input;
 pub mod ioc;
+pub mod live;
 pub mod normalize;
 pub mod parse;
 pub mod pipeline;

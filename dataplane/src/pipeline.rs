@@ -19,6 +19,7 @@ use crate::input::outlet::Outlet;
 use crate::input::tcp::TcpSettings;
 use crate::input::{file, http, tcp, udp};
 use crate::ioc::IocFeed;
+use crate::live::LiveAlerts;
 use crate::normalize::Normalizer;
 use crate::ring::{Consumer, Producer, ring};
 use crate::stats::{RingGauge, Stats};
@@ -73,6 +74,7 @@ pub struct Pipeline {
     detect: DetectHandle,
     catalog: Arc<Catalog>,
     iocs: Arc<IocFeed>,
+    live: Arc<LiveAlerts>,
     ioc_watcher: Option<JoinHandle<()>>,
     writer: Option<JoinHandle<()>>,
     http: Option<HttpIngest>,
@@ -265,6 +267,7 @@ impl Pipeline {
         let killchain = Arc::new(std::sync::Mutex::new(
             crate::detect::killchain::KillChain::from_config(cfg),
         ));
+        let live = Arc::new(LiveAlerts::default());
         let mut detector_handles = Vec::new();
         for (b, (inputs, control)) in detect_inputs.into_iter().zip(controls).enumerate() {
             let mut detector = restore(&store, b, detectors, params.clone());
@@ -277,6 +280,7 @@ impl Pipeline {
                 control,
                 save_interval: Duration::from_secs(cfg.detection.model_save_interval_seconds),
                 core: cores.get(workers + 1 + b).copied().flatten(),
+                live: Arc::clone(&live),
             };
             detector_handles.push(spawn_detector(
                 setup,
@@ -396,6 +400,7 @@ impl Pipeline {
             detect,
             catalog,
             iocs,
+            live,
             ioc_watcher: Some(ioc_watcher),
             writer: Some(writer),
             http: http_handle,
@@ -416,6 +421,11 @@ impl Pipeline {
     /// The live indicator feed.
     pub fn iocs(&self) -> Arc<IocFeed> {
         Arc::clone(&self.iocs)
+    }
+
+    /// The live alert feed (for the WebSocket stream).
+    pub fn live_alerts(&self) -> Arc<LiveAlerts> {
+        Arc::clone(&self.live)
     }
 
     /// The live Sigma catalogue.

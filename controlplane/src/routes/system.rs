@@ -159,6 +159,21 @@ pub async fn stats(State(st): State<AppState>) -> Result<Json<Value>, ApiError> 
     v["api"] = json!({
         "rate_limited": {"list": refused(0), "detail": refused(1), "coverage": refused(2)},
     });
+    let c = &st.ws.counters;
+    let n = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    v["websocket"] = json!({
+        "connections": st.ws.connections.load(Ordering::Relaxed),
+        "max_connections": st.ws.config.max_connections,
+        "accepted": n(&c.accepted),
+        "refused_origin": n(&c.refused_origin),
+        "refused_capacity": n(&c.refused_capacity),
+        "frames_sent": n(&c.frames_sent),
+        "frames_dropped": n(&c.frames_dropped),
+        "filters_applied": n(&c.filters_applied),
+        "filters_throttled": n(&c.filters_throttled),
+        "invalid_frames": n(&c.invalid_frames),
+        "tail_skipped_events": n(&c.tail_skipped),
+    });
     let store = st.store.clone();
     v["feedback"] = tokio::task::spawn_blocking(move || feedback_summary(&store))
         .await

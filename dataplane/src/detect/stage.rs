@@ -15,6 +15,7 @@ use super::engine::{AlertSink, Detector, DetectorParams, MinutePoint, SourceStat
 use super::record::{DetectBatch, shard_of};
 use super::ueba::{Baseline, RiskPoint, source_text};
 use crate::clock::now_ns;
+use crate::live::LiveAlerts;
 use crate::ring::{Consumer, Pop};
 use crate::stats::Stats;
 use crate::store::{Store, bincode_config};
@@ -177,6 +178,8 @@ pub struct DetectSetup {
     pub save_interval: Duration,
     /// Core to pin to.
     pub core: Option<core_affinity::CoreId>,
+    /// The live alert feed of the WebSocket stream.
+    pub live: Arc<LiveAlerts>,
 }
 
 /// The control channel and its receiver, one per stage B worker.
@@ -185,10 +188,11 @@ pub fn control_channels(n: usize) -> (DetectHandle, Vec<Receiver<Control>>) {
     (DetectHandle { controls: tx }, rx)
 }
 
-/// Writes alerts to the store as they are raised.
+/// Writes alerts to the store as they are raised, and hands them to the live feed.
 struct StoreSink<'a> {
     store: &'a Store,
     stats: &'a Stats,
+    live: &'a LiveAlerts,
 }
 
 impl AlertSink for StoreSink<'_> {
@@ -206,6 +210,7 @@ impl AlertSink for StoreSink<'_> {
             self.stats.detect.alert_errors.add(1);
             tracing::error!("cannot store alert {}: {e}", alert.id);
         }
+        self.live.publish(alert, new);
     }
 }
 
@@ -326,6 +331,7 @@ fn run(setup: DetectSetup, mut d: Detector, store: &Store, stats: &Stats) {
         control,
         save_interval,
         core: _,
+        live,
     } = setup;
     let mut sel = Select::new();
     for inp in &inputs {
@@ -358,7 +364,11 @@ fn run(setup: DetectSetup, mut d: Detector, store: &Store, stats: &Stats) {
         // costs one alert write a second, not one per batch.
         if last_flush.elapsed() >= ALERT_FLUSH {
             last_flush = Instant::now();
-            d.flush(&mut StoreSink { store, stats });
+            d.flush(&mut StoreSink {
+                store,
+                stats,
+                live: &live,
+            });
         }
         if last_save.elapsed() >= save_interval {
             last_save = Instant::now();
@@ -381,7 +391,11 @@ fn run(setup: DetectSetup, mut d: Detector, store: &Store, stats: &Stats) {
         let inp = &inputs[slot];
         match inp.ring.try_pop() {
             Pop::Item(mut batch) => {
-                let mut sink = StoreSink { store, stats };
+                let mut sink = StoreSink {
+                    store,
+                    stats,
+                    live: &live,
+                };
                 d.process_all(&batch.records, &mut sink);
                 d.correlate(&batch.hits, &mut sink);
                 stats.detect.scored.add(batch.records.len() as u64);
@@ -396,7 +410,11 @@ fn run(setup: DetectSetup, mut d: Detector, store: &Store, stats: &Stats) {
             }
         }
     }
-    let mut sink = StoreSink { store, stats };
+    let mut sink = StoreSink {
+        store,
+        stats,
+        live: &live,
+    };
     d.flush(&mut sink);
     publish(
         index,

@@ -440,6 +440,47 @@ impl Store {
         Ok(read)
     }
 
+    /// Keys of the blocks received at or after `since_received_ns`, oldest first: what a live
+    /// tail reads next. Keys are ordered by the receive time of a block's first event, and two
+    /// workers may commit slightly out of that order, so a tail asks again from a little before
+    /// its last key and skips the keys it has seen.
+    pub fn blocks_since(&self, since_received_ns: i64) -> Result<Vec<BlockKey>, QueryError> {
+        let mut keys = Vec::new();
+        let mut it = self.db().raw_iterator_cf(self.cf(CF_BLOCKS));
+        it.seek(super::block_key(since_received_ns, 0));
+        while it.valid() {
+            if let Some(k) = it.key()
+                && let Ok(key) = BlockKey::try_from(k)
+            {
+                keys.push(key);
+            }
+            it.next();
+        }
+        it.status()?;
+        Ok(keys)
+    }
+
+    /// The events of one block, the last `max` of them at most, oldest first; with the number
+    /// left out.
+    pub fn block_events(
+        &self,
+        key: &BlockKey,
+        max: usize,
+    ) -> Result<(Vec<Event>, u64), QueryError> {
+        let Some(bytes) = self.db().get_pinned_cf(self.cf(CF_EVENTS), key)? else {
+            return Ok((Vec::new(), 0));
+        };
+        let Some(reader) = BlockReader::new(&bytes) else {
+            return Ok((Vec::new(), 0));
+        };
+        let n = reader.len();
+        let skip = n.saturating_sub(max);
+        let events = (skip..n)
+            .filter_map(|pos| reader.get(pos).map(|e| to_event(key, pos as u16, e)))
+            .collect();
+        Ok((events, skip as u64))
+    }
+
     /// One event by id.
     pub fn event(&self, id: &str) -> Option<Event> {
         let (key, pos) = parse_event_id(id)?;

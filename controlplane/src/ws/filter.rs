@@ -1,0 +1,123 @@
+//! The client's `filter` frame: what a connection wants to receive, checked on the server so that
+//! a narrow dashboard does not pay for the whole stream.
+
+use serde::Serialize;
+use serde_json::Value;
+use watchpost_proto::{Alert, Event, Uuid};
+
+/// Sources one filter may name.
+const MAX_SOURCES: usize = 256;
+
+/// The active filter; every criterion that is absent lets everything through.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Filter {
+    /// Minimum severity, 0 to 5.
+    pub min_severity: Option<u8>,
+    /// Sources to receive (exact names).
+    pub source: Option<Vec<String>>,
+    /// Entity UUID to receive.
+    pub entity: Option<Uuid>,
+}
+
+impl Filter {
+    /// Parses a `{"type": "filter", ...}` frame. A field that is absent (or null) clears that
+    /// criterion; an unknown field or a bad value is an error naming it, and the filter in force
+    /// stays.
+    pub fn parse(text: &str) -> Result<Filter, String> {
+        let v: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+        let Value::Object(map) = v else {
+            return Err("a frame is a JSON object".into());
+        };
+        match map.get("type").and_then(Value::as_str) {
+            Some("filter") => {}
+            Some(other) => return Err(format!("unknown frame type `{other}`; only `filter`")),
+            None => return Err("the frame has no `type`".into()),
+        }
+        let mut f = Filter::default();
+        for (k, v) in &map {
+            match (k.as_str(), v) {
+                ("type", _) | (_, Value::Null) => {}
+                ("min_severity", v) => {
+                    f.min_severity = Some(
+                        v.as_u64()
+                            .filter(|s| *s <= 5)
+                            .ok_or("min_severity: an integer from 0 to 5")?
+                            as u8,
+                    );
+                }
+                ("source", Value::Array(items)) => {
+                    if items.len() > MAX_SOURCES {
+                        return Err(format!("source: at most {MAX_SOURCES} names"));
+                    }
+                    let names = items
+                        .iter()
+                        .map(|s| s.as_str().map(str::to_string))
+                        .collect::<Option<Vec<_>>>()
+                        .ok_or("source: an array of strings")?;
+                    f.source = Some(names);
+                }
+                ("source", _) => return Err("source: an array of strings".into()),
+                ("entity", Value::String(s)) => {
+                    f.entity = Some(
+                        Uuid::parse_str(s).map_err(|_| format!("entity: `{s}` is not a UUID"))?,
+                    );
+                }
+                ("entity", _) => return Err("entity: a UUID string".into()),
+                (other, _) => return Err(format!("unknown field `{other}`")),
+            }
+        }
+        Ok(f)
+    }
+
+    /// Whether `e` passes.
+    pub fn event(&self, e: &Event) -> bool {
+        self.min_severity.is_none_or(|m| e.severity >= m)
+            && self.source.as_ref().is_none_or(|s| s.contains(&e.source))
+            && self
+                .entity
+                .is_none_or(|u| e.entities.iter().any(|r| r.uuid == u))
+    }
+
+    /// Whether `a` passes (its entity or a related one for the entity criterion).
+    pub fn alert(&self, a: &Alert) -> bool {
+        self.min_severity.is_none_or(|m| a.severity >= m)
+            && self.source.as_ref().is_none_or(|s| s.contains(&a.source))
+            && self.entity.is_none_or(|u| {
+                a.entity
+                    .iter()
+                    .chain(&a.related_entities)
+                    .any(|r| r.uuid == u)
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filters_parse_strictly() {
+        let f = Filter::parse(
+            r#"{"type":"filter","min_severity":3,"source":["sshd"],"entity":"6ba7b810-9dad-51d1-80b4-00c04fd430c8"}"#,
+        )
+        .unwrap();
+        assert_eq!(f.min_severity, Some(3));
+        assert_eq!(f.source.as_deref(), Some(&["sshd".to_string()][..]));
+        assert!(f.entity.is_some());
+        assert_eq!(
+            Filter::parse(r#"{"type":"filter"}"#).unwrap(),
+            Filter::default()
+        );
+        for bad in [
+            r#"{"type":"filter","min_severity":9}"#,
+            r#"{"type":"filter","source":"sshd"}"#,
+            r#"{"type":"filter","entity":"nope"}"#,
+            r#"{"type":"filter","colour":"red"}"#,
+            r#"{"type":"subscribe"}"#,
+            r#"[1]"#,
+            "not json",
+        ] {
+            assert!(Filter::parse(bad).is_err(), "{bad}");
+        }
+    }
+}
