@@ -5,6 +5,7 @@
 //! ([`error::ApiError`]); routes are listed in one place, [`router`].
 #![deny(missing_docs)]
 
+pub mod browser;
 pub mod error;
 pub mod query;
 pub mod ratelimit;
@@ -81,6 +82,10 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .nest("/api/v1", api)
         .fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            browser::layer,
+        ))
         // Bodies are bounded by the ingest handler itself (api_max_body_bytes) with our error shape.
         .layer(DefaultBodyLimit::disable())
         .with_state(state)

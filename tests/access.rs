@@ -1,5 +1,6 @@
-//! The API's rate-limit families against the running service, per instance and shared by two
-//! instances through a real `redis-server`, including what happens when the store goes away.
+//! Who may call the API and how often, against the running service: the rate-limit families, per
+//! instance and shared by two instances through a real `redis-server` (including what happens
+//! when the store goes away), and what browsers are told (CORS, security headers).
 
 mod common;
 
@@ -139,4 +140,49 @@ fn two_instances_share_limits_through_redis_and_serve_on_when_it_is_gone() {
     std::thread::sleep(std::time::Duration::from_millis(1_100));
     let (code, _, body) = request(api_a, "GET", "/api/v1/health", &[], "");
     assert_eq!(code, 200, "{body}");
+}
+
+#[test]
+fn cors_follows_api_allowed_origins_and_every_answer_has_security_headers() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_svc, api) = start(
+        dir.path(),
+        "api_allowed_origins = [\"https://soc.example.com\"]",
+    );
+    let ok = [("Origin", "https://soc.example.com")];
+    let (code, head, _) = status(api, "/api/v1/alerts", &ok);
+    assert_eq!(code, 200);
+    assert_eq!(
+        header(&head, "access-control-allow-origin"),
+        Some("https://soc.example.com")
+    );
+    assert_eq!(header(&head, "x-content-type-options"), Some("nosniff"));
+    assert!(
+        header(&head, "content-security-policy").is_some_and(|c| c.contains("default-src 'none'"))
+    );
+    let preflight = [
+        ("Origin", "https://soc.example.com"),
+        ("Access-Control-Request-Method", "PATCH"),
+    ];
+    let (code, head, _) = request(api, "OPTIONS", "/api/v1/alerts/x", &preflight, "");
+    assert_eq!(code, 204, "{head}");
+    assert!(header(&head, "access-control-allow-methods").is_some_and(|m| m.contains("PATCH")));
+    // Another origin: no CORS header (the browser keeps the answer from the page), preflight 403.
+    let evil = [("Origin", "https://evil.example")];
+    let (code, head, _) = status(api, "/api/v1/alerts", &evil);
+    assert_eq!(code, 200);
+    assert_eq!(header(&head, "access-control-allow-origin"), None);
+    let preflight = [
+        ("Origin", "https://evil.example"),
+        ("Access-Control-Request-Method", "GET"),
+    ];
+    let (code, _, body) = request(api, "OPTIONS", "/api/v1/alerts", &preflight, "");
+    assert_eq!(
+        (code, json(&body)["error"].as_str()),
+        (403, Some("origin_not_allowed"))
+    );
+    // Errors carry the headers too.
+    let (code, head, _) = status(api, "/api/v1/nope", &[]);
+    assert_eq!(code, 404);
+    assert_eq!(header(&head, "x-frame-options"), Some("DENY"));
 }

@@ -1,0 +1,108 @@
+//! What browsers are told: CORS exactly per `api_allowed_origins`, and security headers on every
+//! response.
+//!
+//! CORS: an `Origin` in `api_allowed_origins` gets `Access-Control-Allow-Origin` with that origin
+//! (never `*`) and `Vary: Origin`; its preflight (`OPTIONS` with `Access-Control-Request-Method`)
+//! is answered 204 here. Any other origin gets no CORS header, so the browser keeps the answer
+//! from the page, and its preflight is refused 403 `origin_not_allowed`. Empty (the default)
+//! means same origin only: the dashboard, served by this listener, needs no CORS at all.
+//!
+//! API answers are JSON, so their policy forbids everything a document could load or frame.
+
+use crate::error::ApiError;
+use crate::state::AppState;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+/// Methods the API answers, for preflights.
+const METHODS: &str = "GET, POST, PATCH, DELETE, OPTIONS";
+/// Request headers a cross-origin page may send.
+const HEADERS: &str = "content-type";
+/// How long a browser may cache a preflight answer, seconds.
+const PREFLIGHT_MAX_AGE: &str = "600";
+
+fn allowed(st: &AppState, origin: &str) -> bool {
+    let o = origin.trim_end_matches('/');
+    st.config
+        .api_allowed_origins
+        .iter()
+        .any(|a| a.trim_end_matches('/').eq_ignore_ascii_case(o))
+}
+
+fn security_headers(h: &mut HeaderMap) {
+    let set = |h: &mut HeaderMap, k: header::HeaderName, v: &'static str| {
+        h.entry(k).or_insert(HeaderValue::from_static(v));
+    };
+    set(h, header::X_CONTENT_TYPE_OPTIONS, "nosniff");
+    set(h, header::X_FRAME_OPTIONS, "DENY");
+    set(h, header::REFERRER_POLICY, "no-referrer");
+    set(
+        h,
+        header::CONTENT_SECURITY_POLICY,
+        "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+    );
+    set(h, header::CACHE_CONTROL, "no-store");
+}
+
+/// The layer over every route.
+pub async fn layer(State(st): State<AppState>, req: Request, next: Next) -> Response {
+    let origin = req
+        .headers()
+        .get(header::ORIGIN)
+        .and_then(|o| o.to_str().ok())
+        .map(str::to_string);
+    let preflight = req.method() == Method::OPTIONS
+        && req
+            .headers()
+            .contains_key(header::ACCESS_CONTROL_REQUEST_METHOD);
+    let cors = origin
+        .as_deref()
+        .filter(|o| allowed(&st, o))
+        .map(str::to_string);
+    let mut res = match (preflight, &cors) {
+        (true, Some(_)) => {
+            let mut r = StatusCode::NO_CONTENT.into_response();
+            let h = r.headers_mut();
+            h.insert(
+                header::ACCESS_CONTROL_ALLOW_METHODS,
+                HeaderValue::from_static(METHODS),
+            );
+            h.insert(
+                header::ACCESS_CONTROL_ALLOW_HEADERS,
+                HeaderValue::from_static(HEADERS),
+            );
+            h.insert(
+                header::ACCESS_CONTROL_MAX_AGE,
+                HeaderValue::from_static(PREFLIGHT_MAX_AGE),
+            );
+            r
+        }
+        (true, None) => ApiError::new(
+            StatusCode::FORBIDDEN,
+            "origin_not_allowed",
+            format!(
+                "Origin `{}` is not in api_allowed_origins",
+                origin.as_deref().unwrap_or("")
+            ),
+        )
+        .into_response(),
+        (false, _) => next.run(req).await,
+    };
+    let h = res.headers_mut();
+    if let Some(o) = cors
+        && let Ok(v) = HeaderValue::from_str(&o)
+    {
+        h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, v);
+        h.insert(
+            header::ACCESS_CONTROL_EXPOSE_HEADERS,
+            HeaderValue::from_static("retry-after"),
+        );
+    }
+    if origin.is_some() {
+        h.append(header::VARY, HeaderValue::from_static("origin"));
+    }
+    security_headers(h);
+    res
+}
