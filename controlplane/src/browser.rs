@@ -23,12 +23,18 @@ const HEADERS: &str = "content-type";
 /// How long a browser may cache a preflight answer, seconds.
 const PREFLIGHT_MAX_AGE: &str = "600";
 
+/// An origin as compared: trimmed, lower case, without a trailing slash (CORS here and the
+/// WebSocket Origin check alike).
+pub fn normalize_origin(o: &str) -> String {
+    o.trim().trim_end_matches('/').to_ascii_lowercase()
+}
+
 fn allowed(st: &AppState, origin: &str) -> bool {
-    let o = origin.trim_end_matches('/');
+    let o = normalize_origin(origin);
     st.config
         .api_allowed_origins
         .iter()
-        .any(|a| a.trim_end_matches('/').eq_ignore_ascii_case(o))
+        .any(|a| normalize_origin(a) == o)
 }
 
 fn security_headers(h: &mut HeaderMap) {

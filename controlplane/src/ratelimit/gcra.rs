@@ -34,6 +34,16 @@ impl Limiter {
         }
     }
 
+    /// Time between two requests at the steady rate (period / count).
+    pub fn interval(&self) -> Duration {
+        self.interval
+    }
+
+    /// How far ahead of now a client's arrival time may run: the burst beyond one request.
+    pub fn burst(&self) -> Duration {
+        self.burst
+    }
+
     /// Takes one request of `client` at `now`: `Ok`, or `Err(seconds to wait)`.
     pub fn check(&self, client: Client, now: Instant) -> Result<(), u64> {
         let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());

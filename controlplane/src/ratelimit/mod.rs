@@ -28,7 +28,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use gcra::Limiter;
 use std::net::{IpAddr, SocketAddr};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use store::SharedStore;
 use watchpost_proto::RateLimit;
 
@@ -66,23 +66,18 @@ impl Family {
     }
 }
 
-/// One family's limit: the rate, its local limiter and its GCRA constants for the store.
+/// One family's limit: the rate (for messages) and the local limiter, whose GCRA constants the
+/// shared store uses too.
 struct FamilyLimit {
     rate: RateLimit,
     local: Limiter,
-    interval: Duration,
-    burst: Duration,
 }
 
 impl FamilyLimit {
     fn new(rate: RateLimit) -> FamilyLimit {
-        let period = Duration::from_secs(u64::from(rate.per_seconds));
-        let interval = period / rate.count.max(1);
         FamilyLimit {
             rate,
             local: Limiter::new(rate),
-            interval,
-            burst: period.saturating_sub(interval),
         }
     }
 }
@@ -139,7 +134,10 @@ impl RateLimits {
                 Some(ip) => format!("watchpost:rl:{}:{ip}", f.name()),
                 None => format!("watchpost:rl:{}:unknown", f.name()),
             };
-            if let Some(answer) = store.check(&key, limit.interval, limit.burst).await {
+            if let Some(answer) = store
+                .check(&key, limit.local.interval(), limit.local.burst())
+                .await
+            {
                 return answer;
             }
         }

@@ -128,32 +128,26 @@ impl SharedStore {
 
     /// A `PING` round trip (for `/health`), which also reconnects a lost store.
     pub async fn ping(&self) -> StoreHealth {
-        let answered = match self.connection().await {
+        match self.connection().await {
             Ok((mut c, sha)) => match tokio::time::timeout(TIMEOUT, c.call(&[b"PING"])).await {
                 Ok(Ok(Reply::Simple(_))) => {
                     self.put_back(c, sha);
                     self.recovered();
-                    true
                 }
                 Ok(Ok(r)) => {
                     self.failed(format!("PING answered {r:?}"));
-                    false
                 }
                 Ok(Err(e)) => {
                     self.failed(e);
-                    false
                 }
                 Err(_) => {
                     self.failed("no answer within 250 ms");
-                    false
                 }
             },
             Err(e) => {
                 self.failed(e);
-                false
             }
-        };
-        let _ = answered;
+        }
         self.health()
     }
 

@@ -4,7 +4,7 @@
 //! - events by tailing the store once per `ws_tick_interval_s` (the data plane does nothing for
 //!   the stream: no copy, no channel, no cost with or without clients);
 //! - alert changes from the data plane's live ring ([`LiveAlerts`]), polled every
-//!   [`ALERT_POLL`], so a new alert reaches a dashboard within a tenth of a second.
+//!   [`ALERT_POLL`] (0.1 s).
 //!
 //! Each session filters on the server, frames, and queues at most `ws_queue_maxlen` frames; a
 //! separate writer task drains the queue to the socket. A client that reads slowly or not at all
@@ -15,6 +15,7 @@
 pub mod filter;
 mod session;
 
+use crate::browser::normalize_origin;
 use crate::error::ApiError;
 use crate::state::AppState;
 use axum::extract::State;
@@ -42,7 +43,7 @@ const TAIL_MAX_EVENTS: usize = 20_000;
 /// How far behind its last block the tail looks again for blocks committed out of order.
 const TAIL_OVERLAP_NS: i64 = 3_000_000_000;
 
-/// Largest client frame; larger ones close the connection with 1009.
+/// Largest client frame; a larger one is a read error that ends the connection.
 const MAX_CLIENT_FRAME: usize = 64 * 1024;
 
 /// What the hub broadcasts.
@@ -109,10 +110,6 @@ impl WsConfig {
             queue_maxlen: c.ws_queue_maxlen as usize,
         }
     }
-}
-
-fn normalize_origin(o: &str) -> String {
-    o.trim().trim_end_matches('/').to_ascii_lowercase()
 }
 
 /// Counters of the stream, in `/stats` under `websocket`.
