@@ -334,6 +334,20 @@ fn run(config: Option<PathBuf>) -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    // Probes get their own listener so that they can be reached where the API is not (a pod
+    // address for an orchestrator, while the API stays on loopback behind a proxy).
+    let probe_listener = if cfg.health_port == 0 {
+        None
+    } else {
+        let addr = format!("{}:{}", cfg.health_bind_address, cfg.health_port);
+        match std::net::TcpListener::bind(&addr) {
+            Ok(l) => Some((l, addr)),
+            Err(e) => {
+                eprintln!("health_port: cannot listen on {addr}: {e}");
+                return ExitCode::from(1);
+            }
+        }
+    };
     let pipeline = match Pipeline::start(&cfg) {
         Ok(p) => p,
         Err(e) => {
@@ -368,6 +382,7 @@ fn run(config: Option<PathBuf>) -> ExitCode {
         Some(pipeline.live_alerts()),
     ));
     let state = watchpost_controlplane::AppState {
+        api_metrics: Default::default(),
         ws,
         config: Arc::new(cfg),
         stats: pipeline.stats(),
@@ -384,7 +399,15 @@ fn run(config: Option<PathBuf>) -> ExitCode {
     let served = runtime.block_on(async move {
         api_listener.set_nonblocking(true)?;
         let listener = tokio::net::TcpListener::from_std(api_listener)?;
-        watchpost_controlplane::serve(listener, state, shutdown_signal()).await
+        let probes = match probe_listener {
+            None => None,
+            Some((l, addr)) => {
+                l.set_nonblocking(true)?;
+                tracing::info!("health probes on http://{addr}/health and /metrics");
+                Some(tokio::net::TcpListener::from_std(l)?)
+            }
+        };
+        watchpost_controlplane::serve(listener, probes, state, shutdown_signal()).await
     });
     tracing::info!("shutting down: flushing everything accepted");
     runtime.shutdown_timeout(std::time::Duration::from_secs(5));

@@ -11,10 +11,15 @@ use std::path::Path;
 fn start(dir: &Path, keys: &str) -> (Service, u16) {
     let api = free_port();
     let config = dir.join(format!("watchpost-{api}.toml"));
+    let probe = if keys.contains("health_port") {
+        ""
+    } else {
+        "health_port = 0\n"
+    };
     std::fs::write(
         &config,
         format!(
-            "dashboard_port = {api}\n{keys}\n[storage]\ndata_dir = \"data-{api}\"\n[inputs.syslog_udp]\nenabled = false\n[inputs.syslog_tcp]\nenabled = false\n[inputs.json_tcp]\nenabled = false\n[dataplane]\npin_workers = false\n"
+            "dashboard_port = {api}\n{probe}{keys}\n[storage]\ndata_dir = \"data-{api}\"\n[inputs.syslog_udp]\nenabled = false\n[inputs.syslog_tcp]\nenabled = false\n[inputs.json_tcp]\nenabled = false\n[dataplane]\npin_workers = false\n"
         ),
     )
     .unwrap();
@@ -185,4 +190,148 @@ fn cors_follows_api_allowed_origins_and_every_answer_has_security_headers() {
     let (code, head, _) = status(api, "/api/v1/nope", &[]);
     assert_eq!(code, 404);
     assert_eq!(header(&head, "x-frame-options"), Some("DENY"));
+}
+
+/// Checks the Prometheus text format line by line: every family announced by HELP and TYPE
+/// before its samples, every sample `name{labels} value` with a number, histogram buckets
+/// cumulative and ending in `+Inf` equal to `_count`. Returns the samples by their full name.
+fn parse_exposition(text: &str) -> std::collections::BTreeMap<String, f64> {
+    let mut typed: std::collections::BTreeMap<String, String> = Default::default();
+    let mut samples = std::collections::BTreeMap::new();
+    let mut last_bucket: Option<(String, f64)> = None;
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap();
+            assert!(["counter", "gauge", "histogram"].contains(&kind), "{line}");
+            assert!(
+                typed.insert(name.into(), kind.into()).is_none(),
+                "twice: {line}"
+            );
+            continue;
+        }
+        if line.starts_with("# HELP ") {
+            continue;
+        }
+        let (series, value) = line.rsplit_once(' ').unwrap();
+        let value: f64 = value.parse().unwrap_or_else(|_| panic!("value of {line}"));
+        let name = series.split('{').next().unwrap();
+        assert!(
+            name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+            "{line}"
+        );
+        let family = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|sfx| {
+                name.strip_suffix(sfx)
+                    .filter(|f| typed.get(*f).is_some_and(|k| k == "histogram"))
+            })
+            .unwrap_or(name);
+        assert!(typed.contains_key(family), "sample before its TYPE: {line}");
+        if name.ends_with("_bucket") {
+            let key = series
+                .split(",le=")
+                .next()
+                .unwrap()
+                .split("{le=")
+                .next()
+                .unwrap()
+                .to_string();
+            if let Some((k, prev)) = &last_bucket
+                && *k == key
+            {
+                assert!(value >= *prev, "buckets not cumulative at {line}");
+            }
+            last_bucket = Some((key, value));
+        } else if name.ends_with("_count") && typed.get(family).is_some_and(|k| k == "histogram") {
+            let (_, inf) = last_bucket.clone().unwrap();
+            assert_eq!(inf, value, "+Inf bucket differs from the count at {line}");
+        }
+        assert!(
+            samples.insert(series.to_string(), value).is_none(),
+            "twice: {line}"
+        );
+    }
+    samples
+}
+
+#[test]
+fn probes_and_metrics_have_their_own_listener() {
+    let dir = tempfile::tempdir().unwrap();
+    let probe = free_port();
+    let (_svc, api) = start(
+        dir.path(),
+        &format!(
+            "health_port = {probe}\napi_list_rate_limit = \"1/minute\"\n[inputs.http]\nenabled = true"
+        ),
+    );
+    for path in ["/health", "/api/v1/health"] {
+        let (code, body) = http(probe, "GET", path, "");
+        assert_eq!(
+            (code, json(&body)["status"].as_str()),
+            (200, Some("ok")),
+            "{path}: {body}"
+        );
+    }
+    // Only probes there: the API stays on its own listener.
+    let (code, body) = http(probe, "GET", "/api/v1/alerts", "");
+    assert_eq!(
+        (code, json(&body)["error"].as_str()),
+        (404, Some("not_found"))
+    );
+
+    // Something to count: an accepted and a refused list request, and two events stored.
+    assert_eq!(status(api, "/api/v1/alerts", &[]).0, 200);
+    assert_eq!(status(api, "/api/v1/alerts", &[]).0, 429);
+    let (code, body) = http(
+        api,
+        "POST",
+        "/api/v1/ingest",
+        "{\"message\":\"one\"}\n{\"message\":\"two\"}",
+    );
+    assert_eq!(code, 202, "{body}");
+    let t = std::time::Instant::now();
+    let samples = loop {
+        let (code, head, text) = request(probe, "GET", "/metrics", &[], "");
+        assert_eq!(code, 200);
+        assert_eq!(
+            header(&head, "content-type"),
+            Some("text/plain; version=0.0.4; charset=utf-8")
+        );
+        let samples = parse_exposition(&text);
+        if samples.get("watchpost_events_stored_total") == Some(&2.0) {
+            break samples;
+        }
+        assert!(t.elapsed().as_secs() < 20, "never stored: {text}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let get = |k: &str| samples.get(k).copied().unwrap_or_else(|| panic!("no {k}"));
+    assert_eq!(get(r#"watchpost_input_received_total{input="http"}"#), 2.0);
+    assert!(get("watchpost_ingest_to_store_seconds_count") >= 1.0);
+    assert!(get("watchpost_store_commit_seconds_count") >= 1.0);
+    assert_eq!(
+        get(r#"watchpost_api_requests_total{method="GET",route="/api/v1/alerts",status="200"}"#),
+        1.0
+    );
+    assert_eq!(
+        get(r#"watchpost_api_requests_total{method="GET",route="/api/v1/alerts",status="429"}"#),
+        1.0
+    );
+    assert_eq!(
+        get(r#"watchpost_api_request_duration_seconds_count{method="GET",route="/api/v1/alerts"}"#),
+        2.0
+    );
+    assert_eq!(
+        get(r#"watchpost_api_rate_limited_total{family="list"}"#),
+        1.0
+    );
+    assert_eq!(get(r#"watchpost_worker_up{stage="parse",worker="0"}"#), 1.0);
+    assert!(
+        samples
+            .keys()
+            .any(|k| k.starts_with("watchpost_ring_depth{ring="))
+    );
+    // The same exposition on the API listener, unlimited too.
+    for _ in 0..3 {
+        assert_eq!(status(api, "/metrics", &[]).0, 200);
+    }
 }

@@ -112,7 +112,7 @@ fn the_service_ingests_serves_and_keeps_events_across_a_restart() {
     std::fs::write(
         &config,
         format!(
-            "dashboard_port = {api}\napi_list_rate_limit = \"100000/minute\"\napi_detail_rate_limit = \"100000/minute\"\n[inputs.syslog_udp]\naddress = \"127.0.0.1:{syslog}\"\n[inputs.syslog_tcp]\naddress = \"127.0.0.1:{syslog}\"\n[inputs.json_tcp]\naddress = \"127.0.0.1:{json_port}\"\n[dataplane]\npin_workers = false\n"
+            "dashboard_port = {api}\nhealth_port = 0\napi_list_rate_limit = \"100000/minute\"\napi_detail_rate_limit = \"100000/minute\"\n[inputs.syslog_udp]\naddress = \"127.0.0.1:{syslog}\"\n[inputs.syslog_tcp]\naddress = \"127.0.0.1:{syslog}\"\n[inputs.json_tcp]\naddress = \"127.0.0.1:{json_port}\"\n[dataplane]\npin_workers = false\n"
         ),
     )
     .unwrap();

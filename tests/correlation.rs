@@ -61,7 +61,7 @@ fn brute_force_then_login_from_a_listed_address_correlates_into_a_kill_chain() {
     std::fs::write(
         &config,
         format!(
-            "dashboard_port = {api}\napi_list_rate_limit = \"100000/minute\"\napi_detail_rate_limit = \"100000/minute\"\n[inputs.syslog_udp]\nenabled = false\n[inputs.json_tcp]\nenabled = false\n[inputs.syslog_tcp]\naddress = \"127.0.0.1:{tcp}\"\n[dataplane]\npin_workers = false\n[detection]\nioc_dir = \"{}\"\nioc_reload_interval_seconds = 1\n",
+            "dashboard_port = {api}\nhealth_port = 0\napi_list_rate_limit = \"100000/minute\"\napi_detail_rate_limit = \"100000/minute\"\n[inputs.syslog_udp]\nenabled = false\n[inputs.json_tcp]\nenabled = false\n[inputs.syslog_tcp]\naddress = \"127.0.0.1:{tcp}\"\n[dataplane]\npin_workers = false\n[detection]\nioc_dir = \"{}\"\nioc_reload_interval_seconds = 1\n",
             ioc.display()
         ),
     )

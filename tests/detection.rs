@@ -48,7 +48,7 @@ fn ueba_alerts_take_feedback_and_baselines_survive_a_restart() {
     std::fs::write(
         &config,
         format!(
-            "dashboard_port = {api}\napi_list_rate_limit = \"100000/minute\"\napi_detail_rate_limit = \"100000/minute\"\n[inputs.syslog_udp]\nenabled = false\n[inputs.syslog_tcp]\nenabled = false\n[inputs.json_tcp]\naddress = \"127.0.0.1:{json_port}\"\n[dataplane]\npin_workers = false\n[detection]\nmodel_save_interval_seconds = 1\n[ueba]\nwarmup_days = 2.0\nwarmup_min_events = 20\n"
+            "dashboard_port = {api}\nhealth_port = 0\napi_list_rate_limit = \"100000/minute\"\napi_detail_rate_limit = \"100000/minute\"\n[inputs.syslog_udp]\nenabled = false\n[inputs.syslog_tcp]\nenabled = false\n[inputs.json_tcp]\naddress = \"127.0.0.1:{json_port}\"\n[dataplane]\npin_workers = false\n[detection]\nmodel_save_interval_seconds = 1\n[ueba]\nwarmup_days = 2.0\nwarmup_min_events = 20\n"
         ),
     )
     .unwrap();
@@ -165,6 +165,76 @@ fn ueba_alerts_take_feedback_and_baselines_survive_a_restart() {
         "{stats}"
     );
 
+    // Triage: open by default; acknowledged and assigned; listings filter on it; closing takes a
+    // reason; bad bodies are refused whole.
+    assert_eq!(alert["triage"]["status"], "open", "{alert}");
+    let one = format!("/api/v1/alerts/{id}");
+    let (status, body) = http(
+        api,
+        "PATCH",
+        &one,
+        r#"{"status":"acknowledged","assignee":"alice"}"#,
+    );
+    assert_eq!(status, 200, "{body}");
+    let acked = json(&body);
+    assert_eq!(acked["triage"]["status"], "acknowledged");
+    assert_eq!(acked["triage"]["assignee"], "alice");
+    assert!(acked["triage"]["updated_ns"].as_i64() > Some(0));
+    let listed = |query: &str| {
+        let (status, body) = http(api, "GET", &format!("/api/v1/alerts?{query}"), "");
+        assert_eq!(status, 200, "{query}: {body}");
+        json(&body)["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["id"] == id.as_str())
+    };
+    assert!(listed("status=acknowledged&assignee=alice"));
+    assert!(listed("status=open,acknowledged"));
+    assert!(!listed("status=open"));
+    assert!(!listed("assignee=bob"));
+    for (bad, field) in [
+        (r#"{"status":"closed"}"#, "status"),
+        (r#"{"reason":"duplicate"}"#, "status"),
+        (r#"{"status":"gone"}"#, "status"),
+        (r#"{"assignee":""}"#, "assignee"),
+        (r#"{"assignee":7}"#, "assignee"),
+        (r#"{"owner":"bob"}"#, "owner"),
+        ("{}", "body"),
+        ("[1]", "body"),
+        ("not json", "body"),
+    ] {
+        let (status, body) = http(api, "PATCH", &one, bad);
+        let v = json(&body);
+        assert_eq!(
+            (status, v["error"].as_str()),
+            (422, Some("invalid_body")),
+            "{bad}: {body}"
+        );
+        assert_eq!(v["field"], field, "{bad}: {body}");
+    }
+    let (status, _) = http(api, "GET", "/api/v1/alerts?status=snoozed", "");
+    assert_eq!(status, 422);
+    let (status, _) = http(
+        api,
+        "PATCH",
+        "/api/v1/alerts/0190a000-0000-7000-8000-000000000000",
+        r#"{"status":"open"}"#,
+    );
+    assert_eq!(status, 404);
+    let (status, body) = http(
+        api,
+        "PATCH",
+        &one,
+        r#"{"status":"closed","reason":"benign_positive","assignee":null,"note":"travelling"}"#,
+    );
+    assert_eq!(status, 200, "{body}");
+    let closed = json(&body);
+    assert_eq!(closed["triage"]["reason"], "benign_positive");
+    assert!(closed["triage"]["assignee"].is_null());
+    assert_eq!(closed["triage"]["history"].as_array().unwrap().len(), 2);
+    assert!(listed("status=closed"));
+
     // Entities and baselines.
     let found = wait_for(api, "/api/v1/entities/search?q=user07", |_| true);
     let user07 = found["items"][0].clone();
@@ -270,6 +340,10 @@ fn ueba_alerts_take_feedback_and_baselines_survive_a_restart() {
     let again = json(&body);
     assert_eq!(again["event_count"].as_u64(), Some(count));
     assert_eq!(again["warming_up"], false);
+    let (_, body) = http(api, "GET", &one, "");
+    let kept = json(&body);
+    assert_eq!(kept["triage"]["status"], "closed", "{kept}");
+    assert_eq!(kept["triage"]["history"][1]["note"], "travelling");
     assert!(svc.stop().success());
 
     // With UEBA off, baselines answer 503.

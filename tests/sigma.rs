@@ -28,7 +28,7 @@ fn sigma_rules_alert_list_toggle_upload_and_survive_a_restart() {
     std::fs::write(
         &config,
         format!(
-            "dashboard_port = {api}\napi_list_rate_limit = \"100000/minute\"\napi_detail_rate_limit = \"100000/minute\"\napi_coverage_rate_limit = \"3/minute\"\n[inputs.syslog_udp]\nenabled = false\n[inputs.json_tcp]\nenabled = false\n[inputs.syslog_tcp]\naddress = \"127.0.0.1:{tcp}\"\n[dataplane]\npin_workers = false\n"
+            "dashboard_port = {api}\nhealth_port = 0\napi_list_rate_limit = \"100000/minute\"\napi_detail_rate_limit = \"100000/minute\"\napi_coverage_rate_limit = \"3/minute\"\n[inputs.syslog_udp]\nenabled = false\n[inputs.json_tcp]\nenabled = false\n[inputs.syslog_tcp]\naddress = \"127.0.0.1:{tcp}\"\n[dataplane]\npin_workers = false\n"
         ),
     )
     .unwrap();

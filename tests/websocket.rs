@@ -19,7 +19,7 @@ fn start(dir: &Path, keys: &str) -> (Service, u16, u16) {
     std::fs::write(
         &config,
         format!(
-            "dashboard_port = {api}\napi_list_rate_limit = \"100000/minute\"\n{keys}\n[inputs.syslog_udp]\nenabled = false\n[inputs.json_tcp]\nenabled = false\n[inputs.syslog_tcp]\naddress = \"127.0.0.1:{tcp}\"\n[dataplane]\npin_workers = false\n"
+            "dashboard_port = {api}\nhealth_port = 0\napi_list_rate_limit = \"100000/minute\"\n{keys}\n[inputs.syslog_udp]\nenabled = false\n[inputs.json_tcp]\nenabled = false\n[inputs.syslog_tcp]\naddress = \"127.0.0.1:{tcp}\"\n[dataplane]\npin_workers = false\n"
         ),
     )
     .unwrap();

@@ -7,6 +7,7 @@
 
 pub mod browser;
 pub mod error;
+pub mod metrics;
 pub mod query;
 pub mod ratelimit;
 pub mod routes;
@@ -40,7 +41,10 @@ pub fn router(state: AppState) -> Router {
         .route("/config", get(routes::system::config))
         .route("/events", list(get(routes::events::list)))
         .route("/alerts", list(get(routes::alerts::list)))
-        .route("/alerts/{alert_id}", detail(get(routes::alerts::get)))
+        .route(
+            "/alerts/{alert_id}",
+            detail(get(routes::alerts::get).patch(routes::alerts::patch)),
+        )
         .route(
             "/alerts/{alert_id}/feedback",
             detail(post(routes::alerts::post_feedback))
@@ -77,10 +81,12 @@ pub fn router(state: AppState) -> Router {
         .route("/ioc", detail(get(routes::ioc::status)))
         .route("/ioc/reload", detail(post(routes::ioc::reload)))
         .route("/ws", get(ws::upgrade))
+        .route_layer(from_fn_with_state(state.clone(), metrics::track))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed);
     Router::new()
         .nest("/api/v1", api)
+        .route("/metrics", get(metrics::scrape))
         .fallback(not_found)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -103,19 +109,50 @@ async fn method_not_allowed() -> ApiError {
     )
 }
 
-/// Serves the API on `listener` until `shutdown` completes, then finishes in-flight requests.
+/// The probe listener's routes (`health_bind_address:health_port`): health and metrics only, no
+/// rate limits (a probe must never be refused for asking often), no CORS (no browser calls it).
+pub fn probe_router(state: AppState) -> Router {
+    Router::new()
+        .route("/health", get(routes::system::health))
+        .route("/api/v1/health", get(routes::system::health))
+        .route("/metrics", get(metrics::scrape))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(state)
+}
+
+/// Serves the API on `listener`, and the probes on `probes` when given, until `shutdown`
+/// completes; then both finish their in-flight requests.
 pub async fn serve(
     listener: tokio::net::TcpListener,
+    probes: Option<tokio::net::TcpListener>,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     state.rates.spawn(state.stats.clone());
     state.ws.spawn();
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop_tx.send(true);
+    });
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let probe_server = probes.map(|l| {
+        let app = probe_router(state.clone());
+        let stop = stopped(stop_rx.clone());
+        tokio::spawn(async move { axum::serve(l, app).with_graceful_shutdown(stop).await })
+    });
     // The peer address identifies the client for rate limits.
-    axum::serve(
+    let served = axum::serve(
         listener,
         router(state).into_make_service_with_connect_info::<std::net::SocketAddr>(),
     )
-    .with_graceful_shutdown(shutdown)
-    .await
+    .with_graceful_shutdown(stopped(stop_rx))
+    .await;
+    if let Some(p) = probe_server {
+        p.await.map_err(std::io::Error::other)??;
+    }
+    served
 }

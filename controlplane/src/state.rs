@@ -33,6 +33,8 @@ pub struct AppState {
     pub limits: Arc<crate::ratelimit::RateLimits>,
     /// The WebSocket stream.
     pub ws: Arc<crate::ws::Hub>,
+    /// The API's own request counters and latencies, for `/metrics`.
+    pub api_metrics: Arc<crate::metrics::ApiMetrics>,
     /// When the API started.
     pub started: Instant,
 }

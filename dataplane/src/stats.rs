@@ -28,6 +28,46 @@ impl Counter {
     }
 }
 
+/// Upper bounds of [`Histogram`] buckets, seconds: from half a millisecond (a quick commit or
+/// request) to ten seconds (a stall worth paging on), about three per decade.
+pub const LATENCY_BOUNDS_S: [f64; 14] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// A latency histogram of fixed buckets, written with relaxed atomics: per commit or per request,
+/// never per event. Exported in Prometheus' cumulative form.
+#[derive(Default, Debug)]
+pub struct Histogram {
+    /// Observations per bucket (not cumulative); the last one is past every bound.
+    buckets: [AtomicU64; LATENCY_BOUNDS_S.len() + 1],
+    sum_ns: AtomicU64,
+}
+
+impl Histogram {
+    /// Records one duration.
+    pub fn observe_ns(&self, ns: u64) {
+        let s = ns as f64 * 1e-9;
+        let i = LATENCY_BOUNDS_S
+            .iter()
+            .position(|&b| s <= b)
+            .unwrap_or(LATENCY_BOUNDS_S.len());
+        self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        self.sum_ns.fetch_add(ns, Ordering::Relaxed);
+    }
+
+    /// Cumulative counts per bound of [`LATENCY_BOUNDS_S`] then `+Inf` (the count), and the
+    /// sum in seconds.
+    pub fn cumulative(&self) -> ([u64; LATENCY_BOUNDS_S.len() + 1], f64) {
+        let mut out = [0u64; LATENCY_BOUNDS_S.len() + 1];
+        let mut acc = 0;
+        for (o, b) in out.iter_mut().zip(&self.buckets) {
+            acc += b.load(Ordering::Relaxed);
+            *o = acc;
+        }
+        (out, self.sum_ns.load(Ordering::Relaxed) as f64 * 1e-9)
+    }
+}
+
 /// Counters of one input.
 #[derive(Default, Debug)]
 pub struct InputCounters {
@@ -72,6 +112,11 @@ pub struct WriterCounters {
     pub errors: Counter,
     /// Retention passes that deleted something.
     pub retention_runs: Counter,
+    /// Time of each successful RocksDB write batch.
+    pub commit_latency: Histogram,
+    /// Per committed block, from its first event's arrival to the commit: how far behind the
+    /// store is, parsing and queueing included.
+    pub ingest_to_store: Histogram,
     /// Last commit error, for `/health`.
     pub last_error: Mutex<Option<String>>,
 }

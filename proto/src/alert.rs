@@ -105,6 +105,124 @@ pub struct Alert {
     /// Ids of the alerts a correlation joins (a kill-chain progression); empty otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub related_alerts: Vec<String>,
+    /// Where people are with it. The data plane always writes the default; the store overlays the
+    /// triage record kept apart from the alert, so a repeat folded in never undoes a triage.
+    #[serde(default)]
+    pub triage: Triage,
+}
+
+/// Triage state of an alert.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TriageStatus {
+    /// Nobody has looked at it yet (or it was reopened).
+    #[default]
+    Open,
+    /// Someone is on it.
+    Acknowledged,
+    /// Done with, for a [`CloseReason`].
+    Closed,
+}
+
+impl TriageStatus {
+    /// Every status, in lifecycle order.
+    pub const ALL: [TriageStatus; 3] = [
+        TriageStatus::Open,
+        TriageStatus::Acknowledged,
+        TriageStatus::Closed,
+    ];
+
+    /// The lower-case name used in the API.
+    pub fn name(self) -> &'static str {
+        match self {
+            TriageStatus::Open => "open",
+            TriageStatus::Acknowledged => "acknowledged",
+            TriageStatus::Closed => "closed",
+        }
+    }
+
+    /// Parses an API name.
+    pub fn parse(s: &str) -> Option<TriageStatus> {
+        TriageStatus::ALL.into_iter().find(|t| t.name() == s)
+    }
+}
+
+/// Why an alert was closed: the closing reasons SOC tools share, so that reports can count them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CloseReason {
+    /// Real malicious activity, handled.
+    TruePositive,
+    /// Real activity that is allowed (a pentest, an admin's script).
+    BenignPositive,
+    /// The detector was wrong.
+    FalsePositive,
+    /// Another alert covers it.
+    Duplicate,
+    /// Anything else; say why in the note.
+    Other,
+}
+
+impl CloseReason {
+    /// Every reason.
+    pub const ALL: [CloseReason; 5] = [
+        CloseReason::TruePositive,
+        CloseReason::BenignPositive,
+        CloseReason::FalsePositive,
+        CloseReason::Duplicate,
+        CloseReason::Other,
+    ];
+
+    /// The snake-case name used in the API.
+    pub fn name(self) -> &'static str {
+        match self {
+            CloseReason::TruePositive => "true_positive",
+            CloseReason::BenignPositive => "benign_positive",
+            CloseReason::FalsePositive => "false_positive",
+            CloseReason::Duplicate => "duplicate",
+            CloseReason::Other => "other",
+        }
+    }
+
+    /// Parses an API name.
+    pub fn parse(s: &str) -> Option<CloseReason> {
+        CloseReason::ALL.into_iter().find(|t| t.name() == s)
+    }
+}
+
+/// The triage record of an alert: its current state and how it got there.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Triage {
+    /// `open`, `acknowledged` or `closed`.
+    pub status: TriageStatus,
+    /// Why it was closed; only while `closed`.
+    pub reason: Option<CloseReason>,
+    /// Who has it; `None` when unassigned.
+    pub assignee: Option<String>,
+    /// When it was last changed, ns; `None` while never triaged.
+    pub updated_ns: Option<i64>,
+    /// The changes, oldest first (at most [`MAX_TRIAGE_HISTORY`], the oldest dropped).
+    #[serde(default)]
+    pub history: Vec<TriageChange>,
+}
+
+/// Most triage changes kept on one alert.
+pub const MAX_TRIAGE_HISTORY: usize = 50;
+
+/// One triage change, as recorded.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TriageChange {
+    /// When, ns.
+    pub at_ns: i64,
+    /// Status after the change.
+    pub status: TriageStatus,
+    /// Close reason after the change.
+    pub reason: Option<CloseReason>,
+    /// Assignee after the change.
+    pub assignee: Option<String>,
+    /// What the person said, if anything.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub note: String,
 }
 
 /// Most contributing events kept on one alert.

@@ -25,8 +25,10 @@ pub struct Config {
     pub dashboard_port: u32,
     /// Address the API listener binds; loopback by default (put a reverse proxy in front to expose it).
     pub dashboard_bind_address: String,
-    /// Address health probes are served on.
+    /// Address health probes (`/health`, `/metrics`) are served on.
     pub health_bind_address: String,
+    /// Port of the health probe listener; 0 = none (probes only on the API listener).
+    pub health_port: u32,
     /// Browser origins allowed by CORS; empty = same origin only.
     pub api_allowed_origins: Vec<String>,
     /// Trust `X-Forwarded-For` for client addresses; only behind a trusted reverse proxy.
@@ -79,6 +81,7 @@ impl Default for Config {
             dashboard_port: 8080,
             dashboard_bind_address: "127.0.0.1".into(),
             health_bind_address: "127.0.0.1".into(),
+            health_port: 8081,
             api_allowed_origins: Vec::new(),
             api_trust_proxy_headers: false,
             api_rate_limit_store_url: String::new(),
@@ -720,6 +723,18 @@ impl Config {
         p.port("dashboard_port", self.dashboard_port);
         p.ip("dashboard_bind_address", &self.dashboard_bind_address);
         p.ip("health_bind_address", &self.health_bind_address);
+        if self.health_port != 0 {
+            p.port("health_port", self.health_port);
+            if self.health_port == self.dashboard_port {
+                p.add(
+                    "health_port",
+                    format!(
+                        "{} is dashboard_port too: the probe listener needs its own port (0 = no probe listener)",
+                        self.health_port
+                    ),
+                );
+            }
+        }
         for (i, o) in self.api_allowed_origins.iter().enumerate() {
             p.origin(&format!("api_allowed_origins[{i}]"), o);
         }
@@ -1184,6 +1199,19 @@ mod tests {
             got[0].starts_with("ueba.sub_score_weights: the four weights must sum to 1.0"),
             "{got:?}"
         );
+    }
+
+    #[test]
+    fn the_probe_listener_needs_its_own_port() {
+        let got = problems("dashboard_port = 9000\nhealth_port = 9000\n");
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert!(
+            got[0].starts_with("health_port: 9000 is dashboard_port too"),
+            "{got:?}"
+        );
+        assert!(problems("health_port = 70000\n")[0].starts_with("health_port: port 70000"));
+        assert!(problems("health_port = 0\n").is_empty());
+        assert_eq!(Config::default().health_port, 8081);
     }
 
     #[test]

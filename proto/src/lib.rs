@@ -22,7 +22,8 @@ mod severity;
 pub mod store_url;
 
 pub use alert::{
-    Alert, AlertType, AttackMapping, Feedback, MAX_CONTRIBUTING, ThresholdChange, Verdict,
+    Alert, AlertType, AttackMapping, CloseReason, Feedback, MAX_CONTRIBUTING, MAX_TRIAGE_HISTORY,
+    ThresholdChange, Triage, TriageChange, TriageStatus, Verdict,
 };
 pub use api::{ErrorBody, ListMeta, ListResponse};
 pub use config::{Config, RateLimit};

@@ -1,4 +1,4 @@
-//! `GET /alerts`, `GET /alerts/{id}`, and the feedback routes.
+//! `GET /alerts`, `GET /alerts/{id}`, triage (`PATCH /alerts/{id}`), and the feedback routes.
 
 use crate::error::ApiError;
 use crate::query::{Params, page_of};
@@ -11,10 +11,10 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use watchpost_dataplane::clock::now_ns;
-use watchpost_dataplane::store::{AlertQuery, Store};
+use watchpost_dataplane::store::{AlertQuery, Store, TriageError, TriageUpdate};
 use watchpost_proto::{
-    Alert, AlertType, EntityKind, Event, Feedback, ListMeta, ListResponse, Uuid, Verdict,
-    entity_uuid_of,
+    Alert, AlertType, CloseReason, EntityKind, Event, Feedback, ListMeta, ListResponse,
+    TriageStatus, Uuid, Verdict, entity_uuid_of,
 };
 
 const PARAMS: &[&str] = &[
@@ -25,6 +25,8 @@ const PARAMS: &[&str] = &[
     "entity",
     "tactic",
     "technique",
+    "status",
+    "assignee",
     "page",
     "limit",
 ];
@@ -53,6 +55,11 @@ pub async fn list(
         entities: None,
         tactic: p.text("tactic", 128)?,
         technique: p.text("technique", 32)?,
+        status: match p.get("status") {
+            None => None,
+            Some(list) => Some(statuses(list)?),
+        },
+        assignee: p.text("assignee", MAX_ASSIGNEE_CHARS)?,
         page: p.int("page", 1, 1, 1_000_000)?,
         limit: p.int("limit", DEFAULT_LIMIT, 1, MAX_LIMIT)?,
     };
@@ -84,6 +91,127 @@ pub async fn list(
         items,
         meta: ListMeta { total, page, limit },
     }))
+}
+
+/// A `status` parameter: one status or several, comma-separated.
+fn statuses(list: &str) -> Result<Vec<TriageStatus>, ApiError> {
+    list.split(',')
+        .map(|s| {
+            TriageStatus::parse(s.trim()).ok_or_else(|| {
+                ApiError::invalid_parameter(
+                    "status",
+                    format!("`{s}` is not one of open, acknowledged, closed"),
+                )
+            })
+        })
+        .collect()
+}
+
+/// Longest assignee name.
+const MAX_ASSIGNEE_CHARS: usize = 128;
+
+/// Sets an alert's triage status, close reason and assignee (each optional, at least one, or a
+/// note alone) and answers the alert as it now is.
+pub async fn patch(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+    body: Body,
+) -> Result<Json<Alert>, ApiError> {
+    let bytes = read_body(body, st.config.api_max_body_bytes).await?;
+    let change = triage_update(&bytes)?;
+    let store = st.store.clone();
+    tokio::task::spawn_blocking(move || match store.update_triage(&id, &change, now_ns()) {
+        Ok(Some(mut a)) => {
+            resolve_names(&store, &mut a);
+            Ok(Json(a))
+        }
+        Ok(None) => Err(ApiError::not_found(format!("no alert {id}"))),
+        Err(TriageError::Refused(why)) => Err(ApiError::invalid_body("status", why)),
+        Err(TriageError::Store(e)) => Err(ApiError::internal(e)),
+    })
+    .await
+    .map_err(ApiError::internal)?
+}
+
+/// Reads a triage body: an object of `status`, `reason`, `assignee` (a name, or null to
+/// unassign) and `note`, nothing else. `null` is told apart from absent, hence no derive.
+fn triage_update(bytes: &[u8]) -> Result<TriageUpdate, ApiError> {
+    let value: serde_json::Value = serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::invalid_body("body", format!("the body is not JSON: {e}")))?;
+    let serde_json::Value::Object(fields) = value else {
+        return Err(ApiError::invalid_body(
+            "body",
+            "the body must be a JSON object",
+        ));
+    };
+    let mut change = TriageUpdate::default();
+    for (key, v) in &fields {
+        let text = || {
+            v.as_str()
+                .ok_or_else(|| ApiError::invalid_body(key, "must be a string"))
+        };
+        match key.as_str() {
+            "status" => {
+                let s = text()?;
+                change.status = Some(TriageStatus::parse(s).ok_or_else(|| {
+                    ApiError::invalid_body(
+                        "status",
+                        format!("`{s}` is not one of open, acknowledged, closed"),
+                    )
+                })?);
+            }
+            "reason" => {
+                let s = text()?;
+                change.reason = Some(CloseReason::parse(s).ok_or_else(|| {
+                    ApiError::invalid_body(
+                        "reason",
+                        format!(
+                            "`{s}` is not one of true_positive, benign_positive, false_positive, duplicate, other"
+                        ),
+                    )
+                })?);
+            }
+            "assignee" if v.is_null() => change.assignee = Some(None),
+            "assignee" => {
+                let s = text()?.trim();
+                if s.is_empty()
+                    || s.chars().count() > MAX_ASSIGNEE_CHARS
+                    || s.chars().any(char::is_control)
+                {
+                    return Err(ApiError::invalid_body(
+                        "assignee",
+                        format!(
+                            "1 to {MAX_ASSIGNEE_CHARS} characters, no control characters; null unassigns"
+                        ),
+                    ));
+                }
+                change.assignee = Some(Some(s.to_string()));
+            }
+            "note" => {
+                let s = text()?;
+                if s.chars().count() > MAX_NOTE_CHARS {
+                    return Err(ApiError::invalid_body(
+                        "note",
+                        format!("at most {MAX_NOTE_CHARS} characters"),
+                    ));
+                }
+                change.note = s.to_string();
+            }
+            other => {
+                return Err(ApiError::invalid_body(
+                    other,
+                    "unknown field: use status, reason, assignee, note",
+                ));
+            }
+        }
+    }
+    if fields.is_empty() {
+        return Err(ApiError::invalid_body(
+            "body",
+            "nothing to change: give status, reason, assignee or note",
+        ));
+    }
+    Ok(change)
 }
 
 /// The UUIDs an `entity` parameter may mean: the UUID itself, or the value read as every kind

@@ -526,6 +526,7 @@ impl Detector {
             contributing_events: vec![event_id(&r.block, r.pos)],
             related_entities: others(r, primary),
             related_alerts: Vec::new(),
+            triage: Default::default(),
         };
         self.open_alert(key, alert, until_ns, sink);
     }
@@ -751,6 +752,7 @@ impl Detector {
             contributing_events: events,
             related_entities: r.as_ref().map_or_else(Vec::new, |r| others(r, primary)),
             related_alerts: Vec::new(),
+            triage: Default::default(),
         };
         let until_ns = f.last_ns.saturating_add(self.params.sigma_cooldown_ns);
         self.open_alert(key, alert, until_ns, sink);
@@ -816,6 +818,7 @@ impl Detector {
             contributing_events: vec![event_id(&r.block, r.pos)],
             related_entities: r.entities().iter().map(entity_ref).collect(),
             related_alerts: Vec::new(),
+            triage: Default::default(),
         }
     }
 
@@ -902,6 +905,7 @@ impl Detector {
                 .map(|(_, e)| entity_ref(e))
                 .collect(),
             related_alerts: Vec::new(),
+            triage: Default::default(),
         };
         let until_ns = r.ts_ns.saturating_add(self.params.ueba.cooldown_ns);
         self.open_alert(key, alert, until_ns, sink);
@@ -1273,6 +1277,7 @@ mod tests {
             contributing_events: Vec::new(),
             related_entities: Vec::new(),
             related_alerts: Vec::new(),
+            triage: Default::default(),
         };
         // "sshd" hashes to the source key only if the record's source is that hash.
         let mut r = login(5_000_000_000_000, 1, OFFICE, 1);

@@ -179,6 +179,7 @@ impl KillChain {
             contributing_events: events,
             related_entities: Vec::new(),
             related_alerts: related,
+            triage: Default::default(),
         };
         trail.open = Some((new.clone(), ts.saturating_add(window)));
         Some((new, true))
@@ -245,6 +246,7 @@ mod tests {
             contributing_events: vec![format!("ev-{id}")],
             related_entities: Vec::new(),
             related_alerts: Vec::new(),
+            triage: Default::default(),
         }
     }
 

@@ -12,16 +12,21 @@
 //! |             | `r` + entity hash (8) + hour ns (8)              | highest risk score (f32)       |
 //! |             | `f` + hour ns (8) + rule key (8) + worker (1)    | Sigma fires in the hour (u32)  |
 //! | `rules`     | `enabled:` + rule id                             | `1` or `0`                     |
+//! | `triage`    | alert id (16)                                    | the triage record, JSON        |
 //!
 //! Alerts are few (the detectors aim at a handful per ten thousand events), so they are JSON
 //! documents and a listing scans the requested time range; only the entity filter, which the
-//! dashboard's entity pages use, has an index.
+//! dashboard's entity pages use, has an index. Triage lives apart from the alert because the data
+//! plane rewrites an alert whenever repeats fold into it: the two writers never touch one key.
 
 use super::{Store, StoreError};
 use crate::detect::engine::MinutePoint;
 use crate::detect::ueba::RiskPoint;
 use rocksdb::{Direction, IteratorMode, WriteBatch};
-use watchpost_proto::{Alert, AlertType, Feedback, Uuid};
+use watchpost_proto::{
+    Alert, AlertType, CloseReason, Feedback, MAX_TRIAGE_HISTORY, Triage, TriageChange,
+    TriageStatus, Uuid,
+};
 
 pub(crate) const CF_ALERTS: &str = "alerts";
 pub(crate) const CF_ALERT_IDX: &str = "alert_idx";
@@ -30,6 +35,31 @@ pub(crate) const CF_MODELS: &str = "models";
 pub(crate) const CF_BASELINES: &str = "baselines";
 pub(crate) const CF_SERIES: &str = "series";
 pub(crate) const CF_RULES: &str = "rules";
+pub(crate) const CF_TRIAGE: &str = "triage";
+
+/// Why a triage change did not land.
+#[derive(Debug, thiserror::Error)]
+pub enum TriageError {
+    /// The change breaks a rule of the lifecycle; the text says which.
+    #[error("{0}")]
+    Refused(&'static str),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A triage change as asked for: each part left `None` stays as it is.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TriageUpdate {
+    /// New status.
+    pub status: Option<TriageStatus>,
+    /// Close reason (kept only when the alert ends up closed).
+    pub reason: Option<CloseReason>,
+    /// New assignee; `Some(None)` unassigns.
+    pub assignee: Option<Option<String>>,
+    /// Free text recorded with the change.
+    pub note: String,
+}
 
 /// Fires of one rule in one hour, counted by one stage B worker.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,6 +89,10 @@ pub struct AlertQuery {
     pub tactic: Option<String>,
     /// Technique id prefix, case-insensitive.
     pub technique: Option<String>,
+    /// Triage statuses, any of which the alert must be in.
+    pub status: Option<Vec<TriageStatus>>,
+    /// Exact assignee.
+    pub assignee: Option<String>,
     /// 1-based page.
     pub page: u32,
     /// Items per page.
@@ -66,6 +100,19 @@ pub struct AlertQuery {
 }
 
 impl AlertQuery {
+    /// Whether the listing reads triage records to filter (otherwise only for the page's items).
+    fn filters_triage(&self) -> bool {
+        self.status.is_some() || self.assignee.is_some()
+    }
+
+    fn matches_triage(&self, t: &Triage) -> bool {
+        self.status.as_ref().is_none_or(|s| s.contains(&t.status))
+            && self
+                .assignee
+                .as_ref()
+                .is_none_or(|a| t.assignee.as_ref() == Some(a))
+    }
+
     fn matches(&self, a: &Alert) -> bool {
         if self.since_ns.is_some_and(|s| a.first_seen_ns < s)
             || self.until_ns.is_some_and(|u| a.first_seen_ns >= u)
@@ -134,11 +181,84 @@ impl Store {
         Ok(())
     }
 
-    /// One alert.
+    /// One alert, with its triage record.
     pub fn alert(&self, id: &str) -> Option<Alert> {
         let key = alert_key(id)?;
         let v = self.db().get_pinned_cf(self.cf(CF_ALERTS), key).ok()??;
-        serde_json::from_slice(&v).ok()
+        let mut a: Alert = serde_json::from_slice(&v).ok()?;
+        a.triage = self.triage(&key);
+        Some(a)
+    }
+
+    /// The triage record of an alert (the default, open and unassigned, when it has none).
+    fn triage(&self, key: &[u8; 16]) -> Triage {
+        self.db()
+            .get_pinned_cf(self.cf(CF_TRIAGE), key)
+            .ok()
+            .flatten()
+            .and_then(|v| serde_json::from_slice(&v).ok())
+            .unwrap_or_default()
+    }
+
+    /// Applies a triage change to alert `id` and returns the alert as it now is; `None` when
+    /// there is no such alert. Changes are serialised, so two at once both land in the history.
+    /// A closed alert always has a reason and only a closed one has: a change that would break
+    /// that is refused whole.
+    pub fn update_triage(
+        &self,
+        id: &str,
+        change: &TriageUpdate,
+        at_ns: i64,
+    ) -> Result<Option<Alert>, TriageError> {
+        let Some(key) = alert_key(id) else {
+            return Ok(None);
+        };
+        let _serial = self
+            .triage_lock
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let Some(mut alert) = self.alert(id) else {
+            return Ok(None);
+        };
+        let t = &mut alert.triage;
+        let status = change.status.unwrap_or(t.status);
+        if status == TriageStatus::Closed {
+            if change.status == Some(TriageStatus::Closed) && change.reason.is_none() {
+                return Err(TriageError::Refused(
+                    "closing needs a `reason`: true_positive, benign_positive, false_positive, duplicate or other",
+                ));
+            }
+        } else if change.reason.is_some() {
+            return Err(TriageError::Refused(
+                "a `reason` is only for closing: the alert would not be closed",
+            ));
+        }
+        t.status = status;
+        // A reason belongs to a closed alert only: reopening or acknowledging clears it.
+        t.reason = match status {
+            TriageStatus::Closed => change.reason.or(t.reason),
+            _ => None,
+        };
+        if let Some(assignee) = &change.assignee {
+            t.assignee = assignee.clone();
+        }
+        t.updated_ns = Some(at_ns);
+        t.history.push(TriageChange {
+            at_ns,
+            status: t.status,
+            reason: t.reason,
+            assignee: t.assignee.clone(),
+            note: change.note.clone(),
+        });
+        if t.history.len() > MAX_TRIAGE_HISTORY {
+            let excess = t.history.len() - MAX_TRIAGE_HISTORY;
+            t.history.drain(..excess);
+        }
+        let json = serde_json::to_vec(t).unwrap_or_default();
+        self.db()
+            .put_cf_opt(self.cf(CF_TRIAGE), key, json, &self.write_options())
+            .map_err(|e| TriageError::Store(e.into()))?;
+        Ok(Some(alert))
     }
 
     /// Alerts matching `q`, newest first, one page, with the total.
@@ -146,13 +266,22 @@ impl Store {
         let skip = (u64::from(q.page.max(1)) - 1) * u64::from(q.limit);
         let mut items = Vec::new();
         let mut total = 0u64;
-        let mut take = |a: Alert| {
-            if q.matches(&a) {
-                if total >= skip && items.len() < q.limit as usize {
-                    items.push(a);
-                }
-                total += 1;
+        let mut take = |mut a: Alert, key: &[u8]| {
+            if !q.matches(&a) {
+                return;
             }
+            let key = <[u8; 16]>::try_from(key).unwrap_or_default();
+            let page_wants = total >= skip && items.len() < q.limit as usize;
+            if q.filters_triage() || page_wants {
+                a.triage = self.triage(&key);
+                if !q.matches_triage(&a.triage) {
+                    return;
+                }
+            }
+            if page_wants {
+                items.push(a);
+            }
+            total += 1;
         };
         if let Some(ents) = &q.entities {
             // Through the index: every alert naming one of the entities.
@@ -176,7 +305,7 @@ impl Store {
                 if let Ok(Some(v)) = self.db().get_pinned_cf(self.cf(CF_ALERTS), k)
                     && let Ok(a) = serde_json::from_slice::<Alert>(&v)
                 {
-                    take(a);
+                    take(a, &k[..]);
                 }
             }
             return (items, total);
@@ -197,7 +326,7 @@ impl Store {
                 break;
             }
             if let Ok(a) = serde_json::from_slice::<Alert>(&v) {
-                take(a);
+                take(a, &k[..]);
             }
         }
         (items, total)
@@ -461,6 +590,7 @@ impl Store {
     /// Deletes alerts first seen and series points older than `cutoff_ns` (retention).
     pub(crate) fn retain_detection(&self, wb: &mut WriteBatch, cutoff_ns: i64) {
         wb.delete_range_cf(self.cf(CF_ALERTS), [0u8; 16], alert_time_key(cutoff_ns));
+        wb.delete_range_cf(self.cf(CF_TRIAGE), [0u8; 16], alert_time_key(cutoff_ns));
         let mut hi = [0u8; 9];
         hi[0] = b'a';
         hi[1..].copy_from_slice(&(cutoff_ns.max(0) as u64).to_be_bytes());
@@ -475,4 +605,160 @@ fn fire_key(hour_ns: i64, rule: u64, worker: u8) -> [u8; 18] {
     k[9..17].copy_from_slice(&rule.to_be_bytes());
     k[17] = worker;
     k
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+    use watchpost_proto::config::StorageConfig;
+
+    fn alert(id: &str, count: u64) -> Alert {
+        Alert {
+            id: id.into(),
+            alert_type: AlertType::Ueba,
+            severity: 3,
+            title: "login from a new network".into(),
+            detector: "ueba:user".into(),
+            dedup_key: "ueba:user:x".into(),
+            first_seen_ns: 1_700_000_000_000_000_000,
+            last_seen_ns: 1_700_000_000_000_000_000,
+            count,
+            source: "sshd".into(),
+            entity: None,
+            score: 0.9,
+            threshold: 0.5,
+            contributions: BTreeMap::new(),
+            attack: Vec::new(),
+            contributing_events: Vec::new(),
+            related_entities: Vec::new(),
+            related_alerts: Vec::new(),
+            triage: Triage::default(),
+        }
+    }
+
+    const ID: &str = "018bcfe5-6800-7000-8000-000000000001";
+
+    fn closing(reason: Option<CloseReason>) -> TriageUpdate {
+        TriageUpdate {
+            status: Some(TriageStatus::Closed),
+            reason,
+            ..TriageUpdate::default()
+        }
+    }
+
+    #[test]
+    fn triage_survives_the_data_plane_rewriting_the_alert() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), &StorageConfig::default()).unwrap();
+        store.put_alert(&alert(ID, 1)).unwrap();
+        let closed = store
+            .update_triage(ID, &closing(Some(CloseReason::FalsePositive)), 5)
+            .unwrap()
+            .unwrap();
+        assert_eq!(closed.triage.status, TriageStatus::Closed);
+        // A repeat folds in: the data plane writes its own copy, triage at the default.
+        store.put_alert(&alert(ID, 2)).unwrap();
+        let a = store.alert(ID).unwrap();
+        assert_eq!(a.count, 2);
+        assert_eq!(a.triage.status, TriageStatus::Closed);
+        assert_eq!(a.triage.reason, Some(CloseReason::FalsePositive));
+        assert_eq!(a.triage.updated_ns, Some(5));
+    }
+
+    #[test]
+    fn triage_keeps_reasons_on_closed_alerts_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), &StorageConfig::default()).unwrap();
+        store.put_alert(&alert(ID, 1)).unwrap();
+        assert!(matches!(
+            store.update_triage(ID, &closing(None), 1),
+            Err(TriageError::Refused(_))
+        ));
+        let reason_only = TriageUpdate {
+            reason: Some(CloseReason::Duplicate),
+            ..TriageUpdate::default()
+        };
+        assert!(matches!(
+            store.update_triage(ID, &reason_only, 2),
+            Err(TriageError::Refused(_))
+        ));
+        // Refusals leave no trace.
+        assert_eq!(store.alert(ID).unwrap().triage, Triage::default());
+        store
+            .update_triage(ID, &closing(Some(CloseReason::Other)), 3)
+            .unwrap();
+        // Once closed, the reason may be corrected alone, and reopening clears it.
+        let a = store.update_triage(ID, &reason_only, 4).unwrap().unwrap();
+        assert_eq!(a.triage.reason, Some(CloseReason::Duplicate));
+        let reopen = TriageUpdate {
+            status: Some(TriageStatus::Open),
+            assignee: Some(Some("alice".into())),
+            note: "new evidence".into(),
+            ..TriageUpdate::default()
+        };
+        let a = store.update_triage(ID, &reopen, 5).unwrap().unwrap();
+        assert_eq!(
+            (
+                a.triage.status,
+                a.triage.reason,
+                a.triage.assignee.as_deref()
+            ),
+            (TriageStatus::Open, None, Some("alice"))
+        );
+        let steps: Vec<_> = a.triage.history.iter().map(|h| h.at_ns).collect();
+        assert_eq!(steps, [3, 4, 5]);
+        assert_eq!(a.triage.history[2].note, "new evidence");
+        assert!(
+            store
+                .update_triage("not-a-uuid", &reopen, 6)
+                .unwrap()
+                .is_none()
+        );
+        let absent = "018bcfe5-6800-7000-8000-0000000000ff";
+        assert!(store.update_triage(absent, &reopen, 6).unwrap().is_none());
+    }
+
+    #[test]
+    fn triage_history_is_bounded_and_listings_filter_on_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), &StorageConfig::default()).unwrap();
+        let other = "018bcfe5-6800-7000-8000-000000000002";
+        store.put_alert(&alert(ID, 1)).unwrap();
+        store.put_alert(&alert(other, 1)).unwrap();
+        for i in 0..(MAX_TRIAGE_HISTORY as i64 + 10) {
+            let who = TriageUpdate {
+                status: Some(TriageStatus::Acknowledged),
+                assignee: Some(Some(format!("analyst{}", i % 2))),
+                ..TriageUpdate::default()
+            };
+            store.update_triage(ID, &who, i).unwrap();
+        }
+        let a = store.alert(ID).unwrap();
+        assert_eq!(a.triage.history.len(), MAX_TRIAGE_HISTORY);
+        assert_eq!(a.triage.history[0].at_ns, 10);
+        let list = |status: Option<Vec<TriageStatus>>, assignee: Option<&str>| {
+            let (items, total) = store.search_alerts(&AlertQuery {
+                status,
+                assignee: assignee.map(str::to_string),
+                page: 1,
+                limit: 10,
+                ..AlertQuery::default()
+            });
+            assert_eq!(items.len() as u64, total);
+            items.into_iter().map(|a| a.id).collect::<Vec<_>>()
+        };
+        assert_eq!(list(None, None), [other, ID]);
+        assert_eq!(list(Some(vec![TriageStatus::Open]), None), [other]);
+        assert_eq!(
+            list(
+                Some(vec![TriageStatus::Open, TriageStatus::Acknowledged]),
+                None
+            ),
+            [other, ID]
+        );
+        assert_eq!(list(None, Some("analyst1")), [ID]);
+        assert!(list(None, Some("analyst0")).is_empty());
+        assert!(list(Some(vec![TriageStatus::Closed]), None).is_empty());
+    }
 }

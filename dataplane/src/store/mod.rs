@@ -32,7 +32,7 @@ pub use codec::{
     BLOCK_META_LEN, BlockMeta, BlockReader, EntitySlot, EventView, FLAG_INVALID_UTF8,
     FLAG_MALFORMED, FLAG_TRUNCATED, Role, StoredEvent, bincode_config, seal_block, write_block,
 };
-pub use detection::{AlertQuery, RuleFires, alert_key};
+pub use detection::{AlertQuery, RuleFires, TriageError, TriageUpdate, alert_key};
 pub use query::{EntityFilter, EntityHit, EventPage, EventQuery, QueryError, parse_event_id};
 pub use writer::{EncodedBlock, NewEntity, Posting, PostingKind, spawn_writer};
 
@@ -55,7 +55,7 @@ pub(crate) const CF_IDX_TEMPLATE: &str = "idx_template";
 pub(crate) const CF_ENTITIES: &str = "entities";
 pub(crate) const CF_TEMPLATES: &str = "templates";
 pub(crate) const CF_CHECKPOINTS: &str = "checkpoints";
-const ALL_CFS: [&str; 15] = [
+const ALL_CFS: [&str; 16] = [
     CF_EVENTS,
     CF_BLOCKS,
     CF_IDX_ENTITY,
@@ -71,6 +71,7 @@ const ALL_CFS: [&str; 15] = [
     detection::CF_BASELINES,
     detection::CF_SERIES,
     detection::CF_RULES,
+    detection::CF_TRIAGE,
 ];
 const INDEX_CFS: [&str; 3] = [CF_IDX_ENTITY, CF_IDX_SOURCE, CF_IDX_TEMPLATE];
 
@@ -147,6 +148,8 @@ pub struct Store {
     /// blocks that come without a key).
     next_seq: AtomicU64,
     sync_writes: bool,
+    /// Serialises triage read-modify-writes (the control plane's, a few per minute at most).
+    triage_lock: std::sync::Mutex<()>,
 }
 
 impl Store {
@@ -220,6 +223,7 @@ impl Store {
             path,
             next_seq: AtomicU64::new(0),
             sync_writes: cfg.sync_writes,
+            triage_lock: std::sync::Mutex::new(()),
         };
         let next = store.last_block_seq().map_or(0, |s| s + 1);
         store.next_seq.store(next, Ordering::Relaxed);

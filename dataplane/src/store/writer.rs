@@ -331,6 +331,7 @@ fn run(
 fn commit(store: &Store, group: &mut [Box<EncodedBlock>], s: &mut Scratch, stats: &Stats) {
     let mut delay = Duration::from_millis(50);
     loop {
+        let started = Instant::now();
         let mut wb = WriteBatch::default();
         let mut events = 0u64;
         let mut bytes = 0u64;
@@ -341,6 +342,17 @@ fn commit(store: &Store, group: &mut [Box<EncodedBlock>], s: &mut Scratch, stats
         }
         match store.db().write_opt(wb, &store.write_options()) {
             Ok(()) => {
+                stats
+                    .writer
+                    .commit_latency
+                    .observe_ns(started.elapsed().as_nanos() as u64);
+                let now = crate::clock::now_ns();
+                for b in group.iter() {
+                    if !b.is_empty() && b.first_received_ns > 0 {
+                        let behind = now.saturating_sub(b.first_received_ns).max(0);
+                        stats.writer.ingest_to_store.observe_ns(behind as u64);
+                    }
+                }
                 stats.writer.stored.add(events);
                 stats.writer.bytes.add(bytes);
                 stats.writer.commits.add(1);
