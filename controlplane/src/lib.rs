@@ -2,12 +2,14 @@
 //!
 //! It reads the data plane's atomic counters and the RocksDB store and never touches worker
 //! state, so no request can slow ingestion beyond the CPU it uses. Every error has one JSON shape
-//! ([`error::ApiError`]); routes are listed in one place, [`router`].
+//! ([`error::ApiError`]); routes are listed in one place, [`openapi::ROUTES`], which both
+//! [`router`] and the OpenAPI document are built from.
 #![deny(missing_docs)]
 
 pub mod browser;
 pub mod error;
 pub mod metrics;
+pub mod openapi;
 pub mod query;
 pub mod ratelimit;
 pub mod routes;
@@ -17,70 +19,33 @@ pub mod ws;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
-use axum::routing::{get, post};
+use axum::routing::get;
 use error::ApiError;
 pub use state::{AppState, RateSampler};
 use std::future::Future;
 
-/// Every route of the API, each in its rate-limit family (see [`ratelimit`]).
+/// Every route of the API ([`openapi::ROUTES`]), each in its rate-limit family (see
+/// [`ratelimit`]), plus `/metrics` at the root.
 pub fn router(state: AppState) -> Router {
     use axum::middleware::from_fn_with_state;
-    use axum::routing::MethodRouter;
-    let list = |m: MethodRouter<AppState>| {
-        m.route_layer(from_fn_with_state(state.clone(), ratelimit::list))
-    };
-    let detail = |m: MethodRouter<AppState>| {
-        m.route_layer(from_fn_with_state(state.clone(), ratelimit::detail))
-    };
-    let coverage = |m: MethodRouter<AppState>| {
-        m.route_layer(from_fn_with_state(state.clone(), ratelimit::coverage))
-    };
-    let api = Router::new()
-        .route("/health", get(routes::system::health))
-        .route("/stats", get(routes::system::stats))
-        .route("/config", get(routes::system::config))
-        .route("/events", list(get(routes::events::list)))
-        .route("/alerts", list(get(routes::alerts::list)))
-        .route(
-            "/alerts/{alert_id}",
-            detail(get(routes::alerts::get).patch(routes::alerts::patch)),
-        )
-        .route(
-            "/alerts/{alert_id}/feedback",
-            detail(post(routes::alerts::post_feedback))
-                .merge(list(get(routes::alerts::get_feedback))),
-        )
-        .route("/entities/search", list(get(routes::entities::search)))
-        .route(
-            "/entities/{entity_uuid}/timeline",
-            detail(get(routes::entities::timeline)),
-        )
-        .route(
-            "/entities/{entity_uuid}/risk-history",
-            detail(get(routes::entities::risk_history)),
-        )
-        .route(
-            "/entities/{entity_uuid}/baseline",
-            detail(get(routes::entities::baseline)),
-        )
-        .route("/anomaly/timeline", list(get(routes::anomaly::timeline)))
-        .route("/ingest", post(routes::ingest::ingest))
-        .route(
-            "/sigma/rules",
-            list(get(routes::sigma::list)).merge(detail(post(routes::sigma::post))),
-        )
-        .route(
-            "/sigma/rules/{rule_id}",
-            detail(get(routes::sigma::get).patch(routes::sigma::patch)),
-        )
-        .route(
-            "/sigma/rules/{rule_id}/timeline",
-            detail(get(routes::sigma::timeline)),
-        )
-        .route("/attack/coverage", coverage(get(routes::attack::coverage)))
-        .route("/ioc", detail(get(routes::ioc::status)))
-        .route("/ioc/reload", detail(post(routes::ioc::reload)))
-        .route("/ws", get(ws::upgrade))
+    use openapi::Family;
+    let mut api = Router::new();
+    for r in openapi::ROUTES {
+        let handler = (r.handler)();
+        let handler = match r.family {
+            Family::None => handler,
+            Family::List => handler.route_layer(from_fn_with_state(state.clone(), ratelimit::list)),
+            Family::Detail => {
+                handler.route_layer(from_fn_with_state(state.clone(), ratelimit::detail))
+            }
+            Family::Coverage => {
+                handler.route_layer(from_fn_with_state(state.clone(), ratelimit::coverage))
+            }
+        };
+        // Routes of one path with other methods merge into one method router.
+        api = api.route(r.path, handler);
+    }
+    let api = api
         .route_layer(from_fn_with_state(state.clone(), metrics::track))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed);

@@ -1,0 +1,1222 @@
+//! The route table of `/api/v1` and the OpenAPI 3.1 document built from it.
+//!
+//! [`ROUTES`] is the one list of the API: [`crate::router`] mounts exactly these entries (with
+//! their rate-limit family) and [`document`] describes exactly these entries, so the routes served
+//! and the routes described cannot drift apart. The handlers' own parameter checks (unknown query
+//! parameters are a 422) are held to the described parameters by `tests/openapi.rs`, which calls
+//! every route of the served document with every parameter it lists.
+
+use crate::state::AppState;
+use axum::Json;
+use axum::routing::{MethodRouter, get, patch, post};
+use serde_json::{Map, Value, json};
+use std::sync::OnceLock;
+
+/// Which rate-limit family guards a route (see [`crate::ratelimit`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    /// Not limited: system routes, ingest (it has backpressure), the stream.
+    None,
+    /// `api_list_rate_limit`.
+    List,
+    /// `api_detail_rate_limit`, and every write.
+    Detail,
+    /// `api_coverage_rate_limit`.
+    Coverage,
+}
+
+/// A query parameter.
+#[derive(Debug)]
+pub struct Param {
+    /// Its name.
+    pub name: &'static str,
+    /// JSON Schema type: `string`, `integer` or `boolean`.
+    pub kind: &'static str,
+    /// What it does.
+    pub description: &'static str,
+    /// A valid value (the route tests send it).
+    pub example: &'static str,
+}
+
+/// One operation of the API.
+pub struct Route {
+    /// `GET`, `POST` or `PATCH`.
+    pub method: &'static str,
+    /// Path under `/api/v1`, in axum's and OpenAPI's shared `{name}` syntax.
+    pub path: &'static str,
+    /// Its rate-limit family.
+    pub family: Family,
+    /// One line.
+    pub summary: &'static str,
+    /// Query parameters (a request naming any other is refused with 422).
+    pub query: &'static [Param],
+    /// Name of the request body's schema in `components.schemas`.
+    pub body: Option<&'static str>,
+    /// Success answers: status and schema name (`""` for no body).
+    pub ok: &'static [(u16, &'static str)],
+    /// Error statuses beyond the ones every route may give (429 where limited, 500).
+    pub errors: &'static [u16],
+    /// Builds the handler.
+    pub(crate) handler: fn() -> MethodRouter<AppState>,
+}
+
+const fn p(
+    name: &'static str,
+    kind: &'static str,
+    description: &'static str,
+    example: &'static str,
+) -> Param {
+    Param {
+        name,
+        kind,
+        description,
+        example,
+    }
+}
+
+const PAGE: Param = p("page", "integer", "1-based page (at most 1,000,000)", "1");
+const LIMIT: Param = p(
+    "limit",
+    "integer",
+    "Items per page: default 50, at most 1,000",
+    "10",
+);
+const SINCE: Param = p(
+    "since",
+    "string",
+    "ISO-8601 (RFC 3339) lower bound, inclusive; 422 when malformed",
+    "2026-01-01T00:00:00Z",
+);
+const UNTIL: Param = p(
+    "until",
+    "string",
+    "ISO-8601 upper bound, exclusive; 422 when malformed or not after `since`",
+    "2026-01-02T00:00:00Z",
+);
+const SEVERITY: Param = p(
+    "severity",
+    "string",
+    "Least severity: 0-5 or a name (`info`, `low`, `medium`, `high`, `critical`)",
+    "2",
+);
+const ENTITY: Param = p(
+    "entity",
+    "string",
+    "An entity UUID, or a value (IP address, user, host or domain name)",
+    "alice",
+);
+const TACTIC: Param = p(
+    "tactic",
+    "string",
+    "ATT&CK tactic name or id, case-insensitive",
+    "TA0001",
+);
+const TECHNIQUE: Param = p(
+    "technique",
+    "string",
+    "ATT&CK technique id prefix (`T1078` matches `T1078.003`)",
+    "T1078",
+);
+const RANGE: Param = p("range", "string", "`1h`, `6h`, `24h` or `7d`", "7d");
+
+/// Every route of `/api/v1`.
+pub static ROUTES: &[Route] = &[
+    Route {
+        method: "GET",
+        path: "/health",
+        family: Family::None,
+        summary: "Health of every component; 503 when one is degraded",
+        query: &[],
+        body: None,
+        ok: &[(200, "Health")],
+        errors: &[503],
+        handler: || get(crate::routes::system::health),
+    },
+    Route {
+        method: "GET",
+        path: "/stats",
+        family: Family::None,
+        summary: "Pipeline counters and live rates",
+        query: &[],
+        body: None,
+        ok: &[(200, "Stats")],
+        errors: &[],
+        handler: || get(crate::routes::system::stats),
+    },
+    Route {
+        method: "GET",
+        path: "/config",
+        family: Family::None,
+        summary: "The running configuration, credentials masked",
+        query: &[],
+        body: None,
+        ok: &[(200, "Config")],
+        errors: &[],
+        handler: || get(crate::routes::system::config),
+    },
+    Route {
+        method: "GET",
+        path: "/openapi.json",
+        family: Family::None,
+        summary: "This document",
+        query: &[],
+        body: None,
+        ok: &[(200, "OpenApi")],
+        errors: &[],
+        handler: || get(serve),
+    },
+    Route {
+        method: "GET",
+        path: "/events",
+        family: Family::List,
+        summary: "Stored events, newest received first, filtered",
+        query: &[
+            SINCE,
+            UNTIL,
+            p("source", "string", "Exact source (`sshd`)", "sshd"),
+            SEVERITY,
+            p(
+                "template_id",
+                "string",
+                "Template id, 16 hex digits",
+                "00000000000000ff",
+            ),
+            ENTITY,
+            p(
+                "q",
+                "string",
+                "1-256 characters: case-insensitive substring of message, source, host or any attribute",
+                "failed",
+            ),
+            PAGE,
+            LIMIT,
+        ],
+        body: None,
+        ok: &[(200, "EventList")],
+        errors: &[422],
+        handler: || get(crate::routes::events::list),
+    },
+    Route {
+        method: "POST",
+        path: "/ingest",
+        family: Family::None,
+        summary: "Ingest a JSON array of objects or JSON lines",
+        query: &[],
+        body: Some("IngestBody"),
+        ok: &[(202, "IngestResult")],
+        errors: &[400, 413, 503],
+        handler: || post(crate::routes::ingest::ingest),
+    },
+    Route {
+        method: "GET",
+        path: "/alerts",
+        family: Family::List,
+        summary: "Alerts, newest first, filtered",
+        query: &[
+            SINCE,
+            UNTIL,
+            p(
+                "type",
+                "string",
+                "`ml`, `sigma`, `correlation`, `ueba` or `ioc`",
+                "ueba",
+            ),
+            SEVERITY,
+            ENTITY,
+            TACTIC,
+            TECHNIQUE,
+            p(
+                "status",
+                "string",
+                "Triage status, one or several comma-separated: `open`, `acknowledged`, `closed`",
+                "open,acknowledged",
+            ),
+            p("assignee", "string", "Exact assignee", "alice"),
+            PAGE,
+            LIMIT,
+        ],
+        body: None,
+        ok: &[(200, "AlertList")],
+        errors: &[422],
+        handler: || get(crate::routes::alerts::list),
+    },
+    Route {
+        method: "GET",
+        path: "/alerts/{alert_id}",
+        family: Family::Detail,
+        summary: "One alert with its contributing events and feedback",
+        query: &[],
+        body: None,
+        ok: &[(200, "AlertDetail")],
+        errors: &[404],
+        handler: || get(crate::routes::alerts::get),
+    },
+    Route {
+        method: "PATCH",
+        path: "/alerts/{alert_id}",
+        family: Family::Detail,
+        summary: "Triage: status, close reason, assignee, note",
+        query: &[],
+        body: Some("TriageBody"),
+        ok: &[(200, "Alert")],
+        errors: &[404, 413, 422],
+        handler: || patch(crate::routes::alerts::patch),
+    },
+    Route {
+        method: "POST",
+        path: "/alerts/{alert_id}/feedback",
+        family: Family::Detail,
+        summary: "A tp/fp verdict; moves the threshold that raised the alert",
+        query: &[],
+        body: Some("FeedbackBody"),
+        ok: &[(204, "")],
+        errors: &[404, 413, 422],
+        handler: || post(crate::routes::alerts::post_feedback),
+    },
+    Route {
+        method: "GET",
+        path: "/alerts/{alert_id}/feedback",
+        family: Family::List,
+        summary: "Feedback on one alert, newest first",
+        query: &[PAGE, LIMIT],
+        body: None,
+        ok: &[(200, "FeedbackList")],
+        errors: &[404, 422],
+        handler: || get(crate::routes::alerts::get_feedback),
+    },
+    Route {
+        method: "GET",
+        path: "/entities/search",
+        family: Family::List,
+        summary: "Entities by UUID or name, best match first",
+        query: &[
+            p(
+                "q",
+                "string",
+                "Required, 1-256 characters: a UUID or part of a canonical name",
+                "alice",
+            ),
+            PAGE,
+            LIMIT,
+        ],
+        body: None,
+        ok: &[(200, "EntityList")],
+        errors: &[422],
+        handler: || get(crate::routes::entities::search),
+    },
+    Route {
+        method: "GET",
+        path: "/entities/{entity_uuid}/timeline",
+        family: Family::Detail,
+        summary: "An entity's events across sources, with the entities seen alongside",
+        query: &[
+            p(
+                "start_ns",
+                "integer",
+                "Earliest event time, ns",
+                "1767225600000000000",
+            ),
+            p(
+                "end_ns",
+                "integer",
+                "Latest event time (exclusive), ns; after `start_ns`",
+                "1767312000000000000",
+            ),
+            p("source_type", "string", "Exact source", "sshd"),
+            p(
+                "severity_min",
+                "string",
+                "Least severity: 0-5 or a name",
+                "1",
+            ),
+            p(
+                "limit",
+                "integer",
+                "Events: default 100, at most 10,000",
+                "10",
+            ),
+        ],
+        body: None,
+        ok: &[(200, "EntityTimeline")],
+        errors: &[404, 422],
+        handler: || get(crate::routes::entities::timeline),
+    },
+    Route {
+        method: "GET",
+        path: "/entities/{entity_uuid}/risk-history",
+        family: Family::Detail,
+        summary: "Highest UEBA score per hour",
+        query: &[RANGE],
+        body: None,
+        ok: &[(200, "RiskHistory")],
+        errors: &[404, 422],
+        handler: || get(crate::routes::entities::risk_history),
+    },
+    Route {
+        method: "GET",
+        path: "/entities/{entity_uuid}/baseline",
+        family: Family::Detail,
+        summary: "The entity's UEBA baseline; 404 with status warming_up inside the warmup",
+        query: &[],
+        body: None,
+        ok: &[(200, "Baseline")],
+        errors: &[404, 503],
+        handler: || get(crate::routes::entities::baseline),
+    },
+    Route {
+        method: "GET",
+        path: "/anomaly/timeline",
+        family: Family::List,
+        summary: "Ensemble scores, alarms and alerts per time bucket",
+        query: &[
+            p(
+                "range",
+                "string",
+                "`1h`, `6h`, `24h` or `7d`; default `24h`",
+                "24h",
+            ),
+            p(
+                "resolution",
+                "string",
+                "`1m`, `5m`, `15m` or `1h`; at most 2,016 buckets",
+                "1h",
+            ),
+            p("source", "string", "Exact source", "sshd"),
+        ],
+        body: None,
+        ok: &[(200, "AnomalyTimeline")],
+        errors: &[422],
+        handler: || get(crate::routes::anomaly::timeline),
+    },
+    Route {
+        method: "GET",
+        path: "/sigma/rules",
+        family: Family::List,
+        summary: "Loaded Sigma rules in catalogue order, filtered",
+        query: &[
+            p("enabled", "boolean", "`true` or `false`", "true"),
+            p(
+                "level",
+                "string",
+                "`informational`, `low`, `medium`, `high`, `critical`",
+                "high",
+            ),
+            p(
+                "tactic",
+                "string",
+                "ATT&CK tactic by id, name or shortname",
+                "credential-access",
+            ),
+            TECHNIQUE,
+            p(
+                "source",
+                "string",
+                "`bundled`, `directory` or `custom`",
+                "bundled",
+            ),
+            p(
+                "kind",
+                "string",
+                "`detection` or `correlation`",
+                "detection",
+            ),
+            p(
+                "q",
+                "string",
+                "Case-insensitive substring of id, title, description or a tag",
+                "ssh",
+            ),
+            PAGE,
+            LIMIT,
+        ],
+        body: None,
+        ok: &[(200, "SigmaRuleList")],
+        errors: &[422],
+        handler: || get(crate::routes::sigma::list),
+    },
+    Route {
+        method: "POST",
+        path: "/sigma/rules",
+        family: Family::Detail,
+        summary: "Upload a custom Sigma rule (or validate and test it with dry_run)",
+        query: &[],
+        body: Some("SigmaUpload"),
+        ok: &[(201, "SigmaRuleDetail"), (200, "SigmaDryRun")],
+        errors: &[409, 413, 422, 507],
+        handler: || post(crate::routes::sigma::post),
+    },
+    Route {
+        method: "GET",
+        path: "/sigma/rules/{rule_id}",
+        family: Family::Detail,
+        summary: "One rule with its YAML",
+        query: &[],
+        body: None,
+        ok: &[(200, "SigmaRuleDetail")],
+        errors: &[404],
+        handler: || get(crate::routes::sigma::get),
+    },
+    Route {
+        method: "PATCH",
+        path: "/sigma/rules/{rule_id}",
+        family: Family::Detail,
+        summary: "Enable or disable a rule",
+        query: &[],
+        body: Some("SigmaToggle"),
+        ok: &[(200, "SigmaRule")],
+        errors: &[404, 413, 422],
+        handler: || patch(crate::routes::sigma::patch),
+    },
+    Route {
+        method: "GET",
+        path: "/sigma/rules/{rule_id}/timeline",
+        family: Family::Detail,
+        summary: "A rule's matches per hour over the last 24 hours",
+        query: &[],
+        body: None,
+        ok: &[(200, "RuleTimeline")],
+        errors: &[404],
+        handler: || get(crate::routes::sigma::timeline),
+    },
+    Route {
+        method: "GET",
+        path: "/attack/coverage",
+        family: Family::Coverage,
+        summary: "The ATT&CK matrix with rule coverage and fires",
+        query: &[SINCE, UNTIL],
+        body: None,
+        ok: &[(200, "Coverage")],
+        errors: &[422],
+        handler: || get(crate::routes::attack::coverage),
+    },
+    Route {
+        method: "GET",
+        path: "/ioc",
+        family: Family::Detail,
+        summary: "The indicator feed's status",
+        query: &[],
+        body: None,
+        ok: &[(200, "IocStatus")],
+        errors: &[503],
+        handler: || get(crate::routes::ioc::status),
+    },
+    Route {
+        method: "POST",
+        path: "/ioc/reload",
+        family: Family::Detail,
+        summary: "Reload the indicator folder now",
+        query: &[],
+        body: None,
+        ok: &[(200, "IocStatus")],
+        errors: &[503],
+        handler: || post(crate::routes::ioc::reload),
+    },
+    Route {
+        method: "GET",
+        path: "/ws",
+        family: Family::None,
+        summary: "The WebSocket stream (frames in docs/websocket.md)",
+        query: &[],
+        body: None,
+        ok: &[(101, "")],
+        errors: &[400, 403, 426, 503],
+        handler: || get(crate::ws::upgrade),
+    },
+];
+
+/// `GET /api/v1/openapi.json`, built once.
+pub async fn serve() -> Json<&'static Value> {
+    static DOC: OnceLock<Value> = OnceLock::new();
+    Json(DOC.get_or_init(document))
+}
+
+/// The OpenAPI 3.1 document of [`ROUTES`].
+pub fn document() -> Value {
+    let mut paths = Map::new();
+    for r in ROUTES {
+        let item = paths
+            .entry(r.path)
+            .or_insert_with(|| json!({}))
+            .as_object_mut()
+            .expect("path items are objects");
+        item.insert(r.method.to_ascii_lowercase(), operation(r));
+    }
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Watchpost API",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "Threat detection over logs: events, alerts, entities and rules. Conventions (pagination, errors, rate limits) are in docs/api.md.",
+            "license": {"name": "See the repository's licence"},
+        },
+        "servers": [{"url": "/api/v1"}],
+        "paths": paths,
+        "components": {"schemas": schemas(), "responses": error_responses()},
+    })
+}
+
+fn operation(r: &Route) -> Value {
+    let mut params: Vec<Value> = path_params(r.path)
+        .map(|name| {
+            let (description, format) = match name {
+                "alert_id" => ("Alert id (UUIDv7)", Some("uuid")),
+                "entity_uuid" => ("Entity UUID (UUID5)", Some("uuid")),
+                _ => ("Rule id", None),
+            };
+            let mut schema = json!({"type": "string"});
+            if let Some(f) = format {
+                schema["format"] = json!(f);
+            }
+            json!({"name": name, "in": "path", "required": true, "description": description, "schema": schema})
+        })
+        .collect();
+    params.extend(r.query.iter().map(|q| {
+        json!({
+            "name": q.name,
+            "in": "query",
+            "required": r.path == "/entities/search" && q.name == "q",
+            "description": q.description,
+            "schema": {"type": q.kind},
+            "example": q.example,
+        })
+    }));
+    let mut responses = Map::new();
+    for (status, schema) in r.ok {
+        let mut resp =
+            json!({"description": if *status == 101 { "Switching protocols" } else { "Success" }});
+        if !schema.is_empty() {
+            resp["content"] = json!({"application/json": {"schema": {"$ref": format!("#/components/schemas/{schema}")}}});
+        }
+        responses.insert(status.to_string(), resp);
+    }
+    let limited = r.family != Family::None;
+    for status in r
+        .errors
+        .iter()
+        .copied()
+        .chain(limited.then_some(429))
+        .chain([500])
+    {
+        responses.insert(
+            status.to_string(),
+            json!({"$ref": format!("#/components/responses/E{status}")}),
+        );
+    }
+    if r.path == "/health" {
+        // Degraded health answers the health body, not the error shape.
+        responses.insert(
+            "503".into(),
+            json!({"description": "A component is degraded", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Health"}}}}),
+        );
+    }
+    let mut op = json!({
+        "operationId": operation_id(r),
+        "summary": r.summary,
+        "parameters": params,
+        "responses": responses,
+    });
+    if let Some(b) = r.body {
+        op["requestBody"] = json!({
+            "required": true,
+            "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{b}")}}},
+        });
+    }
+    if limited {
+        let family = match r.family {
+            Family::List => "list",
+            Family::Detail => "detail",
+            _ => "coverage",
+        };
+        op["x-rate-limit-family"] = json!(family);
+    }
+    op
+}
+
+/// Names of the `{name}` segments of a path.
+pub fn path_params(path: &str) -> impl Iterator<Item = &str> {
+    path.split('/')
+        .filter_map(|s| s.strip_prefix('{')?.strip_suffix('}'))
+}
+
+/// `get_alerts_alert_id_feedback`-style ids: unique because method and path are.
+fn operation_id(r: &Route) -> String {
+    let mut id = r.method.to_ascii_lowercase();
+    for part in r.path.split('/').filter(|s| !s.is_empty()) {
+        id.push('_');
+        id.extend(
+            part.chars()
+                .filter(|c| !matches!(c, '{' | '}'))
+                .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }),
+        );
+    }
+    id
+}
+
+/// Every error status the API gives, each with the one error shape.
+fn error_responses() -> Value {
+    let mut out = Map::new();
+    for (status, meaning) in [
+        (
+            400,
+            "Malformed request (an ingest body that is not well-formed JSON, a bad WebSocket handshake)",
+        ),
+        (403, "Origin not allowed (WebSocket)"),
+        (404, "No such resource or route"),
+        (409, "Identifier collision: the rule id exists"),
+        (413, "Body over api_max_body_bytes"),
+        (426, "WebSocket only: the request did not ask to upgrade"),
+        (
+            422,
+            "Invalid parameter or body; `parameter` or `field` names it",
+        ),
+        (
+            429,
+            "Rate limited; `Retry-After` and `family` say when and which",
+        ),
+        (500, "Internal error"),
+        (
+            503,
+            "Unavailable: the component is off, busy or not running",
+        ),
+        (507, "The custom rule folder is full"),
+    ] {
+        let mut r = json!({
+            "description": meaning,
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+        });
+        if status == 429 {
+            r["headers"] = json!({"Retry-After": {"description": "Seconds to wait", "schema": {"type": "integer"}}});
+        }
+        out.insert(format!("E{status}"), r);
+    }
+    Value::Object(out)
+}
+
+fn list_of(item: &str) -> Value {
+    json!({
+        "type": "object",
+        "required": ["items", "meta"],
+        "properties": {
+            "items": {"type": "array", "items": {"$ref": format!("#/components/schemas/{item}")}},
+            "meta": {"$ref": "#/components/schemas/ListMeta"},
+        },
+    })
+}
+
+/// An object schema whose properties are named with a short description each (the long form is
+/// in the `docs/` page the description names).
+fn object(description: &str, props: &[(&str, &str)]) -> Value {
+    let properties: Map<String, Value> = props
+        .iter()
+        .map(|(name, kind)| {
+            let schema = match *kind {
+                "string" | "integer" | "number" | "boolean" | "object" | "array" => {
+                    json!({"type": kind})
+                }
+                "string?" => json!({"type": ["string", "null"]}),
+                "integer?" => json!({"type": ["integer", "null"]}),
+                "object?" => json!({"type": ["object", "null"]}),
+                r if r.starts_with('[') => json!({"type": "array", "items": {"$ref": format!("#/components/schemas/{}", r.trim_matches(['[', ']']))}}),
+                r => json!({"$ref": format!("#/components/schemas/{r}")}),
+            };
+            (name.to_string(), schema)
+        })
+        .collect();
+    json!({"type": "object", "description": description, "properties": properties})
+}
+
+fn enumeration(values: &[&str]) -> Value {
+    json!({"type": "string", "enum": values})
+}
+
+fn schemas() -> Value {
+    let mut s = Map::new();
+    let mut put = |name: &str, v: Value| {
+        s.insert(name.to_string(), v);
+    };
+    put(
+        "Error",
+        json!({
+            "type": "object",
+            "description": "The one error shape: a code, a message, and the case's fields (`parameter`, `field`, `family`, `line`, `column`...)",
+            "required": ["error", "message"],
+            "properties": {"error": {"type": "string"}, "message": {"type": "string"}},
+            "additionalProperties": true,
+        }),
+    );
+    put(
+        "ListMeta",
+        object(
+            "Pagination",
+            &[
+                ("total", "integer"),
+                ("page", "integer"),
+                ("limit", "integer"),
+            ],
+        ),
+    );
+    put(
+        "EntityRef",
+        object(
+            "An entity named by an event or alert (docs/entities.md)",
+            &[
+                ("kind", "string"),
+                ("role", "string"),
+                ("value", "string"),
+                ("uuid", "string"),
+            ],
+        ),
+    );
+    put(
+        "Event",
+        object(
+            "A stored event (docs/event.md)",
+            &[
+                ("id", "string"),
+                ("timestamp_ns", "integer"),
+                ("received_ns", "integer"),
+                ("input", "string"),
+                ("source", "string"),
+                ("host", "string"),
+                ("severity", "integer"),
+                ("message", "string"),
+                ("template_id", "string"),
+                ("entities", "[EntityRef]"),
+                ("attributes", "object"),
+            ],
+        ),
+    );
+    put("EventList", list_of("Event"));
+    put(
+        "AttackMapping",
+        object(
+            "An ATT&CK technique with its tactic",
+            &[
+                ("tactic_id", "string"),
+                ("tactic", "string"),
+                ("technique_id", "string"),
+                ("technique", "string"),
+            ],
+        ),
+    );
+    put(
+        "TriageChange",
+        object(
+            "One triage change",
+            &[
+                ("at_ns", "integer"),
+                ("status", "TriageStatus"),
+                ("reason", "string?"),
+                ("assignee", "string?"),
+                ("note", "string"),
+            ],
+        ),
+    );
+    put(
+        "TriageStatus",
+        enumeration(&["open", "acknowledged", "closed"]),
+    );
+    put(
+        "CloseReason",
+        enumeration(&[
+            "true_positive",
+            "benign_positive",
+            "false_positive",
+            "duplicate",
+            "other",
+        ]),
+    );
+    put(
+        "Triage",
+        object(
+            "Where people are with an alert (docs/api.md, PATCH /alerts/{id})",
+            &[
+                ("status", "TriageStatus"),
+                ("reason", "string?"),
+                ("assignee", "string?"),
+                ("updated_ns", "integer?"),
+                ("history", "[TriageChange]"),
+            ],
+        ),
+    );
+    let alert_fields: &[(&str, &str)] = &[
+        ("id", "string"),
+        ("type", "string"),
+        ("severity", "integer"),
+        ("title", "string"),
+        ("detector", "string"),
+        ("dedup_key", "string"),
+        ("first_seen_ns", "integer"),
+        ("last_seen_ns", "integer"),
+        ("count", "integer"),
+        ("source", "string"),
+        ("entity", "object?"),
+        ("score", "number"),
+        ("threshold", "number"),
+        ("contributions", "object"),
+        ("attack", "[AttackMapping]"),
+        ("contributing_events", "array"),
+        ("related_entities", "[EntityRef]"),
+        ("related_alerts", "array"),
+        ("triage", "Triage"),
+    ];
+    put("Alert", object("An alert (docs/alerts.md)", alert_fields));
+    put("AlertList", list_of("Alert"));
+    let mut detail: Vec<(&str, &str)> = alert_fields.to_vec();
+    detail.extend([("events", "[Event]"), ("feedback", "[Feedback]")]);
+    put(
+        "AlertDetail",
+        object(
+            "An alert with its contributing events still stored and its feedback",
+            &detail,
+        ),
+    );
+    put(
+        "TriageBody",
+        json!({
+            "type": "object",
+            "description": "At least one field; a reason is required to close and kept only while closed",
+            "minProperties": 1,
+            "additionalProperties": false,
+            "properties": {
+                "status": {"$ref": "#/components/schemas/TriageStatus"},
+                "reason": {"$ref": "#/components/schemas/CloseReason"},
+                "assignee": {"type": ["string", "null"], "minLength": 1, "maxLength": 128},
+                "note": {"type": "string", "maxLength": 4096},
+            },
+        }),
+    );
+    put(
+        "Feedback",
+        object(
+            "A verdict on an alert",
+            &[
+                ("alert_id", "string"),
+                ("feedback", "string"),
+                ("note", "string"),
+                ("origin", "string"),
+                ("created_ns", "integer"),
+                ("threshold_change", "object?"),
+            ],
+        ),
+    );
+    put("FeedbackList", list_of("Feedback"));
+    put(
+        "FeedbackBody",
+        json!({
+            "type": "object",
+            "required": ["feedback"],
+            "additionalProperties": false,
+            "properties": {
+                "feedback": {"type": "string", "enum": ["tp", "fp"]},
+                "note": {"type": "string", "maxLength": 4096},
+                "origin": {"type": "string", "minLength": 1, "maxLength": 64},
+            },
+        }),
+    );
+    put(
+        "IngestBody",
+        json!({"description": "A JSON array of objects, or JSON lines (one object per line)", "oneOf": [{"type": "array", "items": {"type": "object"}}, {"type": "string"}]}),
+    );
+    put(
+        "IngestResult",
+        object(
+            "Events handed to the pipeline",
+            &[("accepted", "integer"), ("truncated", "integer")],
+        ),
+    );
+    put(
+        "EntityHit",
+        object(
+            "An entity found by search",
+            &[
+                ("uuid", "string"),
+                ("kind", "string"),
+                ("value", "string"),
+                ("first_seen_ns", "integer"),
+                ("relevance", "number"),
+            ],
+        ),
+    );
+    put("EntityList", list_of("EntityHit"));
+    put(
+        "EntityTimeline",
+        object(
+            "An entity's events across sources",
+            &[
+                ("entity", "EntityRef"),
+                ("total", "integer"),
+                ("events", "[Event]"),
+                ("sources", "object"),
+                ("related_entities", "array"),
+            ],
+        ),
+    );
+    put(
+        "RiskHistory",
+        object(
+            "Highest UEBA score per hour",
+            &[
+                ("entity", "string"),
+                ("range", "string"),
+                ("resolution", "string"),
+                ("points", "array"),
+            ],
+        ),
+    );
+    put(
+        "Baseline",
+        object(
+            "A UEBA baseline (the spec's fields, plus entity_type and value)",
+            &[
+                ("entity_uuid", "string"),
+                ("entity_type", "string"),
+                ("value", "string"),
+                ("first_seen_ns", "integer"),
+                ("event_count", "integer"),
+                ("hours_active", "array"),
+                ("top_source_ips", "array"),
+                ("top_templates", "array"),
+                ("volume_ema_minute", "number"),
+                ("warming_up", "boolean"),
+            ],
+        ),
+    );
+    put(
+        "AnomalyTimeline",
+        object(
+            "Buckets oldest first, every bucket present",
+            &[
+                ("range", "string"),
+                ("resolution", "string"),
+                ("source", "string?"),
+                ("buckets", "array"),
+            ],
+        ),
+    );
+    let rule_fields: &[(&str, &str)] = &[
+        ("id", "string"),
+        ("title", "string"),
+        ("level", "string"),
+        ("severity", "integer"),
+        ("status", "string"),
+        ("enabled", "boolean"),
+        ("source", "string"),
+        ("kind", "string"),
+        ("mapped", "boolean"),
+        ("logsource", "object"),
+        ("tags", "array"),
+        ("attack", "[AttackMapping]"),
+        ("fires_24h", "integer"),
+    ];
+    put("SigmaRule", object("A loaded Sigma rule", rule_fields));
+    put("SigmaRuleList", list_of("SigmaRule"));
+    let mut rule_detail = rule_fields.to_vec();
+    rule_detail.extend([
+        ("description", "string"),
+        ("author", "string"),
+        ("falsepositives", "array"),
+        ("references", "array"),
+        ("warnings", "array"),
+        ("path", "string"),
+        ("yaml", "string"),
+    ]);
+    put(
+        "SigmaRuleDetail",
+        object("A rule with its text", &rule_detail),
+    );
+    put(
+        "SigmaUpload",
+        json!({
+            "type": "object",
+            "required": ["yaml"],
+            "properties": {"yaml": {"type": "string"}, "dry_run": {"type": "boolean", "default": false}},
+        }),
+    );
+    put(
+        "SigmaDryRun",
+        object(
+            "A dry run: validated and matched against the last 24 hours, nothing written",
+            &[
+                ("valid", "boolean"),
+                ("rule", "SigmaRule"),
+                ("events_scanned", "integer"),
+                ("matched", "integer"),
+                ("sample_event_ids", "array"),
+                ("truncated", "boolean"),
+            ],
+        ),
+    );
+    put(
+        "SigmaToggle",
+        json!({
+            "type": "object",
+            "required": ["enabled"],
+            "additionalProperties": false,
+            "properties": {"enabled": {"type": "boolean"}},
+        }),
+    );
+    put(
+        "RuleTimeline",
+        object(
+            "Matches per hour, 24 buckets, oldest first",
+            &[
+                ("rule_id", "string"),
+                ("buckets", "array"),
+                ("total", "integer"),
+            ],
+        ),
+    );
+    put(
+        "Coverage",
+        object(
+            "The ATT&CK Enterprise matrix with coverage (docs/api.md)",
+            &[
+                ("attack_version", "string"),
+                ("since_ns", "integer"),
+                ("until_ns", "integer"),
+                ("techniques_covered", "integer"),
+                ("techniques_total", "integer"),
+                ("tactics", "array"),
+            ],
+        ),
+    );
+    put(
+        "IocStatus",
+        object(
+            "The indicator feed (docs/ioc.md)",
+            &[
+                ("dir", "string"),
+                ("version", "integer"),
+                ("loaded_ns", "integer"),
+                ("indicators", "integer"),
+                ("by_kind", "object"),
+                ("files", "array"),
+                ("errors", "array"),
+            ],
+        ),
+    );
+    put(
+        "Health",
+        object(
+            "Health of each component (docs/api.md)",
+            &[
+                ("status", "string"),
+                ("degraded", "array"),
+                ("version", "string"),
+                ("uptime_s", "integer"),
+                ("components", "object"),
+            ],
+        ),
+    );
+    put(
+        "Stats",
+        object(
+            "Pipeline counters and rates (docs/api.md)",
+            &[
+                ("received_total", "integer"),
+                ("parsed_total", "integer"),
+                ("stored_total", "integer"),
+                ("dropped_total", "integer"),
+                ("inputs", "array"),
+                ("rings", "array"),
+                ("rates", "object"),
+                ("detection", "object"),
+                ("feedback", "object"),
+                ("api", "object"),
+                ("websocket", "object"),
+            ],
+        ),
+    );
+    put(
+        "Config",
+        json!({"type": "object", "description": "The configuration as deploy/watchpost.toml documents it, credentials as ********"}),
+    );
+    put(
+        "OpenApi",
+        json!({"type": "object", "description": "An OpenAPI 3.1 document"}),
+    );
+    Value::Object(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    /// Every `$ref` in `v`.
+    fn refs<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
+        match v {
+            Value::Object(m) => {
+                for (k, x) in m {
+                    match (k.as_str(), x) {
+                        ("$ref", Value::String(r)) => out.push(r),
+                        _ => refs(x, out),
+                    }
+                }
+            }
+            Value::Array(a) => a.iter().for_each(|x| refs(x, out)),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn every_route_is_described_once_and_every_reference_resolves() {
+        let doc = document();
+        let described: BTreeSet<(String, String)> = doc["paths"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .flat_map(|(path, item)| {
+                item.as_object()
+                    .unwrap()
+                    .keys()
+                    .map(move |m| (m.to_ascii_uppercase(), path.clone()))
+            })
+            .collect();
+        let table: BTreeSet<(String, String)> = ROUTES
+            .iter()
+            .map(|r| (r.method.to_string(), r.path.to_string()))
+            .collect();
+        assert_eq!(table.len(), ROUTES.len(), "a route is listed twice");
+        assert_eq!(described, table);
+        let mut all = Vec::new();
+        refs(&doc, &mut all);
+        for r in all {
+            let ptr = r.strip_prefix('#').unwrap();
+            assert!(doc.pointer(ptr).is_some(), "dangling {r}");
+        }
+        let ids: BTreeSet<&str> = doc["paths"]
+            .as_object()
+            .unwrap()
+            .values()
+            .flat_map(|i| i.as_object().unwrap().values())
+            .map(|op| op["operationId"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids.len(), ROUTES.len(), "operation ids must be unique");
+    }
+
+    #[test]
+    fn limited_routes_say_so_and_every_route_can_fail_with_the_error_shape() {
+        let doc = document();
+        for r in ROUTES {
+            let op = &doc["paths"][r.path][r.method.to_ascii_lowercase()];
+            assert_eq!(
+                op["responses"].get("429").is_some(),
+                r.family != Family::None,
+                "{} {}",
+                r.method,
+                r.path
+            );
+            assert!(op["responses"].get("500").is_some());
+            let names: Vec<&str> = op["parameters"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|p| p["in"] == "path")
+                .map(|p| p["name"].as_str().unwrap())
+                .collect();
+            assert_eq!(names, path_params(r.path).collect::<Vec<_>>());
+        }
+    }
+}
