@@ -112,7 +112,7 @@ pub fn page_of<T>(all: Vec<T>, page: u32, limit: u32) -> watchpost_proto::ListRe
         .collect();
     watchpost_proto::ListResponse {
         items,
-        meta: watchpost_proto::ListMeta { total, page, limit },
+        meta: watchpost_proto::ListMeta::exact(total, page, limit),
     }
 }
 

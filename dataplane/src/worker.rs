@@ -61,17 +61,21 @@ pub struct WorkerSetup {
 
 /// Starts a worker; it ends when every input ring is closed and drained.
 pub fn spawn_worker(setup: WorkerSetup, stats: Arc<Stats>) -> std::io::Result<JoinHandle<()>> {
+    let index = setup.index;
+    // Alive from the spawn on, not from the thread's first instruction: a health probe answered
+    // between the two must not see a worker that is merely starting as stopped.
+    stats.workers_alive[index].store(true, Ordering::Relaxed);
+    let alive = stats.clone();
     std::thread::Builder::new()
-        .name(format!("wp-worker-{}", setup.index))
+        .name(format!("wp-worker-{index}"))
         .spawn(move || {
             if let Some(core) = setup.core {
                 core_affinity::set_for_current(core);
             }
-            let index = setup.index;
-            stats.workers_alive[index].store(true, Ordering::Relaxed);
             run(setup, &stats);
             stats.workers_alive[index].store(false, Ordering::Relaxed);
         })
+        .inspect_err(|_| alive.workers_alive[index].store(false, Ordering::Relaxed))
 }
 
 /// Block buffers of one worker: reused ones from the writer, new ones up to a bound.

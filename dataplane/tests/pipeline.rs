@@ -327,3 +327,76 @@ fn retention_deletes_old_events_and_their_index_entries() {
     drop(store);
     p.shutdown();
 }
+
+#[test]
+fn totals_are_exact_up_to_a_bound_where_counting_means_decoding() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = Pipeline::start(&config(dir.path())).unwrap();
+    let n = 30_000u64;
+    let mut tcp = TcpStream::connect(p.bound(InputId::SyslogTcp).unwrap()).unwrap();
+    let mut lines = String::new();
+    for i in 0..n {
+        lines.push_str(&format!(
+            "<38>Nov 21 10:00:01 web-01 sshd[{i}]: Failed password for dave from 10.9.0.{} port 22 ssh2\n",
+            i % 200
+        ));
+    }
+    tcp.write_all(lines.as_bytes()).unwrap();
+    drop(tcp);
+    wait_stored(&p, n);
+    let store = p.store();
+    let run = |q: EventQuery| {
+        store
+            .search_events(&EventQuery {
+                retention_days: 30,
+                ..q
+            })
+            .unwrap()
+    };
+    // Countable from block summaries (or the index alone): exact however many.
+    for q in [
+        EventQuery {
+            page: 1,
+            limit: 100,
+            ..EventQuery::default()
+        },
+        EventQuery {
+            source: Some("sshd".into()),
+            page: 1,
+            limit: 100,
+            ..EventQuery::default()
+        },
+    ] {
+        let r = run(q);
+        assert_eq!((r.total, r.total_exact, r.items.len()), (n, true, 100));
+    }
+    // A text search must decode to count: exact past the bound, then a lower bound.
+    let text = |page: u32| EventQuery {
+        text: Some("PASSWORD".into()),
+        page,
+        limit: 1000,
+        ..EventQuery::default()
+    };
+    let r = run(text(1));
+    assert_eq!(r.items.len(), 1000);
+    assert!(!r.total_exact);
+    assert!(
+        (watchpost_proto::TOTAL_EXACT_UP_TO..n).contains(&r.total),
+        "{}",
+        r.total
+    );
+    // A deep page is still found, and its total counted at least to its end.
+    let deep = run(text(30));
+    assert_eq!(deep.items.len(), 1000);
+    assert_eq!((deep.total, deep.total_exact), (n, true));
+    // A search out of time answers what it has, and says so.
+    let late = run(EventQuery {
+        deadline: Some(std::time::Instant::now()),
+        ..text(1)
+    });
+    assert!(late.timed_out && !late.total_exact);
+    assert!(late.items.is_empty());
+    assert!(!deep.timed_out);
+    drop(store);
+    p.shutdown();
+}

@@ -5,12 +5,45 @@ use serde::{Deserialize, Serialize};
 /// Pagination data of a list response.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ListMeta {
-    /// Items matching the query across all pages.
+    /// Items matching the query across all pages; a lower bound when `total_exact` is false.
     pub total: u64,
     /// The page returned, 1-based.
     pub page: u32,
     /// Items per page.
     pub limit: u32,
+    /// False when counting stopped early (event searches that must read every event to count,
+    /// past [`TOTAL_EXACT_UP_TO`] matches); only written then.
+    #[serde(default = "exact", skip_serializing_if = "is_exact")]
+    pub total_exact: bool,
+    /// True when an event search hit `api_search_timeout_ms`: the items are those found by then
+    /// (possibly fewer than a full page); only written then.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub timed_out: bool,
+}
+
+/// Matches an event search counts exactly, at least, before it may report a lower bound: enough
+/// for any pager ("10,000+"), and what Elastic's `track_total_hits` defaults to.
+pub const TOTAL_EXACT_UP_TO: u64 = 10_000;
+
+fn exact() -> bool {
+    true
+}
+
+fn is_exact(v: &bool) -> bool {
+    *v
+}
+
+impl ListMeta {
+    /// An exact total.
+    pub fn exact(total: u64, page: u32, limit: u32) -> ListMeta {
+        ListMeta {
+            total,
+            page,
+            limit,
+            total_exact: true,
+            timed_out: false,
+        }
+    }
 }
 
 /// Every list response: `{"items": [...], "meta": {...}}`.

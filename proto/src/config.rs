@@ -43,6 +43,8 @@ pub struct Config {
     pub api_coverage_rate_limit: String,
     /// Largest accepted request body, in bytes (HTTP ingest included).
     pub api_max_body_bytes: u64,
+    /// Longest an event search reads before answering what it found, ms; 0 = no bound.
+    pub api_search_timeout_ms: u64,
     /// Allowed WebSocket origins; empty = localhost and 127.0.0.1 on `dashboard_port`.
     pub ws_allowed_origins: Vec<String>,
     /// Concurrent WebSocket clients.
@@ -89,6 +91,7 @@ impl Default for Config {
             api_detail_rate_limit: "300/minute".into(),
             api_coverage_rate_limit: "10/minute".into(),
             api_max_body_bytes: 16 << 20,
+            api_search_timeout_ms: 5000,
             ws_allowed_origins: Vec::new(),
             ws_max_connections: 20,
             ws_batch_max_events: 200,
@@ -758,6 +761,12 @@ impl Config {
             }
         }
         p.range_u64("api_max_body_bytes", self.api_max_body_bytes, 1024, 1 << 30);
+        p.range_u64(
+            "api_search_timeout_ms",
+            self.api_search_timeout_ms,
+            0,
+            600_000,
+        );
         p.range_u64(
             "ws_max_connections",
             self.ws_max_connections.into(),

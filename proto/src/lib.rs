@@ -25,7 +25,7 @@ pub use alert::{
     Alert, AlertType, AttackMapping, CloseReason, Feedback, MAX_CONTRIBUTING, MAX_TRIAGE_HISTORY,
     ThresholdChange, Triage, TriageChange, TriageStatus, Verdict,
 };
-pub use api::{ErrorBody, ListMeta, ListResponse};
+pub use api::{ErrorBody, ListMeta, ListResponse, TOTAL_EXACT_UP_TO};
 pub use config::{Config, RateLimit};
 pub use entity::{EntityKind, EntityRef, canonicalize_into, entity_uuid, entity_uuid_of};
 pub use event::Event;

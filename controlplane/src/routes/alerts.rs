@@ -89,7 +89,7 @@ pub async fn list(
     .map_err(ApiError::internal)?;
     Ok(Json(ListResponse {
         items,
-        meta: ListMeta { total, page, limit },
+        meta: ListMeta::exact(total, page, limit),
     }))
 }
 

@@ -95,6 +95,7 @@ pub async fn timeline(
     let limit = p.int("limit", 100, 1, 10_000)?;
     let store = st.store.clone();
     let retention_days = st.config.storage.retention_days;
+    let deadline = crate::routes::events::search_deadline(&st);
     tokio::task::spawn_blocking(move || {
         let (u, kind, name, _, first_seen) = known(&store, &uuid)?;
         let q = EventQuery {
@@ -108,6 +109,7 @@ pub async fn timeline(
             page: 1,
             limit,
             retention_days,
+            deadline,
             ..EventQuery::default()
         };
         let page = store.search_events(&q).map_err(ApiError::internal)?;
@@ -134,6 +136,8 @@ pub async fn timeline(
         Ok(Json(json!({
             "entity": {"uuid": u, "kind": kind, "value": name, "first_seen_ns": first_seen},
             "total": page.total,
+            "total_exact": page.total_exact,
+            "timed_out": page.timed_out,
             "events": page.items,
             "sources": sources,
             "related_entities": related,

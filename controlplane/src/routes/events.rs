@@ -42,6 +42,7 @@ pub async fn list(
         page: p.int("page", 1, 1, 1_000_000)?,
         limit: p.int("limit", DEFAULT_LIMIT, 1, MAX_LIMIT)?,
         retention_days: st.config.storage.retention_days,
+        deadline: search_deadline(&st),
     };
     if let (Some(s), Some(u)) = (q.since_ns, q.until_ns)
         && s >= u
@@ -67,11 +68,22 @@ pub async fn list(
     .await
     .map_err(ApiError::internal)?
     .map_err(ApiError::internal)?;
-    let (items, total) = result.map_or((Vec::new(), 0), |r| (r.items, r.total));
-    Ok(Json(ListResponse {
-        items,
-        meta: ListMeta { total, page, limit },
-    }))
+    let meta = match &result {
+        None => ListMeta::exact(0, page, limit),
+        Some(r) => ListMeta {
+            total_exact: r.total_exact,
+            timed_out: r.timed_out,
+            ..ListMeta::exact(r.total, page, limit)
+        },
+    };
+    let items = result.map_or_else(Vec::new, |r| r.items);
+    Ok(Json(ListResponse { items, meta }))
+}
+
+/// When an event search started now must answer (`api_search_timeout_ms`; 0 = never).
+pub fn search_deadline(st: &AppState) -> Option<std::time::Instant> {
+    let ms = st.config.api_search_timeout_ms;
+    (ms > 0).then(|| std::time::Instant::now() + std::time::Duration::from_millis(ms))
 }
 
 fn template_id(p: &Params) -> Result<Option<u64>, ApiError> {

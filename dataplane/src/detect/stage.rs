@@ -311,17 +311,20 @@ pub fn spawn_detector(
     store: Arc<Store>,
     stats: Arc<Stats>,
 ) -> std::io::Result<JoinHandle<()>> {
+    let index = setup.index;
+    // Alive from the spawn on (see `spawn_worker`).
+    stats.detect_alive[index].store(true, Ordering::Relaxed);
+    let alive = stats.clone();
     std::thread::Builder::new()
-        .name(format!("wp-detect-{}", setup.index))
+        .name(format!("wp-detect-{index}"))
         .spawn(move || {
             if let Some(core) = setup.core {
                 core_affinity::set_for_current(core);
             }
-            let index = setup.index;
-            stats.detect_alive[index].store(true, Ordering::Relaxed);
             run(setup, detector, &store, &stats);
             stats.detect_alive[index].store(false, Ordering::Relaxed);
         })
+        .inspect_err(|_| alive.detect_alive[index].store(false, Ordering::Relaxed))
 }
 
 fn run(setup: DetectSetup, mut d: Detector, store: &Store, stats: &Stats) {

@@ -1,10 +1,17 @@
-//! Event search: newest first, every filter of `GET /events`, exact totals.
+//! Event search: newest first, every filter of `GET /events`, totals exact up to a bound.
 //!
 //! Filters on indexed values (entity, source, template) start from the index: one prefix scan per
 //! day partition gives the blocks and positions to look at. Without one, blocks are walked newest
 //! first from the `blocks` family. Either way each block's 42-byte summary decides first whether
 //! the block can be skipped (time window, severity) or counted without decoding; only blocks that
 //! may hold the page, or whose events need a closer look, are read and decoded.
+//!
+//! Counting is exact as long as it stays cheap: blocks countable from their summary are always
+//! counted. Once the page is full and at least [`TOTAL_EXACT_UP_TO`] matches are counted, a block
+//! whose events would each have to be decoded to count (a text search, a severity filter on an
+//! index hit, a block cut by the time window) ends the search, and the total is reported as a
+//! lower bound. Without that bound, `q=failed` over ten million events took 6 s to count 611,178
+//! matches for a page it had filled in the first few blocks.
 
 use super::{
     BLOCK_KEY_LEN, BlockKey, BlockMeta, BlockReader, CF_BLOCKS, CF_EVENTS, CF_IDX_ENTITY,
@@ -15,7 +22,7 @@ use crate::batch::InputId;
 use crate::clock::now_ns;
 use crate::hash::{hash64, hash64_seeded};
 use std::collections::BTreeMap;
-use watchpost_proto::{EntityKind, EntityRef, Event, entity_uuid};
+use watchpost_proto::{EntityKind, EntityRef, Event, TOTAL_EXACT_UP_TO, entity_uuid};
 
 /// An entity to filter on: one or more (kind, canonical name) alternatives (a bare value such as
 /// `web-01` may be a host or a user).
@@ -49,6 +56,8 @@ pub struct EventQuery {
     pub limit: u32,
     /// Days back the index is searched (the retention period).
     pub retention_days: u32,
+    /// When the search stops reading and answers what it has (checked once per block).
+    pub deadline: Option<std::time::Instant>,
 }
 
 /// One page of results.
@@ -56,8 +65,12 @@ pub struct EventQuery {
 pub struct EventPage {
     /// The page, newest first.
     pub items: Vec<Event>,
-    /// Matches over all pages.
+    /// Matches over all pages; a lower bound when `total_exact` is false.
     pub total: u64,
+    /// Whether every match was counted.
+    pub total_exact: bool,
+    /// The deadline stopped the search (`items` may be short of a page).
+    pub timed_out: bool,
 }
 
 /// Search failures.
@@ -81,6 +94,9 @@ impl Store {
             total: 0,
             items: Vec::with_capacity(q.limit as usize),
             text: q.text.as_ref().map(|t| t.to_ascii_lowercase()),
+            count_exactly_to: TOTAL_EXACT_UP_TO.max(skip + u64::from(q.limit)),
+            stopped: false,
+            timed_out: false,
         };
         match self.index_candidates(q)? {
             Some(cands) => {
@@ -89,6 +105,9 @@ impl Store {
                         continue;
                     };
                     plan.block(self, key, &meta, Some(positions.clone()))?;
+                    if plan.stopped {
+                        break;
+                    }
                 }
             }
             None => {
@@ -99,6 +118,9 @@ impl Store {
                         && let (Ok(key), Some(meta)) = (BlockKey::try_from(k), BlockMeta::decode(v))
                     {
                         plan.block(self, &key, &meta, None)?;
+                        if plan.stopped {
+                            break;
+                        }
                     }
                     it.prev();
                 }
@@ -108,6 +130,8 @@ impl Store {
         Ok(EventPage {
             items: plan.items,
             total: plan.total,
+            total_exact: !plan.stopped,
+            timed_out: plan.timed_out,
         })
     }
 
@@ -212,6 +236,12 @@ struct Plan<'q> {
     total: u64,
     items: Vec<Event>,
     text: Option<String>,
+    /// Matches counted exactly before blocks that need decoding to count end the search.
+    count_exactly_to: u64,
+    /// The search ended there: `total` is a lower bound.
+    stopped: bool,
+    /// It ended at the deadline.
+    timed_out: bool,
 }
 
 impl Plan<'_> {
@@ -227,6 +257,11 @@ impl Plan<'_> {
         positions: Positions,
     ) -> Result<(), QueryError> {
         let q = self.q;
+        if q.deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+            self.stopped = true;
+            self.timed_out = true;
+            return Ok(());
+        }
         if q.since_ns.is_some_and(|s| meta.max_ts < s)
             || q.until_ns.is_some_and(|u| meta.min_ts >= u)
         {
@@ -255,6 +290,10 @@ impl Plan<'_> {
         }
         if !needs_look && !self.wants_page() {
             self.total += count_here;
+            return Ok(());
+        }
+        if needs_look && !self.wants_page() && self.total >= self.count_exactly_to {
+            self.stopped = true;
             return Ok(());
         }
         let Some(bytes) = store.db().get_pinned_cf(store.cf(CF_EVENTS), key)? else {

@@ -244,19 +244,22 @@ pub fn spawn_writer(
     retention_days: u32,
     core: Option<core_affinity::CoreId>,
 ) -> std::io::Result<JoinHandle<()>> {
+    // Alive from the spawn on (see `spawn_worker`).
+    stats.writer_alive.store(true, Ordering::Relaxed);
+    let alive = stats.clone();
     std::thread::Builder::new()
         .name("wp-writer".into())
         .spawn(move || {
             if let Some(core) = core {
                 core_affinity::set_for_current(core);
             }
-            stats.writer_alive.store(true, Ordering::Relaxed);
             run(&store, &inputs, &returns, &stats, retention_days);
             if let Err(e) = store.flush() {
                 tracing::error!("final flush failed: {e}");
             }
             stats.writer_alive.store(false, Ordering::Relaxed);
         })
+        .inspect_err(|_| alive.writer_alive.store(false, Ordering::Relaxed))
 }
 
 fn run(
