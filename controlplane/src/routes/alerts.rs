@@ -74,22 +74,25 @@ pub async fn list(
     let entity = p.text("entity", 256)?;
     let store = st.store.clone();
     let (page, limit) = (q.page, q.limit);
-    let (items, total) = tokio::task::spawn_blocking(move || {
+    let found = tokio::task::spawn_blocking(move || {
         let mut q = q;
         if let Some(e) = entity {
             q.entities = Some(entity_uuids(&e));
         }
-        let (mut items, total) = store.search_alerts(&q);
-        for a in &mut items {
+        let mut found = store.search_alerts(&q);
+        for a in &mut found.items {
             resolve_names(&store, a);
         }
-        (items, total)
+        found
     })
     .await
     .map_err(ApiError::internal)?;
     Ok(Json(ListResponse {
-        items,
-        meta: ListMeta::exact(total, page, limit),
+        items: found.items,
+        meta: ListMeta {
+            total_exact: found.total_exact,
+            ..ListMeta::exact(found.total, page, limit)
+        },
     }))
 }
 

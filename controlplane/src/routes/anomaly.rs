@@ -77,7 +77,7 @@ pub async fn timeline(
             limit: u32::MAX,
             ..AlertQuery::default()
         });
-        for a in all.0 {
+        for a in all.items {
             if source.as_ref().is_some_and(|s| *s != a.source) {
                 continue;
             }

@@ -24,8 +24,8 @@ use crate::detect::engine::MinutePoint;
 use crate::detect::ueba::RiskPoint;
 use rocksdb::{Direction, IteratorMode, WriteBatch};
 use watchpost_proto::{
-    Alert, AlertType, CloseReason, Feedback, MAX_TRIAGE_HISTORY, Triage, TriageChange,
-    TriageStatus, Uuid,
+    Alert, AlertType, CloseReason, Feedback, MAX_TRIAGE_HISTORY, TOTAL_EXACT_UP_TO, Triage,
+    TriageChange, TriageStatus, Uuid,
 };
 
 pub(crate) const CF_ALERTS: &str = "alerts";
@@ -113,23 +113,14 @@ impl AlertQuery {
                 .is_none_or(|a| t.assignee.as_ref() == Some(a))
     }
 
-    fn matches(&self, a: &Alert) -> bool {
+    /// The filters a summary can decide (the entity filter is the index's job).
+    fn matches(&self, a: &AlertSummary) -> bool {
         if self.since_ns.is_some_and(|s| a.first_seen_ns < s)
             || self.until_ns.is_some_and(|u| a.first_seen_ns >= u)
             || self.alert_type.is_some_and(|t| a.alert_type != t)
             || self.min_severity.is_some_and(|s| a.severity < s)
         {
             return false;
-        }
-        if let Some(ents) = &self.entities {
-            let named = a
-                .entity
-                .iter()
-                .chain(&a.related_entities)
-                .any(|e| ents.contains(&e.uuid));
-            if !named {
-                return false;
-            }
         }
         if let Some(t) = &self.tactic
             && !a
@@ -147,6 +138,40 @@ impl AlertQuery {
         }
         true
     }
+}
+
+/// The fields of a stored alert that listings filter on, read without building the rest
+/// (contributions, events, entities): a listing reads every alert in its window to count, and
+/// this is most of what that costs.
+#[derive(serde::Deserialize)]
+struct AlertSummary<'a> {
+    #[serde(rename = "type")]
+    alert_type: AlertType,
+    severity: u8,
+    first_seen_ns: i64,
+    #[serde(borrow, default)]
+    attack: Vec<AttackSummary<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+struct AttackSummary<'a> {
+    #[serde(borrow)]
+    tactic_id: std::borrow::Cow<'a, str>,
+    #[serde(borrow)]
+    tactic: std::borrow::Cow<'a, str>,
+    #[serde(borrow)]
+    technique_id: std::borrow::Cow<'a, str>,
+}
+
+/// One page of an alert listing.
+#[derive(Clone, Debug, Default)]
+pub struct AlertPage {
+    /// The page, newest first, triage filled in.
+    pub items: Vec<Alert>,
+    /// Matches over all pages; a lower bound when `total_exact` is false.
+    pub total: u64,
+    /// Whether every match was counted (see [`TOTAL_EXACT_UP_TO`]).
+    pub total_exact: bool,
 }
 
 /// The 16 bytes of an alert id, or `None` when `id` is not a UUID.
@@ -261,27 +286,44 @@ impl Store {
         Ok(Some(alert))
     }
 
-    /// Alerts matching `q`, newest first, one page, with the total.
-    pub fn search_alerts(&self, q: &AlertQuery) -> (Vec<Alert>, u64) {
+    /// Alerts matching `q`, newest first, one page, with the total: exact up to
+    /// [`TOTAL_EXACT_UP_TO`] matches (or the end of the page), a lower bound past that.
+    pub fn search_alerts(&self, q: &AlertQuery) -> AlertPage {
         let skip = (u64::from(q.page.max(1)) - 1) * u64::from(q.limit);
-        let mut items = Vec::new();
-        let mut total = 0u64;
-        let mut take = |mut a: Alert, key: &[u8]| {
-            if !q.matches(&a) {
-                return;
+        let count_exactly_to = TOTAL_EXACT_UP_TO.max(skip + u64::from(q.limit));
+        let mut page = AlertPage {
+            total_exact: true,
+            ..AlertPage::default()
+        };
+        // False once the listing can stop: the page is full and enough is counted.
+        let mut take = |bytes: &[u8], key: &[u8]| -> bool {
+            let wants = page.items.len() < q.limit as usize;
+            if !wants && page.total >= count_exactly_to {
+                page.total_exact = false;
+                return false;
+            }
+            let Ok(summary) = serde_json::from_slice::<AlertSummary>(bytes) else {
+                return true;
+            };
+            if !q.matches(&summary) {
+                return true;
             }
             let key = <[u8; 16]>::try_from(key).unwrap_or_default();
-            let page_wants = total >= skip && items.len() < q.limit as usize;
-            if q.filters_triage() || page_wants {
-                a.triage = self.triage(&key);
-                if !q.matches_triage(&a.triage) {
-                    return;
+            let in_page = page.total >= skip && wants;
+            let mut triage = None;
+            if q.filters_triage() {
+                let t = self.triage(&key);
+                if !q.matches_triage(&t) {
+                    return true;
                 }
+                triage = Some(t);
             }
-            if page_wants {
-                items.push(a);
+            if in_page && let Ok(mut a) = serde_json::from_slice::<Alert>(bytes) {
+                a.triage = triage.unwrap_or_else(|| self.triage(&key));
+                page.items.push(a);
             }
-            total += 1;
+            page.total += 1;
+            true
         };
         if let Some(ents) = &q.entities {
             // Through the index: every alert naming one of the entities.
@@ -303,12 +345,12 @@ impl Store {
             keys.dedup();
             for k in keys {
                 if let Ok(Some(v)) = self.db().get_pinned_cf(self.cf(CF_ALERTS), k)
-                    && let Ok(a) = serde_json::from_slice::<Alert>(&v)
+                    && !take(&v, &k)
                 {
-                    take(a, &k[..]);
+                    break;
                 }
             }
-            return (items, total);
+            return page;
         }
         let upper = q.until_ns.map(alert_time_key);
         let lower = q.since_ns.map(alert_time_key);
@@ -325,11 +367,11 @@ impl Store {
             if lower.is_some_and(|l| *k < l[..]) {
                 break;
             }
-            if let Ok(a) = serde_json::from_slice::<Alert>(&v) {
-                take(a, &k[..]);
+            if !take(&v, &k) {
+                break;
             }
         }
-        (items, total)
+        page
     }
 
     /// Records a feedback entry.
@@ -720,6 +762,63 @@ mod tests {
     }
 
     #[test]
+    fn alert_totals_are_exact_up_to_the_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), &StorageConfig::default()).unwrap();
+        let n = TOTAL_EXACT_UP_TO + 50;
+        for i in 0..n {
+            let mut a = alert(&format!("018bcfe5-6800-7000-8000-{i:012x}"), 1);
+            a.severity = if i % 2 == 0 { 4 } else { 2 };
+            a.attack.push(watchpost_proto::AttackMapping {
+                tactic_id: "TA0001".into(),
+                tactic: "Initial Access".into(),
+                technique_id: "T1078.003".into(),
+                technique: "Local Accounts".into(),
+            });
+            store.put_alert(&a).unwrap();
+        }
+        let list = |q: AlertQuery| store.search_alerts(&AlertQuery { limit: 10, ..q });
+        let first = list(AlertQuery {
+            page: 1,
+            ..AlertQuery::default()
+        });
+        assert_eq!(
+            (first.items.len(), first.total, first.total_exact),
+            (10, TOTAL_EXACT_UP_TO, false)
+        );
+        assert_eq!(
+            first.items[0].id,
+            format!("018bcfe5-6800-7000-8000-{:012x}", n - 1)
+        );
+        // The last page is found, and counted to its end.
+        let last = list(AlertQuery {
+            page: (n / 10) as u32,
+            ..AlertQuery::default()
+        });
+        assert_eq!(
+            (last.items.len(), last.total, last.total_exact),
+            (10, n, true)
+        );
+        // Filters read from the summary: severity, tactic, technique prefix.
+        let severe = list(AlertQuery {
+            page: 1,
+            min_severity: Some(3),
+            tactic: Some("initial access".into()),
+            technique: Some("t1078".into()),
+            ..AlertQuery::default()
+        });
+        assert!(severe.items.iter().all(|a| a.severity == 4));
+        assert_eq!(severe.items.len(), 10);
+        // A filter nothing matches never fills the page: every alert read, exact zero.
+        let none = list(AlertQuery {
+            page: 1,
+            alert_type: Some(AlertType::Sigma),
+            ..AlertQuery::default()
+        });
+        assert_eq!((none.total, none.total_exact), (0, true));
+    }
+
+    #[test]
     fn triage_history_is_bounded_and_listings_filter_on_it() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path(), &StorageConfig::default()).unwrap();
@@ -738,15 +837,16 @@ mod tests {
         assert_eq!(a.triage.history.len(), MAX_TRIAGE_HISTORY);
         assert_eq!(a.triage.history[0].at_ns, 10);
         let list = |status: Option<Vec<TriageStatus>>, assignee: Option<&str>| {
-            let (items, total) = store.search_alerts(&AlertQuery {
+            let page = store.search_alerts(&AlertQuery {
                 status,
                 assignee: assignee.map(str::to_string),
                 page: 1,
                 limit: 10,
                 ..AlertQuery::default()
             });
-            assert_eq!(items.len() as u64, total);
-            items.into_iter().map(|a| a.id).collect::<Vec<_>>()
+            assert_eq!(page.items.len() as u64, page.total);
+            assert!(page.total_exact);
+            page.items.into_iter().map(|a| a.id).collect::<Vec<_>>()
         };
         assert_eq!(list(None, None), [other, ID]);
         assert_eq!(list(Some(vec![TriageStatus::Open]), None), [other]);

@@ -32,7 +32,7 @@ pub use codec::{
     BLOCK_META_LEN, BlockMeta, BlockReader, EntitySlot, EventView, FLAG_INVALID_UTF8,
     FLAG_MALFORMED, FLAG_TRUNCATED, Role, StoredEvent, bincode_config, seal_block, write_block,
 };
-pub use detection::{AlertQuery, RuleFires, TriageError, TriageUpdate, alert_key};
+pub use detection::{AlertPage, AlertQuery, RuleFires, TriageError, TriageUpdate, alert_key};
 pub use query::{EntityFilter, EntityHit, EventPage, EventQuery, QueryError, parse_event_id};
 pub use writer::{EncodedBlock, NewEntity, Posting, PostingKind, spawn_writer};
 
