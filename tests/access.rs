@@ -199,6 +199,7 @@ fn parse_exposition(text: &str) -> std::collections::BTreeMap<String, f64> {
     let mut typed: std::collections::BTreeMap<String, String> = Default::default();
     let mut samples = std::collections::BTreeMap::new();
     let mut last_bucket: Option<(String, f64)> = None;
+    let mut current: Option<String> = None;
     for line in text.lines() {
         if let Some(rest) = line.strip_prefix("# TYPE ") {
             let (name, kind) = rest.split_once(' ').unwrap();
@@ -207,6 +208,7 @@ fn parse_exposition(text: &str) -> std::collections::BTreeMap<String, f64> {
                 typed.insert(name.into(), kind.into()).is_none(),
                 "twice: {line}"
             );
+            current = Some(name.to_string());
             continue;
         }
         if line.starts_with("# HELP ") {
@@ -226,7 +228,11 @@ fn parse_exposition(text: &str) -> std::collections::BTreeMap<String, f64> {
                     .filter(|f| typed.get(*f).is_some_and(|k| k == "histogram"))
             })
             .unwrap_or(name);
-        assert!(typed.contains_key(family), "sample before its TYPE: {line}");
+        assert_eq!(
+            current.as_deref(),
+            Some(family),
+            "a sample outside its family's group: {line}"
+        );
         if name.ends_with("_bucket") {
             let key = series
                 .split(",le=")
@@ -325,6 +331,7 @@ fn probes_and_metrics_have_their_own_listener() {
         1.0
     );
     assert_eq!(get(r#"watchpost_worker_up{stage="parse",worker="0"}"#), 1.0);
+    assert_eq!(get("watchpost_store_writer_up"), 1.0);
     assert!(
         samples
             .keys()

@@ -194,8 +194,8 @@ fn ueba_alerts_take_feedback_and_baselines_survive_a_restart() {
     assert!(!listed("status=open"));
     assert!(!listed("assignee=bob"));
     for (bad, field) in [
-        (r#"{"status":"closed"}"#, "status"),
-        (r#"{"reason":"duplicate"}"#, "status"),
+        (r#"{"status":"closed"}"#, "reason"),
+        (r#"{"reason":"duplicate"}"#, "reason"),
         (r#"{"status":"gone"}"#, "status"),
         (r#"{"assignee":""}"#, "assignee"),
         (r#"{"assignee":7}"#, "assignee"),

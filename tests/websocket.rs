@@ -152,6 +152,31 @@ fn frames_follow_the_server_side_filter_and_alerts_arrive() {
     send_lines(tcp, &lines);
     let (alert, _) = until(&mut ws, |v| v["type"] == "alert");
     assert_eq!(alert["alert"]["type"], "sigma", "{alert}");
+    // Triage through the API reaches the stream as an update, with the triage in it.
+    let id = alert["alert"]["id"].as_str().unwrap().to_string();
+    let (status, body) = http(
+        api,
+        "PATCH",
+        &format!("/api/v1/alerts/{id}"),
+        r#"{"status":"acknowledged","assignee":"alice"}"#,
+    );
+    assert_eq!(status, 200, "{body}");
+    let (update, _) = until(&mut ws, |v| {
+        v["type"] == "alert_batch"
+            && v["alerts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|a| a["id"] == id.as_str())
+    });
+    let triaged = update["alerts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["id"] == id.as_str())
+        .unwrap();
+    assert_eq!(triaged["triage"]["status"], "acknowledged", "{update}");
+    assert_eq!(triaged["triage"]["assignee"], "alice");
     let stats = json(&http(api, "GET", "/api/v1/stats", "").1);
     assert_eq!(stats["websocket"]["connections"], 1);
     assert!(stats["websocket"]["filters_throttled"].as_u64() >= Some(1));

@@ -31,7 +31,11 @@ pub fn router(state: AppState) -> Router {
     use openapi::Family;
     let mut api = Router::new();
     for r in openapi::ROUTES {
-        let handler = (r.handler)();
+        let mut handler = (r.handler)();
+        if r.query.is_empty() {
+            // Routes with parameters refuse unknown ones in their handler; these take none.
+            handler = handler.route_layer(axum::middleware::from_fn(no_query_parameters));
+        }
         let handler = match r.family {
             Family::None => handler,
             Family::List => handler.route_layer(from_fn_with_state(state.clone(), ratelimit::list)),
@@ -60,6 +64,18 @@ pub fn router(state: AppState) -> Router {
         // Bodies are bounded by the ingest handler itself (api_max_body_bytes) with our error shape.
         .layer(DefaultBodyLimit::disable())
         .with_state(state)
+}
+
+/// Refuses any query parameter with the same 422 as a handler's own parsing.
+async fn no_query_parameters(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    match query::Params::parse(req.uri().query(), &[]) {
+        Ok(_) => next.run(req).await,
+        Err(e) => e.into_response(),
+    }
 }
 
 async fn not_found() -> ApiError {
@@ -97,9 +113,11 @@ pub async fn serve(
     state.rates.spawn(state.stats.clone());
     state.ws.spawn();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stop_tx = std::sync::Arc::new(stop_tx);
+    let on_signal = stop_tx.clone();
     tokio::spawn(async move {
         shutdown.await;
-        let _ = stop_tx.send(true);
+        let _ = on_signal.send(true);
     });
     let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
@@ -116,8 +134,11 @@ pub async fn serve(
     )
     .with_graceful_shutdown(stopped(stop_rx))
     .await;
-    if let Some(p) = probe_server {
-        p.await.map_err(std::io::Error::other)??;
-    }
-    served
+    // However the API server ended, the probes end with it; its error is the one reported.
+    let _ = stop_tx.send(true);
+    let probed = match probe_server {
+        Some(p) => p.await.map_err(std::io::Error::other).and_then(|r| r),
+        None => Ok(()),
+    };
+    served.and(probed)
 }

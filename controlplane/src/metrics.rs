@@ -283,14 +283,24 @@ fn render(st: &AppState) -> String {
     e.family(
         "watchpost_worker_up",
         "gauge",
-        "1 while a pinned worker runs (stage parse or detect).",
+        "1 while a pinned worker (stage parse or detect) runs and reported in the last 10 s, as /health judges it.",
     );
-    for (stage, alive) in [
-        ("parse", &st.stats.workers_alive),
-        ("detect", &st.stats.detect_alive),
+    let now = watchpost_dataplane::clock::now_ns();
+    for (stage, alive, beats) in [
+        (
+            "parse",
+            &st.stats.workers_alive,
+            &st.stats.worker_heartbeat_ns,
+        ),
+        (
+            "detect",
+            &st.stats.detect_alive,
+            &st.stats.detect_heartbeat_ns,
+        ),
     ] {
-        for (i, a) in alive.iter().enumerate() {
-            let up = u8::from(a.load(Ordering::Relaxed));
+        for (i, (a, beat)) in alive.iter().zip(beats.iter()).enumerate() {
+            let fresh = now - beat.load(Ordering::Relaxed) < crate::routes::system::STALE_WORKER_NS;
+            let up = u8::from(a.load(Ordering::Relaxed) && fresh);
             e.sample(
                 "watchpost_worker_up",
                 &[("stage", stage), ("worker", &i.to_string())],
@@ -298,6 +308,15 @@ fn render(st: &AppState) -> String {
             );
         }
     }
+    e.single(
+        "watchpost_store_writer_up",
+        "gauge",
+        "1 while the store writer runs and its last commit succeeded, as /health judges it.",
+        u8::from(
+            st.stats.writer_alive.load(Ordering::Relaxed)
+                && st.stats.writer.last_error.lock().is_ok_and(|e| e.is_none()),
+        ),
+    );
 
     // Detection and rules.
     let d = &s.detection;
@@ -393,13 +412,8 @@ fn render(st: &AppState) -> String {
         "counter",
         "Routed API requests by method, route template and status.",
     );
-    e.family(
-        "watchpost_api_request_duration_seconds",
-        "histogram",
-        "Time to answer routed API requests, by method and route template.",
-    );
     if let Ok(routes) = st.api_metrics.routes.lock() {
-        // Two passes keep each family's samples together, as the format wants.
+        // Two passes: each family's header and samples form one group, as the format wants.
         for ((method, route), m) in routes.iter() {
             for (status, n) in &m.by_status {
                 e.sample(
@@ -413,6 +427,11 @@ fn render(st: &AppState) -> String {
                 );
             }
         }
+        e.family(
+            "watchpost_api_request_duration_seconds",
+            "histogram",
+            "Time to answer routed API requests, by method and route template.",
+        );
         for ((method, route), m) in routes.iter() {
             e.histogram(
                 "watchpost_api_request_duration_seconds",

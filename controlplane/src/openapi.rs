@@ -431,7 +431,7 @@ pub static ROUTES: &[Route] = &[
         ],
         body: None,
         ok: &[(200, "SigmaRuleList")],
-        errors: &[422],
+        errors: &[422, 503],
         handler: || get(crate::routes::sigma::list),
     },
     Route {
@@ -442,7 +442,7 @@ pub static ROUTES: &[Route] = &[
         query: &[],
         body: Some("SigmaUpload"),
         ok: &[(201, "SigmaRuleDetail"), (200, "SigmaDryRun")],
-        errors: &[409, 413, 422, 507],
+        errors: &[409, 413, 422, 503, 507],
         handler: || post(crate::routes::sigma::post),
     },
     Route {
@@ -453,7 +453,7 @@ pub static ROUTES: &[Route] = &[
         query: &[],
         body: None,
         ok: &[(200, "SigmaRuleDetail")],
-        errors: &[404],
+        errors: &[404, 503],
         handler: || get(crate::routes::sigma::get),
     },
     Route {
@@ -464,7 +464,7 @@ pub static ROUTES: &[Route] = &[
         query: &[],
         body: Some("SigmaToggle"),
         ok: &[(200, "SigmaRule")],
-        errors: &[404, 413, 422],
+        errors: &[404, 413, 422, 503],
         handler: || patch(crate::routes::sigma::patch),
     },
     Route {
@@ -475,7 +475,7 @@ pub static ROUTES: &[Route] = &[
         query: &[],
         body: None,
         ok: &[(200, "RuleTimeline")],
-        errors: &[404],
+        errors: &[404, 503],
         handler: || get(crate::routes::sigma::timeline),
     },
     Route {
@@ -486,7 +486,7 @@ pub static ROUTES: &[Route] = &[
         query: &[SINCE, UNTIL],
         body: None,
         ok: &[(200, "Coverage")],
-        errors: &[422],
+        errors: &[422, 503],
         handler: || get(crate::routes::attack::coverage),
     },
     Route {
@@ -577,7 +577,7 @@ fn operation(r: &Route) -> Value {
             "required": r.path == "/entities/search" && q.name == "q",
             "description": q.description,
             "schema": {"type": q.kind},
-            "example": q.example,
+            "example": typed_example(q),
         })
     }));
     let mut responses = Map::new();
@@ -630,6 +630,18 @@ fn operation(r: &Route) -> Value {
         op["x-rate-limit-family"] = json!(family);
     }
     op
+}
+
+/// An example as the JSON value its schema type says (`1`, not `"1"`).
+fn typed_example(q: &Param) -> Value {
+    match q.kind {
+        "integer" => q
+            .example
+            .parse::<i64>()
+            .map_or_else(|_| json!(q.example), |n| json!(n)),
+        "boolean" => json!(q.example == "true"),
+        _ => json!(q.example),
+    }
 }
 
 /// Names of the `{name}` segments of a path.
@@ -747,11 +759,13 @@ fn schemas() -> Value {
     put(
         "ListMeta",
         object(
-            "Pagination",
+            "Pagination; total_exact and timed_out appear only when false and true (docs/api.md, Lists)",
             &[
                 ("total", "integer"),
                 ("page", "integer"),
                 ("limit", "integer"),
+                ("total_exact", "boolean"),
+                ("timed_out", "boolean"),
             ],
         ),
     );
@@ -940,12 +954,26 @@ fn schemas() -> Value {
     );
     put("EntityList", list_of("EntityHit"));
     put(
+        "EntitySummary",
+        object(
+            "The entity a response is about",
+            &[
+                ("uuid", "string"),
+                ("kind", "string"),
+                ("value", "string"),
+                ("first_seen_ns", "integer"),
+            ],
+        ),
+    );
+    put(
         "EntityTimeline",
         object(
             "An entity's events across sources",
             &[
-                ("entity", "EntityRef"),
+                ("entity", "EntitySummary"),
                 ("total", "integer"),
+                ("total_exact", "boolean"),
+                ("timed_out", "boolean"),
                 ("events", "[Event]"),
                 ("sources", "object"),
                 ("related_entities", "array"),
@@ -957,7 +985,7 @@ fn schemas() -> Value {
         object(
             "Highest UEBA score per hour",
             &[
-                ("entity", "string"),
+                ("entity", "EntitySummary"),
                 ("range", "string"),
                 ("resolution", "string"),
                 ("points", "array"),

@@ -60,6 +60,7 @@ pub async fn list(
             Some(list) => Some(statuses(list)?),
         },
         assignee: p.text("assignee", MAX_ASSIGNEE_CHARS)?,
+        without_triage: false,
         page: p.int("page", 1, 1, 1_000_000)?,
         limit: p.int("limit", DEFAULT_LIMIT, 1, MAX_LIMIT)?,
     };
@@ -123,17 +124,21 @@ pub async fn patch(
     let bytes = read_body(body, st.config.api_max_body_bytes).await?;
     let change = triage_update(&bytes)?;
     let store = st.store.clone();
-    tokio::task::spawn_blocking(move || match store.update_triage(&id, &change, now_ns()) {
-        Ok(Some(mut a)) => {
-            resolve_names(&store, &mut a);
-            Ok(Json(a))
-        }
-        Ok(None) => Err(ApiError::not_found(format!("no alert {id}"))),
-        Err(TriageError::Refused(why)) => Err(ApiError::invalid_body("status", why)),
-        Err(TriageError::Store(e)) => Err(ApiError::internal(e)),
-    })
-    .await
-    .map_err(ApiError::internal)?
+    let alert =
+        tokio::task::spawn_blocking(move || match store.update_triage(&id, &change, now_ns()) {
+            Ok(Some(mut a)) => {
+                resolve_names(&store, &mut a);
+                Ok(a)
+            }
+            Ok(None) => Err(ApiError::not_found(format!("no alert {id}"))),
+            Err(TriageError::Refused(field, why)) => Err(ApiError::invalid_body(field, why)),
+            Err(TriageError::Store(e)) => Err(ApiError::internal(e)),
+        })
+        .await
+        .map_err(ApiError::internal)??;
+    // WebSocket clients see the change in their next alert_batch.
+    st.ws.publish_update(alert.clone());
+    Ok(Json(alert))
 }
 
 /// Reads a triage body: an object of `status`, `reason`, `assignee` (a name, or null to

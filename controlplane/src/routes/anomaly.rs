@@ -75,6 +75,7 @@ pub async fn timeline(
             until_ns: Some(end),
             page: 1,
             limit: u32::MAX,
+            without_triage: true,
             ..AlertQuery::default()
         });
         for a in all.items {

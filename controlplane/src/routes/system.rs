@@ -12,7 +12,7 @@ use watchpost_dataplane::batch::InputId;
 use watchpost_dataplane::clock::now_ns;
 
 /// A worker that has not reported for this long is considered stuck.
-const STALE_WORKER_NS: i64 = 10_000_000_000;
+pub(crate) const STALE_WORKER_NS: i64 = 10_000_000_000;
 
 /// Health of every component; 503 when any is degraded.
 pub async fn health(State(st): State<AppState>) -> Response {

@@ -206,6 +206,20 @@ impl Hub {
         }
     }
 
+    /// Sends an alert changed by the API (a triage) to the sessions as an update: it reaches
+    /// each client in its next `alert_batch`, if the client's filter takes it.
+    pub fn publish_update(&self, alert: watchpost_proto::Alert) {
+        let change = AlertChange {
+            seq: 0,
+            alert: Arc::new(alert),
+            new: false,
+        };
+        let _ = self.tx.send(Arc::new(HubMsg::Alerts {
+            changes: vec![change],
+            missed: 0,
+        }));
+    }
+
     async fn poll_alerts(self: Arc<Self>) {
         let Some(live) = self.live.clone() else {
             return;
@@ -232,6 +246,12 @@ impl Hub {
             let missed = live.since(last, &mut changes);
             if let Some(c) = changes.last() {
                 last = c.seq;
+            }
+            // The detector's copy of a folding alert knows nothing of triage, which lives in
+            // the store: without this, a repeat would show a closed alert as open.
+            for c in changes.iter_mut().filter(|c| !c.new) {
+                let triage = self.store.alert_triage(&c.alert.id);
+                Arc::make_mut(&mut c.alert).triage = triage;
             }
             if !changes.is_empty() || missed > 0 {
                 let _ = self.tx.send(Arc::new(HubMsg::Alerts { changes, missed }));

@@ -487,8 +487,22 @@ fn publish(
         &stats.detect.correlation_groups,
         &stats.detect.correlation_dropped,
     ];
-    for ((g, new), old) in gauges.iter().zip(now).zip(reported.iter_mut()) {
-        g.fetch_add(new.wrapping_sub(*old), Ordering::Relaxed);
+    // Entries 1 and 4 are counters, which restart from 0 when their owner is rebuilt (a new
+    // correlation plan after a rule upload or toggle): a drop then means "counted anew", and only
+    // the new count is added, so the sums exported as Prometheus counters never go down.
+    const COUNTERS: [bool; 5] = [false, true, false, false, true];
+    for (((g, new), old), counter) in gauges
+        .iter()
+        .zip(now)
+        .zip(reported.iter_mut())
+        .zip(COUNTERS)
+    {
+        let delta = if counter && new < *old {
+            new
+        } else {
+            new.wrapping_sub(*old)
+        };
+        g.fetch_add(delta, Ordering::Relaxed);
         *old = new;
     }
 }

@@ -40,9 +40,9 @@ pub(crate) const CF_TRIAGE: &str = "triage";
 /// Why a triage change did not land.
 #[derive(Debug, thiserror::Error)]
 pub enum TriageError {
-    /// The change breaks a rule of the lifecycle; the text says which.
-    #[error("{0}")]
-    Refused(&'static str),
+    /// The change breaks a rule of the lifecycle: the body field at fault, and which rule.
+    #[error("{1}")]
+    Refused(&'static str, &'static str),
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -97,6 +97,9 @@ pub struct AlertQuery {
     pub page: u32,
     /// Items per page.
     pub limit: u32,
+    /// Leave the items' triage at the default instead of reading it (for callers that only
+    /// count, such as the anomaly timeline).
+    pub without_triage: bool,
 }
 
 impl AlertQuery {
@@ -215,6 +218,11 @@ impl Store {
         Some(a)
     }
 
+    /// The triage record of alert `id` (the default when it has none or `id` is not one).
+    pub fn alert_triage(&self, id: &str) -> Triage {
+        alert_key(id).map_or_else(Triage::default, |k| self.triage(&k))
+    }
+
     /// The triage record of an alert (the default, open and unassigned, when it has none).
     fn triage(&self, key: &[u8; 16]) -> Triage {
         self.db()
@@ -250,11 +258,13 @@ impl Store {
         if status == TriageStatus::Closed {
             if change.status == Some(TriageStatus::Closed) && change.reason.is_none() {
                 return Err(TriageError::Refused(
+                    "reason",
                     "closing needs a `reason`: true_positive, benign_positive, false_positive, duplicate or other",
                 ));
             }
         } else if change.reason.is_some() {
             return Err(TriageError::Refused(
+                "reason",
                 "a `reason` is only for closing: the alert would not be closed",
             ));
         }
@@ -319,7 +329,11 @@ impl Store {
                 triage = Some(t);
             }
             if in_page && let Ok(mut a) = serde_json::from_slice::<Alert>(bytes) {
-                a.triage = triage.unwrap_or_else(|| self.triage(&key));
+                a.triage = match triage {
+                    Some(t) => t,
+                    None if q.without_triage => Triage::default(),
+                    None => self.triage(&key),
+                };
                 page.items.push(a);
             }
             page.total += 1;
@@ -715,7 +729,7 @@ mod tests {
         store.put_alert(&alert(ID, 1)).unwrap();
         assert!(matches!(
             store.update_triage(ID, &closing(None), 1),
-            Err(TriageError::Refused(_))
+            Err(TriageError::Refused("reason", _))
         ));
         let reason_only = TriageUpdate {
             reason: Some(CloseReason::Duplicate),
@@ -723,7 +737,7 @@ mod tests {
         };
         assert!(matches!(
             store.update_triage(ID, &reason_only, 2),
-            Err(TriageError::Refused(_))
+            Err(TriageError::Refused("reason", _))
         ));
         // Refusals leave no trace.
         assert_eq!(store.alert(ID).unwrap().triage, Triage::default());

@@ -81,6 +81,20 @@ pub enum QueryError {
     Rocks(#[from] rocksdb::Error),
 }
 
+/// Why an index scan gave up.
+enum IndexScan {
+    /// The search's deadline passed.
+    OutOfTime,
+    /// RocksDB failed.
+    Rocks(rocksdb::Error),
+}
+
+impl From<rocksdb::Error> for IndexScan {
+    fn from(e: rocksdb::Error) -> IndexScan {
+        IndexScan::Rocks(e)
+    }
+}
+
 /// Candidate positions within one block; `None` = every event of the block.
 type Positions = Option<Vec<u16>>;
 
@@ -98,7 +112,20 @@ impl Store {
             stopped: false,
             timed_out: false,
         };
-        match self.index_candidates(q)? {
+        let candidates = match self.index_candidates(q) {
+            Ok(c) => c,
+            // The index alone took the whole time: nothing read yet, say so.
+            Err(IndexScan::OutOfTime) => {
+                return Ok(EventPage {
+                    items: Vec::new(),
+                    total: 0,
+                    total_exact: false,
+                    timed_out: true,
+                });
+            }
+            Err(IndexScan::Rocks(e)) => return Err(e.into()),
+        };
+        match candidates {
             Some(cands) => {
                 for (key, positions) in cands.iter().rev() {
                     let Some(meta) = self.block_meta(key)? else {
@@ -146,7 +173,7 @@ impl Store {
     fn index_candidates(
         &self,
         q: &EventQuery,
-    ) -> Result<Option<BTreeMap<BlockKey, Vec<u16>>>, QueryError> {
+    ) -> Result<Option<BTreeMap<BlockKey, Vec<u16>>>, IndexScan> {
         let mut lists: Vec<BTreeMap<BlockKey, Vec<u16>>> = Vec::new();
         let today = day_of(now_ns());
         let first_day = today.saturating_sub(q.retention_days.max(1) + 1);
@@ -158,8 +185,8 @@ impl Store {
                     CF_IDX_ENTITY,
                     *kind as u8,
                     hash,
-                    first_day,
-                    today,
+                    (first_day, today),
+                    q.deadline,
                     &mut union,
                 )?;
             }
@@ -171,15 +198,22 @@ impl Store {
                 CF_IDX_SOURCE,
                 0,
                 hash64(s.as_bytes()),
-                first_day,
-                today,
+                (first_day, today),
+                q.deadline,
                 &mut m,
             )?;
             lists.push(m);
         }
         if let Some(t) = q.template_id {
             let mut m = BTreeMap::new();
-            self.scan_index(CF_IDX_TEMPLATE, 0, t, first_day, today, &mut m)?;
+            self.scan_index(
+                CF_IDX_TEMPLATE,
+                0,
+                t,
+                (first_day, today),
+                q.deadline,
+                &mut m,
+            )?;
             lists.push(m);
         }
         let Some(mut acc) = lists.pop() else {
@@ -197,24 +231,33 @@ impl Store {
         Ok(Some(acc))
     }
 
+    /// Collects the postings of one value over the days `(first, last)`, checking the deadline
+    /// every few hundred entries (a common value has one per block).
     fn scan_index(
         &self,
         cf: &str,
         tag: u8,
         hash: u64,
-        first_day: u32,
-        last_day: u32,
+        (first_day, last_day): (u32, u32),
+        deadline: Option<std::time::Instant>,
         out: &mut BTreeMap<BlockKey, Vec<u16>>,
-    ) -> Result<(), QueryError> {
+    ) -> Result<(), IndexScan> {
         let mut opts = rocksdb::ReadOptions::default();
         opts.set_prefix_same_as_start(true);
         let mut it = self.db().raw_iterator_cf_opt(self.cf(cf), opts);
+        let mut read = 0u32;
         for day in first_day..=last_day {
             let prefix = index_prefix(day, tag, hash);
             it.seek(prefix);
             while let (Some(k), Some(v)) = (it.key(), it.value()) {
                 if !k.starts_with(&prefix) || k.len() != INDEX_PREFIX_LEN + BLOCK_KEY_LEN {
                     break;
+                }
+                read = read.wrapping_add(1);
+                if read.is_multiple_of(256)
+                    && deadline.is_some_and(|d| std::time::Instant::now() >= d)
+                {
+                    return Err(IndexScan::OutOfTime);
                 }
                 if let Ok(key) = BlockKey::try_from(&k[INDEX_PREFIX_LEN..]) {
                     let entry = out.entry(key).or_default();
