@@ -11,9 +11,9 @@ pub struct ListMeta {
     pub page: u32,
     /// Items per page.
     pub limit: u32,
-    /// False when counting stopped early (event searches that must read every event to count,
-    /// past [`TOTAL_EXACT_UP_TO`] matches); only written then.
-    #[serde(default = "exact", skip_serializing_if = "is_exact")]
+    /// False when counting stopped early (event and alert listings that must read each match to
+    /// count it, past [`TOTAL_EXACT_UP_TO`] matches); only written then.
+    #[serde(default = "always_true", skip_serializing_if = "is_true")]
     pub total_exact: bool,
     /// True when an event search hit `api_search_timeout_ms`: the items are those found by then
     /// (possibly fewer than a full page); only written then.
@@ -25,11 +25,11 @@ pub struct ListMeta {
 /// for any pager ("10,000+"), and what Elastic's `track_total_hits` defaults to.
 pub const TOTAL_EXACT_UP_TO: u64 = 10_000;
 
-fn exact() -> bool {
+fn always_true() -> bool {
     true
 }
 
-fn is_exact(v: &bool) -> bool {
+fn is_true(v: &bool) -> bool {
     *v
 }
 

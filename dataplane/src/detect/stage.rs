@@ -472,37 +472,32 @@ fn publish(
     }
     minutes.clear();
     risk.clear();
-    // Gauges summed over workers: each adds the change since its last report.
-    let now = [
-        d.ueba().len() as u64,
-        d.ueba().evicted(),
-        d.sources().count() as u64,
-        d.correlation_groups() as u64,
-        d.correlation_dropped(),
+    // Values summed over workers: each adds the change since its last report. A counter
+    // restarts from 0 when its owner is rebuilt (a new correlation plan after a rule upload or
+    // toggle): a drop then means "counted anew", and only the new count is added, so the sums
+    // exported as Prometheus counters never go down. A gauge adds its (wrapping) difference.
+    let published = [
+        (&stats.detect.ueba_entities, d.ueba().len() as u64, false),
+        (&stats.detect.ueba_evicted, d.ueba().evicted(), true),
+        (&stats.detect.sources, d.sources().count() as u64, false),
+        (
+            &stats.detect.correlation_groups,
+            d.correlation_groups() as u64,
+            false,
+        ),
+        (
+            &stats.detect.correlation_dropped,
+            d.correlation_dropped(),
+            true,
+        ),
     ];
-    let gauges = [
-        &stats.detect.ueba_entities,
-        &stats.detect.ueba_evicted,
-        &stats.detect.sources,
-        &stats.detect.correlation_groups,
-        &stats.detect.correlation_dropped,
-    ];
-    // Entries 1 and 4 are counters, which restart from 0 when their owner is rebuilt (a new
-    // correlation plan after a rule upload or toggle): a drop then means "counted anew", and only
-    // the new count is added, so the sums exported as Prometheus counters never go down.
-    const COUNTERS: [bool; 5] = [false, true, false, false, true];
-    for (((g, new), old), counter) in gauges
-        .iter()
-        .zip(now)
-        .zip(reported.iter_mut())
-        .zip(COUNTERS)
-    {
-        let delta = if counter && new < *old {
+    for ((sum, new, is_counter), old) in published.into_iter().zip(reported.iter_mut()) {
+        let delta = if is_counter && new < *old {
             new
         } else {
             new.wrapping_sub(*old)
         };
-        g.fetch_add(delta, Ordering::Relaxed);
+        sum.fetch_add(delta, Ordering::Relaxed);
         *old = new;
     }
 }
