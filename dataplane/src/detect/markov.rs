@@ -55,7 +55,7 @@ impl Markov {
     pub fn rarity(&self, template: u64) -> f64 {
         let t = (mix(template, 0, 0x5555) as usize) % TOTALS;
         let share = (f64::from(self.totals[t]) + 0.5) / (self.seen as f64 + 1.0);
-        (-share.log2() / 16.0).clamp(0.0, 1.0)
+        (-f64::from((share as f32).log2()) / 16.0).clamp(0.0, 1.0)
     }
 
     /// Scores the step from the previous template to `template` and learns it. The score is in
@@ -84,7 +84,7 @@ impl Markov {
             self.rows.iter_mut().for_each(|c| *c /= 2);
             self.totals.iter_mut().for_each(|c| *c /= 2);
         }
-        (-p.log2() / 16.0).clamp(0.0, 1.0)
+        (-f64::from((p as f32).log2()) / 16.0).clamp(0.0, 1.0)
     }
 }
 

@@ -106,12 +106,26 @@ impl<V> EntityTable<V> {
         self.find(key).is_some()
     }
 
-    /// Sets the value of `key`, replacing any.
-    pub fn insert(&mut self, key: u64, value: V) {
+    /// Where the value of `key` is kept: a handle for [`EntityTable::at_mut`], valid until the
+    /// next insertion or removal. Lets a caller that may have to insert look the key up once.
+    #[inline]
+    pub fn position(&self, key: u64) -> Option<u32> {
+        self.find(key).map(|i| self.slots[i].at)
+    }
+
+    /// The value at a handle from [`EntityTable::position`] or [`EntityTable::insert`].
+    #[inline]
+    pub fn at_mut(&mut self, at: u32) -> Option<&mut V> {
+        self.values.get_mut(at as usize)?.as_mut().map(|(_, v)| v)
+    }
+
+    /// Sets the value of `key`, replacing any; returns where it is kept (see
+    /// [`EntityTable::position`]).
+    pub fn insert(&mut self, key: u64, value: V) -> u32 {
         if let Some(i) = self.find(key) {
-            let at = self.slots[i].at as usize;
-            self.values[at] = Some((key, value));
-            return;
+            let at = self.slots[i].at;
+            self.values[at as usize] = Some((key, value));
+            return at;
         }
         if (self.len + 1) * 2 > self.slots.len() {
             self.grow();
@@ -128,6 +142,7 @@ impl<V> EntityTable<V> {
         };
         self.place(stored(key), at);
         self.len += 1;
+        at
     }
 
     fn place(&mut self, key: u64, at: u32) {

@@ -419,7 +419,7 @@ impl Baseline {
             Some(i) => {
                 let w = f64::from(self.lists.weight(usize::from(i))).max(1e-9);
                 let total = f64::from(self.template_total).max(w);
-                ((total / w).log2() / 10.0).clamp(0.0, 1.0)
+                (f64::from(((total / w) as f32).log2()) / 10.0).clamp(0.0, 1.0)
             }
         }
     }
@@ -683,17 +683,20 @@ impl Ueba {
 
     /// Scores one entity occurrence, then learns it.
     pub fn observe(&mut self, o: &Observation) -> Outcome {
-        if !self.entities.contains_key(o.entity) {
-            if self.entities.len() >= self.params.max_entities {
-                self.evict();
+        let at = match self.entities.position(o.entity) {
+            Some(at) => at,
+            None => {
+                if self.entities.len() >= self.params.max_entities {
+                    self.evict();
+                }
+                self.type_counts[o.kind as usize] += 1;
+                self.entities
+                    .insert(o.entity, Baseline::new(o.kind, o.ts_ns, &self.params))
             }
-            self.entities
-                .insert(o.entity, Baseline::new(o.kind, o.ts_ns, &self.params));
-            self.type_counts[o.kind as usize] += 1;
-        }
+        };
         let peer_share = self.peer_share(o.template, o.kind);
         let p = &self.params;
-        let Some(b) = self.entities.get_mut(o.entity) else {
+        let Some(b) = self.entities.at_mut(at) else {
             return Outcome::Learned;
         };
         let probe = b.lists.probe(o.template, o.source);

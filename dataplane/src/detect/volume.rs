@@ -13,7 +13,7 @@ pub const NS_PER_MINUTE: i64 = 60_000_000_000;
 /// Maps a standardised deviation to [0, 1]: about 0.02 at z = 0, 0.5 at z = 4, 0.98 at z = 8.
 #[inline]
 pub fn z_to_score(z: f64) -> f64 {
-    1.0 / (1.0 + (-(z - 4.0)).exp())
+    1.0 / (1.0 + f64::from((4.0 - z as f32).exp()))
 }
 
 /// Additive Holt-Winters with 24 hourly seasonal slots, fed per-minute counts.
