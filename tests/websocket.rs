@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Service, free_port, header, http, json, request};
+use common::{Service, free_port, header, http, json, request, send_lines};
 use serde_json::Value;
 use std::io::Write;
 use std::net::TcpStream;
@@ -68,13 +68,6 @@ fn until(ws: &mut Ws, want: impl Fn(&Value) -> bool) -> (Value, Vec<Value>) {
         }
     }
     panic!("no such frame; got {before:?}");
-}
-
-fn send_lines(port: u16, lines: &str) {
-    TcpStream::connect(("127.0.0.1", port))
-        .unwrap()
-        .write_all(lines.as_bytes())
-        .unwrap();
 }
 
 fn events_of(v: &Value) -> Vec<Value> {

@@ -7,6 +7,7 @@
 #![deny(missing_docs)]
 
 pub mod browser;
+pub mod dashboard;
 pub mod error;
 pub mod metrics;
 pub mod openapi;
@@ -25,7 +26,7 @@ pub use state::{AppState, RateSampler};
 use std::future::Future;
 
 /// Every route of the API ([`openapi::ROUTES`]), each in its rate-limit family (see
-/// [`ratelimit`]), plus `/metrics` at the root.
+/// [`ratelimit`]), plus `/metrics` and the dashboard ([`dashboard`]) at the root.
 pub fn router(state: AppState) -> Router {
     use axum::middleware::from_fn_with_state;
     use openapi::Family;
@@ -56,7 +57,10 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .nest("/api/v1", api)
         .route("/metrics", get(metrics::scrape))
+        .route("/", get(dashboard::index))
+        .route("/assets/{name}", get(dashboard::asset))
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             browser::layer,

@@ -155,6 +155,14 @@ impl Drop for Redis {
     }
 }
 
+/// Writes `lines` to a TCP input on `port` in one connection.
+pub fn send_lines(port: u16, lines: &str) {
+    TcpStream::connect(("127.0.0.1", port))
+        .unwrap()
+        .write_all(lines.as_bytes())
+        .unwrap();
+}
+
 /// The service, killed when dropped.
 pub struct Service(Child);
 

@@ -1,0 +1,213 @@
+//! The dashboard against the running service: what `GET /` and its assets are served with (the
+//! strict content-security policy above all), and the page itself driven in headless Chromium
+//! (`ui/tests/dashboard.mjs`) while log lines flow in.
+
+mod common;
+
+use common::{Service, free_port, header, http, json, request, send_lines};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+fn start(dir: &Path) -> (Service, u16, u16) {
+    let (api, tcp) = (free_port(), free_port());
+    let config = dir.join("watchpost.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "dashboard_port = {api}\nhealth_port = 0\n[inputs.syslog_udp]\nenabled = false\n[inputs.json_tcp]\nenabled = false\n[inputs.syslog_tcp]\naddress = \"127.0.0.1:{tcp}\"\n[dataplane]\npin_workers = false\n"
+        ),
+    )
+    .unwrap();
+    (Service::start(dir, &config, api), api, tcp)
+}
+
+#[test]
+fn the_page_and_its_assets_carry_the_strict_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_svc, api, _) = start(dir.path());
+    let (code, head, body) = request(api, "GET", "/", &[], "");
+    assert_eq!(code, 200);
+    assert!(body.starts_with("<!doctype html>"), "{body}");
+    assert_eq!(
+        header(&head, "content-security-policy"),
+        Some(watchpost_controlplane::dashboard::CSP)
+    );
+    for (name, want) in [
+        ("content-type", "text/html; charset=utf-8"),
+        ("x-content-type-options", "nosniff"),
+        ("x-frame-options", "DENY"),
+        ("referrer-policy", "no-referrer"),
+        ("cross-origin-opener-policy", "same-origin"),
+        ("cross-origin-resource-policy", "same-origin"),
+        ("cache-control", "no-cache"),
+    ] {
+        assert_eq!(header(&head, name), Some(want), "{name}: {head}");
+    }
+    assert!(header(&head, "permissions-policy").is_some_and(|p| p.contains("camera=()")));
+    let csp = watchpost_controlplane::dashboard::CSP;
+    for directive in [
+        "default-src 'none'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "connect-src 'self'",
+        "frame-ancestors 'none'",
+        "base-uri 'none'",
+        "form-action 'none'",
+        "object-src 'none'",
+        "require-trusted-types-for 'script'",
+    ] {
+        assert!(csp.contains(directive), "{directive} missing from {csp}");
+    }
+    assert!(!csp.contains("unsafe"), "{csp}");
+
+    // Every file, with its type and tag; an unchanged file revalidates to a 304 with no body.
+    for a in watchpost_ui::ASSETS {
+        let (code, head, body) = request(api, "GET", &format!("/assets/{}", a.name), &[], "");
+        assert_eq!(code, 200, "{}", a.name);
+        assert_eq!(header(&head, "content-type"), Some(a.content_type));
+        assert_eq!(body.as_bytes(), a.body, "{}", a.name);
+        assert_eq!(
+            header(&head, "content-security-policy"),
+            Some(watchpost_controlplane::dashboard::CSP)
+        );
+        let tag = header(&head, "etag").unwrap().to_string();
+        let (code, head, body) = request(
+            api,
+            "GET",
+            &format!("/assets/{}", a.name),
+            &[("If-None-Match", &tag)],
+            "",
+        );
+        assert_eq!((code, body.as_str()), (304, ""), "{}", a.name);
+        assert_eq!(header(&head, "etag"), Some(tag.as_str()));
+        let stale = request(
+            api,
+            "GET",
+            &format!("/assets/{}", a.name),
+            &[("If-None-Match", "\"0000000000000000\"")],
+            "",
+        );
+        assert_eq!(stale.0, 200);
+    }
+
+    // Unknown files and paths that try to leave the asset table are 404s in the API's shape.
+    for path in [
+        "/assets/nope.js",
+        "/assets/..%2FCargo.toml",
+        "/assets/../Cargo.toml",
+        "/assets/",
+        "/index.html",
+    ] {
+        let (code, body) = http(api, "GET", path, "");
+        assert_eq!(code, 404, "{path}: {body}");
+        assert_eq!(json(&body)["error"], "not_found", "{path}");
+    }
+    assert_eq!(http(api, "POST", "/", "").0, 405);
+    // The API keeps its own, stricter policy: JSON loads nothing.
+    let (_, head, _) = request(api, "GET", "/api/v1/health", &[], "");
+    assert_eq!(
+        header(&head, "content-security-policy"),
+        Some("default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
+    );
+}
+
+/// Node, playwright-core (`npm ci --prefix ui`) and Chromium, when all are here.
+fn browser_tools() -> Option<(PathBuf, PathBuf)> {
+    let ui = Path::new(env!("CARGO_MANIFEST_DIR")).join("ui");
+    let chromium = PathBuf::from(std::env::var("CHROMIUM").unwrap_or("/usr/bin/chromium".into()));
+    let node_ok = Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let ready = node_ok && chromium.exists() && ui.join("node_modules/playwright-core").is_dir();
+    ready.then_some((ui, chromium))
+}
+
+#[test]
+fn a_person_can_watch_triage_and_filter_in_a_real_browser() {
+    let Some((ui, chromium)) = browser_tools() else {
+        // CI installs all three (scripts/setup); a developer machine without them says so.
+        assert!(
+            std::env::var("CI").is_err(),
+            "CI needs node, Chromium and ui/node_modules (scripts/setup installs them)"
+        );
+        eprintln!("SKIPPED: node, Chromium or ui/node_modules missing; run scripts/setup");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (_svc, api, tcp) = start(dir.path());
+    // Alerts before the page opens: invalid-user lines fire a bundled Sigma rule.
+    let lines: String = (0..3)
+        .map(|i| format!("<38>Nov 21 10:15:0{i} web-01 sshd[21{i}]: Invalid user oracle{i} from 203.0.113.9 port 4000{i}\n"))
+        .collect();
+    send_lines(tcp, &lines);
+    let t = Instant::now();
+    while json(&http(api, "GET", "/api/v1/alerts", "").1)["meta"]["total"] == 0 {
+        assert!(t.elapsed() < Duration::from_secs(20), "no alert was raised");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Lines keep coming while the browser watches: every severity, and hostile markup.
+    let stop = Arc::new(AtomicBool::new(false));
+    let feeding = stop.clone();
+    let feeder = std::thread::spawn(move || {
+        let mut i = 0u32;
+        while !feeding.load(Ordering::Relaxed) {
+            i += 1;
+            send_lines(
+                tcp,
+                &format!(
+                    "<37>Nov 21 10:20:00 web-03 app[{i}]: user login <img src=x onerror=alert(1)> ok\n\
+                     <27>Nov 21 10:20:00 web-02 cron[{i}]: job {i} failed badly\n\
+                     <38>Nov 21 10:20:00 web-01 sshd[{i}]: Connection closed by 10.0.0.{}\n",
+                    i % 250
+                ),
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    });
+    let shots = std::env::temp_dir().join(format!("watchpost-dashboard-{api}"));
+    let mut child = Command::new("node")
+        .arg(ui.join("tests/dashboard.mjs"))
+        .arg(format!("http://127.0.0.1:{api}"))
+        .arg(&shots)
+        .env("CHROMIUM", &chromium)
+        .current_dir(&ui)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if t.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    stop.store(true, Ordering::Relaxed);
+    feeder.join().unwrap();
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "the browser run failed ({status:?}); screenshots in {}\n{stdout}\n{stderr}",
+        shots.display()
+    );
+    let summary = json(stdout.lines().last().unwrap_or("{}"));
+    assert!(
+        summary["html_sink"]
+            .as_str()
+            .unwrap()
+            .starts_with("refused")
+    );
+    eprintln!("dashboard: {summary}; screenshots in {}", shots.display());
+}

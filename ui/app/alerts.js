@@ -1,0 +1,213 @@
+// The Alert Feed (newest first, coloured by severity, live from the stream) and the alert detail
+// with triage and tp/fp feedback.
+
+import {get, patch, post} from './api.js';
+import {h, fill} from './dom.js';
+import {clock, count, entity, iso, severityBadge, severityName} from './format.js';
+
+const PAGE = 100;
+const REASONS = ['true_positive', 'benign_positive', 'false_positive', 'duplicate', 'other'];
+const VIEWS = {
+  'open,acknowledged': 'Work queue (open, acknowledged)',
+  '': 'All',
+  open: 'Open',
+  acknowledged: 'Acknowledged',
+  closed: 'Closed',
+};
+
+export function mountAlerts(root, detailRoot, stream) {
+  const alerts = new Map();
+  let view = 'open,acknowledged';
+  let minSeverity = 0;
+  let total = 0;
+  let selected = null;
+
+  const viewSelect = h('select', {id: 'alert-view', 'aria-label': 'Triage status',
+    on: {change: () => { view = viewSelect.value; load(); }}},
+    Object.entries(VIEWS).map(([v, label]) => h('option', {value: v, selected: v === view}, label)));
+  const sevSelect = h('select', {id: 'alert-severity', 'aria-label': 'Minimum severity',
+    on: {change: () => { minSeverity = Number(sevSelect.value); load(); }}},
+    [0, 1, 2, 3, 4, 5].map((s) => h('option', {value: s}, `≥ ${severityName(s)}`)));
+  const summary = h('span', {class: 'muted', id: 'alert-total'});
+  const body = h('tbody', {id: 'alert-rows'});
+  const message = h('p', {class: 'muted', id: 'alert-message'}, 'Loading…');
+  root.append(
+    h('div', {class: 'toolbar'}, viewSelect, sevSelect, summary),
+    h('div', {class: 'scroll'},
+      h('table', {class: 'rows'},
+        h('thead', {}, h('tr', {}, ['Time', 'Sev', 'Alert', 'Status']
+          .map((c) => h('th', {scope: 'col'}, c)))),
+        body)),
+    message);
+
+  function passes(a) {
+    if (a.severity < minSeverity) return false;
+    return !view || view.split(',').includes(a.triage ? a.triage.status : 'open');
+  }
+
+  function row(a) {
+    return h('tr', {dataset: {id: a.id}, tabindex: 0, class: a.id === selected ? 'selected' : '',
+      on: {click: () => open(a.id), keydown: (e) => { if (e.key === 'Enter') open(a.id); }}},
+      h('td', {class: 'nowrap', title: iso(a.first_seen_ns)}, clock(a.last_seen_ns)),
+      h('td', {}, severityBadge(a.severity)),
+      h('td', {},
+        h('div', {class: 'title'}, a.title),
+        h('div', {class: 'muted small'}, a.type, a.entity && ' · ', a.entity && h('span', {class: 'mono'}, entity(a.entity)),
+          a.count > 1 && ` · ×${count(a.count)}`, a.triage.assignee && ` · ${a.triage.assignee}`)),
+      h('td', {}, h('span', {class: `triage triage-${a.triage.status}`}, a.triage.status)));
+  }
+
+  function render() {
+    const list = [...alerts.values()].filter(passes)
+      .sort((x, y) => y.first_seen_ns - x.first_seen_ns || (y.id > x.id ? 1 : -1))
+      .slice(0, PAGE);
+    fill(body, list.map(row));
+    fill(summary, `${count(Math.max(total, list.length))} matching`);
+    message.hidden = list.length > 0;
+    fill(message, 'No alerts match.');
+  }
+
+  async function load() {
+    try {
+      const page = await get('/alerts', {limit: PAGE, status: view, severity: minSeverity || ''});
+      alerts.clear();
+      for (const a of page.items) alerts.set(a.id, a);
+      total = page.meta.total;
+      render();
+    } catch (e) {
+      message.hidden = false;
+      fill(message, `Could not load alerts: ${e.message}`);
+    }
+  }
+
+  function upsert(a) {
+    const known = alerts.has(a.id);
+    alerts.set(a.id, a);
+    if (!known && passes(a)) total += 1;
+    if (a.id === selected) showDetail(a.id, false);
+  }
+
+  stream.on('alert', (f) => { upsert(f.alert); render(); });
+  stream.on('alert_batch', (f) => { for (const a of f.alerts) upsert(a); render(); });
+  stream.on('state', ({state}) => { if (state === 'open') load(); });
+
+  function open(id) {
+    selected = id;
+    render();
+    showDetail(id, true);
+  }
+
+  async function showDetail(id, focus) {
+    detailRoot.hidden = false;
+    let a;
+    try {
+      a = await get(`/alerts/${encodeURIComponent(id)}`);
+    } catch (e) {
+      fill(detailRoot, closeButton(), h('p', {class: 'error'}, `Could not load the alert: ${e.message}`));
+      return;
+    }
+    fill(detailRoot, closeButton(), ...detail(a));
+    if (focus) detailRoot.querySelector('h2').focus();
+  }
+
+  function closeButton() {
+    return h('button', {class: 'close', type: 'button', 'aria-label': 'Close detail',
+      on: {click: () => { detailRoot.hidden = true; selected = null; render(); }}}, '×');
+  }
+
+  function detail(a) {
+    const t = a.triage;
+    const out = [
+      h('h2', {tabindex: -1}, severityBadge(a.severity), ' ', a.title),
+      h('dl', {class: 'facts'},
+        fact('Id', a.id, 'mono'),
+        fact('Type / detector', `${a.type} · ${a.detector}`),
+        fact('Source', a.source),
+        fact('Entity', entity(a.entity), 'mono'),
+        fact('First seen', iso(a.first_seen_ns)),
+        fact('Last seen', iso(a.last_seen_ns)),
+        fact('Count', count(a.count)),
+        fact('Score / threshold', `${a.score.toFixed(3)} / ${a.threshold.toFixed(3)}`)),
+    ];
+    const contributions = Object.entries(a.contributions || {});
+    if (contributions.length) {
+      out.push(h('h3', {}, 'Contributions'), h('ul', {class: 'bars'}, contributions.map(([k, v]) =>
+        h('li', {}, h('span', {}, k), h('meter', {min: 0, max: 1, value: v}), h('span', {class: 'num'}, v.toFixed(3))))));
+    }
+    if (a.attack && a.attack.length) {
+      out.push(h('h3', {}, 'ATT&CK'), h('ul', {}, a.attack.map((m) =>
+        h('li', {}, h('span', {class: 'mono'}, m.technique_id), ` ${m.technique} (${m.tactic_id} ${m.tactic})`))));
+    }
+    if (a.related_entities && a.related_entities.length) {
+      out.push(h('h3', {}, 'Related entities'), h('ul', {}, a.related_entities.map((e) =>
+        h('li', {class: 'mono'}, `${entity(e)} (${e.role})`))));
+    }
+    out.push(h('h3', {}, 'Triage'), triageForm(a, t), feedbackButtons(a));
+    if (a.events && a.events.length) {
+      out.push(h('h3', {}, `Contributing events (${a.events.length})`), h('ul', {class: 'events'},
+        a.events.map((e) => h('li', {}, h('span', {class: 'muted'}, iso(e.timestamp_ns)), ' ',
+          h('span', {class: 'mono'}, e.source), ' ', e.message))));
+    }
+    if (t.history && t.history.length) {
+      out.push(h('h3', {}, 'History'), h('ol', {class: 'history'}, t.history.map((c) =>
+        h('li', {}, `${iso(c.at_ns)} · ${c.status}${c.reason ? ` (${c.reason})` : ''}`
+          + `${c.assignee ? ` · ${c.assignee}` : ''}${c.note ? ` · ${c.note}` : ''}`))));
+    }
+    return out;
+  }
+
+  function fact(name, value, cls) {
+    return [h('dt', {}, name), h('dd', {class: cls}, value || '—')];
+  }
+
+  function triageForm(a, t) {
+    const status = h('select', {name: 'status', 'aria-label': 'Status'},
+      ['open', 'acknowledged', 'closed'].map((s) => h('option', {value: s, selected: s === t.status}, s)));
+    const reason = h('select', {name: 'reason', 'aria-label': 'Closing reason'},
+      h('option', {value: ''}, 'reason…'),
+      REASONS.map((r) => h('option', {value: r, selected: r === t.reason}, r.replace('_', ' '))));
+    const assignee = h('input', {name: 'assignee', placeholder: 'assignee', value: t.assignee || '', maxlength: 128});
+    const note = h('input', {name: 'note', placeholder: 'note', maxlength: 4096});
+    const result = h('span', {class: 'muted', role: 'status'});
+    const sync = () => { reason.disabled = status.value !== 'closed'; };
+    status.addEventListener('change', sync);
+    sync();
+    const form = h('form', {class: 'triage-form', on: {submit: async (ev) => {
+      ev.preventDefault();
+      const change = {status: status.value};
+      if (status.value === 'closed') change.reason = reason.value || undefined;
+      const who = assignee.value.trim();
+      if (who !== (t.assignee || '')) change.assignee = who || null;
+      if (note.value.trim()) change.note = note.value.trim();
+      try {
+        const updated = await patch(`/alerts/${encodeURIComponent(a.id)}`, change);
+        alerts.set(updated.id, updated);
+        render();
+        showDetail(a.id, false);
+      } catch (e) {
+        fill(result, e.field ? `${e.field}: ${e.message}` : e.message);
+        result.className = 'error';
+      }
+    }}}, status, reason, assignee, note, h('button', {type: 'submit'}, 'Save'), result);
+    return form;
+  }
+
+  function feedbackButtons(a) {
+    const result = h('span', {class: 'muted', role: 'status'});
+    const send = (verdict) => async () => {
+      try {
+        await post(`/alerts/${encodeURIComponent(a.id)}/feedback`, {feedback: verdict, origin: 'dashboard'});
+        fill(result, `Recorded as ${verdict === 'tp' ? 'true' : 'false'} positive.`);
+        result.className = 'muted';
+      } catch (e) {
+        fill(result, e.message);
+        result.className = 'error';
+      }
+    };
+    return h('div', {class: 'feedback'}, 'Detector feedback: ',
+      h('button', {type: 'button', on: {click: send('tp')}}, 'True positive'),
+      h('button', {type: 'button', on: {click: send('fp')}}, 'False positive'), result);
+  }
+
+  load();
+}

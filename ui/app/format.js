@@ -1,0 +1,53 @@
+// How values read on screen.
+
+import {h} from './dom.js';
+
+export const SEVERITIES = ['debug', 'informational', 'low', 'medium', 'high', 'critical'];
+
+/** The name of a 0-5 severity. */
+export function severityName(n) {
+  return SEVERITIES[n] ?? String(n);
+}
+
+/** The short name a severity badge shows (`informational` is too wide for a table column). */
+export function severityLabel(n) {
+  return n === 1 ? 'info' : severityName(n);
+}
+
+/** A severity badge. */
+export function severityBadge(n) {
+  return h('span', {class: severityClass(n), title: severityName(n)}, severityLabel(n));
+}
+
+/** CSS class of a severity. */
+export function severityClass(n) {
+  return `sev sev-${Math.max(0, Math.min(5, n | 0))}`;
+}
+
+/** A nanosecond timestamp as local time of day (the full UTC time goes in the title). */
+export function clock(ns) {
+  const d = new Date(Number(ns) / 1e6);
+  return d.toLocaleTimeString([], {hour12: false});
+}
+
+/** A nanosecond timestamp in ISO 8601, UTC. */
+export function iso(ns) {
+  if (ns === null || ns === undefined) return '';
+  return new Date(Number(ns) / 1e6).toISOString();
+}
+
+/** A count with thousands separated. */
+export function count(n) {
+  return Number(n || 0).toLocaleString('en-US');
+}
+
+/** A rate per second, rounded sensibly. */
+export function rate(n) {
+  const v = Number(n || 0);
+  return v >= 100 ? count(Math.round(v)) : v.toFixed(1);
+}
+
+/** An entity as `kind:value`. */
+export function entity(e) {
+  return e ? `${e.kind}:${e.value}` : '';
+}

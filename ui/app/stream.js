@@ -1,0 +1,73 @@
+// The one WebSocket stream (/api/v1/ws): reconnects with backoff, hands each frame to whoever
+// listens for its type, and remembers the filter so a reconnect restores it.
+
+const MAX_BACKOFF_MS = 10000;
+
+export class Stream {
+  constructor() {
+    this.listeners = new Map();
+    this.filter = null;
+    this.state = 'connecting';
+    this.backoff = 500;
+    this.socket = null;
+  }
+
+  /** Calls `fn(frame)` for every frame of `type` ('state' for connection changes). */
+  on(type, fn) {
+    if (!this.listeners.has(type)) this.listeners.set(type, []);
+    this.listeners.get(type).push(fn);
+  }
+
+  emit(type, value) {
+    for (const fn of this.listeners.get(type) || []) {
+      try {
+        fn(value);
+      } catch (e) {
+        console.error(`stream listener for ${type}:`, e);
+      }
+    }
+  }
+
+  setState(state, detail) {
+    this.state = state;
+    this.emit('state', {state, detail});
+  }
+
+  connect() {
+    const scheme = location.protocol === 'https:' ? 'wss' : 'ws';
+    const socket = new WebSocket(`${scheme}://${location.host}/api/v1/ws`);
+    this.socket = socket;
+    this.setState('connecting');
+    socket.addEventListener('open', () => {
+      this.backoff = 500;
+      this.setState('open');
+      if (this.filter) this.sendFilter(this.filter);
+    });
+    socket.addEventListener('message', (m) => {
+      let frame;
+      try {
+        frame = JSON.parse(m.data);
+      } catch {
+        return;
+      }
+      if (frame && typeof frame.type === 'string') this.emit(frame.type, frame);
+    });
+    socket.addEventListener('close', (c) => {
+      if (this.socket !== socket) return;
+      // 1008/1013 and refusals before the upgrade (403, 503) all end here; the reason, when
+      // the server gave one, is shown, and the dashboard tries again later.
+      this.setState('closed', c.reason || `code ${c.code}`);
+      const wait = this.backoff;
+      this.backoff = Math.min(this.backoff * 2, MAX_BACKOFF_MS);
+      setTimeout(() => this.connect(), wait);
+    });
+  }
+
+  /** Sends a filter frame (and keeps it for reconnects). */
+  sendFilter(filter) {
+    this.filter = filter;
+    if (this.socket && this.socket.readyState === WebSocket.OPEN) {
+      this.socket.send(JSON.stringify({type: 'filter', ...filter}));
+    }
+  }
+}

@@ -1,0 +1,73 @@
+//! The dashboard's files, embedded into the binary at compile time.
+//!
+//! The dashboard is a thin client over the public API and the WebSocket stream (the spec: "there
+//! is no private API"), written as plain ES modules under `ui/app/` with no build step and no
+//! third-party code: the binary needs no Node toolchain to build, a clean clone builds without
+//! network access, and the content-security policy can be `script-src 'self'` with no hashes or
+//! nonces to keep in step. `docs/dashboard.md` has the reasons and the policy.
+//!
+//! Every file under `ui/app/` must be listed in [`ASSETS`] (a test checks both directions), so
+//! nothing ships by accident and nothing listed is missing.
+#![deny(missing_docs)]
+
+/// One embedded file.
+#[derive(Debug)]
+pub struct Asset {
+    /// File name under `ui/app/`, as requested (`app.js`).
+    pub name: &'static str,
+    /// `Content-Type` it is served with.
+    pub content_type: &'static str,
+    /// Its bytes.
+    pub body: &'static [u8],
+    /// A hash of `body` (64-bit FNV-1a), the entity tag browsers revalidate with.
+    pub etag: u64,
+}
+
+/// FNV-1a, at compile time: each asset's entity tag costs nothing at run time.
+const fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    let mut i = 0;
+    while i < bytes.len() {
+        h ^= bytes[i] as u64;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        i += 1;
+    }
+    h
+}
+
+macro_rules! asset {
+    ($name:literal, $content_type:literal) => {
+        Asset {
+            name: $name,
+            content_type: $content_type,
+            body: include_bytes!(concat!("../app/", $name)),
+            etag: fnv1a(include_bytes!(concat!("../app/", $name))),
+        }
+    };
+}
+
+/// The page served at `/`.
+pub const INDEX: &str = "index.html";
+
+/// Every file of the dashboard.
+pub static ASSETS: &[Asset] = &[
+    asset!("index.html", "text/html; charset=utf-8"),
+    asset!("style.css", "text/css; charset=utf-8"),
+    asset!("favicon.svg", "image/svg+xml"),
+    asset!("app.js", "text/javascript; charset=utf-8"),
+    asset!("api.js", "text/javascript; charset=utf-8"),
+    asset!("dom.js", "text/javascript; charset=utf-8"),
+    asset!("format.js", "text/javascript; charset=utf-8"),
+    asset!("stream.js", "text/javascript; charset=utf-8"),
+    asset!("alerts.js", "text/javascript; charset=utf-8"),
+    asset!("events.js", "text/javascript; charset=utf-8"),
+    asset!("status.js", "text/javascript; charset=utf-8"),
+];
+
+/// The asset called `name` (a bare file name: no directories).
+pub fn asset(name: &str) -> Option<&'static Asset> {
+    ASSETS.iter().find(|a| a.name == name)
+}
+
+#[cfg(test)]
+mod tests;
