@@ -6,6 +6,7 @@ import {h, fill} from './dom.js';
 import {clock, count, entity, iso, severityBadge, severityName} from './format.js';
 
 const PAGE = 100;
+const POLL_WHILE_FILTERED_MS = 10000;
 const REASONS = ['true_positive', 'benign_positive', 'false_positive', 'duplicate', 'other'];
 const VIEWS = {
   'open,acknowledged': 'Work queue (open, acknowledged)',
@@ -87,6 +88,13 @@ export function mountAlerts(root, detailRoot, stream) {
     if (a.id === selected) showDetail(a.id, false);
   }
 
+  // The stream's filter applies to alert frames too (the server filters both alike), so while one
+  // is in force the feed also reloads from the API, where only its own filters apply.
+  let polling = null;
+  stream.on('filter', () => {
+    clearInterval(polling);
+    polling = stream.filtered() ? setInterval(load, POLL_WHILE_FILTERED_MS) : null;
+  });
   stream.on('alert', (f) => { upsert(f.alert); render(); });
   stream.on('alert_batch', (f) => { for (const a of f.alerts) upsert(a); render(); });
   stream.on('state', ({state}) => { if (state === 'open') load(); });

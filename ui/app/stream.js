@@ -1,5 +1,10 @@
 // The one WebSocket stream (/api/v1/ws): reconnects with backoff, hands each frame to whoever
 // listens for its type, and remembers the filter so a reconnect restores it.
+//
+// A filter takes effect on the server when it acknowledges it (a `status` frame with reason
+// `filter`; it may hold a filter for `ws_filter_min_interval_ms`). Event frames that arrive in
+// between were chosen by the previous filter, so they are not handed on: what the page shows
+// always matches the filter it shows.
 
 const MAX_BACKOFF_MS = 10000;
 
@@ -10,6 +15,7 @@ export class Stream {
     this.state = 'connecting';
     this.backoff = 500;
     this.socket = null;
+    this.filterPending = false;
   }
 
   /** Calls `fn(frame)` for every frame of `type` ('state' for connection changes). */
@@ -40,6 +46,7 @@ export class Stream {
     this.setState('connecting');
     socket.addEventListener('open', () => {
       this.backoff = 500;
+      this.filterPending = false;
       this.setState('open');
       if (this.filter) this.sendFilter(this.filter);
     });
@@ -50,7 +57,13 @@ export class Stream {
       } catch {
         return;
       }
-      if (frame && typeof frame.type === 'string') this.emit(frame.type, frame);
+      if (!frame || typeof frame.type !== 'string') return;
+      // Acknowledged, or refused (an `error` frame: the previous filter stays in force).
+      if ((frame.type === 'status' && frame.reason === 'filter') || frame.type === 'error') {
+        this.filterPending = false;
+      }
+      if (this.filterPending && (frame.type === 'event' || frame.type === 'batch')) return;
+      this.emit(frame.type, frame);
     });
     socket.addEventListener('close', (c) => {
       if (this.socket !== socket) return;
@@ -66,8 +79,15 @@ export class Stream {
   /** Sends a filter frame (and keeps it for reconnects). */
   sendFilter(filter) {
     this.filter = filter;
+    this.emit('filter', filter);
     if (this.socket && this.socket.readyState === WebSocket.OPEN) {
+      this.filterPending = true;
       this.socket.send(JSON.stringify({type: 'filter', ...filter}));
     }
+  }
+
+  /** A filter other than "everything" is in force. */
+  filtered() {
+    return !!this.filter && Object.keys(this.filter).length > 0;
   }
 }
