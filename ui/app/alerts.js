@@ -85,7 +85,9 @@ export function mountAlerts(root, detailRoot, stream) {
     const known = alerts.has(a.id);
     alerts.set(a.id, a);
     if (!known && passes(a)) total += 1;
-    if (a.id === selected) showDetail(a.id, false);
+    // The open detail follows the alert (repeats, someone else's triage), unless the analyst is
+    // typing in it: a refresh would wipe what they typed.
+    if (a.id === selected && !detailRoot.contains(document.activeElement)) showDetail(a.id, false);
   }
 
   // The stream's filter applies to alert frames too (the server filters both alike), so while one
