@@ -70,8 +70,8 @@ pub struct HalfSpaceTrees {
     leaf_mass: Vec<u32>,
     /// Latest-window count of each leaf, tree after tree.
     latest: Vec<u16>,
-    /// Room for two values per node of one tree while a window rolls (its mass, then its
-    /// scoring mass), kept so that rolling allocates nothing.
+    /// Prefix sums of one tree's leaf counts while a window rolls, kept so that rolling
+    /// allocates nothing.
     scratch: Vec<u32>,
     /// Points counted in the latest window.
     in_window: u32,
@@ -121,7 +121,7 @@ impl HalfSpaceTrees {
             splits,
             leaf_mass: vec![0; (internal + 1) * cfg.trees],
             latest: vec![0; (internal + 1) * cfg.trees],
-            scratch: vec![0; 2 * (2 * internal + 1)],
+            scratch: vec![0; internal + 2],
             in_window: 0,
             windows: 0,
             min_density,
@@ -185,46 +185,44 @@ impl HalfSpaceTrees {
         (-f64::from(((density + floor) as f32).log2()) / height as f64).clamp(0.0, 1.0)
     }
 
-    /// The latest window becomes the reference. Node masses are summed bottom up from the leaf
-    /// counts; then, top down, each node inherits the scoring mass of the first ancestor under the
-    /// size limit (a tenth of the window), or takes its own when it is the first; a leaf with no
-    /// such ancestor scores its own mass. The latest counts start again from zero.
+    /// The latest window becomes the reference. Each leaf takes the scoring mass of its first
+    /// ancestor (or itself) whose mass is under the size limit (a tenth of the window), scaled by
+    /// `2^depth`; a leaf with no such ancestor scores its own mass. The latest counts start again
+    /// from zero.
+    ///
+    /// A node's leaves are one run in heap order, so its mass is a difference of prefix sums over
+    /// the leaf counts. The walk goes down from the root only through nodes at or over the limit
+    /// (at most ten per level, the window being ten limits), and fills the leaves under each first
+    /// node below it in one go: about `3 x leaves` steps per tree instead of `4 x nodes`.
     fn roll_window(&mut self) {
-        let internal = self.internal;
-        let leaves = internal + 1;
+        let leaves = self.internal + 1;
+        let height = self.cfg.height;
         let limit = (self.cfg.window / 10).max(1);
-        const UNDECIDED: u32 = u32::MAX;
-        let (mass, decided) = self.scratch.split_at_mut(internal + leaves);
+        let prefix = &mut self.scratch[..leaves + 1];
         for t in 0..self.cfg.trees {
             let latest = &mut self.latest[t * leaves..(t + 1) * leaves];
-            for (leaf, count) in latest.iter_mut().enumerate() {
-                mass[internal + leaf] = u32::from(*count);
+            prefix[0] = 0;
+            for (i, count) in latest.iter_mut().enumerate() {
+                prefix[i + 1] = prefix[i] + u32::from(*count);
                 *count = 0;
             }
-            for i in (0..internal).rev() {
-                mass[i] = mass[2 * i + 1] + mass[2 * i + 2];
-            }
-            // Level by level, so that a level's depth is a constant and its loop has no branch.
-            decided[0] = if mass[0] < limit { mass[0] } else { UNDECIDED };
-            let height = self.cfg.height;
-            for depth in 1..=height {
-                let start = (1usize << depth) - 1;
-                let (above, level) = decided.split_at_mut(start);
-                let parents = &above[(1usize << (depth - 1)) - 1..];
-                let masses = &mass[start..2 * start + 1];
-                // Past the limit a node is not decided, except at the leaves, which always are.
-                let cut = if depth == height { u32::MAX } else { limit };
-                for (i, (d, &m)) in level[..start + 1].iter_mut().zip(masses).enumerate() {
-                    let inherited = parents[i / 2];
-                    let own = if m < cut { m << depth } else { UNDECIDED };
-                    *d = if inherited != UNDECIDED {
-                        inherited
-                    } else {
-                        own
-                    };
+            let out = &mut self.leaf_mass[t * leaves..(t + 1) * leaves];
+            // Depth-first; a node pops once and pushes at most two, so `height + 1` slots do.
+            let mut stack = [(0usize, 0usize); 17];
+            let mut top = 1;
+            while top > 0 {
+                top -= 1;
+                let (depth, first) = stack[top];
+                let span = leaves >> depth;
+                let mass = prefix[first + span] - prefix[first];
+                if mass < limit || depth == height {
+                    out[first..first + span].fill(mass << depth);
+                } else {
+                    stack[top] = (depth + 1, first + span / 2);
+                    stack[top + 1] = (depth + 1, first);
+                    top += 2;
                 }
             }
-            self.leaf_mass[t * leaves..(t + 1) * leaves].copy_from_slice(&decided[internal..]);
         }
         self.in_window = 0;
         self.windows += 1;
