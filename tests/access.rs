@@ -186,6 +186,32 @@ fn cors_follows_api_allowed_origins_and_every_answer_has_security_headers() {
         (code, json(&body)["error"].as_str()),
         (403, Some("origin_not_allowed"))
     );
+    // Writes from another site are refused before any handler runs (a text/plain POST needs no
+    // preflight); the listed origin, this listener's own and non-browser clients may write.
+    let line = r#"{"message":"cross-site test","host.name":"web-01"}"#;
+    for (origin, want) in [
+        (Some("https://evil.example"), 403),
+        (Some("null"), 403),
+        (Some("http://localhost:1"), 403),
+        (Some("https://soc.example.com"), 202),
+        (Some("http://localhost"), 202),
+        (None, 202),
+    ] {
+        let headers: Vec<(&str, &str)> = origin.iter().map(|o| ("Origin", *o)).collect();
+        let (code, _, body) = request(api, "POST", "/api/v1/ingest", &headers, line);
+        assert_eq!(code, want, "{origin:?}: {body}");
+        if want == 403 {
+            assert_eq!(json(&body)["error"], "origin_not_allowed");
+        }
+    }
+    let (code, _, _) = request(
+        api,
+        "PATCH",
+        "/api/v1/alerts/x",
+        &[("Origin", "https://evil.example")],
+        r#"{"status":"closed","reason":"other"}"#,
+    );
+    assert_eq!(code, 403, "a cross-site triage");
     // Errors carry the headers too.
     let (code, head, _) = status(api, "/api/v1/nope", &[]);
     assert_eq!(code, 404);

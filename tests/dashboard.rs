@@ -17,7 +17,7 @@ fn start(dir: &Path) -> (Service, u16, u16) {
     std::fs::write(
         &config,
         format!(
-            "dashboard_port = {api}\nhealth_port = 0\n[inputs.syslog_udp]\nenabled = false\n[inputs.json_tcp]\nenabled = false\n[inputs.syslog_tcp]\naddress = \"127.0.0.1:{tcp}\"\n[dataplane]\npin_workers = false\n"
+            "dashboard_port = {api}\nhealth_port = 0\napi_list_rate_limit = \"100000/minute\"\nws_filter_min_interval_ms = 1500\n[inputs.syslog_udp]\nenabled = false\n[inputs.json_tcp]\nenabled = false\n[inputs.syslog_tcp]\naddress = \"127.0.0.1:{tcp}\"\n[dataplane]\npin_workers = false\n"
         ),
     )
     .unwrap();
@@ -145,7 +145,12 @@ fn a_person_can_watch_triage_and_filter_in_a_real_browser() {
         .collect();
     send_lines(tcp, &lines);
     let t = Instant::now();
-    while json(&http(api, "GET", "/api/v1/alerts", "").1)["meta"]["total"] == 0 {
+    loop {
+        let (code, body) = http(api, "GET", "/api/v1/alerts", "");
+        assert_eq!(code, 200, "{body}");
+        if json(&body)["meta"]["total"].as_u64() > Some(0) {
+            break;
+        }
         assert!(t.elapsed() < Duration::from_secs(20), "no alert was raised");
         std::thread::sleep(Duration::from_millis(100));
     }

@@ -7,6 +7,13 @@
 //! from the page, and its preflight is refused 403 `origin_not_allowed`. Empty (the default)
 //! means same origin only: the dashboard, served by this listener, needs no CORS at all.
 //!
+//! Cross-origin writes: a page on another site can send a "simple" POST (a `text/plain` body needs
+//! no preflight) that the browser delivers with the analyst's network position, and CORS only
+//! keeps the answer from that page, not the write from happening. So a request with an unsafe
+//! method (anything but GET, HEAD, OPTIONS) whose `Origin` is neither listed nor this listener's
+//! own is refused 403 `origin_not_allowed` before any handler runs. Requests without `Origin`
+//! (curl, log shippers, scripts) are not browsers' cross-site requests and pass.
+//!
 //! API answers are JSON, so their policy forbids everything a document could load or frame.
 
 use crate::error::ApiError;
@@ -52,6 +59,19 @@ fn security_headers(h: &mut HeaderMap) {
     set(h, header::CACHE_CONTROL, "no-store");
 }
 
+/// `origin` is this listener's own: its host and port are the request's `Host` (a browser sends
+/// both for a same-origin request; the scheme is the reverse proxy's business).
+fn same_origin(origin: &str, headers: &HeaderMap) -> bool {
+    let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else {
+        return false;
+    };
+    let o = normalize_origin(origin);
+    let authority = o
+        .strip_prefix("http://")
+        .or_else(|| o.strip_prefix("https://"));
+    authority == Some(host.trim().to_ascii_lowercase().as_str())
+}
+
 /// The layer over every route.
 pub async fn layer(State(st): State<AppState>, req: Request, next: Next) -> Response {
     let origin = req
@@ -67,34 +87,53 @@ pub async fn layer(State(st): State<AppState>, req: Request, next: Next) -> Resp
         .as_deref()
         .filter(|o| allowed(&st, o))
         .map(str::to_string);
-    let mut res = match (preflight, &cors) {
-        (true, Some(_)) => {
-            let mut r = StatusCode::NO_CONTENT.into_response();
-            let h = r.headers_mut();
-            h.insert(
-                header::ACCESS_CONTROL_ALLOW_METHODS,
-                HeaderValue::from_static(METHODS),
-            );
-            h.insert(
-                header::ACCESS_CONTROL_ALLOW_HEADERS,
-                HeaderValue::from_static(HEADERS),
-            );
-            h.insert(
-                header::ACCESS_CONTROL_MAX_AGE,
-                HeaderValue::from_static(PREFLIGHT_MAX_AGE),
-            );
-            r
-        }
-        (true, None) => ApiError::new(
+    let unsafe_method = !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
+    let cross_site_write = unsafe_method
+        && cors.is_none()
+        && origin
+            .as_deref()
+            .is_some_and(|o| !same_origin(o, req.headers()));
+    let mut res = if cross_site_write {
+        ApiError::new(
             StatusCode::FORBIDDEN,
             "origin_not_allowed",
             format!(
-                "Origin `{}` is not in api_allowed_origins",
+                "a {} from origin `{}`, which is neither this listener nor in api_allowed_origins",
+                req.method(),
                 origin.as_deref().unwrap_or("")
             ),
         )
-        .into_response(),
-        (false, _) => next.run(req).await,
+        .into_response()
+    } else {
+        match (preflight, &cors) {
+            (true, Some(_)) => {
+                let mut r = StatusCode::NO_CONTENT.into_response();
+                let h = r.headers_mut();
+                h.insert(
+                    header::ACCESS_CONTROL_ALLOW_METHODS,
+                    HeaderValue::from_static(METHODS),
+                );
+                h.insert(
+                    header::ACCESS_CONTROL_ALLOW_HEADERS,
+                    HeaderValue::from_static(HEADERS),
+                );
+                h.insert(
+                    header::ACCESS_CONTROL_MAX_AGE,
+                    HeaderValue::from_static(PREFLIGHT_MAX_AGE),
+                );
+                r
+            }
+            (true, None) => ApiError::new(
+                StatusCode::FORBIDDEN,
+                "origin_not_allowed",
+                format!(
+                    "Origin `{}` is not in api_allowed_origins",
+                    origin.as_deref().unwrap_or("")
+                ),
+            )
+            .into_response(),
+            (false, _) => next.run(req).await,
+        }
     };
     let h = res.headers_mut();
     if let Some(o) = cors

@@ -54,7 +54,8 @@ pub struct Route {
     pub body: Option<&'static str>,
     /// Success answers: status and schema name (`""` for no body).
     pub ok: &'static [(u16, &'static str)],
-    /// Error statuses beyond the ones every route may give (429 where limited, 500).
+    /// Error statuses beyond the ones every route may give (403 on writes, 429 where limited,
+    /// 500).
     pub errors: &'static [u16],
     /// Builds the handler.
     pub(crate) handler: fn() -> MethodRouter<AppState>,
@@ -590,10 +591,13 @@ fn operation(r: &Route) -> Value {
         responses.insert(status.to_string(), resp);
     }
     let limited = r.family != Family::None;
+    // Writes from a browser page of another origin are refused by the browser layer.
+    let write = !matches!(r.method, "GET" | "HEAD" | "OPTIONS");
     for status in r
         .errors
         .iter()
         .copied()
+        .chain(write.then_some(403))
         .chain(limited.then_some(429))
         .chain([500])
     {
@@ -672,7 +676,10 @@ fn error_responses() -> Value {
             400,
             "Malformed request (an ingest body that is not well-formed JSON, a bad WebSocket handshake)",
         ),
-        (403, "Origin not allowed (WebSocket)"),
+        (
+            403,
+            "Origin not allowed: a WebSocket upgrade, or a write, from an origin that is neither this listener nor listed",
+        ),
         (404, "No such resource or route"),
         (409, "Identifier collision: the rule id exists"),
         (413, "Body over api_max_body_bytes"),

@@ -22,6 +22,7 @@ export function mountAlerts(root, detailRoot, stream) {
   let minSeverity = 0;
   let total = 0;
   let selected = null;
+  let detailRequest = 0;
 
   const viewSelect = h('select', {id: 'alert-view', 'aria-label': 'Triage status',
     on: {change: () => { view = viewSelect.value; load(); }}},
@@ -62,6 +63,9 @@ export function mountAlerts(root, detailRoot, stream) {
     const list = [...alerts.values()].filter(passes)
       .sort((x, y) => y.first_seen_ns - x.first_seen_ns || (y.id > x.id ? 1 : -1))
       .slice(0, PAGE);
+    // Only what is shown is kept: a dashboard left open all day stays the size of one page.
+    alerts.clear();
+    for (const a of list) alerts.set(a.id, a);
     fill(body, list.map(row));
     fill(summary, `${count(Math.max(total, list.length))} matching`);
     message.hidden = list.length > 0;
@@ -81,13 +85,19 @@ export function mountAlerts(root, detailRoot, stream) {
     }
   }
 
-  function upsert(a) {
-    const known = alerts.has(a.id);
+  // `fresh`: a new alert (an `alert` frame), not a change to one that may already be counted in
+  // the API's total (an `alert_batch` frame about an alert beyond the loaded page).
+  function upsert(a, fresh) {
+    const old = alerts.get(a.id);
     alerts.set(a.id, a);
-    if (!known && passes(a)) total += 1;
+    const was = old ? passes(old) : false;
+    const is = passes(a);
+    if ((old || fresh) && was !== is) total += is ? 1 : -1;
     // The open detail follows the alert (repeats, someone else's triage), unless the analyst is
     // typing in it: a refresh would wipe what they typed.
-    if (a.id === selected && !detailRoot.contains(document.activeElement)) showDetail(a.id, false);
+    const active = document.activeElement;
+    const typing = detailRoot.contains(active) && active.matches('input, select, textarea');
+    if (a.id === selected && !typing) showDetail(a.id, false);
   }
 
   // The stream's filter applies to alert frames too (the server filters both alike), so while one
@@ -97,8 +107,8 @@ export function mountAlerts(root, detailRoot, stream) {
     clearInterval(polling);
     polling = stream.filtered() ? setInterval(load, POLL_WHILE_FILTERED_MS) : null;
   });
-  stream.on('alert', (f) => { upsert(f.alert); render(); });
-  stream.on('alert_batch', (f) => { for (const a of f.alerts) upsert(a); render(); });
+  stream.on('alert', (f) => { upsert(f.alert, true); render(); });
+  stream.on('alert_batch', (f) => { for (const a of f.alerts) upsert(a, false); render(); });
   stream.on('state', ({state}) => { if (state === 'open') load(); });
 
   function open(id) {
@@ -109,11 +119,19 @@ export function mountAlerts(root, detailRoot, stream) {
 
   async function showDetail(id, focus) {
     detailRoot.hidden = false;
+    // Answers may come back out of order (quick clicks, a refresh in flight): only the latest
+    // request for the alert still selected is shown.
+    const request = ++detailRequest;
     let a;
+    let failure = null;
     try {
       a = await get(`/alerts/${encodeURIComponent(id)}`);
     } catch (e) {
-      fill(detailRoot, closeButton(), h('p', {class: 'error'}, `Could not load the alert: ${e.message}`));
+      failure = e;
+    }
+    if (request !== detailRequest || id !== selected) return;
+    if (failure) {
+      fill(detailRoot, closeButton(), h('p', {class: 'error'}, `Could not load the alert: ${failure.message}`));
       return;
     }
     fill(detailRoot, closeButton(), ...detail(a));
@@ -191,7 +209,7 @@ export function mountAlerts(root, detailRoot, stream) {
       if (note.value.trim()) change.note = note.value.trim();
       try {
         const updated = await patch(`/alerts/${encodeURIComponent(a.id)}`, change);
-        alerts.set(updated.id, updated);
+        upsert(updated, false);
         render();
         showDetail(a.id, false);
       } catch (e) {

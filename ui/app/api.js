@@ -9,6 +9,7 @@ export class ApiError extends Error {
     this.status = status;
     this.code = body && body.error;
     this.field = body && body.field;
+    this.body = body;
     this.retryAfter = null;
   }
 }

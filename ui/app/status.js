@@ -21,7 +21,8 @@ export function mountStatus(root, stream) {
       setHealth(body.status, (body.degraded || []).join(', '));
     } catch (e) {
       // 503 carries the same body; anything else means the service is out of reach.
-      setHealth(e.status === 503 ? 'degraded' : 'unreachable', e.message);
+      if (e.status === 503 && e.body) setHealth('degraded', (e.body.degraded || []).join(', '));
+      else setHealth('unreachable', e.message);
     }
   }
 

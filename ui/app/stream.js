@@ -7,6 +7,29 @@
 // always matches the filter it shows.
 
 const MAX_BACKOFF_MS = 10000;
+const STABLE_AFTER_MS = 5000;
+
+/** A filter as the server echoes it: every field present, null when unset. */
+function canonical(f) {
+  return JSON.stringify([
+    f && f.min_severity != null ? f.min_severity : null,
+    f && f.source != null ? f.source : null,
+    f && f.entity != null ? String(f.entity).toLowerCase() : null,
+  ]);
+}
+
+function sameFilter(a, b) {
+  return canonical(a) === canonical(b);
+}
+
+/** The server's echo of a filter, as a filter to send (unset fields left out). */
+function fromServer(f) {
+  const out = {};
+  if (f && f.min_severity != null) out.min_severity = f.min_severity;
+  if (f && f.source != null) out.source = f.source;
+  if (f && f.entity != null) out.entity = f.entity;
+  return out;
+}
 
 export class Stream {
   constructor() {
@@ -15,7 +38,10 @@ export class Stream {
     this.state = 'connecting';
     this.backoff = 500;
     this.socket = null;
+    // The filter last sent, and whether the server has yet to acknowledge it.
     this.filterPending = false;
+    this.inForce = null;
+    this.stable = null;
   }
 
   /** Calls `fn(frame)` for every frame of `type` ('state' for connection changes). */
@@ -45,7 +71,9 @@ export class Stream {
     this.socket = socket;
     this.setState('connecting');
     socket.addEventListener('open', () => {
-      this.backoff = 500;
+      // The backoff starts over only once a connection has lasted: a server that accepts and
+      // then closes at once is not hammered every half second.
+      this.stable = setTimeout(() => { this.backoff = 500; }, STABLE_AFTER_MS);
       this.filterPending = false;
       this.setState('open');
       if (this.filter) this.sendFilter(this.filter);
@@ -58,15 +86,24 @@ export class Stream {
         return;
       }
       if (!frame || typeof frame.type !== 'string') return;
-      // Acknowledged, or refused (an `error` frame: the previous filter stays in force).
-      if ((frame.type === 'status' && frame.reason === 'filter') || frame.type === 'error') {
+      // Acknowledged (the filter in force is the one last sent: an earlier one may be
+      // acknowledged first when two are sent within the server's interval), or refused (an
+      // `error` frame: the previous filter stays in force, and is the one to restore later).
+      if (frame.type === 'status' && frame.reason === 'filter' && sameFilter(frame.filter, this.filter)) {
         this.filterPending = false;
+      }
+      if (frame.type === 'status') this.inForce = frame.filter;
+      if (frame.type === 'error' && this.filterPending) {
+        this.filterPending = false;
+        this.filter = fromServer(this.inForce);
+        this.emit('filter', this.filter);
       }
       if (this.filterPending && (frame.type === 'event' || frame.type === 'batch')) return;
       this.emit(frame.type, frame);
     });
     socket.addEventListener('close', (c) => {
       if (this.socket !== socket) return;
+      clearTimeout(this.stable);
       // 1008/1013 and refusals before the upgrade (403, 503) all end here; the reason, when
       // the server gave one, is shown, and the dashboard tries again later.
       this.setState('closed', c.reason || `code ${c.code}`);
