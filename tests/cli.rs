@@ -2,14 +2,12 @@
 //! service itself started on loopback, fed real lines, queried over HTTP, stopped with SIGTERM and
 //! started again.
 
-use std::io::Write;
-use std::net::TcpStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{Service, bin, free_port, http, json};
+use common::{Service, bin, free_port, http, json, send_lines};
 
 #[test]
 fn config_check_names_every_bad_key() {
@@ -122,12 +120,14 @@ fn the_service_ingests_serves_and_keeps_events_across_a_restart() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(json(&body)["status"], "ok");
 
-    let mut tcp = TcpStream::connect(("127.0.0.1", syslog)).unwrap();
-    tcp.write_all(b"<38>Nov 21 10:00:01 web-01 sshd[4242]: Accepted publickey for alice from 10.0.0.5 port 50022 ssh2\n").unwrap();
-    drop(tcp);
-    let mut j = TcpStream::connect(("127.0.0.1", json_port)).unwrap();
-    j.write_all(b"{\"message\":\"user login\",\"user.name\":\"bob\",\"source.ip\":\"10.0.0.9\",\"event.dataset\":\"app.auth\",\"log.level\":\"error\"}\n").unwrap();
-    drop(j);
+    send_lines(
+        syslog,
+        "<38>Nov 21 10:00:01 web-01 sshd[4242]: Accepted publickey for alice from 10.0.0.5 port 50022 ssh2\n",
+    );
+    send_lines(
+        json_port,
+        "{\"message\":\"user login\",\"user.name\":\"bob\",\"source.ip\":\"10.0.0.9\",\"event.dataset\":\"app.auth\",\"log.level\":\"error\"}\n",
+    );
     let (status, body) = http(
         api,
         "POST",

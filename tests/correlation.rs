@@ -3,17 +3,9 @@
 //! the brute-force and brute-force-then-success `correlation` alerts listing the events they
 //! join, and a kill-chain alert joining those alerts; the feed reloads when a file changes.
 
-use std::io::Write;
-use std::net::TcpStream;
-
 mod common;
 
-use common::{Service, free_port, http, json, wait_for};
-
-fn send(port: u16, lines: &str) {
-    let mut tcp = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    tcp.write_all(lines.as_bytes()).unwrap();
-}
+use common::{Service, free_port, http, json, send_lines, wait_for};
 
 fn alerts_by(v: &serde_json::Value, detector: &str) -> Vec<serde_json::Value> {
     v["items"]
@@ -79,7 +71,7 @@ fn brute_force_then_login_from_a_listed_address_correlates_into_a_kill_chain() {
         .map(|i| format!("<38>Nov 21 10:15:{i:02} web-01 sshd[30{i:02}]: Failed password for alice from 203.0.113.9 port 400{i:02} ssh2\n"))
         .collect();
     lines.push_str("<38>Nov 21 10:15:20 web-01 sshd[3100]: Accepted password for alice from 203.0.113.9 port 40100 ssh2\n");
-    send(tcp, &lines);
+    send_lines(tcp, &lines);
 
     let all = wait_for(api, "/api/v1/alerts?limit=100", |v| {
         !alerts_by(v, "killchain").is_empty() && !alerts_by(v, &then).is_empty()

@@ -3,13 +3,11 @@
 //! network, takes feedback on it, serves baselines, entities and the anomaly timeline, and after a
 //! restart still knows every baseline without a new warmup.
 
-use std::io::Write;
-use std::net::TcpStream;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 mod common;
 
-use common::{Service, free_port, http, json, wait_for};
+use common::{Service, free_port, http, json, send_lines, wait_for};
 
 fn iso(ns: i64) -> String {
     let secs = ns / 1_000_000_000;
@@ -77,9 +75,7 @@ fn ueba_alerts_take_feedback_and_baselines_survive_a_restart() {
     lines.push_str(&login(attack, "user07", "203.0.113.50"));
     lines.push_str(&login(attack, "newbie", "10.0.99.5"));
     n += 2;
-    let mut tcp = TcpStream::connect(("127.0.0.1", json_port)).unwrap();
-    tcp.write_all(lines.as_bytes()).unwrap();
-    drop(tcp);
+    send_lines(json_port, &lines);
     wait_for(api, "/api/v1/stats", |v| {
         v["detection"]["scored"].as_u64() >= Some(n)
     });

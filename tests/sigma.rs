@@ -3,20 +3,12 @@
 //! timeline, a toggle stops it and survives a restart, an upload is live at once (and 409, 422
 //! with line and column, dry runs), and the coverage matrix counts it.
 
-use std::io::Write;
-use std::net::TcpStream;
-
 mod common;
 
-use common::{Service, free_port, http, http_with_head, json, wait_for};
+use common::{Service, free_port, http, http_with_head, json, send_lines, wait_for};
 
 /// `sshd_invalid_user.yml`.
 const INVALID_USER: &str = "dcec6854-a593-491f-9a9c-59c065d2aca7";
-
-fn send(port: u16, lines: &str) {
-    let mut tcp = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    tcp.write_all(lines.as_bytes()).unwrap();
-}
 
 const CUSTOM: &str = "title: Watchpost test canary\nid: 5b0e1c3a-8f7e-4d2a-9c1b-3e4f5a6b7c8d\nstatus: test\nlogsource:\n    product: linux\n    service: sshd\ndetection:\n    keywords:\n        - 'canary-7f3a'\n    condition: keywords\ntags:\n    - attack.discovery\n    - attack.t1087\nlevel: high\n";
 
@@ -38,7 +30,7 @@ fn sigma_rules_alert_list_toggle_upload_and_survive_a_restart() {
     let lines: String = (0..3)
         .map(|i| format!("<38>Nov 21 10:15:0{i} web-01 sshd[21{i}]: Invalid user oracle{i} from 203.0.113.9 port 4000{i}\n"))
         .collect();
-    send(tcp, &lines);
+    send_lines(tcp, &lines);
     let alerts = wait_for(api, "/api/v1/alerts?type=sigma", |v| {
         v["meta"]["total"].as_u64() >= Some(1)
     });
@@ -132,7 +124,7 @@ fn sigma_rules_alert_list_toggle_upload_and_survive_a_restart() {
     let before = json(&http(api, "GET", "/api/v1/stats", "").1)["detection"]["sigma_matches"]
         .as_u64()
         .unwrap();
-    send(
+    send_lines(
         tcp,
         "<38>Nov 21 10:16:00 web-01 sshd[300]: Invalid user zed from 203.0.113.10 port 1\n<38>Nov 21 10:16:01 web-01 sshd[301]: Accepted password for alice from 10.0.0.5 port 2 ssh2\n",
     );
@@ -158,7 +150,7 @@ fn sigma_rules_alert_list_toggle_upload_and_survive_a_restart() {
         "{e}"
     );
     assert!(e["column"].as_u64().is_some());
-    send(
+    send_lines(
         tcp,
         "<38>Nov 21 10:17:00 web-01 sshd[400]: probe canary-7f3a seen\n",
     );
@@ -204,7 +196,7 @@ fn sigma_rules_alert_list_toggle_upload_and_survive_a_restart() {
         .0,
         409
     );
-    send(
+    send_lines(
         tcp,
         "<38>Nov 21 10:18:00 web-01 sshd[401]: probe canary-7f3a seen again\n",
     );

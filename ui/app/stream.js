@@ -38,7 +38,8 @@ export class Stream {
     this.state = 'connecting';
     this.backoff = 500;
     this.socket = null;
-    // The filter last sent, and whether the server has yet to acknowledge it.
+    // `filter` is the one last sent; the server has yet to acknowledge it while `filterPending`;
+    // `inForce` is the one its latest status frame reported.
     this.filterPending = false;
     this.inForce = null;
     this.stable = null;

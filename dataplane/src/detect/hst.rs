@@ -21,13 +21,15 @@ use bincode::{Decode, Encode};
 pub const MAX_TREES: usize = 32;
 /// Most dimensions of a feature vector.
 pub const MAX_DIMS: usize = 8;
+/// Greatest tree height (levels below the root).
+pub const MAX_HEIGHT: usize = 16;
 
 /// Settings of a forest.
 #[derive(Clone, Copy, Debug, PartialEq, Encode, Decode)]
 pub struct HstConfig {
     /// Trees in the forest (at most [`MAX_TREES`]).
     pub trees: usize,
-    /// Height of each tree (levels below the root, at most 16).
+    /// Height of each tree (levels below the root, at most [`MAX_HEIGHT`]).
     pub height: usize,
     /// Points per window (reference and latest), at most 65,535 so masses fit 16 bits.
     pub window: u32,
@@ -86,7 +88,7 @@ impl HalfSpaceTrees {
     pub fn new(cfg: HstConfig) -> HalfSpaceTrees {
         let cfg = HstConfig {
             trees: cfg.trees.clamp(1, MAX_TREES),
-            height: cfg.height.clamp(1, 16),
+            height: cfg.height.clamp(1, MAX_HEIGHT),
             window: cfg.window.clamp(1, u32::from(u16::MAX)),
             dims: cfg.dims.clamp(1, MAX_DIMS),
             ..cfg
@@ -208,7 +210,7 @@ impl HalfSpaceTrees {
             }
             let out = &mut self.leaf_mass[t * leaves..(t + 1) * leaves];
             // Depth-first; a node pops once and pushes at most two, so `height + 1` slots do.
-            let mut stack = [(0usize, 0usize); 17];
+            let mut stack = [(0usize, 0usize); MAX_HEIGHT + 1];
             let mut top = 1;
             while top > 0 {
                 top -= 1;
@@ -236,13 +238,11 @@ fn put<const N: usize>(at: &mut [usize], nodes: [usize; N]) -> usize {
     N
 }
 
-/// Walks `N` consecutive trees side by side: their cursors stay in registers (the default forest
-/// of ten trees is one group), and their descents, independent of each other, overlap in the CPU.
-/// Walked one after another, the same trees took 65% longer; level by level over a cursor array
-/// in memory, 17% longer.
-///
-/// Walks `N` consecutive trees (from the start of `splits`) down to their leaves; returns each
-/// tree's final node index (a leaf, counted in heap order).
+/// Walks `N` consecutive trees (from the start of `splits`) down to their leaves and returns each
+/// tree's final node index (a leaf, in heap order). The trees go side by side: their cursors stay
+/// in registers (the default forest of ten trees is one group), and their descents, independent
+/// of each other, overlap in the CPU. Walked one after another, the same trees took 65% longer;
+/// level by level over a cursor array in memory, 17% longer.
 #[inline(always)]
 fn descend<const N: usize>(
     splits: &[Split],
