@@ -255,15 +255,31 @@ pub fn restore(store: &Store, index: usize, shards: usize, params: DetectorParam
             _ => {}
         }
     }
-    let mut baselines = 0;
+    let (mut baselines, mut unreadable) = (0, 0);
+    let mut first_error = None;
     store.for_each_baseline(|h, v| {
-        if shard_of(h, shards) == index
-            && let Ok((b, _)) = bincode::decode_from_slice::<Baseline, _>(v, cfg)
-        {
-            d.ueba_mut().restore(h, b);
-            baselines += 1;
+        if shard_of(h, shards) != index {
+            return;
+        }
+        match bincode::decode_from_slice::<Baseline, _>(v, cfg) {
+            Ok((b, _)) => {
+                d.ueba_mut().restore(h, b);
+                baselines += 1;
+            }
+            Err(e) => {
+                unreadable += 1;
+                first_error.get_or_insert(e);
+            }
         }
     });
+    // A baseline saved in another layout (an older version) is refused whole rather than read at
+    // the wrong offsets; its entity warms up again.
+    if let Some(e) = first_error {
+        tracing::warn!(
+            "detector {index}: {unreadable} saved baseline(s) could not be read and start a new \
+             warmup (first error: {e})"
+        );
+    }
     if sources + baselines > 0 {
         tracing::info!(
             "detector {index}: restored {sources} source model(s) and {baselines} baseline(s)"

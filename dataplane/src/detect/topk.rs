@@ -4,20 +4,34 @@
 //! Why one block: scoring an observation reads both lists, and with four separate boxes that was
 //! four cache misses per observation on top of the map's, the largest cost of UEBA once entities
 //! outnumber the cache. One block of 64-bit words is one region to prefetch (see
-//! [`TopLists::prefetch`]) and one allocation per entity. The layout, for `k` templates and `cap`
-//! sources:
+//! [`TopLists::prefetch`]) and one allocation per entity.
+//!
+//! Why sources are kept as 32-bit keys: nearly every source is an IPv4 address, and a probe for a
+//! source never seen (the common case in an attack, and in a busy baseline) compares against every
+//! key, for the network test. As `u128` keys that scan read 16 cache lines at the default cap of
+//! 64; as IPv4 addresses it reads 4, four keys per SSE2 compare. IPv6 sources keep their full key
+//! in a second block allocated the first time an entity sees one; an IPv6 slot's IPv4 key reads
+//! 0, so it can only meet a probe from 0.0.0.0/24, which alone takes the slow path that asks the
+//! second block which slots are IPv6 (an IPv4 address is never equal to, nor in the network of, an
+//! IPv6 one). The default caps make the block 768 bytes and the second one 1,024, both exact
+//! allocator size classes: one word more would cost a size class of 128 bytes more per entity.
+//!
+//! The layout, for `k` templates and `cap` sources (`cap` keys rounded up to a multiple of 16, so
+//! the scan reads whole 64-byte blocks):
 //!
 //! ```text
-//! [0, k)                 template ids
-//! [k, k + 2 cap)         sources, as (low, high) word pairs of the u128 key
-//! then ceil(k / 2)       template weights, two f32 per word
-//! then ceil(cap / 2)     source counts, two u32 per word
+//! [0, k)                  template ids
+//! then ceil(cap / 16) * 8 IPv4 source keys, two u32 per word (0 in an IPv6 slot)
+//! then ceil(k / 2)        template weights, two f32 per word
+//! then ceil(cap / 4)      source counts, four u16 per word
 //! ```
 //!
 //! Lookups go through a [`Probe`] made once per observation and used by both scoring and learning,
 //! so each list is scanned once per observation rather than once per question.
 
 use super::prefetch::prefetch;
+use bincode::de::Decoder;
+use bincode::error::DecodeError;
 use bincode::{Decode, Encode};
 
 /// What one observation finds in the lists (before it is learned).
@@ -32,27 +46,114 @@ pub struct Probe {
 }
 
 /// Top-K templates and sources of one entity.
-#[derive(Clone, Debug, Encode, Decode)]
+#[derive(Clone, Debug, Encode)]
 pub struct TopLists {
     words: Box<[u64]>,
+    /// Full keys of the IPv6 sources, by slot ([`IPV4_SLOT`] in the others): allocated with the
+    /// entity's first IPv6 source.
+    v6: Option<Box<[u128]>>,
     template_cap: u16,
     source_cap: u16,
     templates: u16,
     sources: u16,
 }
 
+/// What an IPv4 slot holds in the block of IPv6 keys: an IPv4-mapped key, which no IPv6 source
+/// is.
+const IPV4_SLOT: u128 = 0xffff_0000_0000;
+
+/// IPv4 keys compared per step of the source scan: 64 bytes, one cache line's worth.
+const BLOCK: usize = 16;
+
+/// Words holding the IPv4 keys of `cap` sources, whole blocks.
+#[inline]
+fn key_words(cap: usize) -> usize {
+    cap.div_ceil(BLOCK) * BLOCK / 2
+}
+
 /// Reads the `i`-th u32 of a run of words holding two per word.
 #[inline]
-fn half(words: &[u64], i: usize) -> u32 {
+fn lane32(words: &[u64], i: usize) -> u32 {
     (words[i / 2] >> (32 * (i & 1))) as u32
 }
 
 /// Writes the `i`-th u32 of a run of words holding two per word.
 #[inline]
-fn set_half(words: &mut [u64], i: usize, v: u32) {
+fn set_lane32(words: &mut [u64], i: usize, v: u32) {
     let shift = 32 * (i & 1);
     let w = &mut words[i / 2];
     *w = (*w & !(0xffff_ffffu64 << shift)) | (u64::from(v) << shift);
+}
+
+/// Reads the `i`-th u16 of a run of words holding four per word.
+#[inline]
+fn lane16(words: &[u64], i: usize) -> u16 {
+    (words[i / 4] >> (16 * (i & 3))) as u16
+}
+
+/// Writes the `i`-th u16 of a run of words holding four per word.
+#[inline]
+fn set_lane16(words: &mut [u64], i: usize, v: u16) {
+    let shift = 16 * (i & 3);
+    let w = &mut words[i / 4];
+    *w = (*w & !(0xffffu64 << shift)) | (u64::from(v) << shift);
+}
+
+/// The address of an IPv4-mapped key (`::ffff:a.b.c.d`), the form every IPv4 source takes.
+#[inline]
+fn ipv4_of(key: u128) -> Option<u32> {
+    (key >> 32 == 0xffff).then_some(key as u32)
+}
+
+/// Compares the 16 IPv4 keys of one block (eight words) with `addr`: bit `j` of the first mask is
+/// set when key `j` equals it, of the second when key `j` is in its /24.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn compare_block(block: &[u64], addr: u32) -> (u16, u16) {
+    use std::arch::x86_64::{
+        __m128i, _mm_and_si128, _mm_castsi128_ps, _mm_cmpeq_epi32, _mm_loadu_si128,
+        _mm_movemask_ps, _mm_set1_epi32,
+    };
+    let block = &block[..BLOCK / 2];
+    let (mut exact, mut net) = (0u32, 0u32);
+    // SAFETY: SSE2 is part of the x86-64 baseline, so these intrinsics exist on every CPU this
+    // runs on. `block` has eight words, so the two loaded at `2q` (16 bytes) are inside it, and an
+    // unaligned load has no alignment requirement.
+    unsafe {
+        let want = _mm_set1_epi32(addr as i32);
+        let net_mask = _mm_set1_epi32(!0xff);
+        let want_net = _mm_and_si128(want, net_mask);
+        for q in 0..BLOCK / 4 {
+            let keys = _mm_loadu_si128(block.as_ptr().add(2 * q).cast::<__m128i>());
+            let e = _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(keys, want)));
+            let n = _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(
+                _mm_and_si128(keys, net_mask),
+                want_net,
+            )));
+            exact |= (e as u32) << (4 * q);
+            net |= (n as u32) << (4 * q);
+        }
+    }
+    (exact as u16, net as u16)
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+#[inline]
+fn compare_block(block: &[u64], addr: u32) -> (u16, u16) {
+    compare_block_scalar(block, addr)
+}
+
+/// [`compare_block`] one key at a time: the version for other targets, and the reference the
+/// SSE2 one is tested against.
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+fn compare_block_scalar(block: &[u64], addr: u32) -> (u16, u16) {
+    let (mut exact, mut net) = (0u16, 0u16);
+    for j in 0..BLOCK {
+        let k = lane32(block, j);
+        exact |= u16::from(k == addr) << j;
+        net |= u16::from((k ^ addr) < 0x100) << j;
+    }
+    (exact, net)
 }
 
 impl TopLists {
@@ -62,7 +163,8 @@ impl TopLists {
         let k = template_cap.clamp(1, usize::from(u16::MAX));
         let cap = source_cap.clamp(1, usize::from(u16::MAX));
         TopLists {
-            words: vec![0; k + 2 * cap + k.div_ceil(2) + cap.div_ceil(2)].into_boxed_slice(),
+            words: vec![0; Self::words_for(k, cap)].into_boxed_slice(),
+            v6: None,
             template_cap: k as u16,
             source_cap: cap as u16,
             templates: 0,
@@ -70,14 +172,19 @@ impl TopLists {
         }
     }
 
+    /// Length of the block for `k` templates and `cap` sources.
+    fn words_for(k: usize, cap: usize) -> usize {
+        k + key_words(cap) + k.div_ceil(2) + cap.div_ceil(4)
+    }
+
     #[inline]
-    fn source_at(&self) -> usize {
+    fn keys_at(&self) -> usize {
         usize::from(self.template_cap)
     }
 
     #[inline]
     fn weights_at(&self) -> usize {
-        self.source_at() + 2 * usize::from(self.source_cap)
+        self.keys_at() + key_words(usize::from(self.source_cap))
     }
 
     #[inline]
@@ -85,23 +192,32 @@ impl TopLists {
         self.weights_at() + usize::from(self.template_cap).div_ceil(2)
     }
 
-    /// Asks the CPU to start loading the lists' hot words (the templates, the start of the sources,
-    /// the weights) so that the misses of several entities overlap instead of queueing.
+    /// Slot `i` holds an IPv6 source.
+    #[inline]
+    fn is_v6(&self, i: usize) -> bool {
+        self.v6
+            .as_ref()
+            .is_some_and(|full| ipv4_of(full[i]).is_none())
+    }
+
+    /// Asks the CPU to start loading the lists' hot words (the templates and IPv4 keys in use, the
+    /// weights and counts) so that the misses of several entities overlap instead of queueing.
     #[inline]
     pub fn prefetch(&self) {
         let p = self.words.as_ptr();
-        // Templates (a 32-slot list is four lines), then every source in use (eight per two
-        // lines), then the weights and counts.
-        let templates = usize::from(self.templates);
-        for at in (0..templates).step_by(8) {
+        // Templates (a 32-slot list is four lines), then the IPv4 keys in use (sixteen per line),
+        // then the weights and counts.
+        for at in (0..usize::from(self.templates)).step_by(8) {
             prefetch(p.wrapping_add(at));
         }
-        let sources = self.source_at();
-        for at in (0..2 * usize::from(self.sources)).step_by(8) {
-            prefetch(p.wrapping_add(sources + at));
+        let keys = self.keys_at();
+        let key_end = self.keys_at() + usize::from(self.sources).div_ceil(2);
+        for at in (keys..key_end).step_by(8) {
+            prefetch(p.wrapping_add(at));
         }
         prefetch(p.wrapping_add(self.weights_at()));
         prefetch(p.wrapping_add(self.counts_at()));
+        prefetch(p.wrapping_add(self.counts_at() + 8));
     }
 
     /// Looks `template` and `source` up: one pass over each list.
@@ -112,9 +228,10 @@ impl TopLists {
             .iter()
             .position(|&t| t == template)
             .map(|i| i as u16);
-        let (source, same_network) = match source {
+        let (source, same_network) = match source.map(|s| (s, ipv4_of(s))) {
             None => (None, false),
-            Some(s) => self.probe_source(s),
+            Some((_, Some(addr))) => self.probe_v4(addr),
+            Some((s, None)) => self.probe_v6(s),
         };
         Probe {
             template,
@@ -123,33 +240,53 @@ impl TopLists {
         }
     }
 
-    fn probe_source(&self, s: u128) -> (Option<u16>, bool) {
+    /// An IPv4 source against the IPv4 slots: a block of sixteen keys per step.
+    #[inline]
+    fn probe_v4(&self, addr: u32) -> (Option<u16>, bool) {
         let n = usize::from(self.sources);
-        let at = self.source_at();
-        let keys = &self.words[at..at + 2 * n];
-        let (lo, hi) = (s as u64, (s >> 64) as u64);
-        // The network test as masks on the two words, so the loop has no branch but its exit:
-        // an IPv4-mapped key keeps all but its last byte, an IPv6 key its top 48 bits.
-        let net = network_of(s);
-        let (mask_lo, mask_hi) = if s >> 32 == 0xffff {
-            (!0xffu64, u64::MAX)
-        } else {
-            (0, !0xffff_u64)
-        };
-        let (net_lo, net_hi) = (net as u64, (net >> 64) as u64);
-        // An IPv6 network whose top 48 bits are zero (`::/48`: loopback, IPv4-compatible) would
-        // match every IPv4-mapped key under those masks; it takes the exact path instead.
-        let exact_networks = net == 0;
+        let keys = &self.words[self.keys_at()..self.weights_at()];
+        // IPv6 slots read 0: only a probe in 0.0.0.0/24 could match one, and must skip them.
+        let skip_v6 = addr >> 8 == 0 && self.v6.is_some();
         let mut same_network = false;
-        for (i, pair) in keys.chunks_exact(2).enumerate() {
-            if pair[0] == lo && pair[1] == hi {
+        for (b, block) in keys
+            .chunks_exact(BLOCK / 2)
+            .take(n.div_ceil(BLOCK))
+            .enumerate()
+        {
+            let first = b * BLOCK;
+            let in_use = if n - first >= BLOCK {
+                u16::MAX
+            } else {
+                (1u16 << (n - first)) - 1
+            };
+            let mut v4 = in_use;
+            if skip_v6 {
+                for j in (0..BLOCK.min(n - first)).filter(|&j| self.is_v6(first + j)) {
+                    v4 &= !(1 << j);
+                }
+            }
+            let (exact, net) = compare_block(block, addr);
+            let exact = exact & v4;
+            if exact != 0 {
+                return (Some((first + exact.trailing_zeros() as usize) as u16), true);
+            }
+            same_network |= net & v4 != 0;
+        }
+        (None, same_network)
+    }
+
+    /// An IPv6 source against the IPv6 slots, by their full keys.
+    fn probe_v6(&self, s: u128) -> (Option<u16>, bool) {
+        let Some(full) = &self.v6 else {
+            return (None, false);
+        };
+        let net = network_of(s);
+        let mut same_network = false;
+        for (i, &key) in full[..usize::from(self.sources)].iter().enumerate() {
+            if key == s {
                 return (Some(i as u16), true);
             }
-            same_network |= if exact_networks {
-                network_of(u128::from(pair[0]) | (u128::from(pair[1]) << 64)) == net
-            } else {
-                (pair[0] & mask_lo) == net_lo && (pair[1] & mask_hi) == net_hi
-            };
+            same_network |= ipv4_of(key).is_none() && network_of(key) == net;
         }
         (None, same_network)
     }
@@ -172,34 +309,58 @@ impl TopLists {
     /// LFU weight of the template in slot `i`.
     #[inline]
     pub fn weight(&self, i: usize) -> f32 {
-        f32::from_bits(half(&self.words[self.weights_at()..], i))
+        f32::from_bits(lane32(&self.words[self.weights_at()..], i))
     }
 
     fn set_weight(&mut self, i: usize, w: f32) {
         let at = self.weights_at();
-        set_half(&mut self.words[at..], i, w.to_bits());
+        set_lane32(&mut self.words[at..], i, w.to_bits());
     }
 
     /// Source in slot `i`.
     pub fn source(&self, i: usize) -> u128 {
-        let at = self.source_at() + 2 * i;
-        u128::from(self.words[at]) | (u128::from(self.words[at + 1]) << 64)
+        match &self.v6 {
+            Some(full) if self.is_v6(i) => full[i],
+            _ => 0xffff_0000_0000 | u128::from(lane32(&self.words[self.keys_at()..], i)),
+        }
     }
 
     fn set_source(&mut self, i: usize, s: u128) {
-        let at = self.source_at() + 2 * i;
-        self.words[at] = s as u64;
-        self.words[at + 1] = (s >> 64) as u64;
+        let at = self.keys_at();
+        set_lane32(&mut self.words[at..], i, ipv4_of(s).unwrap_or(0));
+        if ipv4_of(s).is_some() {
+            if let Some(full) = &mut self.v6 {
+                full[i] = IPV4_SLOT;
+            }
+        } else {
+            let cap = usize::from(self.source_cap);
+            self.v6
+                .get_or_insert_with(|| vec![IPV4_SLOT; cap].into_boxed_slice())[i] = s;
+        }
     }
 
     /// Space-Saving count of the source in slot `i`.
     pub fn count(&self, i: usize) -> u32 {
-        half(&self.words[self.counts_at()..], i)
+        u32::from(lane16(&self.words[self.counts_at()..], i))
     }
 
-    fn set_count(&mut self, i: usize, c: u32) {
+    fn set_count(&mut self, i: usize, c: u16) {
         let at = self.counts_at();
-        set_half(&mut self.words[at..], i, c);
+        set_lane16(&mut self.words[at..], i, c);
+    }
+
+    /// Adds one to the count of slot `i`. Counts are 16-bit: when one would overflow, every count
+    /// is halved first, which keeps their order (all the top-K needs) and lets recent sources
+    /// catch up with ones that were frequent long ago.
+    fn bump_count(&mut self, i: usize) {
+        if lane16(&self.words[self.counts_at()..], i) == u16::MAX {
+            for j in 0..usize::from(self.sources) {
+                let c = lane16(&self.words[self.counts_at()..], j);
+                self.set_count(j, c / 2);
+            }
+        }
+        let c = lane16(&self.words[self.counts_at()..], i);
+        self.set_count(i, c + 1);
     }
 
     /// Learns a template as `probe` found it: its weight grows by one, or it takes a free slot, or
@@ -233,25 +394,76 @@ impl TopLists {
         }
     }
 
-    /// Learns a source as `probe` found it (Space-Saving top-K, Metwally et al. 2005).
+    /// Learns a source as `probe` found it (Space-Saving top-K, Metwally et al. 2005): a known
+    /// one counts one more, a new one takes a free slot or replaces the least counted and inherits
+    /// its count plus one.
     pub fn learn_source(&mut self, s: u128, probe: &Probe) {
-        if let Some(i) = probe.source {
-            let i = usize::from(i);
-            self.set_count(i, self.count(i).saturating_add(1));
-            return;
+        let i = match probe.source {
+            Some(i) => usize::from(i),
+            None => {
+                let n = usize::from(self.sources);
+                let i = if n < usize::from(self.source_cap) {
+                    self.sources += 1;
+                    self.set_count(n, 0);
+                    n
+                } else {
+                    (0..n).min_by_key(|&i| self.count(i)).unwrap_or(0)
+                };
+                self.set_source(i, s);
+                i
+            }
+        };
+        self.bump_count(i);
+    }
+
+    /// Why these lists cannot be used, if they cannot: a saved baseline is decoded into this, and
+    /// one saved with another layout must be refused rather than read at the wrong offsets.
+    fn check(&self) -> Result<(), String> {
+        let (k, cap) = (usize::from(self.template_cap), usize::from(self.source_cap));
+        if k == 0
+            || cap == 0
+            || self.templates > self.template_cap
+            || self.sources > self.source_cap
+        {
+            return Err(format!(
+                "{}/{} templates and {}/{} sources",
+                self.templates, k, self.sources, cap
+            ));
         }
-        let n = usize::from(self.sources);
-        if n < usize::from(self.source_cap) {
-            self.set_source(n, s);
-            self.set_count(n, 1);
-            self.sources += 1;
-        } else {
-            let i = (0..n).min_by_key(|&i| self.count(i)).unwrap_or(0);
-            self.set_source(i, s);
-            self.set_count(i, self.count(i).saturating_add(1));
+        if self.words.len() != Self::words_for(k, cap) {
+            return Err(format!(
+                "{} words where this layout has {}",
+                self.words.len(),
+                Self::words_for(k, cap)
+            ));
+        }
+        match &self.v6 {
+            Some(full) if full.len() != cap => {
+                Err(format!("{} IPv6 keys for {cap} slots", full.len()))
+            }
+            _ => Ok(()),
         }
     }
 }
+
+impl<C> Decode<C> for TopLists {
+    fn decode<D: Decoder<Context = C>>(d: &mut D) -> Result<Self, DecodeError> {
+        let lists = TopLists {
+            words: Decode::decode(d)?,
+            v6: Decode::decode(d)?,
+            template_cap: Decode::decode(d)?,
+            source_cap: Decode::decode(d)?,
+            templates: Decode::decode(d)?,
+            sources: Decode::decode(d)?,
+        };
+        lists
+            .check()
+            .map_err(|why| DecodeError::OtherString(format!("top-K lists: {why}")))?;
+        Ok(lists)
+    }
+}
+
+bincode::impl_borrow_decode!(TopLists);
 
 /// The network of an address: /24 for IPv4 (mapped), /48 for IPv6.
 #[inline]
@@ -267,6 +479,7 @@ pub fn network_of(addr: u128) -> u128 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::detect::rng::SplitMix64;
 
     #[test]
     fn templates_count_and_evict_the_lightest() {
@@ -312,5 +525,159 @@ mod tests {
         l.learn_source(c, &p);
         assert_eq!((l.source(1), l.count(1)), (c, 2));
         assert_eq!(l.probe(0, Some(a)).source, Some(0));
+        // The IPv6 key left its slot: neither it nor its network is found any more.
+        let p = l.probe(0, Some(b));
+        assert_eq!((p.source, p.same_network), (None, false));
+    }
+
+    /// The same Space-Saving list kept as plain `(key, count)` pairs and probed by brute force.
+    struct Model {
+        cap: usize,
+        slots: Vec<(u128, u32)>,
+    }
+
+    impl Model {
+        fn probe(&self, s: u128) -> (Option<u16>, bool) {
+            if let Some(i) = self.slots.iter().position(|&(k, _)| k == s) {
+                return (Some(i as u16), true);
+            }
+            let net = network_of(s);
+            let same = self.slots.iter().any(|&(k, _)| {
+                (ipv4_of(k).is_some() == ipv4_of(s).is_some()) && network_of(k) == net
+            });
+            (None, same)
+        }
+
+        fn learn(&mut self, s: u128, found: Option<u16>) {
+            let i = match found {
+                Some(i) => usize::from(i),
+                None if self.slots.len() < self.cap => {
+                    self.slots.push((s, 0));
+                    self.slots.len() - 1
+                }
+                None => {
+                    let min = self.slots.iter().map(|&(_, c)| c).min().unwrap_or(0);
+                    let i = self.slots.iter().position(|&(_, c)| c == min).unwrap_or(0);
+                    self.slots[i].0 = s;
+                    i
+                }
+            };
+            if self.slots[i].1 == u32::from(u16::MAX) {
+                for slot in &mut self.slots {
+                    slot.1 /= 2;
+                }
+            }
+            self.slots[i].1 += 1;
+        }
+    }
+
+    #[test]
+    fn sources_match_a_brute_force_model_across_blocks_and_families() {
+        let mut rng = SplitMix64::new(7);
+        // Caps around the 16-key block and the 64-slot bitmap word.
+        for cap in [1, 5, 16, 17, 64, 65, 100] {
+            let mut l = TopLists::new(4, cap);
+            let mut m = Model {
+                cap,
+                slots: Vec::new(),
+            };
+            for _ in 0..20_000 {
+                // A few networks of each family, so exact hits, network hits and misses all
+                // happen; one IPv4 network sits at 0.0.0.0/24, where unused keys read 0.
+                let host = u128::from(rng.below(6));
+                let s = match rng.below(5) {
+                    0 => {
+                        0x2001_0db8_0000_0000_0000_0000_0000_0000
+                            | (u128::from(rng.below(3)) << 80)
+                            | host
+                    }
+                    1 => 0xffff_0000_0000 | host,
+                    2 => host,
+                    _ => 0xffff_0a00_0000 | (u128::from(rng.below(40)) << 8) | host,
+                };
+                let got = l.probe(0, Some(s));
+                assert_eq!(
+                    (got.source, got.same_network),
+                    m.probe(s),
+                    "cap {cap}, {s:#x}"
+                );
+                l.learn_source(s, &got);
+                m.learn(s, got.source);
+                assert_eq!(l.source_len(), m.slots.len());
+            }
+            for (i, &(k, c)) in m.slots.iter().enumerate() {
+                assert_eq!((l.source(i), l.count(i)), (k, c), "cap {cap}, slot {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn counts_halve_before_they_overflow() {
+        let mut l = TopLists::new(1, 2);
+        let (a, b) = (0xffff_0a00_0001u128, 0xffff_0a00_0002u128);
+        for _ in 0..3 {
+            let p = l.probe(0, Some(b));
+            l.learn_source(b, &p);
+        }
+        for _ in 0..u32::from(u16::MAX) + 1 {
+            let p = l.probe(0, Some(a));
+            l.learn_source(a, &p);
+        }
+        assert_eq!((l.count(0), l.count(1)), (1, u32::from(u16::MAX) / 2 + 1));
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_sse2_block_compare_matches_the_scalar_one() {
+        let mut rng = SplitMix64::new(3);
+        for _ in 0..10_000 {
+            let block: Vec<u64> = (0..BLOCK / 2)
+                .map(|_| {
+                    (rng.below(4) << 32 | rng.below(4) << 40) | rng.below(3) << 8 | rng.below(3)
+                })
+                .collect();
+            let addr = (rng.below(3) << 8 | rng.below(3)) as u32;
+            assert_eq!(
+                compare_block(&block, addr),
+                compare_block_scalar(&block, addr)
+            );
+        }
+    }
+
+    #[test]
+    fn lists_survive_encoding_and_other_layouts_are_refused() {
+        let cfg = crate::store::bincode_config();
+        let mut l = TopLists::new(32, 64);
+        for s in [
+            0xffff_0a00_0001u128,
+            0x2001_0db8_0000_0000_0000_0000_0000_0001,
+        ] {
+            let p = l.probe(9, Some(s));
+            l.learn_source(s, &p);
+            l.learn_template(9, &p);
+        }
+        let bytes = bincode::encode_to_vec(&l, cfg).unwrap();
+        let (back, _): (TopLists, _) = bincode::decode_from_slice(&bytes, cfg).unwrap();
+        assert_eq!(back.source(1), l.source(1));
+        assert_eq!((back.template(0), back.weight(0)), (9, 2.0));
+        // The layout before IPv4 keys (u128 keys, u32 counts, no IPv6 block) does not decode,
+        // and a block of the wrong length is refused by name rather than read at wrong offsets.
+        let old = (
+            vec![0u64; 32 + 128 + 16 + 32].into_boxed_slice(),
+            32u16,
+            64u16,
+            0u16,
+            0u16,
+        );
+        let bytes = bincode::encode_to_vec(&old, cfg).unwrap();
+        assert!(bincode::decode_from_slice::<TopLists, _>(&bytes, cfg).is_err());
+        let wrong = (old.0, None::<Box<[u128]>>, 32u16, 64u16, 0u16, 0u16);
+        let bytes = bincode::encode_to_vec(&wrong, cfg).unwrap();
+        let err = bincode::decode_from_slice::<TopLists, _>(&bytes, cfg).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("208 words where this layout has 96"),
+            "{err}"
+        );
     }
 }
