@@ -9,6 +9,7 @@
 pub mod browser;
 pub mod dashboard;
 pub mod error;
+pub mod llm;
 pub mod metrics;
 pub mod openapi;
 pub mod query;

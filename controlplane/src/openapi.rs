@@ -286,6 +286,28 @@ pub static ROUTES: &[Route] = &[
         handler: || get(crate::routes::alerts::get_feedback),
     },
     Route {
+        method: "POST",
+        path: "/alerts/{alert_id}/explain",
+        family: Family::Detail,
+        summary: "The alert explained in Markdown by the LLM: the cached explanation while it lives, else a new one",
+        query: &[],
+        body: Some("ExplainBody"),
+        ok: &[(200, "Explanation")],
+        errors: &[404, 413, 422, 502, 503],
+        handler: || post(crate::routes::llm::explain),
+    },
+    Route {
+        method: "GET",
+        path: "/alerts/{alert_id}/explanation",
+        family: Family::Detail,
+        summary: "The cached explanation only; never calls the LLM",
+        query: &[],
+        body: None,
+        ok: &[(200, "Explanation")],
+        errors: &[404, 503],
+        handler: || get(crate::routes::llm::explanation),
+    },
+    Route {
         method: "GET",
         path: "/entities/search",
         family: Family::List,
@@ -694,8 +716,12 @@ fn error_responses() -> Value {
         ),
         (500, "Internal error"),
         (
+            502,
+            "The LLM backend was reached and failed: timeout, error status or unreadable answer",
+        ),
+        (
             503,
-            "Unavailable: the component is off, busy or not running",
+            "Unavailable: the component is off, busy or not running (the LLM: disabled or its backend not ready)",
         ),
         (507, "The custom rule folder is full"),
     ] {
@@ -922,6 +948,34 @@ fn schemas() -> Value {
         ),
     );
     put("FeedbackList", list_of("Feedback"));
+    put(
+        "ExplainBody",
+        json!({
+            "type": "object",
+            "description": "Optional; an empty body is the same as `{}`",
+            "additionalProperties": false,
+            "properties": {
+                "refresh": {"type": "boolean", "description": "Ask the LLM again even when an explanation is cached"},
+            },
+        }),
+    );
+    put(
+        "Explanation",
+        object(
+            "An alert explained by the LLM (docs/llm.md)",
+            &[
+                ("alert_id", "string"),
+                ("markdown", "string"),
+                ("backend", "string"),
+                ("model", "string"),
+                ("generated_ns", "integer"),
+                ("events_in_prompt", "integer"),
+                ("prompt_chars", "integer"),
+                ("cached", "boolean"),
+                ("expires_in_s", "integer"),
+            ],
+        ),
+    );
     put(
         "FeedbackBody",
         json!({

@@ -35,6 +35,8 @@ pub struct AppState {
     pub ws: Arc<crate::ws::Hub>,
     /// The API's own request counters and latencies, for `/metrics`.
     pub api_metrics: Arc<crate::metrics::ApiMetrics>,
+    /// LLM assistance (explanations) and its caches.
+    pub llm: Arc<crate::llm::Llm>,
     /// When the API started.
     pub started: Instant,
 }

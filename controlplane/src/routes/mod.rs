@@ -7,6 +7,7 @@ pub mod entities;
 pub mod events;
 pub mod ingest;
 pub mod ioc;
+pub mod llm;
 pub mod sigma;
 pub mod system;
 

@@ -92,6 +92,10 @@ pub async fn health(State(st): State<AppState>) -> Response {
             json!(h)
         }
     };
+    let llm = st.llm.health().await;
+    if llm["status"] == "degraded" {
+        degraded.push("llm".into());
+    }
     let status = if degraded.is_empty() {
         "ok"
     } else {
@@ -114,6 +118,7 @@ pub async fn health(State(st): State<AppState>) -> Response {
                 "write_errors": st.stats.writer.errors.get(),
             },
             "rate_limit_store": rate_limit_store,
+            "llm": llm,
         },
     });
     let code = if degraded.is_empty() {

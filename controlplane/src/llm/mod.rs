@@ -1,0 +1,239 @@
+//! LLM assistance: alert explanations (and, to come, hunts and Sigma rule drafts) from the
+//! backend chosen by `llm.backend`, behind per-process caches.
+//!
+//! The LLM is an auxiliary signal: it is off by default, nothing calls it but an operator's
+//! request, and the data plane never reaches it. Of the three backends, `daemon` (a model server
+//! on loopback or the local network, see [`daemon`]) is built in; `cloud` needs TLS and
+//! `local_runner` an embedded runtime, neither of which this build includes, so choosing them
+//! starts the service with the LLM "not ready" (503 on its routes, `/health` degraded) and says
+//! why, rather than refusing to start over an optional feature.
+
+pub mod cache;
+pub mod daemon;
+pub mod http;
+pub mod prompt;
+
+use cache::{Cached, TtlCache};
+use daemon::Daemon;
+use serde::Serialize;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use watchpost_proto::config::LlmConfig;
+
+/// Why an LLM call gave no text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LlmError {
+    /// `llm.backend` is empty.
+    #[error("the LLM is disabled (llm.backend is empty)")]
+    Disabled,
+    /// The backend cannot be used now: unreachable, model missing, not in this build.
+    #[error("the LLM backend is not ready: {0}")]
+    NotReady(String),
+    /// The backend was reached and failed: timeout, error status, unreadable answer.
+    #[error("the LLM backend failed: {0}")]
+    Upstream(String),
+}
+
+/// The backend in use.
+#[derive(Debug)]
+enum Backend {
+    Daemon(Daemon),
+    /// Configured but unusable in this build (or misconfigured); the reason.
+    Unavailable(String),
+}
+
+/// An explanation of an alert.
+#[derive(Clone, Debug, Serialize)]
+pub struct Explanation {
+    /// The alert explained.
+    pub alert_id: String,
+    /// The model's Markdown.
+    pub markdown: String,
+    /// `llm.backend`.
+    pub backend: String,
+    /// Model name.
+    pub model: String,
+    /// When it was generated, ns since the epoch.
+    pub generated_ns: i64,
+    /// Contributing events included in the prompt.
+    pub events_in_prompt: usize,
+    /// Characters of the prompt sent.
+    pub prompt_chars: usize,
+    /// Served from the cache.
+    pub cached: bool,
+    /// Seconds until the cached entry expires.
+    pub expires_in_s: u64,
+}
+
+/// How long a readiness answer is reused, so that `/health` polling does not hammer the daemon.
+const READY_REUSE: Duration = Duration::from_secs(10);
+/// Longest readiness probe.
+const READY_DEADLINE: Duration = Duration::from_secs(2);
+
+/// The LLM service of one process.
+#[derive(Debug)]
+pub struct Llm {
+    cfg: LlmConfig,
+    backend: Option<Backend>,
+    explanations: TtlCache<Explanation>,
+    last_ready: Mutex<Option<(Instant, Result<(), LlmError>)>>,
+}
+
+impl Llm {
+    /// From the `[llm]` settings (already validated).
+    pub fn new(cfg: &LlmConfig) -> Llm {
+        let backend = match cfg.backend.as_str() {
+            "" => None,
+            "daemon" => Some(match Daemon::new(&cfg.daemon_url, &cfg.daemon_model) {
+                Ok(d) => Backend::Daemon(d),
+                Err(why) => Backend::Unavailable(format!("llm.daemon_url: {why}")),
+            }),
+            "cloud" => Some(Backend::Unavailable(
+                "llm.backend = cloud needs HTTPS, which this build does not include; use the \
+                 daemon backend"
+                    .into(),
+            )),
+            "local_runner" => Some(Backend::Unavailable(
+                "llm.backend = local_runner needs the embedded model runner, which this build \
+                 does not include; use the daemon backend"
+                    .into(),
+            )),
+            other => Some(Backend::Unavailable(format!(
+                "unknown llm.backend {other:?}"
+            ))),
+        };
+        if let Some(Backend::Unavailable(why)) = &backend {
+            tracing::warn!("LLM assistance unavailable: {why}");
+        }
+        Llm {
+            explanations: TtlCache::new(
+                cfg.explanation_cache_size as usize,
+                Duration::from_secs(cfg.explanation_cache_ttl_s),
+            ),
+            cfg: cfg.clone(),
+            backend,
+            last_ready: Mutex::new(None),
+        }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &LlmConfig {
+        &self.cfg
+    }
+
+    /// A backend is configured (usable or not).
+    pub fn enabled(&self) -> bool {
+        self.backend.is_some()
+    }
+
+    /// The model name in use (`""` when none).
+    pub fn model(&self) -> &str {
+        match &self.backend {
+            Some(Backend::Daemon(d)) => d.model(),
+            _ => match self.cfg.backend.as_str() {
+                "cloud" => &self.cfg.cloud_model,
+                "local_runner" => &self.cfg.model_path,
+                _ => "",
+            },
+        }
+    }
+
+    /// Whether the backend can take a request now; answers are reused for a few seconds.
+    pub async fn ready(&self) -> Result<(), LlmError> {
+        let daemon = match &self.backend {
+            None => return Err(LlmError::Disabled),
+            Some(Backend::Unavailable(why)) => return Err(LlmError::NotReady(why.clone())),
+            Some(Backend::Daemon(d)) => d,
+        };
+        if let Ok(last) = self.last_ready.lock()
+            && let Some((at, r)) = last.as_ref()
+            && at.elapsed() < READY_REUSE
+        {
+            return r.clone();
+        }
+        let deadline = READY_DEADLINE.min(secs(self.cfg.daemon_timeout_s));
+        let r = daemon.ready(deadline).await.map_err(|e| match e {
+            LlmError::Upstream(why) => LlmError::NotReady(why),
+            other => other,
+        });
+        self.remember_ready(r.clone());
+        r
+    }
+
+    fn remember_ready(&self, r: Result<(), LlmError>) {
+        if let Ok(mut last) = self.last_ready.lock() {
+            *last = Some((Instant::now(), r));
+        }
+    }
+
+    /// One completion within `timeout_s` (and the daemon's own `llm.daemon_timeout_s`).
+    pub async fn complete(
+        &self,
+        system: &str,
+        user: &str,
+        timeout_s: f64,
+    ) -> Result<String, LlmError> {
+        let daemon = match &self.backend {
+            None => return Err(LlmError::Disabled),
+            Some(Backend::Unavailable(why)) => return Err(LlmError::NotReady(why.clone())),
+            Some(Backend::Daemon(d)) => d,
+        };
+        let deadline = secs(timeout_s).min(secs(self.cfg.daemon_timeout_s));
+        let r = daemon.complete(system, user, deadline).await;
+        // What a real call learned about readiness beats the last probe.
+        match &r {
+            Ok(_) => self.remember_ready(Ok(())),
+            Err(e @ LlmError::NotReady(_)) => self.remember_ready(Err(e.clone())),
+            Err(_) => {}
+        }
+        r
+    }
+
+    /// The cached explanation of an alert, if one is live.
+    pub fn cached_explanation(&self, alert_id: &str) -> Option<Explanation> {
+        self.explanations.get(alert_id).map(served)
+    }
+
+    /// Caches an explanation and returns it as served.
+    pub fn store_explanation(&self, e: Explanation) -> Explanation {
+        let key = e.alert_id.clone();
+        let mut fresh = served(self.explanations.put(&key, e));
+        fresh.cached = false;
+        fresh
+    }
+
+    /// Drops the cached explanation of an alert.
+    pub fn forget_explanation(&self, alert_id: &str) -> bool {
+        self.explanations.remove(alert_id)
+    }
+
+    /// The LLM's part of `/health`: `disabled`, or `ok`/`degraded` with the reason.
+    pub async fn health(&self) -> serde_json::Value {
+        if !self.enabled() {
+            return serde_json::json!({"status": "disabled"});
+        }
+        let r = self.ready().await;
+        serde_json::json!({
+            "status": if r.is_ok() { "ok" } else { "degraded" },
+            "backend": self.cfg.backend,
+            "model": self.model(),
+            "error": r.err().map(|e| e.to_string()),
+            "cached_explanations": self.explanations.len(),
+        })
+    }
+}
+
+fn served(c: Cached<Explanation>) -> Explanation {
+    Explanation {
+        cached: true,
+        expires_in_s: c
+            .expires
+            .saturating_duration_since(Instant::now())
+            .as_secs(),
+        ..c.value
+    }
+}
+
+fn secs(s: f64) -> Duration {
+    Duration::try_from_secs_f64(s).unwrap_or(Duration::from_secs(30))
+}
