@@ -9,26 +9,9 @@ mod common;
 
 use common::{Service, free_port, http, json, send_lines, wait_for};
 
+/// RFC 3339 of ns since the epoch, as the API's own formatter writes it.
 fn iso(ns: i64) -> String {
-    let secs = ns / 1_000_000_000;
-    let days = secs / 86_400;
-    let rem = secs % 86_400;
-    // Days since the epoch to a civil date (H. Hinnant).
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        (rem / 60) % 60,
-        rem % 60
-    )
+    watchpost_controlplane::llm::prompt::rfc3339(ns)
 }
 
 fn login(ts: i64, user: &str, ip: &str) -> String {
