@@ -381,7 +381,7 @@ fn run(config: Option<PathBuf>) -> ExitCode {
         pipeline.store(),
         Some(pipeline.live_alerts()),
     ));
-    let cfg_llm = cfg.llm.clone();
+    let llm = Arc::new(watchpost_controlplane::llm::Llm::new(&cfg.llm));
     let state = watchpost_controlplane::AppState {
         api_metrics: Default::default(),
         ws,
@@ -394,7 +394,7 @@ fn run(config: Option<PathBuf>) -> ExitCode {
         iocs: Some(pipeline.iocs()),
         rates: Arc::new(watchpost_controlplane::RateSampler::default()),
         limits,
-        llm: Arc::new(watchpost_controlplane::llm::Llm::new(&cfg_llm)),
+        llm,
         started: std::time::Instant::now(),
     };
     tracing::info!("API listening on http://{api_addr}/api/v1");

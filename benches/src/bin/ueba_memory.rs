@@ -4,7 +4,7 @@
 //! `--ipv6` is given: an entity's IPv6 sources take a second block of full keys. It runs on the
 //! system allocator, which hands the entity table's outgrown arrays back to the OS, so the growth
 //! is what the entities hold; under the service's mimalloc, which keeps them for reuse, the same
-//! run reads about 160 bytes more per entity.
+//! run reads 160 to 170 bytes more per entity.
 //!
 //! `cargo run --release -p watchpost-benches --bin ueba_memory [ENTITIES] [--ipv6]`
 

@@ -139,6 +139,7 @@ pub async fn request(
             .map_err(|e| LlmError::Upstream(format!("sending the request failed: {e}")))?;
         let mut raw = Vec::with_capacity(8192);
         let mut buf = [0u8; 8192];
+        let mut chunks = Dechunker::default();
         loop {
             let n = conn
                 .read(&mut buf)
@@ -153,7 +154,7 @@ pub async fn request(
                     "the answer is larger than {MAX_ANSWER_BYTES} bytes"
                 )));
             }
-            if let Some(done) = complete(&raw)? {
+            if let Some(done) = complete(&raw, &mut chunks)? {
                 return Ok(done);
             }
         }
@@ -211,8 +212,9 @@ fn parse_head(raw: &[u8]) -> Result<Option<Head>, LlmError> {
     }))
 }
 
-/// The answer, once `raw` holds all of it.
-fn complete(raw: &[u8]) -> Result<Option<Answer>, LlmError> {
+/// The answer, once `raw` holds all of it. Called after every read: a chunked body is parsed by
+/// `chunks` from where the last call stopped, so each chunk is walked once.
+fn complete(raw: &[u8], chunks: &mut Dechunker) -> Result<Option<Answer>, LlmError> {
     let Some(head) = parse_head(raw)? else {
         return Ok(None);
     };
@@ -222,9 +224,9 @@ fn complete(raw: &[u8]) -> Result<Option<Answer>, LlmError> {
             status: head.status,
             body: body[..n].to_vec(),
         }),
-        Framing::Chunked => dechunk(body)?.map(|body| Answer {
+        Framing::Chunked if chunks.feed(body)? => Some(Answer {
             status: head.status,
-            body,
+            body: std::mem::take(&mut chunks.out),
         }),
         _ => None,
     })
@@ -239,38 +241,68 @@ fn complete_at_eof(raw: &[u8]) -> Result<Answer, LlmError> {
             status: head.status,
             body: raw[head.body_at..].to_vec(),
         }),
-        _ => Err(LlmError::Upstream(
+        Framing::Chunked => {
+            let mut chunks = Dechunker::default();
+            if chunks.feed(&raw[head.body_at..])? {
+                Ok(Answer {
+                    status: head.status,
+                    body: chunks.out,
+                })
+            } else {
+                Err(LlmError::Upstream(
+                    "the connection closed in the middle of the answer".into(),
+                ))
+            }
+        }
+        Framing::Length(_) => Err(LlmError::Upstream(
             "the connection closed in the middle of the answer".into(),
         )),
     }
 }
 
-/// The body of a chunked transfer, or `None` while the last chunk has not arrived.
-fn dechunk(mut body: &[u8]) -> Result<Option<Vec<u8>>, LlmError> {
-    let mut out = Vec::new();
-    loop {
-        let Some(eol) = body.windows(2).position(|w| w == b"\r\n") else {
-            return Ok(None);
-        };
-        let line = std::str::from_utf8(&body[..eol]).unwrap_or("");
-        let size_text = line.split(';').next().unwrap_or("").trim();
-        let size = usize::from_str_radix(size_text, 16)
-            .map_err(|_| LlmError::Upstream(format!("bad chunk size {size_text:?}")))?;
-        body = &body[eol + 2..];
-        if size == 0 {
-            return Ok(Some(out));
+/// A chunked body decoded as it arrives: resumes at the first chunk not yet complete.
+#[derive(Default)]
+struct Dechunker {
+    /// Offset in the body of the next chunk's size line.
+    at: usize,
+    /// The data of the chunks decoded so far.
+    out: Vec<u8>,
+}
+
+impl Dechunker {
+    /// Decodes the complete chunks of `body` past the last call's; true once the last chunk
+    /// (size 0) has come. Trailers after it are not waited for.
+    fn feed(&mut self, body: &[u8]) -> Result<bool, LlmError> {
+        loop {
+            let rest = &body[self.at..];
+            let Some(eol) = rest.windows(2).position(|w| w == b"\r\n") else {
+                return Ok(false);
+            };
+            let line = std::str::from_utf8(&rest[..eol]).unwrap_or("");
+            let size_text = line.split(';').next().unwrap_or("").trim();
+            let size = usize::from_str_radix(size_text, 16)
+                .map_err(|_| LlmError::Upstream(format!("bad chunk size {size_text:?}")))?;
+            if size == 0 {
+                return Ok(true);
+            }
+            let data = eol + 2;
+            if rest.len() < data + size + 2 {
+                return Ok(false);
+            }
+            self.out.extend_from_slice(&rest[data..data + size]);
+            self.at += data + size + 2;
         }
-        if body.len() < size + 2 {
-            return Ok(None);
-        }
-        out.extend_from_slice(&body[..size]);
-        body = &body[size + 2..];
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `complete` on an answer read in one go.
+    fn whole(raw: &[u8]) -> Result<Option<Answer>, LlmError> {
+        complete(raw, &mut Dechunker::default())
+    }
 
     #[test]
     fn urls_parse_and_https_is_refused_with_the_reason() {
@@ -295,22 +327,40 @@ mod tests {
 
     #[test]
     fn answers_are_framed_by_length_chunks_or_close() {
-        let a = complete(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        let a = whole(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
             .unwrap()
             .unwrap();
         assert_eq!((a.status, a.body.as_slice()), (200, &b"ok"[..]));
         assert!(
-            complete(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nok")
+            whole(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nok")
                 .unwrap()
                 .is_none()
         );
         let chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2;x=y\r\nde\r\n0\r\n\r\n";
-        assert_eq!(complete(chunked).unwrap().unwrap().body, b"abcde");
-        assert!(complete(&chunked[..chunked.len() - 7]).unwrap().is_none());
+        assert_eq!(whole(chunked).unwrap().unwrap().body, b"abcde");
+        assert!(whole(&chunked[..chunked.len() - 7]).unwrap().is_none());
+        // Read by read, as the client does: each prefix leaves the decoder where it stopped, and
+        // the answer is whole at the last chunk's size line (the final CRLF is not waited for).
+        let mut chunks = Dechunker::default();
+        for end in 1..chunked.len() - 2 {
+            assert!(
+                complete(&chunked[..end], &mut chunks).unwrap().is_none(),
+                "{end}"
+            );
+        }
+        assert_eq!(
+            complete(chunked, &mut chunks).unwrap().unwrap().body,
+            b"abcde"
+        );
+        let trailer =
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\nX-T: 1\r\n\r\n";
+        assert_eq!(whole(trailer).unwrap().unwrap().body, b"ok");
+        assert_eq!(complete_at_eof(trailer).unwrap().body, b"ok");
+        assert!(complete_at_eof(&chunked[..chunked.len() - 7]).is_err());
         let closed = complete_at_eof(b"HTTP/1.0 502 Bad\r\n\r\nbody").unwrap();
         assert_eq!((closed.status, closed.body.as_slice()), (502, &b"body"[..]));
         assert!(complete_at_eof(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nab").is_err());
-        assert!(complete(b"garbage\r\n\r\n").is_err());
-        assert!(complete(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n").is_err());
+        assert!(whole(b"garbage\r\n\r\n").is_err());
+        assert!(whole(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n").is_err());
     }
 }

@@ -138,13 +138,18 @@ impl Llm {
         }
     }
 
+    /// The usable backend, or why there is none.
+    fn daemon(&self) -> Result<&Daemon, LlmError> {
+        match &self.backend {
+            None => Err(LlmError::Disabled),
+            Some(Backend::Unavailable(why)) => Err(LlmError::NotReady(why.clone())),
+            Some(Backend::Daemon(d)) => Ok(d),
+        }
+    }
+
     /// Whether the backend can take a request now; answers are reused for a few seconds.
     pub async fn ready(&self) -> Result<(), LlmError> {
-        let daemon = match &self.backend {
-            None => return Err(LlmError::Disabled),
-            Some(Backend::Unavailable(why)) => return Err(LlmError::NotReady(why.clone())),
-            Some(Backend::Daemon(d)) => d,
-        };
+        let daemon = self.daemon()?;
         if let Ok(last) = self.last_ready.lock()
             && let Some((at, r)) = last.as_ref()
             && at.elapsed() < READY_REUSE
@@ -173,11 +178,7 @@ impl Llm {
         user: &str,
         timeout_s: f64,
     ) -> Result<String, LlmError> {
-        let daemon = match &self.backend {
-            None => return Err(LlmError::Disabled),
-            Some(Backend::Unavailable(why)) => return Err(LlmError::NotReady(why.clone())),
-            Some(Backend::Daemon(d)) => d,
-        };
+        let daemon = self.daemon()?;
         let deadline = secs(timeout_s).min(secs(self.cfg.daemon_timeout_s));
         let r = daemon.complete(system, user, deadline).await;
         // What a real call learned about readiness beats the last probe.
@@ -200,11 +201,6 @@ impl Llm {
         let mut fresh = served(self.explanations.put(&key, e));
         fresh.cached = false;
         fresh
-    }
-
-    /// Drops the cached explanation of an alert.
-    pub fn forget_explanation(&self, alert_id: &str) -> bool {
-        self.explanations.remove(alert_id)
     }
 
     /// The LLM's part of `/health`: `disabled`, or `ok`/`degraded` with the reason.

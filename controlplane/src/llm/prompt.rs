@@ -27,15 +27,8 @@ pub struct Prompt {
 
 /// The user message explaining `alert` with `events` (already at most
 /// `llm.explanation_max_contributing_events`), at most `max_chars` characters: events that do not
-/// fit are counted, not sent. With `hash_users`, user names are replaced by a stable digest.
-pub fn explanation(alert: &Alert, events: &[Event], max_chars: usize, hash_users: bool) -> Prompt {
-    let user = |kind: &str, value: &str| -> String {
-        if hash_users && kind == "user" {
-            format!("user#{:016x}", fnv1a(value.as_bytes()))
-        } else {
-            value.to_string()
-        }
-    };
+/// fit are counted, not sent.
+pub fn explanation(alert: &Alert, events: &[Event], max_chars: usize) -> Prompt {
     let mut t = String::new();
     let _ = writeln!(t, "Alert {}: {}", alert.id, fence_safe(&alert.title));
     let _ = writeln!(
@@ -56,12 +49,7 @@ pub fn explanation(alert: &Alert, events: &[Event], max_chars: usize, hash_users
         alert.source
     );
     if let Some(e) = &alert.entity {
-        let _ = writeln!(
-            t,
-            "Entity: {} {}",
-            e.kind.name(),
-            user(e.kind.name(), &e.value)
-        );
+        let _ = writeln!(t, "Entity: {} {}", e.kind.name(), e.value);
     }
     if !alert.contributions.is_empty() {
         let parts: Vec<String> = alert
@@ -85,7 +73,7 @@ pub fn explanation(alert: &Alert, events: &[Event], max_chars: usize, hash_users
         let parts: Vec<String> = alert
             .related_entities
             .iter()
-            .map(|e| format!("{} {}", e.kind.name(), user(e.kind.name(), &e.value)))
+            .map(|e| format!("{} {}", e.kind.name(), e.value))
             .collect();
         let _ = writeln!(t, "Related entities: {}", parts.join(", "));
     }
@@ -104,12 +92,7 @@ pub fn explanation(alert: &Alert, events: &[Event], max_chars: usize, hash_users
             e.severity
         );
         for r in &e.entities {
-            let _ = write!(line, " {}={}", r.kind.name(), user(r.kind.name(), &r.value));
-        }
-        if hash_users {
-            for r in e.entities.iter().filter(|r| r.kind.name() == "user") {
-                message = message.replace(&r.value, &user("user", &r.value));
-            }
+            let _ = write!(line, " {}={}", r.kind.name(), r.value);
         }
         let _ = write!(line, "\n{}", fence_safe(&message));
         lines.push(line);
@@ -159,12 +142,6 @@ pub fn explanation(alert: &Alert, events: &[Event], max_chars: usize, hash_users
 /// Text that cannot close the fence around it.
 fn fence_safe(s: &str) -> String {
     s.replace("```", "'''")
-}
-
-fn fnv1a(b: &[u8]) -> u64 {
-    b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &x| {
-        (h ^ u64::from(x)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
 }
 
 /// `YYYY-MM-DDTHH:MM:SSZ` of ns since the epoch (proleptic Gregorian, UTC).

@@ -257,6 +257,20 @@ pub struct AlertDetail {
     pub feedback: Vec<Feedback>,
 }
 
+/// An alert with names resolved and at most `max_events` of its contributing events still
+/// stored; `None` when there is no such alert. Blocking (reads the store).
+pub fn with_events(store: &Store, id: &str, max_events: usize) -> Option<(Alert, Vec<Event>)> {
+    let mut alert = store.alert(id)?;
+    resolve_names(store, &mut alert);
+    let events = alert
+        .contributing_events
+        .iter()
+        .filter_map(|e| store.event(e))
+        .take(max_events)
+        .collect();
+    Some((alert, events))
+}
+
 /// One alert, with its events.
 pub async fn get(
     State(st): State<AppState>,
@@ -264,15 +278,8 @@ pub async fn get(
 ) -> Result<Json<AlertDetail>, ApiError> {
     let store = st.store.clone();
     tokio::task::spawn_blocking(move || {
-        let mut alert = store
-            .alert(&id)
+        let (alert, events) = with_events(&store, &id, usize::MAX)
             .ok_or_else(|| ApiError::not_found(format!("no alert {id}")))?;
-        resolve_names(&store, &mut alert);
-        let events = alert
-            .contributing_events
-            .iter()
-            .filter_map(|e| store.event(e))
-            .collect();
         let feedback = store.feedback_for(&id);
         Ok(Json(AlertDetail {
             alert,

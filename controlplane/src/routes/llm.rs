@@ -53,20 +53,11 @@ pub async fn explain(
     let limit = llm.config().explanation_max_contributing_events as usize;
     let store = st.store.clone();
     let key = id.clone();
-    let (alert, events) = tokio::task::spawn_blocking(move || {
-        let mut alert = store.alert(&key)?;
-        super::alerts::resolve_names(&store, &mut alert);
-        let events: Vec<_> = alert
-            .contributing_events
-            .iter()
-            .filter_map(|e| store.event(e))
-            .take(limit)
-            .collect();
-        Some((alert, events))
-    })
-    .await
-    .map_err(ApiError::internal)?
-    .ok_or_else(|| ApiError::not_found(format!("no alert {id}")))?;
+    let (alert, events) =
+        tokio::task::spawn_blocking(move || super::alerts::with_events(&store, &key, limit))
+            .await
+            .map_err(ApiError::internal)?
+            .ok_or_else(|| ApiError::not_found(format!("no alert {id}")))?;
     if !req.refresh
         && let Some(cached) = llm.cached_explanation(&id)
     {
@@ -74,13 +65,9 @@ pub async fn explain(
     }
     llm.ready().await?;
     let cfg = llm.config();
-    let hash_users = cfg.backend == "cloud" && cfg.cloud_hash_usernames;
-    let p = prompt::explanation(
-        &alert,
-        &events,
-        cfg.explanation_max_prompt_chars as usize,
-        hash_users,
-    );
+    // Only the daemon backend is built, and it runs on the operator's own network, so user
+    // names stay in the prompt; `llm.cloud_hash_usernames` belongs to the cloud backend.
+    let p = prompt::explanation(&alert, &events, cfg.explanation_max_prompt_chars as usize);
     let markdown = llm
         .complete(prompt::EXPLAIN_SYSTEM, &p.text, cfg.explanation_timeout_s)
         .await?;

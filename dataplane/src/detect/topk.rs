@@ -319,23 +319,23 @@ impl TopLists {
 
     /// Source in slot `i`.
     pub fn source(&self, i: usize) -> u128 {
-        match &self.v6 {
-            Some(full) if self.is_v6(i) => full[i],
-            _ => 0xffff_0000_0000 | u128::from(lane32(&self.words[self.keys_at()..], i)),
+        match self.v6.as_ref().map(|full| full[i]) {
+            Some(key) if ipv4_of(key).is_none() => key,
+            _ => IPV4_SLOT | u128::from(lane32(&self.words[self.keys_at()..], i)),
         }
     }
 
     fn set_source(&mut self, i: usize, s: u128) {
         let at = self.keys_at();
-        set_lane32(&mut self.words[at..], i, ipv4_of(s).unwrap_or(0));
-        if ipv4_of(s).is_some() {
-            if let Some(full) = &mut self.v6 {
-                full[i] = IPV4_SLOT;
+        let addr = ipv4_of(s);
+        set_lane32(&mut self.words[at..], i, addr.unwrap_or(0));
+        match (addr, &mut self.v6) {
+            (Some(_), Some(full)) => full[i] = IPV4_SLOT,
+            (Some(_), None) => {}
+            (None, v6) => {
+                let cap = usize::from(self.source_cap);
+                v6.get_or_insert_with(|| vec![IPV4_SLOT; cap].into_boxed_slice())[i] = s;
             }
-        } else {
-            let cap = usize::from(self.source_cap);
-            self.v6
-                .get_or_insert_with(|| vec![IPV4_SLOT; cap].into_boxed_slice())[i] = s;
         }
     }
 
