@@ -1,4 +1,5 @@
-//! The `watchpost` command: run the service, check and show its configuration, mine templates.
+//! The `watchpost` command: run the service, check and show its configuration, mine templates,
+//! replay logs, check rules, and hunt through a running service.
 //!
 //! Only argument handling lives here; the service is wired from the crates' own entry points
 //! (`Pipeline::start`, `controlplane::serve`).
@@ -58,6 +59,31 @@ enum Command {
     Rules {
         #[command(subcommand)]
         action: RulesAction,
+    },
+    /// Ask the running service a hunting question (`POST /api/v1/hunt`): a question naming an IP
+    /// address, an entity UUID or a known host is answered from that entity's timeline without
+    /// the LLM; any other is translated by the LLM into an event query. Prints one event per
+    /// line, newest first (`--json`: the whole answer); what ran goes to stderr.
+    Hunt {
+        /// The question (several words are joined with spaces).
+        #[arg(required = true, num_args = 1..)]
+        query: Vec<String>,
+        /// Most events shown; defaults to `llm.hunt_max_results`.
+        #[arg(long)]
+        limit: Option<u32>,
+        /// The service's API, `http://host:port`; defaults to `dashboard_bind_address` and
+        /// `dashboard_port` of the configuration.
+        #[arg(long)]
+        url: Option<String>,
+        /// Ask again even when the service has the answer cached.
+        #[arg(long)]
+        refresh: bool,
+        /// Print the service's whole JSON answer instead of event lines.
+        #[arg(long)]
+        json: bool,
+        /// TOML configuration (API address, `llm.hunt_max_results`).
+        #[arg(long, short)]
+        config: Option<PathBuf>,
     },
 }
 
@@ -167,7 +193,133 @@ fn main() -> ExitCode {
             Ok(cfg) => rules_test(&cfg, &rules, &events),
             Err(code) => code,
         },
+        Command::Hunt {
+            query,
+            limit,
+            url,
+            refresh,
+            json,
+            config,
+        } => match load(config) {
+            Ok(cfg) => hunt(&cfg, &query.join(" "), limit, url, refresh, json),
+            Err(code) => code,
+        },
     }
+}
+
+/// `watchpost hunt`: one `POST /api/v1/hunt` to the running service. Exit code 0 with an
+/// answer (even an empty one), 1 when the service refused or failed the hunt, 2 on a usage or
+/// connection problem.
+fn hunt(
+    cfg: &Config,
+    query: &str,
+    limit: Option<u32>,
+    url: Option<String>,
+    refresh: bool,
+    as_json: bool,
+) -> ExitCode {
+    use watchpost_controlplane::llm::http::{Endpoint, request};
+    let url = url.unwrap_or_else(|| {
+        let host = match cfg.dashboard_bind_address.as_str() {
+            "0.0.0.0" | "" => "127.0.0.1".to_string(),
+            "::" => "[::1]".to_string(),
+            h if h.contains(':') => format!("[{h}]"),
+            h => h.to_string(),
+        };
+        format!("http://{host}:{}", cfg.dashboard_port)
+    });
+    let at = match Endpoint::parse(&url) {
+        Ok(at) => at,
+        Err(why) => {
+            eprintln!("--url: {why}");
+            return ExitCode::from(2);
+        }
+    };
+    let limit = limit.unwrap_or(cfg.llm.hunt_max_results);
+    let body = serde_json::json!({"query": query, "limit": limit, "refresh": refresh}).to_string();
+    // The service bounds the LLM by llm.hunt_timeout_s; the margin covers the store search.
+    let deadline = std::time::Duration::from_secs_f64(cfg.llm.hunt_timeout_s.max(1.0) + 30.0);
+    let answer = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())
+        .and_then(|rt| {
+            rt.block_on(request(
+                &at,
+                "POST",
+                "/api/v1/hunt",
+                &[],
+                Some(body.as_bytes()),
+                deadline,
+            ))
+            .map_err(|e| e.to_string())
+        });
+    let answer = match answer {
+        Ok(a) => a,
+        Err(why) => {
+            eprintln!("cannot reach the service at {url}: {why}");
+            return ExitCode::from(2);
+        }
+    };
+    let v: serde_json::Value = serde_json::from_slice(&answer.body).unwrap_or_default();
+    if answer.status != 200 {
+        eprintln!(
+            "hunt failed ({}): {}",
+            answer.status,
+            v["message"]
+                .as_str()
+                .unwrap_or(&String::from_utf8_lossy(&answer.body))
+        );
+        return ExitCode::from(1);
+    }
+    let mut out = std::io::stdout().lock();
+    if as_json {
+        let _ = writeln!(out, "{v}");
+        return ExitCode::SUCCESS;
+    }
+    let shown = v["events"].as_array().map_or(0, Vec::len);
+    let what = match v["mode"].as_str() {
+        Some("entity") => format!(
+            "events of {} (entity lookup, no LLM)",
+            v["executed"]["entities"]
+                .as_array()
+                .map(|a| a
+                    .iter()
+                    .filter_map(|e| e.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "))
+                .unwrap_or_default()
+        ),
+        _ => format!(
+            "translated by {} into {}",
+            v["model"].as_str().unwrap_or("the LLM"),
+            v["executed"]
+        ),
+    };
+    let total = v["total"].as_u64().unwrap_or(0);
+    let bound = if v["total_exact"].as_bool() == Some(false) {
+        "at least "
+    } else {
+        ""
+    };
+    let cached = if v["cached"].as_bool() == Some(true) {
+        " (cached answer)"
+    } else {
+        ""
+    };
+    eprintln!("{what}: {shown} shown of {bound}{total}{cached}");
+    for e in v["events"].as_array().into_iter().flatten() {
+        let ts = e["timestamp_ns"].as_i64().unwrap_or(0);
+        let _ = writeln!(
+            out,
+            "{}  {}  {}  {}",
+            watchpost_controlplane::llm::prompt::rfc3339(ts),
+            e["source"].as_str().unwrap_or("-"),
+            e["host"].as_str().unwrap_or("-"),
+            e["message"].as_str().unwrap_or("")
+        );
+    }
+    ExitCode::SUCCESS
 }
 
 /// `watchpost rules validate`.

@@ -1,10 +1,12 @@
 //! LLM assistance against the running service and a model daemon on loopback that speaks
-//! Ollama's real wire protocol: explanations made, cached, refreshed; the daemon failing,
-//! hanging and missing; the LLM off.
+//! Ollama's real wire protocol: explanations made, cached, refreshed; hunts answered from an
+//! entity's timeline or translated by the model; Sigma rule drafts for confirmed patterns,
+//! validated and repaired; the daemon failing, hanging and missing; the LLM off.
 
 mod common;
 
 use common::{Service, free_port, http, json, send_lines, wait_for};
+use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
@@ -18,11 +20,13 @@ const FAIL: u8 = 1;
 const HANG: u8 = 2;
 
 /// An Ollama-compatible daemon: `GET /api/tags` lists `tiny`, `POST /api/chat` answers with
-/// Markdown (chunked, as a proxy in front of a daemon may send it) and records the request.
+/// the next queued reply, or Markdown when none is queued (chunked, as a proxy in front of a
+/// daemon may send it), and records the request.
 struct Daemon {
     port: u16,
     mode: Arc<AtomicU8>,
     chats: Arc<Mutex<Vec<serde_json::Value>>>,
+    replies: Arc<Mutex<VecDeque<String>>>,
 }
 
 impl Daemon {
@@ -31,14 +35,27 @@ impl Daemon {
         let port = listener.local_addr().unwrap().port();
         let mode = Arc::new(AtomicU8::new(OK));
         let chats = Arc::new(Mutex::new(Vec::new()));
-        let (m, c) = (mode.clone(), chats.clone());
+        let replies = Arc::new(Mutex::new(VecDeque::new()));
+        let (m, c, r) = (mode.clone(), chats.clone(), replies.clone());
         std::thread::spawn(move || {
             for conn in listener.incoming().flatten() {
-                let (m, c) = (m.clone(), c.clone());
-                std::thread::spawn(move || serve(conn, &m, &c));
+                let (m, c, r) = (m.clone(), c.clone(), r.clone());
+                std::thread::spawn(move || serve(conn, &m, &c, &r));
             }
         });
-        Daemon { port, mode, chats }
+        Daemon {
+            port,
+            mode,
+            chats,
+            replies,
+        }
+    }
+
+    /// Queues the text of the next chat answers.
+    fn reply(&self, texts: &[&str]) {
+        let mut q = self.replies.lock().unwrap();
+        q.clear();
+        q.extend(texts.iter().map(|t| t.to_string()));
     }
 
     fn chats(&self) -> Vec<serde_json::Value> {
@@ -46,7 +63,12 @@ impl Daemon {
     }
 }
 
-fn serve(conn: TcpStream, mode: &AtomicU8, chats: &Mutex<Vec<serde_json::Value>>) {
+fn serve(
+    conn: TcpStream,
+    mode: &AtomicU8,
+    chats: &Mutex<Vec<serde_json::Value>>,
+    replies: &Mutex<VecDeque<String>>,
+) {
     let mut reader = BufReader::new(conn.try_clone().unwrap());
     let mut request_line = String::new();
     reader.read_line(&mut request_line).unwrap();
@@ -90,9 +112,12 @@ fn serve(conn: TcpStream, mode: &AtomicU8, chats: &Mutex<Vec<serde_json::Value>>
                 ),
                 HANG => std::thread::sleep(Duration::from_secs(5)),
                 _ => {
+                    let content = replies.lock().unwrap().pop_front().unwrap_or_else(|| {
+                        "## Summary\nSomeone is guessing SSH user names from 203.0.113.9.\n".into()
+                    });
                     let reply = serde_json::json!({
                         "model": "tiny", "done": true,
-                        "message": {"role": "assistant", "content": "## Summary\nSomeone is guessing SSH user names from 203.0.113.9.\n"},
+                        "message": {"role": "assistant", "content": content},
                     })
                     .to_string();
                     let (a, b) = reply.split_at(reply.len() / 2);
@@ -110,12 +135,18 @@ fn serve(conn: TcpStream, mode: &AtomicU8, chats: &Mutex<Vec<serde_json::Value>>
 }
 
 fn start(dir: &Path, llm: &str) -> (Service, u16, u16) {
+    start_on(dir, None, llm)
+}
+
+/// Like [`start`], on the store in `data` (a fresh one per service when `None`).
+fn start_on(dir: &Path, data: Option<&str>, llm: &str) -> (Service, u16, u16) {
     let (api, tcp) = (free_port(), free_port());
     let config = dir.join(format!("watchpost-{api}.toml"));
+    let data = data.map_or_else(|| format!("data-{api}"), str::to_string);
     std::fs::write(
         &config,
         format!(
-            "dashboard_port = {api}\nhealth_port = 0\napi_detail_rate_limit = \"100000/minute\"\n[storage]\ndata_dir = \"data-{api}\"\n[inputs.syslog_udp]\nenabled = false\n[inputs.json_tcp]\nenabled = false\n[inputs.syslog_tcp]\naddress = \"127.0.0.1:{tcp}\"\n[dataplane]\npin_workers = false\n[llm]\n{llm}\n"
+            "dashboard_port = {api}\nhealth_port = 0\napi_detail_rate_limit = \"100000/minute\"\napi_list_rate_limit = \"100000/minute\"\n[storage]\ndata_dir = \"{data}\"\n[inputs.syslog_udp]\nenabled = false\n[inputs.json_tcp]\nenabled = false\n[inputs.syslog_tcp]\naddress = \"127.0.0.1:{tcp}\"\n[dataplane]\npin_workers = false\n[llm]\n{llm}\n"
         ),
     )
     .unwrap();
@@ -299,5 +330,372 @@ fn a_missing_daemon_or_model_is_503_and_degrades_health_and_off_is_503() {
         assert_eq!(code, 503, "{method} {path}: {body}");
         assert!(body.contains("disabled"), "{body}");
     }
+    drop(svc);
+}
+
+/// A daemon-backed service with `extra` added to its `[llm]` table.
+fn start_with_daemon(dir: &Path, daemon: &Daemon, extra: &str) -> (Service, u16, u16) {
+    start(
+        dir,
+        &format!(
+            "backend = \"daemon\"\ndaemon_url = \"http://127.0.0.1:{}\"\ndaemon_model = \"tiny\"\n{extra}",
+            daemon.port
+        ),
+    )
+}
+
+fn post_hunt(api: u16, body: serde_json::Value) -> (u16, serde_json::Value) {
+    let (code, text) = http(api, "POST", "/api/v1/hunt", &body.to_string());
+    (code, json(&text))
+}
+
+#[test]
+fn hunts_answer_entities_without_the_llm_and_translate_other_questions() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start();
+    let (svc, api, tcp) = start_with_daemon(dir.path(), &daemon, "hunt_max_query_chars = 64\n");
+    raise_alert(api, tcp);
+
+    // An address in the question: its timeline, no model call.
+    let (code, v) = post_hunt(
+        api,
+        serde_json::json!({"query": "What did 203.0.113.9 do?"}),
+    );
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(v["mode"], "entity", "{v}");
+    assert_eq!(v["entities"][0]["value"], "203.0.113.9", "{v}");
+    assert_eq!(v["entities"][0]["known"], true, "{v}");
+    assert_eq!(v["events"].as_array().unwrap().len(), 3, "{v}");
+    assert_eq!(
+        (v["backend"].is_null(), v["limit"].as_u64()),
+        (true, Some(100))
+    );
+    // A known host name too, with a limit.
+    let (code, v) = post_hunt(
+        api,
+        serde_json::json!({"query": "anything odd on WEB-01", "limit": 2}),
+    );
+    assert_eq!((code, v["mode"].as_str()), (200, Some("entity")), "{v}");
+    assert_eq!(v["events"].as_array().unwrap().len(), 2, "{v}");
+    assert_eq!(v["total"], 3, "{v}");
+    assert!(
+        daemon.chats().is_empty(),
+        "entity hunts never call the model"
+    );
+
+    // Any other question is translated; the translation is checked, shown and run.
+    daemon.reply(&[
+        "```json\n{\"entities\": null, \"source\": \"sshd\", \"text\": \"ORACLE2\", \"min_severity\": null}\n```",
+    ]);
+    let (code, v) = post_hunt(
+        api,
+        serde_json::json!({"query": "Who tried  the oracle2 account"}),
+    );
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(v["mode"], "llm", "{v}");
+    assert_eq!(v["executed"]["source"], "sshd", "{v}");
+    assert_eq!(v["executed"]["text"], "ORACLE2", "{v}");
+    let events = v["events"].as_array().unwrap();
+    assert_eq!(events.len(), 1, "{v}");
+    assert!(events[0]["message"].as_str().unwrap().contains("oracle2"));
+    assert_eq!(
+        (v["model"].as_str(), v["cached"].as_bool()),
+        (Some("tiny"), Some(false))
+    );
+    let chats = daemon.chats();
+    assert_eq!(chats.len(), 1);
+    let prompt = chats[0]["messages"][1]["content"].as_str().unwrap();
+    assert!(
+        prompt.contains("```\nWho tried  the oracle2 account\n```"),
+        "{prompt}"
+    );
+    assert!(prompt.contains("Log sources seen lately: sshd"), "{prompt}");
+
+    // The same question spelled differently shares the answer; refresh asks again.
+    let (code, v) = post_hunt(
+        api,
+        serde_json::json!({"query": " who tried the ORACLE2 account "}),
+    );
+    assert_eq!((code, v["cached"].as_bool()), (200, Some(true)), "{v}");
+    assert_eq!(daemon.chats().len(), 1);
+    daemon.reply(&["{\"text\": \"oracle\"}"]);
+    let (code, v) = post_hunt(
+        api,
+        serde_json::json!({"query": "who tried the oracle2 account", "refresh": true}),
+    );
+    assert_eq!((code, v["cached"].as_bool()), (200, Some(false)), "{v}");
+    assert_eq!(v["events"].as_array().unwrap().len(), 3, "{v}");
+
+    // A translation that is not a query, or a failing model, is a 502.
+    daemon.reply(&["Sorry, I can't help with that."]);
+    let (code, v) = post_hunt(api, serde_json::json!({"query": "show me bad things"}));
+    assert_eq!(
+        (code, v["error"].as_str()),
+        (502, Some("llm_failed")),
+        "{v}"
+    );
+    assert!(
+        v["message"].as_str().unwrap().contains("no JSON object"),
+        "{v}"
+    );
+    daemon.reply(&["{\"min_severity\": 11}"]);
+    let (code, v) = post_hunt(api, serde_json::json!({"query": "show me bad things"}));
+    assert_eq!(code, 502, "{v}");
+    daemon.mode.store(FAIL, Ordering::SeqCst);
+    let (code, v) = post_hunt(api, serde_json::json!({"query": "show me worse things"}));
+    assert_eq!(code, 502, "{v}");
+    daemon.mode.store(OK, Ordering::SeqCst);
+
+    // Invalid and over-budget questions are 400.
+    for bad in [
+        serde_json::json!({"query": "   "}),
+        serde_json::json!({"query": "x".repeat(65)}),
+        serde_json::json!({"query": "10.0.0.1", "limit": 0}),
+        serde_json::json!({"query": "10.0.0.1", "limit": 101}),
+        serde_json::json!({"query": 5}),
+        serde_json::json!({"question": "10.0.0.1"}),
+    ] {
+        let (code, v) = post_hunt(api, bad.clone());
+        assert_eq!(
+            (code, v["error"].as_str()),
+            (400, Some("invalid_query")),
+            "{bad}: {v}"
+        );
+    }
+    let (code, _) = post_hunt(api, serde_json::json!({"query": "é".repeat(64)}));
+    assert_eq!(code, 502, "64 characters are allowed (bytes do not count)");
+
+    // The command-line hunt asks the same API; --limit caps what it prints.
+    let out = common::bin()
+        .args([
+            "hunt",
+            "--url",
+            &format!("http://127.0.0.1:{api}"),
+            "--limit",
+            "2",
+        ])
+        .args(["events", "of", "203.0.113.9"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(stdout.lines().count(), 2, "{stdout}");
+    assert!(
+        stdout.contains("sshd  web-01  Invalid user oracle"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("entity lookup, no LLM") && stderr.contains("2 shown of 3"),
+        "{stderr}"
+    );
+    let out = common::bin()
+        .args([
+            "hunt",
+            "--url",
+            &format!("http://127.0.0.1:{api}"),
+            "--json",
+        ])
+        .arg("x".repeat(65))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("hunt failed (400)"));
+    drop(svc);
+
+    // With the LLM off, entity hunts still answer and the rest is 503.
+    let (svc, api, tcp) = start(dir.path(), "");
+    raise_alert(api, tcp);
+    let (code, v) = post_hunt(api, serde_json::json!({"query": "203.0.113.9"}));
+    assert_eq!((code, v["mode"].as_str()), (200, Some("entity")), "{v}");
+    let (code, v) = post_hunt(api, serde_json::json!({"query": "failed logins"}));
+    assert_eq!(
+        (code, v["error"].as_str()),
+        (503, Some("llm_unavailable")),
+        "{v}"
+    );
+    drop(svc);
+}
+
+/// A rule the fake model drafts: valid, and it matches the invalid-user events.
+const GOOD_RULE: &str = "Here is the rule:\n```yaml\ntitle: Invalid SSH users confirmed by analysts\nid: 6f1c2a9e-3b7d-4c55-9a1e-0d2b8c7f4e11\nstatus: experimental\ndescription: SSH logins for user names that do not exist\nauthor: Watchpost rule suggestion\ndate: 2026-11-21\ntags:\n  - attack.t1110\nlogsource:\n  product: linux\n  service: sshd\ndetection:\n  keywords:\n    - 'Invalid user'\n  condition: keywords\nfalsepositives:\n  - Mistyped user names\nlevel: medium\n```\n";
+
+fn feedback(api: u16, id: &str, verdict: &str) {
+    let (code, body) = http(
+        api,
+        "POST",
+        &format!("/api/v1/alerts/{id}/feedback"),
+        &format!(r#"{{"feedback":"{verdict}","note":"confirmed by on-call","origin":"api"}}"#),
+    );
+    assert_eq!(code, 204, "{body}");
+}
+
+fn patterns(api: u16) -> Vec<serde_json::Value> {
+    let (code, body) = http(api, "GET", "/api/v1/sigma/rule-suggestions", "");
+    assert_eq!(code, 200, "{body}");
+    json(&body)["items"].as_array().unwrap().clone()
+}
+
+#[test]
+fn confirmed_patterns_get_validated_rule_drafts() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start();
+    let (svc, api, tcp) = start_on(
+        dir.path(),
+        Some("data-suggestions"),
+        &format!(
+            "backend = \"daemon\"\ndaemon_url = \"http://127.0.0.1:{}\"\ndaemon_model = \"tiny\"\n",
+            daemon.port
+        ),
+    );
+    // Three attackers: three alerts of one rule, source and template.
+    let lines: String = (1..=3)
+        .map(|i| format!("<38>Nov 21 10:20:0{i} web-01 sshd[31{i}]: Invalid user admin{i} from 198.51.100.{i} port 5000{i}\n"))
+        .collect();
+    send_lines(tcp, &lines);
+    let v = wait_for(api, "/api/v1/alerts?type=sigma", |v| {
+        v["items"].as_array().is_some_and(|a| a.len() >= 3)
+    });
+    let ids: Vec<String> = v["items"].as_array().unwrap()[..3]
+        .iter()
+        .map(|a| a["id"].as_str().unwrap().to_string())
+        .collect();
+
+    assert!(patterns(api).is_empty());
+    feedback(api, &ids[0], "tp");
+    feedback(api, &ids[1], "tp");
+    // The same alert marked twice counts once.
+    feedback(api, &ids[1], "tp");
+    assert!(patterns(api).is_empty(), "two alerts are not enough");
+    feedback(api, &ids[2], "tp");
+    let listed = patterns(api);
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    let p = &listed[0];
+    assert_eq!(
+        (p["tp_count"].as_u64(), p["min_tp"].as_u64()),
+        (Some(3), Some(3)),
+        "{p}"
+    );
+    assert_eq!(
+        (p["alert_type"].as_str(), p["source"].as_str()),
+        (Some("sigma"), Some("sshd"))
+    );
+    assert!(
+        p["template"].as_str().unwrap().contains("Invalid user"),
+        "{p}"
+    );
+    assert_eq!(p["suggestion_cached"], false);
+    let key = p["pattern_key"].as_str().unwrap().to_string();
+    let draft = format!("/api/v1/sigma/rule-suggestions/{key}");
+
+    // The first draft is not valid Sigma: it goes back once with the reason; the second is
+    // checked against the evidence and served.
+    daemon.reply(&["```yaml\ntitle: broken\ndetection: [\n```", GOOD_RULE]);
+    let (code, body) = http(api, "POST", &draft, "");
+    assert_eq!(code, 200, "{body}");
+    let s = json(&body);
+    assert_eq!(
+        (s["repaired"].as_bool(), s["cached"].as_bool()),
+        (Some(true), Some(false))
+    );
+    assert_eq!(
+        s["draft"]["rule_id"], "6f1c2a9e-3b7d-4c55-9a1e-0d2b8c7f4e11",
+        "{s}"
+    );
+    assert_eq!(s["draft"]["level"], "medium", "{s}");
+    assert!(
+        s["draft"]["yaml"]
+            .as_str()
+            .unwrap()
+            .starts_with("title: Invalid SSH users"),
+        "{s}"
+    );
+    let checked = s["draft"]["events_checked"].as_u64().unwrap();
+    assert!(checked >= 3, "{s}");
+    assert_eq!(s["draft"]["matched_events"].as_u64(), Some(checked), "{s}");
+    assert_eq!(
+        s["evidence"]["feedback"].as_array().unwrap().len(),
+        3,
+        "{s}"
+    );
+    assert_eq!(s["evidence"]["feedback"][0]["feedback"], "tp", "{s}");
+    let chats = daemon.chats();
+    assert_eq!(chats.len(), 2);
+    let first = chats[0]["messages"][1]["content"].as_str().unwrap();
+    assert!(
+        first.contains("service: sshd") && first.contains("Invalid user admin"),
+        "{first}"
+    );
+    assert!(
+        first.contains("confirmed by on-call"),
+        "analyst notes go in: {first}"
+    );
+    let second = chats[1]["messages"][1]["content"].as_str().unwrap();
+    assert!(second.contains("previous draft was refused"), "{second}");
+
+    // Cached from now on, and listed as such; the draft uploads as a rule.
+    let (code, body) = http(api, "POST", &draft, "{}");
+    assert_eq!(
+        (code, json(&body)["cached"].as_bool()),
+        (200, Some(true)),
+        "{body}"
+    );
+    assert_eq!(daemon.chats().len(), 2);
+    assert_eq!(patterns(api)[0]["suggestion_cached"], true);
+    let upload = serde_json::json!({"yaml": s["draft"]["yaml"], "dry_run": true}).to_string();
+    let (code, body) = http(api, "POST", "/api/v1/sigma/rules", &upload);
+    assert_eq!(code, 200, "{body}");
+    assert!(json(&body)["matched"].as_u64().unwrap() >= 3, "{body}");
+
+    // Invalidated by DELETE; a model that cannot produce a valid rule is a 502, no YAML.
+    assert_eq!(http(api, "DELETE", &draft, "").0, 204);
+    assert_eq!(http(api, "DELETE", &draft, "").0, 404);
+    daemon.reply(&["not yaml: [", "```yaml\ntitle: still broken\n```"]);
+    let (code, body) = http(api, "POST", &draft, "");
+    assert_eq!(
+        (code, json(&body)["error"].as_str()),
+        (502, Some("llm_failed")),
+        "{body}"
+    );
+    assert!(
+        body.contains("even after one correction") && !body.contains("still broken"),
+        "{body}"
+    );
+
+    // One alert re-marked false positive: the pattern is no longer eligible.
+    daemon.reply(&[GOOD_RULE]);
+    assert_eq!(http(api, "POST", &draft, "").0, 200);
+    feedback(api, &ids[0], "fp");
+    assert!(patterns(api).is_empty());
+    let (code, body) = http(api, "POST", &draft, "");
+    assert_eq!(code, 404, "{body}");
+    assert!(body.contains("not eligible"), "{body}");
+    assert_eq!(
+        http(api, "DELETE", &draft, "").0,
+        404,
+        "the stale draft was dropped"
+    );
+    drop(svc);
+
+    // Listing needs no LLM; drafting does.
+    let (svc, api, _) = start_on(
+        dir.path(),
+        Some("data-suggestions"),
+        "rule_suggestion_min_tp = 2\n",
+    );
+    let listed = patterns(api);
+    assert_eq!(listed.len(), 1, "2 alerts still tp, min 2: {listed:?}");
+    let key = listed[0]["pattern_key"].as_str().unwrap();
+    let (code, body) = http(
+        api,
+        "POST",
+        &format!("/api/v1/sigma/rule-suggestions/{key}"),
+        "",
+    );
+    assert_eq!(
+        (code, json(&body)["error"].as_str()),
+        (503, Some("llm_unavailable")),
+        "{body}"
+    );
     drop(svc);
 }

@@ -8,7 +8,7 @@
 
 use crate::state::AppState;
 use axum::Json;
-use axum::routing::{MethodRouter, get, patch, post};
+use axum::routing::{MethodRouter, delete, get, patch, post};
 use serde_json::{Map, Value, json};
 use std::sync::OnceLock;
 
@@ -40,7 +40,7 @@ pub struct Param {
 
 /// One operation of the API.
 pub struct Route {
-    /// `GET`, `POST` or `PATCH`.
+    /// `GET`, `POST`, `PATCH` or `DELETE`.
     pub method: &'static str,
     /// Path under `/api/v1`, in axum's and OpenAPI's shared `{name}` syntax.
     pub path: &'static str,
@@ -291,7 +291,7 @@ pub static ROUTES: &[Route] = &[
         family: Family::Detail,
         summary: "The alert explained in Markdown by the LLM: the cached explanation while it lives, else a new one",
         query: &[],
-        body: Some("ExplainBody"),
+        body: Some("RefreshBody"),
         ok: &[(200, "Explanation")],
         errors: &[404, 413, 422, 502, 503],
         handler: || post(crate::routes::llm::explain),
@@ -410,6 +410,50 @@ pub static ROUTES: &[Route] = &[
         ok: &[(200, "AnomalyTimeline")],
         errors: &[422],
         handler: || get(crate::routes::anomaly::timeline),
+    },
+    Route {
+        method: "POST",
+        path: "/hunt",
+        family: Family::Detail,
+        summary: "Natural-language hunt: a question naming an entity is that entity's events (no LLM); any other is translated by the LLM into an event query that runs against the store",
+        query: &[],
+        body: Some("HuntBody"),
+        ok: &[(200, "HuntAnswer")],
+        errors: &[400, 413, 502, 503],
+        handler: || post(crate::routes::llm::hunt),
+    },
+    Route {
+        method: "GET",
+        path: "/sigma/rule-suggestions",
+        family: Family::List,
+        summary: "Patterns of confirmed alerts eligible for an LLM Sigma draft, most confirmed first",
+        query: &[PAGE, LIMIT],
+        body: None,
+        ok: &[(200, "RulePatternList")],
+        errors: &[422],
+        handler: || get(crate::routes::llm::suggestions),
+    },
+    Route {
+        method: "POST",
+        path: "/sigma/rule-suggestions/{pattern_key}",
+        family: Family::Detail,
+        summary: "A validated Sigma draft for an eligible pattern, with its evidence: the cached draft while it lives, else a new one",
+        query: &[],
+        body: Some("RefreshBody"),
+        ok: &[(200, "RuleSuggestion")],
+        errors: &[404, 413, 422, 502, 503],
+        handler: || post(crate::routes::llm::draft),
+    },
+    Route {
+        method: "DELETE",
+        path: "/sigma/rule-suggestions/{pattern_key}",
+        family: Family::Detail,
+        summary: "Drop a pattern's cached draft",
+        query: &[],
+        body: None,
+        ok: &[(204, "")],
+        errors: &[404],
+        handler: || delete(crate::routes::llm::forget),
     },
     Route {
         method: "GET",
@@ -584,6 +628,7 @@ fn operation(r: &Route) -> Value {
             let (description, format) = match name {
                 "alert_id" => ("Alert id (UUIDv7)", Some("uuid")),
                 "entity_uuid" => ("Entity UUID (UUID5)", Some("uuid")),
+                "pattern_key" => ("Pattern key (16 hex digits)", None),
                 _ => ("Rule id", None),
             };
             let mut schema = json!({"type": "string"});
@@ -696,7 +741,7 @@ fn error_responses() -> Value {
     for (status, meaning) in [
         (
             400,
-            "Malformed request (an ingest body that is not well-formed JSON, a bad WebSocket handshake)",
+            "Malformed request (an ingest body that is not well-formed JSON, a bad WebSocket handshake); a hunt query that is empty, over llm.hunt_max_query_chars or not a hunt body",
         ),
         (
             403,
@@ -949,15 +994,139 @@ fn schemas() -> Value {
     );
     put("FeedbackList", list_of("Feedback"));
     put(
-        "ExplainBody",
+        "RefreshBody",
         json!({
             "type": "object",
             "description": "Optional; an empty body is the same as `{}`",
             "additionalProperties": false,
             "properties": {
-                "refresh": {"type": "boolean", "description": "Ask the LLM again even when an explanation is cached"},
+                "refresh": {"type": "boolean", "description": "Ask the LLM again even when an answer is cached"},
             },
         }),
+    );
+    put(
+        "HuntBody",
+        json!({
+            "type": "object",
+            "required": ["query"],
+            "additionalProperties": false,
+            "properties": {
+                "query": {"type": "string", "minLength": 1, "description": "The question; at most llm.hunt_max_query_chars characters (400 beyond)"},
+                "limit": {"type": "integer", "minimum": 1, "description": "Most events returned: 1 to llm.hunt_max_results, the default"},
+                "refresh": {"type": "boolean", "description": "Run again even when an answer is cached"},
+            },
+        }),
+    );
+    put(
+        "HuntEntity",
+        object(
+            "An entity named by a hunt question",
+            &[
+                ("kind", "string?"),
+                ("value", "string"),
+                ("uuid", "string"),
+                ("known", "boolean"),
+            ],
+        ),
+    );
+    put(
+        "HuntQuery",
+        object(
+            "The event query a hunt ran (translated by the LLM, or the entities of the question)",
+            &[
+                ("entities", "array"),
+                ("source", "string?"),
+                ("min_severity", "integer?"),
+                ("text", "string?"),
+                ("since_ns", "integer?"),
+                ("until_ns", "integer?"),
+            ],
+        ),
+    );
+    put(
+        "HuntAnswer",
+        object(
+            "A hunt's results (docs/llm.md): mode `entity` (no LLM) or `llm`",
+            &[
+                ("query", "string"),
+                ("mode", "string"),
+                ("entities", "[HuntEntity]"),
+                ("executed", "HuntQuery"),
+                ("limit", "integer"),
+                ("events", "[Event]"),
+                ("total", "integer"),
+                ("total_exact", "boolean"),
+                ("timed_out", "boolean"),
+                ("backend", "string?"),
+                ("model", "string?"),
+                ("generated_ns", "integer"),
+                ("cached", "boolean"),
+                ("expires_in_s", "integer"),
+            ],
+        ),
+    );
+    put(
+        "RulePattern",
+        object(
+            "A pattern of alerts confirmed as true positives, eligible for a Sigma draft",
+            &[
+                ("pattern_key", "string"),
+                ("alert_type", "string"),
+                ("detector", "string"),
+                ("source", "string"),
+                ("template_id", "string?"),
+                ("template", "string?"),
+                ("title", "string"),
+                ("tp_count", "integer"),
+                ("min_tp", "integer"),
+                ("alert_ids", "array"),
+                ("first_tp_ns", "integer"),
+                ("last_tp_ns", "integer"),
+                ("attack", "array"),
+                ("suggestion_cached", "boolean"),
+            ],
+        ),
+    );
+    put("RulePatternList", list_of("RulePattern"));
+    put(
+        "RuleDraft",
+        object(
+            "A drafted rule that passed validation",
+            &[
+                ("yaml", "string"),
+                ("rule_id", "string"),
+                ("title", "string"),
+                ("level", "string?"),
+                ("matched_events", "integer"),
+                ("events_checked", "integer"),
+                ("warnings", "array"),
+            ],
+        ),
+    );
+    put(
+        "RuleSuggestionEvidence",
+        object(
+            "What supports a draft",
+            &[("feedback", "[Feedback]"), ("events", "[Event]")],
+        ),
+    );
+    put(
+        "RuleSuggestion",
+        object(
+            "A Sigma rule drafted by the LLM for a pattern (docs/llm.md)",
+            &[
+                ("pattern_key", "string"),
+                ("pattern", "RulePattern"),
+                ("draft", "RuleDraft"),
+                ("evidence", "RuleSuggestionEvidence"),
+                ("repaired", "boolean"),
+                ("backend", "string"),
+                ("model", "string"),
+                ("generated_ns", "integer"),
+                ("cached", "boolean"),
+                ("expires_in_s", "integer"),
+            ],
+        ),
     );
     put(
         "Explanation",

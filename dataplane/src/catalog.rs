@@ -363,6 +363,11 @@ impl Catalog {
         RuleEntry::new(rule, yaml, Origin::Custom, String::new(), &self.mapping)
     }
 
+    /// The logsource and field tables rules are compiled with.
+    pub fn mapping(&self) -> &Mapping {
+        &self.mapping
+    }
+
     /// A one-rule set of `rule`, compiled as the live set would compile it (for dry runs).
     pub fn compile_one(&self, rule: Rule) -> RuleSet {
         RuleSet::compile([Arc::new(rule)], &self.mapping)

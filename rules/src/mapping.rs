@@ -205,6 +205,43 @@ impl Mapping {
         }
     }
 
+    /// The logsources whose entries name `source` in an `@source` test (case-insensitive), most
+    /// specific first: what a rule about that program's events should say (rule drafting).
+    pub fn logsources_naming_source(&self, source: &str) -> Vec<Logsource> {
+        let mut out: Vec<Logsource> = self
+            .logsources
+            .iter()
+            .filter(|e| {
+                e.shapes.iter().any(|shape| {
+                    shape.0.iter().any(|(places, values)| {
+                        places.contains(&FieldSource::Source)
+                            && values.iter().any(|v| v.eq_ignore_ascii_case(source))
+                    })
+                })
+            })
+            .map(|e| Logsource {
+                product: e.product.clone(),
+                service: e.service.clone(),
+                category: e.category.clone(),
+            })
+            .collect();
+        // An entry naming few sources (`service: sshd`) before one naming many (`service: auth`).
+        out.sort_by_key(|l| {
+            self.logsources
+                .iter()
+                .find(|e| {
+                    e.product == l.product && e.service == l.service && e.category == l.category
+                })
+                .map_or(usize::MAX, |e| {
+                    e.shapes
+                        .iter()
+                        .map(|s| s.0.iter().map(|(_, v)| v.len()).sum::<usize>())
+                        .sum()
+                })
+        });
+        out
+    }
+
     /// The event shapes a logsource covers: `None` when no entry maps it (the rule can match
     /// nothing), `Some(empty)` when it covers every event.
     pub fn shapes(&self, logsource: &Logsource) -> Option<Vec<Shape>> {
@@ -255,6 +292,23 @@ impl Mapping {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn logsources_naming_a_source_come_most_specific_first() {
+        let m = Mapping::bundled();
+        let found = m.logsources_naming_source("SSHD");
+        let names: Vec<(Option<&str>, Option<&str>)> = found
+            .iter()
+            .map(|l| (l.product.as_deref(), l.service.as_deref()))
+            .collect();
+        assert_eq!(
+            names.first(),
+            Some(&(Some("linux"), Some("sshd"))),
+            "{names:?}"
+        );
+        assert!(names.contains(&(Some("linux"), Some("auth"))), "{names:?}");
+        assert!(m.logsources_naming_source("no-such-program").is_empty());
+    }
 
     #[test]
     fn bundled_tables_read() {

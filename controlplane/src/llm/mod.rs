@@ -1,5 +1,5 @@
-//! LLM assistance: alert explanations (and, to come, hunts and Sigma rule drafts) from the
-//! backend chosen by `llm.backend`, behind per-process caches.
+//! LLM assistance: alert explanations, natural-language hunts ([`hunt`]) and Sigma rule drafts
+//! ([`suggest`]) from the backend chosen by `llm.backend`, behind per-process caches.
 //!
 //! The LLM is an auxiliary signal: it is off by default, nothing calls it but an operator's
 //! request, and the data plane never reaches it. Of the three backends, `daemon` (a model server
@@ -11,13 +11,17 @@
 pub mod cache;
 pub mod daemon;
 pub mod http;
+pub mod hunt;
 pub mod prompt;
+pub mod suggest;
 
 use cache::{Cached, TtlCache};
 use daemon::Daemon;
+use hunt::HuntAnswer;
 use serde::Serialize;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+use suggest::Suggestion;
 use watchpost_proto::config::LlmConfig;
 
 /// Why an LLM call gave no text.
@@ -76,6 +80,8 @@ pub struct Llm {
     cfg: LlmConfig,
     backend: Option<Backend>,
     explanations: TtlCache<Explanation>,
+    hunts: TtlCache<HuntAnswer>,
+    suggestions: TtlCache<Suggestion>,
     last_ready: Mutex<Option<(Instant, Result<(), LlmError>)>>,
 }
 
@@ -109,6 +115,14 @@ impl Llm {
             explanations: TtlCache::new(
                 cfg.explanation_cache_size as usize,
                 Duration::from_secs(cfg.explanation_cache_ttl_s),
+            ),
+            hunts: TtlCache::new(
+                cfg.hunt_cache_size as usize,
+                Duration::from_secs(cfg.hunt_cache_ttl_s),
+            ),
+            suggestions: TtlCache::new(
+                cfg.rule_suggestion_cache_size as usize,
+                Duration::from_secs(cfg.rule_suggestion_cache_ttl_s),
             ),
             cfg: cfg.clone(),
             backend,
@@ -192,15 +206,39 @@ impl Llm {
 
     /// The cached explanation of an alert, if one is live.
     pub fn cached_explanation(&self, alert_id: &str) -> Option<Explanation> {
-        self.explanations.get(alert_id).map(served)
+        self.explanations.get(alert_id).map(|c| served(c, true))
     }
 
     /// Caches an explanation and returns it as served.
     pub fn store_explanation(&self, e: Explanation) -> Explanation {
         let key = e.alert_id.clone();
-        let mut fresh = served(self.explanations.put(&key, e));
-        fresh.cached = false;
-        fresh
+        served(self.explanations.put(&key, e), false)
+    }
+
+    /// The cached answer of a hunt (key: [`hunt::canonical`] question and limit), if live.
+    pub fn cached_hunt(&self, key: &str) -> Option<HuntAnswer> {
+        self.hunts.get(key).map(|c| served(c, true))
+    }
+
+    /// Caches a hunt's answer and returns it as served.
+    pub fn store_hunt(&self, key: &str, a: HuntAnswer) -> HuntAnswer {
+        served(self.hunts.put(key, a), false)
+    }
+
+    /// The cached draft of a pattern, if live.
+    pub fn cached_suggestion(&self, pattern_key: &str) -> Option<Suggestion> {
+        self.suggestions.get(pattern_key).map(|c| served(c, true))
+    }
+
+    /// Caches a draft and returns it as served.
+    pub fn store_suggestion(&self, s: Suggestion) -> Suggestion {
+        let key = s.pattern_key.clone();
+        served(self.suggestions.put(&key, s), false)
+    }
+
+    /// Drops a pattern's cached draft; true when there was one.
+    pub fn forget_suggestion(&self, pattern_key: &str) -> bool {
+        self.suggestions.remove(pattern_key)
     }
 
     /// The LLM's part of `/health`: `disabled`, or `ok`/`degraded` with the reason.
@@ -215,19 +253,38 @@ impl Llm {
             "model": self.model(),
             "error": r.err().map(|e| e.to_string()),
             "cached_explanations": self.explanations.len(),
+            "cached_hunts": self.hunts.len(),
+            "cached_suggestions": self.suggestions.len(),
         })
     }
 }
 
-fn served(c: Cached<Explanation>) -> Explanation {
-    Explanation {
-        cached: true,
-        expires_in_s: c
-            .expires
+/// A cached answer: says whether it came from the cache and when it expires.
+trait Answer {
+    fn stamp(&mut self, cached: bool, expires_in_s: u64);
+}
+
+macro_rules! answer {
+    ($($t:ty),*) => {$(
+        impl Answer for $t {
+            fn stamp(&mut self, cached: bool, expires_in_s: u64) {
+                self.cached = cached;
+                self.expires_in_s = expires_in_s;
+            }
+        }
+    )*};
+}
+answer!(Explanation, HuntAnswer, Suggestion);
+
+fn served<V: Answer>(c: Cached<V>, cached: bool) -> V {
+    let mut v = c.value;
+    v.stamp(
+        cached,
+        c.expires
             .saturating_duration_since(Instant::now())
             .as_secs(),
-        ..c.value
-    }
+    );
+    v
 }
 
 fn secs(s: f64) -> Duration {

@@ -140,7 +140,7 @@ pub fn explanation(alert: &Alert, events: &[Event], max_chars: usize) -> Prompt 
 }
 
 /// Text that cannot close the fence around it.
-fn fence_safe(s: &str) -> String {
+pub fn fence_safe(s: &str) -> String {
     s.replace("```", "'''")
 }
 

@@ -100,7 +100,10 @@ fn template_id(p: &Params) -> Result<Option<u64>, ApiError> {
 }
 
 /// An entity given as a UUID (looked up in the store) or as a value (every kind it can be).
-fn entity_filter(store: &watchpost_dataplane::store::Store, v: &str) -> Option<EntityFilter> {
+pub(crate) fn entity_filter(
+    store: &watchpost_dataplane::store::Store,
+    v: &str,
+) -> Option<EntityFilter> {
     if let Ok(uuid) = Uuid::parse_str(v) {
         let (kind, _, name) = store.entity(uuid.as_bytes())?;
         return Some(EntityFilter {

@@ -1,14 +1,21 @@
-//! The LLM routes: an alert's explanation, generated on request and cached (see [`crate::llm`]).
+//! The LLM routes: an alert's explanation, natural-language hunts, and Sigma rule suggestions,
+//! each generated on request and cached (see [`crate::llm`]).
 
 use super::read_body;
 use crate::error::ApiError;
+use crate::llm::hunt::{self, HuntAnswer, HuntQuery};
+use crate::llm::suggest::{self, Evidence, Pattern, Suggestion};
 use crate::llm::{Explanation, LlmError, prompt};
+use crate::query::{Params, page_of};
 use crate::state::AppState;
 use axum::Json;
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use serde::Deserialize;
+use watchpost_dataplane::clock::now_ns;
+use watchpost_dataplane::store::{EntityFilter, EventPage, EventQuery, Store};
+use watchpost_proto::{ListResponse, Uuid};
 
 impl From<LlmError> for ApiError {
     fn from(e: LlmError) -> ApiError {
@@ -26,13 +33,28 @@ impl From<LlmError> for ApiError {
     }
 }
 
-/// The optional body of `POST /alerts/{id}/explain`.
+/// The optional body of `POST /alerts/{id}/explain` and `POST /sigma/rule-suggestions/{key}`.
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
-struct ExplainBody {
-    /// Ask the model again even when an explanation is cached.
+struct RefreshBody {
+    /// Ask the model again even when an answer is cached.
     #[serde(default)]
     refresh: bool,
+}
+
+impl RefreshBody {
+    /// An empty body is `{}`.
+    fn read(bytes: &[u8]) -> Result<RefreshBody, ApiError> {
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(RefreshBody::default());
+        }
+        serde_json::from_slice(bytes).map_err(|e| {
+            ApiError::invalid_body(
+                "body",
+                format!("the body must be empty, {{}} or {{\"refresh\": true}}: {e}"),
+            )
+        })
+    }
 }
 
 /// An alert's explanation: the cached one while it lives, else a new one from the model.
@@ -42,13 +64,7 @@ pub async fn explain(
     body: Body,
 ) -> Result<Json<Explanation>, ApiError> {
     let bytes = read_body(body, st.config.api_max_body_bytes).await?;
-    let req: ExplainBody = if bytes.iter().all(u8::is_ascii_whitespace) {
-        ExplainBody::default()
-    } else {
-        serde_json::from_slice(&bytes).map_err(|e| {
-            ApiError::invalid_body("body", format!("the body is not an explain object: {e}"))
-        })?
-    };
+    let req = RefreshBody::read(&bytes)?;
     let llm = st.llm.clone();
     let limit = llm.config().explanation_max_contributing_events as usize;
     let store = st.store.clone();
@@ -107,4 +123,319 @@ pub async fn explanation(
     } else {
         format!("no alert {id}")
     }))
+}
+
+/// The body of `POST /hunt`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HuntBody {
+    /// The question.
+    query: String,
+    /// Most events returned (1 to `llm.hunt_max_results`, the default).
+    #[serde(default)]
+    limit: Option<u32>,
+    /// Run it again even when an answer is cached.
+    #[serde(default)]
+    refresh: bool,
+}
+
+fn invalid_query(message: impl Into<String>) -> ApiError {
+    ApiError::new(StatusCode::BAD_REQUEST, "invalid_query", message)
+}
+
+/// `POST /hunt`: a question answered with events. One naming an entity is that entity's events
+/// without the LLM; any other is translated by the LLM into an event query, which then runs
+/// against the store. Answers are cached per canonical question and limit.
+pub async fn hunt(State(st): State<AppState>, body: Body) -> Result<Json<HuntAnswer>, ApiError> {
+    let bytes = read_body(body, st.config.api_max_body_bytes).await?;
+    let req: HuntBody = serde_json::from_slice(&bytes).map_err(|e| {
+        invalid_query(format!(
+            "the body must be {{\"query\": \"...\", \"limit\": N, \"refresh\": false}}: {e}"
+        ))
+    })?;
+    let llm = st.llm.clone();
+    let cfg = llm.config();
+    let query = req.query.trim();
+    let chars = query.chars().count();
+    if chars == 0 {
+        return Err(invalid_query("the query is empty"));
+    }
+    if chars > cfg.hunt_max_query_chars as usize {
+        return Err(invalid_query(format!(
+            "the query has {chars} characters; llm.hunt_max_query_chars allows {}",
+            cfg.hunt_max_query_chars
+        )));
+    }
+    if query.chars().any(|c| c.is_control() && !c.is_whitespace()) {
+        return Err(invalid_query("the query holds control characters"));
+    }
+    let max = cfg.hunt_max_results.max(1);
+    let limit = req.limit.unwrap_or(max);
+    if !(1..=max).contains(&limit) {
+        return Err(invalid_query(format!(
+            "`limit` must be 1 to {max} (llm.hunt_max_results)"
+        )));
+    }
+    let key = format!("{}\n{limit}", hunt::canonical(query));
+    if !req.refresh
+        && let Some(cached) = llm.cached_hunt(&key)
+    {
+        return Ok(Json(cached));
+    }
+    let store = st.store.clone();
+    let q = query.to_string();
+    let entities = tokio::task::spawn_blocking(move || hunt::entity_tokens(&store, &q))
+        .await
+        .map_err(ApiError::internal)?;
+    let now = now_ns();
+    let (mode, executed, model) = if entities.is_empty() {
+        llm.ready().await?;
+        let store = st.store.clone();
+        let sources = tokio::task::spawn_blocking(move || recent_sources(&store, now))
+            .await
+            .map_err(ApiError::internal)?;
+        let prompt = hunt::translation_prompt(query, now, &sources);
+        let text = llm
+            .complete(hunt::HUNT_SYSTEM, &prompt, cfg.hunt_timeout_s)
+            .await?;
+        let translated = hunt::parse_translation(&text, now).map_err(|why| {
+            LlmError::Upstream(format!("the model's query translation was refused: {why}"))
+        })?;
+        ("llm", translated, Some(llm.model().to_string()))
+    } else {
+        let executed = HuntQuery {
+            entities: entities.iter().map(|e| e.value.clone()).collect(),
+            ..HuntQuery::default()
+        };
+        ("entity", executed, None)
+    };
+    let store = st.store.clone();
+    let run = executed.clone();
+    let found = entities.clone();
+    let retention_days = st.config.storage.retention_days;
+    let deadline = super::events::search_deadline(&st);
+    let page = tokio::task::spawn_blocking(move || {
+        let entity = if found.is_empty() {
+            resolve_entities(&store, &run.entities)
+        } else {
+            Some(hunt::entity_filter(&found))
+        };
+        if entity.as_ref().is_some_and(|f| f.alternatives.is_empty()) {
+            // Entities were asked for and none exists: nothing can match.
+            return Ok(EventPage {
+                items: Vec::new(),
+                total: 0,
+                total_exact: true,
+                timed_out: false,
+            });
+        }
+        store.search_events(&EventQuery {
+            since_ns: run.since_ns,
+            until_ns: run.until_ns,
+            source: run.source.clone(),
+            min_severity: run.min_severity,
+            entity,
+            text: run.text.clone(),
+            page: 1,
+            limit,
+            retention_days,
+            deadline,
+            ..EventQuery::default()
+        })
+    })
+    .await
+    .map_err(ApiError::internal)?
+    .map_err(ApiError::internal)?;
+    let answer = HuntAnswer {
+        query: query.to_string(),
+        mode,
+        entities,
+        executed,
+        limit,
+        events: page.items,
+        total: page.total,
+        total_exact: page.total_exact,
+        timed_out: page.timed_out,
+        backend: model.as_ref().map(|_| cfg.backend.clone()),
+        model,
+        generated_ns: now,
+        cached: false,
+        expires_in_s: 0,
+    };
+    Ok(Json(llm.store_hunt(&key, answer)))
+}
+
+/// The filter of the entity names a translation gave: every kind each name can be. `None` when
+/// it gave none; an empty filter when none of them is a valid name.
+fn resolve_entities(store: &Store, names: &[String]) -> Option<EntityFilter> {
+    if names.is_empty() {
+        return None;
+    }
+    let mut alternatives = Vec::new();
+    for n in names {
+        if let Some(f) = super::events::entity_filter(store, n) {
+            alternatives.extend(f.alternatives);
+        }
+    }
+    Some(EntityFilter { alternatives })
+}
+
+/// Distinct log sources of the last day's events (at most 50, from at most 5,000 events), so the
+/// model names sources that exist.
+fn recent_sources(store: &Store, now: i64) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let _ = store.scan_events(now - 86_400_000_000_000, now + 1, 5_000, |_, e| {
+        if !out.contains(&e.source) {
+            out.push(e.source);
+        }
+        out.len() < 50
+    });
+    out.sort();
+    out
+}
+
+/// The eligible patterns of the settings now.
+async fn eligible(st: &AppState) -> Result<Vec<Pattern>, ApiError> {
+    let store = st.store.clone();
+    let cfg = st.llm.config().clone();
+    let mut all = tokio::task::spawn_blocking(move || {
+        suggest::patterns(
+            &store,
+            cfg.rule_suggestion_min_tp,
+            cfg.rule_suggestion_window_days,
+            now_ns(),
+        )
+    })
+    .await
+    .map_err(ApiError::internal)?;
+    for p in &mut all {
+        p.suggestion_cached = st.llm.cached_suggestion(&p.pattern_key).is_some();
+    }
+    Ok(all)
+}
+
+/// `GET /sigma/rule-suggestions`: the patterns eligible for drafting, most confirmed first. It
+/// needs no LLM, so operators see what is building up even with the LLM off.
+pub async fn suggestions(
+    State(st): State<AppState>,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<ListResponse<Pattern>>, ApiError> {
+    let p = Params::parse(raw.as_deref(), &["page", "limit"])?;
+    let page = p.int("page", 1, 1, 1_000_000)?;
+    let limit = p.int("limit", 50, 1, 1000)?;
+    Ok(Json(page_of(eligible(&st).await?, page, limit)))
+}
+
+/// The rule id a pattern's drafts carry: the same for every draft of it, so uploading two drafts
+/// of one pattern is a collision (409) rather than two rules.
+fn draft_rule_id(pattern_key: &str) -> String {
+    Uuid::new_v5(
+        &Uuid::NAMESPACE_URL,
+        format!("watchpost.rule-suggestion.{pattern_key}").as_bytes(),
+    )
+    .to_string()
+}
+
+/// `POST /sigma/rule-suggestions/{key}`: a validated Sigma draft for an eligible pattern, with
+/// its evidence. 404 once the pattern is no longer eligible (its cached draft is dropped then).
+pub async fn draft(
+    State(st): State<AppState>,
+    Path(key): Path<String>,
+    body: Body,
+) -> Result<Json<Suggestion>, ApiError> {
+    let bytes = read_body(body, st.config.api_max_body_bytes).await?;
+    let req = RefreshBody::read(&bytes)?;
+    let llm = st.llm.clone();
+    let cfg = llm.config();
+    let Some(pattern) = eligible(&st)
+        .await?
+        .into_iter()
+        .find(|p| p.pattern_key == key)
+    else {
+        llm.forget_suggestion(&key);
+        return Err(ApiError::not_found(format!(
+            "pattern {key} is not eligible: it needs {} alerts confirmed as true positives{}",
+            cfg.rule_suggestion_min_tp,
+            match cfg.rule_suggestion_window_days {
+                0 => String::new(),
+                d => format!(" within {d} days"),
+            }
+        )));
+    };
+    if !req.refresh
+        && let Some(cached) = llm.cached_suggestion(&key)
+    {
+        return Ok(Json(cached));
+    }
+    llm.ready().await?;
+    let catalog = super::sigma::catalog(&st)?;
+    let store = st.store.clone();
+    let p = pattern.clone();
+    let events = tokio::task::spawn_blocking(move || suggest::evidence_events(&store, &p))
+        .await
+        .map_err(ApiError::internal)?;
+    let logsources = catalog.mapping().logsources_naming_source(&pattern.source);
+    let prompt = suggest::draft_prompt(
+        &pattern,
+        &draft_rule_id(&key),
+        &logsources,
+        &events,
+        cfg.explanation_max_prompt_chars as usize,
+    );
+    let timeout = cfg.rule_suggestion_timeout_s;
+    let first = suggest::extract_yaml(
+        &llm.complete(suggest::SUGGEST_SYSTEM, &prompt, timeout)
+            .await?,
+    );
+    let (draft, repaired) =
+        match suggest::check_draft(&catalog, catalog.mapping(), &first, &events) {
+            Ok(d) => (d, false),
+            Err(why) => {
+                tracing::info!("rule suggestion {key}: first draft refused ({why}); asking again");
+                let again = suggest::repair_prompt(&prompt, &first, &why);
+                let second = suggest::extract_yaml(
+                    &llm.complete(suggest::SUGGEST_SYSTEM, &again, timeout)
+                        .await?,
+                );
+                let d = suggest::check_draft(&catalog, catalog.mapping(), &second, &events)
+                    .map_err(|why| {
+                        LlmError::Upstream(format!(
+                            "the model's draft is not a usable Sigma rule, even after one \
+                         correction: {why}"
+                        ))
+                    })?;
+                (d, true)
+            }
+        };
+    let evidence = Evidence {
+        feedback: pattern.feedback.clone(),
+        events,
+    };
+    Ok(Json(llm.store_suggestion(Suggestion {
+        pattern_key: key,
+        pattern,
+        draft,
+        evidence,
+        repaired,
+        backend: cfg.backend.clone(),
+        model: llm.model().to_string(),
+        generated_ns: now_ns(),
+        cached: false,
+        expires_in_s: 0,
+    })))
+}
+
+/// `DELETE /sigma/rule-suggestions/{key}`: drops the cached draft (204), or 404 when none is
+/// cached.
+pub async fn forget(
+    State(st): State<AppState>,
+    Path(key): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    if st.llm.forget_suggestion(&key) {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::not_found(format!(
+            "no draft of pattern {key} is cached"
+        )))
+    }
 }
