@@ -1,9 +1,10 @@
 // The Alert Feed (newest first, coloured by severity, live from the stream) and the alert detail
-// with triage and tp/fp feedback.
+// with its explanation (or plain summary), triage and tp/fp feedback.
 
 import {get, patch, post} from './api.js';
 import {h, fill} from './dom.js';
 import {clock, count, entity, iso, severityBadge, severityName} from './format.js';
+import {explanationSection} from './assist.js';
 
 const PAGE = 100;
 const POLL_WHILE_FILTERED_MS = 10000;
@@ -157,6 +158,7 @@ export function mountAlerts(root, detailRoot, stream) {
         fact('Count', count(a.count)),
         fact('Score / threshold', `${a.score.toFixed(3)} / ${a.threshold.toFixed(3)}`)),
     ];
+    out.push(...explanationSection(a));
     const contributions = Object.entries(a.contributions || {});
     if (contributions.length) {
       out.push(h('h3', {}, 'Contributions'), h('ul', {class: 'bars'}, contributions.map(([k, v]) =>

@@ -55,3 +55,8 @@ export function patch(path, body) {
 export function post(path, body) {
   return call('POST', path, body);
 }
+
+/** DELETE. */
+export function del(path) {
+  return call('DELETE', path);
+}

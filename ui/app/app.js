@@ -4,9 +4,26 @@ import {Stream} from './stream.js';
 import {mountStatus} from './status.js';
 import {mountAlerts} from './alerts.js';
 import {mountEvents} from './events.js';
+import {mountHunt, mountSuggestions} from './assist.js';
 
 const stream = new Stream();
 mountStatus(document.getElementById('status'), stream);
 mountAlerts(document.getElementById('alerts'), document.getElementById('detail'), stream);
 mountEvents(document.getElementById('events'), stream);
+mountHunt(document.querySelector('#hunt .widget'));
+const suggestions = mountSuggestions(document.querySelector('#suggestions .widget'));
 stream.connect();
+
+// Tabs: one panel shown at a time; the Rule Suggestions list reloads each time it is opened.
+const tabs = [...document.querySelectorAll('.tabs [role=tab]')];
+for (const tab of tabs) {
+  tab.addEventListener('click', () => {
+    for (const t of tabs) {
+      const on = t === tab;
+      t.setAttribute('aria-selected', String(on));
+      document.getElementById(t.getAttribute('aria-controls')).hidden = !on;
+    }
+    if (tab.id === 'tab-suggestions') suggestions.load();
+    if (tab.id === 'tab-hunt') document.getElementById('hunt-query').focus();
+  });
+}

@@ -58,6 +58,7 @@ pub static ASSETS: &[Asset] = &[
     asset!("api.js", "text/javascript; charset=utf-8"),
     asset!("dom.js", "text/javascript; charset=utf-8"),
     asset!("format.js", "text/javascript; charset=utf-8"),
+    asset!("assist.js", "text/javascript; charset=utf-8"),
     asset!("stream.js", "text/javascript; charset=utf-8"),
     asset!("alerts.js", "text/javascript; charset=utf-8"),
     asset!("events.js", "text/javascript; charset=utf-8"),
