@@ -68,7 +68,7 @@ enum Command {
         /// The question (several words are joined with spaces).
         #[arg(required = true, num_args = 1..)]
         query: Vec<String>,
-        /// Most events shown; defaults to `llm.hunt_max_results`.
+        /// Most events shown; defaults to the service's `llm.hunt_max_results`.
         #[arg(long)]
         limit: Option<u32>,
         /// The service's API, `http://host:port`; defaults to `dashboard_bind_address` and
@@ -81,7 +81,7 @@ enum Command {
         /// Print the service's whole JSON answer instead of event lines.
         #[arg(long)]
         json: bool,
-        /// TOML configuration (API address, `llm.hunt_max_results`).
+        /// TOML configuration (the API address, `llm.hunt_timeout_s`).
         #[arg(long, short)]
         config: Option<PathBuf>,
     },
@@ -235,8 +235,13 @@ fn hunt(
             return ExitCode::from(2);
         }
     };
-    let limit = limit.unwrap_or(cfg.llm.hunt_max_results);
-    let body = serde_json::json!({"query": query, "limit": limit, "refresh": refresh}).to_string();
+    // Without --limit the service applies its own llm.hunt_max_results: the default the spec
+    // gives the option, and never over the service's cap even when this configuration differs.
+    let mut body = serde_json::json!({"query": query, "refresh": refresh});
+    if let Some(n) = limit {
+        body["limit"] = n.into();
+    }
+    let body = body.to_string();
     // The service bounds the LLM by llm.hunt_timeout_s; the margin covers the store search.
     let deadline = std::time::Duration::from_secs_f64(cfg.llm.hunt_timeout_s.max(1.0) + 30.0);
     let answer = tokio::runtime::Builder::new_current_thread()
