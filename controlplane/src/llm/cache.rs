@@ -83,6 +83,14 @@ impl<V: Clone> TtlCache<V> {
         entry
     }
 
+    /// Whether `key` has a live entry; neither copies it nor counts as a use.
+    pub fn contains(&self, key: &str) -> bool {
+        self.inner
+            .lock()
+            .map(|m| m.get(key).is_some_and(|(c, _)| c.expires > Instant::now()))
+            .unwrap_or(false)
+    }
+
     /// Drops `key`; true when it was there.
     pub fn remove(&self, key: &str) -> bool {
         self.inner
@@ -115,6 +123,7 @@ mod tests {
         c.put("c", 3);
         assert!(c.get("b").is_none(), "b was the least recently used");
         assert_eq!(c.get("a").map(|e| e.value), Some(1));
+        assert!(c.contains("a") && !c.contains("b"));
         assert!(c.remove("a") && !c.remove("a"));
         let short = TtlCache::new(4, Duration::from_millis(1));
         short.put("x", 1);

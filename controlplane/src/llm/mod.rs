@@ -230,6 +230,11 @@ impl Llm {
         self.suggestions.get(pattern_key).map(|c| served(c, true))
     }
 
+    /// Whether a live draft of the pattern is cached (for listings: no copy, no LRU use).
+    pub fn has_suggestion(&self, pattern_key: &str) -> bool {
+        self.suggestions.contains(pattern_key)
+    }
+
     /// Caches a draft and returns it as served.
     pub fn store_suggestion(&self, s: Suggestion) -> Suggestion {
         let key = s.pattern_key.clone();

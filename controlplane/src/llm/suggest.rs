@@ -22,7 +22,7 @@ use watchpost_dataplane::hash::hash64;
 use watchpost_dataplane::store::Store;
 use watchpost_proto::{AlertType, AttackMapping, Event, Feedback, Verdict};
 use watchpost_rules::rule::{Body, Logsource};
-use watchpost_rules::{Mapping, PlainEvent, parse_rule};
+use watchpost_rules::{PlainEvent, parse_rule};
 
 /// Alert ids kept per pattern as evidence.
 const MAX_ALERT_IDS: usize = 20;
@@ -391,7 +391,6 @@ pub struct CheckedDraft {
 /// round.
 pub fn check_draft(
     catalog: &Catalog,
-    mapping: &Mapping,
     yaml: &str,
     events: &[Event],
 ) -> Result<CheckedDraft, String> {
@@ -408,7 +407,7 @@ pub fn check_draft(
     if matches!(rule.body, Body::Correlation(_)) {
         return Err("a correlation rule was drafted; a detection rule is needed".into());
     }
-    if mapping.shapes(&rule.logsource).is_none() {
+    if catalog.mapping().shapes(&rule.logsource).is_none() {
         return Err(format!(
             "no logsource entry covers {:?}: the rule would match no events",
             rule.logsource

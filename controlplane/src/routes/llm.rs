@@ -309,7 +309,7 @@ async fn eligible(st: &AppState) -> Result<Vec<Pattern>, ApiError> {
     .await
     .map_err(ApiError::internal)?;
     for p in &mut all {
-        p.suggestion_cached = st.llm.cached_suggestion(&p.pattern_key).is_some();
+        p.suggestion_cached = st.llm.has_suggestion(&p.pattern_key);
     }
     Ok(all)
 }
@@ -387,26 +387,24 @@ pub async fn draft(
         &llm.complete(suggest::SUGGEST_SYSTEM, &prompt, timeout)
             .await?,
     );
-    let (draft, repaired) =
-        match suggest::check_draft(&catalog, catalog.mapping(), &first, &events) {
-            Ok(d) => (d, false),
-            Err(why) => {
-                tracing::info!("rule suggestion {key}: first draft refused ({why}); asking again");
-                let again = suggest::repair_prompt(&prompt, &first, &why);
-                let second = suggest::extract_yaml(
-                    &llm.complete(suggest::SUGGEST_SYSTEM, &again, timeout)
-                        .await?,
-                );
-                let d = suggest::check_draft(&catalog, catalog.mapping(), &second, &events)
-                    .map_err(|why| {
-                        LlmError::Upstream(format!(
-                            "the model's draft is not a usable Sigma rule, even after one \
+    let (draft, repaired) = match suggest::check_draft(&catalog, &first, &events) {
+        Ok(d) => (d, false),
+        Err(why) => {
+            tracing::info!("rule suggestion {key}: first draft refused ({why}); asking again");
+            let again = suggest::repair_prompt(&prompt, &first, &why);
+            let second = suggest::extract_yaml(
+                &llm.complete(suggest::SUGGEST_SYSTEM, &again, timeout)
+                    .await?,
+            );
+            let d = suggest::check_draft(&catalog, &second, &events).map_err(|why| {
+                LlmError::Upstream(format!(
+                    "the model's draft is not a usable Sigma rule, even after one \
                          correction: {why}"
-                        ))
-                    })?;
-                (d, true)
-            }
-        };
+                ))
+            })?;
+            (d, true)
+        }
+    };
     let evidence = Evidence {
         feedback: pattern.feedback.clone(),
         events,
