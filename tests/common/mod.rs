@@ -199,5 +199,8 @@ impl Service {
 impl Drop for Service {
     fn drop(&mut self) {
         let _ = self.0.kill();
+        // Reap it: the kernel releases the store's lock only once the process is gone, and a
+        // test that starts the service again on the same directory must not race that.
+        let _ = self.0.wait();
     }
 }

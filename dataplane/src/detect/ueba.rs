@@ -407,11 +407,9 @@ impl Baseline {
         } else {
             1.0
         };
-        let sd = self
-            .volume_var
-            .sqrt()
-            .max(1.0)
-            .max(0.5 * self.volume_ema.sqrt());
+        // max(sqrt(var), 1, sqrt(ema) / 2), with one square root: sqrt is monotonic and exact
+        // on the power-of-four scaling, so this is the same number to the last bit.
+        let sd = self.volume_var.max(1.0).max(0.25 * self.volume_ema).sqrt();
         z_to_score((count - self.volume_ema) / sd)
     }
 
@@ -568,7 +566,10 @@ impl Ueba {
             params,
             evicted: 0,
             risk_points: Vec::with_capacity(4096),
-            peers: U64Map::with_capacity_and_hasher(4096, Default::default()),
+            // Small at first and grown as templates come: a table sized for thousands of keys
+            // spreads the hundred or so in use over 128 KB, which the baselines streaming
+            // through push out of the cache (measured in docs/benchmarks.md, session 12).
+            peers: U64Map::with_capacity_and_hasher(256, Default::default()),
             type_counts: [0; 4],
         }
     }
