@@ -118,20 +118,19 @@ fn auc(scored: &mut [(f64, bool)]) -> f64 {
     (rank_sum - pos * (pos + 1.0) / 2.0) / (pos * neg)
 }
 
+/// ROC AUC of the Half-Space Trees forest on seeded streams with labelled outliers.
+#[derive(clap::Parser)]
+struct Args {
+    /// Seed of the streams (stream `i` uses `seed + i`).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Also write each stream to `DIR/<name>.csv` (six features, then 1 for an outlier).
+    #[arg(long, value_name = "DIR")]
+    csv: Option<std::path::PathBuf>,
+}
+
 fn main() {
-    let mut seed = 1u64;
-    let mut csv = None;
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "--seed" => seed = args.next().and_then(|v| v.parse().ok()).unwrap_or(1),
-            "--csv" => csv = args.next(),
-            _ => {
-                eprintln!("usage: hst_auc [--seed N] [--csv DIR]");
-                std::process::exit(2);
-            }
-        }
-    }
+    let Args { seed, csv } = clap::Parser::parse();
     println!("| stream | what | AUC |");
     println!("|---|---|---|");
     for (i, (name, what)) in STREAMS.iter().enumerate() {
@@ -164,12 +163,20 @@ fn main() {
         }
         println!("| {name} | {what} | {:.4} |", auc(&mut scored));
         if let Some(dir) = &csv {
-            let path = std::path::Path::new(dir).join(format!("{name}.csv"));
-            let mut out = std::io::BufWriter::new(std::fs::File::create(&path).expect("csv"));
-            for p in &points {
-                let cols: Vec<String> = p.x.iter().map(|v| v.to_string()).collect();
-                writeln!(out, "{},{}", cols.join(","), u8::from(p.outlier)).expect("csv");
+            let path = dir.join(format!("{name}.csv"));
+            if let Err(e) = write_csv(&path, &points) {
+                eprintln!("hst_auc: cannot write {}: {e}", path.display());
+                std::process::exit(1);
             }
         }
     }
+}
+
+fn write_csv(path: &std::path::Path, points: &[Point]) -> std::io::Result<()> {
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+    for p in points {
+        let cols: Vec<String> = p.x.iter().map(|v| v.to_string()).collect();
+        writeln!(out, "{},{}", cols.join(","), u8::from(p.outlier))?;
+    }
+    out.flush()
 }

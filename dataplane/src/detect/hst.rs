@@ -9,12 +9,12 @@
 //! Two choices differ from the paper, both for detection quality and both measured
 //! (`cargo run --release -p watchpost-benches --bin hst_auc`, ROC AUC against River's
 //! `HalfSpaceTrees` on the same streams, in `docs/benchmarks.md`):
-//! - The cut ranges are the unit interval each feature is scaled to, shifted per tree and
-//!   dimension by up to a quarter, not the paper's work range of two to four times the data's
-//!   width around a random pivot. With that range the first cuts of most dimensions fell outside
-//!   the data, a tree of height 8 over six features had almost no resolution left inside it, and
-//!   every point read as denser than average: the AUC was 0.50 to 0.54 where River's is 0.80 to
-//!   0.999.
+//! - The cut ranges hold the unit interval each feature is scaled to and little more: a tree's
+//!   first cut along a dimension falls anywhere in the middle 70% of [0, 1] (where River places
+//!   its cuts), not in the paper's work range of two to four times the data's width around a
+//!   random pivot. With that range the first cuts of most dimensions fell outside the data, a
+//!   tree of height 8 over six features had almost no resolution left inside it, and every point
+//!   read as denser than average: the AUC was 0.50 to 0.54 where River's is 0.80 to 0.999.
 //! - A point's score adds up the mass times `2^depth` of every node on its path down to the first
 //!   one under the size limit (a tenth of the window), as River does, instead of reading that last
 //!   node alone: the nodes above it say how isolated the region is at coarser scales too.
@@ -23,9 +23,10 @@
 //! per level, so trees differ in which features they refine and in which order), always at the
 //! middle of the node's range. The levels that cut a dimension `d` then halve its range
 //! successively, so the path bits they contribute are the leading bits of the point's cell index
-//! along `d` at that resolution: a point's leaf is computed from its coordinates (one
-//! multiplication per dimension and a bit gather per level) instead of walked through a chain of
-//! dependent node loads. Because a point's path is fixed by its leaf, the path sum its score
+//! along `d` at that resolution. Each tree keeps, per dimension, a table from cell index to the
+//! path bits it decides, so a point's leaf is computed from its coordinates (one multiplication
+//! per dimension, four lanes at a time, and the OR of one table entry per dimension) instead of
+//! walked through a chain of dependent node loads. Because a point's path is fixed by its leaf, the path sum its score
 //! needs is worked out per leaf once per window; a point then only computes its leaf, reads the
 //! leaf's sum and bumps the leaf's latest count.
 

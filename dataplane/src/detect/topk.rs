@@ -287,8 +287,8 @@ impl TopLists {
         }
     }
 
-    /// The slot of `template`: eight ids per step, whole blocks compared and the slots past the
-    /// ones in use masked off.
+    /// The slot of `template`: the ids in use eight per step, then the few past the last whole
+    /// block one at a time.
     #[inline]
     fn find_template(&self, template: u64) -> Option<u16> {
         let n = usize::from(self.templates);
