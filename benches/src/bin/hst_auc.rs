@@ -6,7 +6,9 @@
 //! (`benches/scripts/hst_auc_river.py`), so both read the same points.
 //!
 //! `cargo run --release -p watchpost-benches --bin hst_auc -- [--seed N] [--csv DIR]`; with
-//! `HST_DEBUG` set it also prints score quantiles of inliers and outliers to stderr.
+//! `HST_DEBUG` set it also prints score quantiles of inliers and outliers to stderr, and with
+//! `HST_CHECKSUM` set a checksum of every stream's scores (equal before and after a change of
+//! the forest's layout when the change keeps the scores bit-identical).
 
 use std::io::Write;
 use watchpost_dataplane::detect::hst::{HalfSpaceTrees, HstConfig};
@@ -143,6 +145,14 @@ fn main() {
             .map(|p| (forest.score_and_learn(&p.x), p.outlier))
             .skip(warm)
             .collect();
+        // A checksum of every score, to show that a change of the forest's layout left the
+        // scores bit-identical.
+        if std::env::var("HST_CHECKSUM").is_ok() {
+            let h = scored
+                .iter()
+                .fold(0u64, |h, s| h.rotate_left(5) ^ s.0.to_bits());
+            eprintln!("{name} checksum {h:016x}");
+        }
         if std::env::var("HST_DEBUG").is_ok() {
             for label in [false, true] {
                 let mut v: Vec<f64> = scored

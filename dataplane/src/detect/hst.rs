@@ -23,16 +23,20 @@
 //! per level, so trees differ in which features they refine and in which order), always at the
 //! middle of the node's range. The levels that cut a dimension `d` then halve its range
 //! successively, so the path bits they contribute are the leading bits of the point's cell index
-//! along `d` at that resolution. Each tree keeps, per dimension, a table from cell index to the
-//! path bits it decides, so a point's leaf is computed from its coordinates (one multiplication
-//! per dimension, four lanes at a time, and the OR of one table entry per dimension) instead of
-//! walked through a chain of dependent node loads. Because a point's path is fixed by its leaf, the path sum its score
-//! needs is worked out per leaf once per window; a point then only computes its leaf, reads the
-//! leaf's sum and bumps the leaf's latest count.
+//! along `d` at that resolution. A leaf is therefore fixed by the point's cell along each
+//! dimension, and the forest numbers leaves by those cells side by side (each dimension's cell in
+//! its own bit field), so a point's leaf is pure arithmetic on its coordinates, four lanes at a
+//! time, with no table to read and no chain of dependent node loads. Because a point's path is
+//! fixed by its leaf, the path sum its score needs is worked out per leaf once per window; a point
+//! then only computes its leaf, reads the leaf's sum and bumps the leaf's latest count. The window
+//! roll, which needs the leaves in tree order (a node's leaves as one run), goes through a
+//! per-tree permutation from cell numbering to path numbering, built from per-dimension tables of
+//! the path bits each cell decides.
 
 use super::rng::SplitMix64;
 use bincode::de::Decoder;
-use bincode::error::DecodeError;
+use bincode::enc::Encoder;
+use bincode::error::{DecodeError, EncodeError};
 use bincode::{Decode, Encode};
 
 /// Most trees in a forest.
@@ -78,9 +82,12 @@ struct Grid {
     scale: [f32; MAX_DIMS],
     /// Per dimension: the last cell (`2^cuts - 1`; 0 for a dimension the tree never cuts).
     top: [f32; MAX_DIMS],
+    /// Per dimension: the weight of its cell in the leaf number, `2^offset` where `offset` is the
+    /// number of cuts of the dimensions before it (0 for a dimension the tree never cuts).
+    shift: [f32; MAX_DIMS],
     /// Per dimension: where its table starts in [`HalfSpaceTrees::bits`]. Entry `c` of the table
-    /// holds the path bits that cell `c` along the dimension decides, in place, so a leaf is the
-    /// OR of one entry per dimension.
+    /// holds the path bits that cell `c` along the dimension decides, in place, so a leaf's path
+    /// is the OR of one entry per dimension.
     table: [u32; MAX_DIMS],
 }
 
@@ -107,9 +114,16 @@ impl Grid {
             cuts[d] += 1;
         }
         let mut g = Grid::default();
+        let mut offset = 0;
         for (d, &cut) in cuts.iter().enumerate() {
             let cells = 1usize << cut;
             g.table[d] = bits.len() as u32;
+            g.shift[d] = if cut == 0 {
+                0.0
+            } else {
+                (1u32 << offset) as f32
+            };
+            offset += cut;
             // The j-th of the dimension's cuts (from the root) is bit `cuts - 1 - j` of the cell
             // index, and the path bit of its level.
             for cell in 0..cells {
@@ -137,20 +151,22 @@ impl Grid {
         g
     }
 
-    /// Where `v` falls along each dimension, as indices into the cell tables.
+    /// The leaf `v` falls in, in cell numbering: each dimension's cell times its [`Grid::shift`],
+    /// summed. The sums are of integers below `2^16`, exact in `f32`.
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
-    fn cells(&self, v: &[f32; MAX_DIMS]) -> [u32; MAX_DIMS] {
+    fn leaf(&self, v: &[f32; MAX_DIMS]) -> usize {
         use std::arch::x86_64::{
-            __m128, __m128i, _mm_add_epi32, _mm_cvttps_epi32, _mm_loadu_ps, _mm_loadu_si128,
-            _mm_max_ps, _mm_min_ps, _mm_mul_ps, _mm_setzero_ps, _mm_storeu_si128, _mm_sub_ps,
+            __m128, _mm_add_ps, _mm_add_ss, _mm_cvtepi32_ps, _mm_cvttps_epi32, _mm_cvttss_si32,
+            _mm_loadu_ps, _mm_max_ps, _mm_min_ps, _mm_movehl_ps, _mm_mul_ps, _mm_setzero_ps,
+            _mm_shuffle_ps, _mm_sub_ps,
         };
-        let mut out = [0u32; MAX_DIMS];
-        // SAFETY: SSE2 is part of the x86-64 baseline. Every load and store reads or writes four
-        // lanes at offset 0 or 4 of an eight-lane array.
+        // SAFETY: SSE2 is part of the x86-64 baseline. Every load reads four lanes at offset 0
+        // or 4 of an eight-lane array.
         unsafe {
             let load =
                 |a: &[f32; MAX_DIMS], at: usize| -> __m128 { _mm_loadu_ps(a.as_ptr().add(at)) };
+            let mut sum = _mm_setzero_ps();
             for half in [0, 4] {
                 let x = _mm_mul_ps(
                     _mm_sub_ps(load(v, half), load(&self.lo, half)),
@@ -158,47 +174,96 @@ impl Grid {
                 );
                 // `max` returns its second operand when the first is NaN: NaN reads as cell 0.
                 let x = _mm_min_ps(_mm_max_ps(x, _mm_setzero_ps()), load(&self.top, half));
-                let base = _mm_loadu_si128(self.table.as_ptr().add(half).cast::<__m128i>());
-                let at = _mm_add_epi32(_mm_cvttps_epi32(x), base);
-                _mm_storeu_si128(out.as_mut_ptr().add(half).cast::<__m128i>(), at);
+                let cell = _mm_cvtepi32_ps(_mm_cvttps_epi32(x));
+                sum = _mm_add_ps(sum, _mm_mul_ps(cell, load(&self.shift, half)));
             }
+            let pairs = _mm_add_ps(sum, _mm_movehl_ps(sum, sum));
+            let total = _mm_add_ss(pairs, _mm_shuffle_ps::<0b01>(pairs, pairs));
+            _mm_cvttss_si32(total) as usize
         }
-        out
     }
 
-    /// Where `v` falls along each dimension, as indices into the cell tables.
+    /// The leaf `v` falls in, in cell numbering (see the x86-64 version).
     #[cfg(not(target_arch = "x86_64"))]
     #[inline(always)]
-    fn cells(&self, v: &[f32; MAX_DIMS]) -> [u32; MAX_DIMS] {
-        std::array::from_fn(|d| {
+    fn leaf(&self, v: &[f32; MAX_DIMS]) -> usize {
+        let mut sum = 0f32;
+        for d in 0..MAX_DIMS {
             let x = ((v[d] - self.lo[d]) * self.scale[d])
                 .max(0.0)
                 .min(self.top[d]);
-            x as u32 + self.table[d]
-        })
+            sum += (x as u32) as f32 * self.shift[d];
+        }
+        sum as usize
+    }
+
+    /// Whether the dimensions' cell fields tile a leaf number of `leaves` exactly: each cut
+    /// dimension's weight is the product of the cell counts before it, an uncut one weighs 0,
+    /// and the cell counts multiply up to `leaves`. Then every point's leaf is below `leaves`.
+    fn fields_fit(&self, leaves: usize) -> bool {
+        let mut weight = 1usize;
+        for d in 0..MAX_DIMS {
+            let cells = self.top[d] as usize + 1;
+            let fits = if cells == 1 {
+                self.shift[d] == 0.0
+            } else {
+                cells.is_power_of_two() && self.shift[d] == weight as f32
+            };
+            if !fits {
+                return false;
+            }
+            weight = weight.saturating_mul(cells);
+        }
+        weight == leaves
+    }
+
+    /// The path (tree-order) number of the leaf numbered `cell_leaf` by cells.
+    fn path_of(&self, cell_leaf: usize, bits: &[u16]) -> u16 {
+        let mut path = 0;
+        for d in 0..MAX_DIMS {
+            let cells = self.top[d] as usize + 1;
+            // An uncut dimension weighs 0 and has the one cell 0.
+            let cell = cell_leaf
+                .checked_div(self.shift[d] as usize)
+                .map_or(0, |c| c % cells);
+            path |= bits
+                .get(self.table[d] as usize + cell)
+                .copied()
+                .unwrap_or(0);
+        }
+        path
     }
 }
 
 /// A forest of Half-Space Trees.
-#[derive(Clone, Debug, Encode)]
+#[derive(Clone, Debug)]
 pub struct HalfSpaceTrees {
     cfg: HstConfig,
     /// Each tree's cuts.
     grids: Vec<Grid>,
     /// The cell tables of every tree and dimension (see [`Grid::table`]).
     bits: Vec<u16>,
-    /// Per leaf, tree after tree: the reference path sum that scores a point landing there.
+    /// Per leaf in cell numbering, tree after tree: the reference path sum that scores a point
+    /// landing there.
     leaf_sum: Vec<f32>,
-    /// Latest-window count of each leaf, tree after tree.
+    /// Latest-window count of each leaf in cell numbering, tree after tree.
     latest: Vec<u16>,
-    /// Prefix sums of one tree's leaf counts while a window rolls, kept so that rolling
-    /// allocates nothing.
+    /// Per leaf in path numbering, tree after tree: its cell number (worked out from `grids` and
+    /// `bits`, not saved).
+    cell_of: Vec<u16>,
+    /// Prefix sums of one tree's leaf counts in path order while a window rolls, kept so that
+    /// rolling allocates nothing.
     scratch: Vec<u32>,
     /// Points counted in the latest window.
     in_window: u32,
     /// Windows completed (scores are meaningful from the first).
     windows: u64,
 }
+
+/// Marks the saved form of this layout (leaves in cell numbering), so that a forest saved by the
+/// earlier layout (leaves in path order, which read back here would score from the wrong leaves)
+/// is refused. That form began with the tree count, at most [`MAX_TREES`].
+const LAYOUT: u8 = 0xC2;
 
 impl HalfSpaceTrees {
     /// Builds the random trees.
@@ -216,16 +281,41 @@ impl HalfSpaceTrees {
             .map(|_| Grid::random(&mut rng, cfg.height, cfg.dims, &mut bits))
             .collect();
         let leaves = 1usize << cfg.height;
-        HalfSpaceTrees {
+        let mut forest = HalfSpaceTrees {
             cfg,
             grids,
             bits,
             leaf_sum: vec![0.0; leaves * cfg.trees],
             latest: vec![0; leaves * cfg.trees],
-            scratch: vec![0; leaves + 1],
+            cell_of: Vec::new(),
+            scratch: Vec::new(),
             in_window: 0,
             windows: 0,
+        };
+        let whole = forest.derive();
+        debug_assert!(whole, "fresh cell tables number every leaf once");
+        forest
+    }
+
+    /// Works out what is not saved: the cell number of every leaf, and the roll's scratch space.
+    /// False when the cell tables do not number every leaf once (a damaged save): the roll
+    /// would then merge leaves that the score keeps apart.
+    fn derive(&mut self) -> bool {
+        let leaves = 1usize << self.cfg.height;
+        let mut cell_of = vec![0; leaves * self.grids.len()];
+        let mut seen = vec![false; leaves];
+        let mut whole = true;
+        for (g, tree) in self.grids.iter().zip(cell_of.chunks_exact_mut(leaves)) {
+            seen.fill(false);
+            for c in 0..leaves {
+                let p = usize::from(g.path_of(c, &self.bits));
+                whole &= !std::mem::replace(&mut seen[p], true);
+                tree[p] = c as u16;
+            }
         }
+        self.cell_of = cell_of;
+        self.scratch = vec![0; leaves + 1];
+        whole
     }
 
     /// Its settings.
@@ -259,14 +349,11 @@ impl HalfSpaceTrees {
         v[..n].copy_from_slice(&x[..n]);
         let mut sum = 0f32;
         for (t, grid) in self.grids[..trees].iter().enumerate() {
-            let cells = grid.cells(&v);
-            let mut path = 0u16;
-            for at in cells {
-                path |= self.bits.get(at as usize).copied().unwrap_or(0);
+            let leaf = t * leaves + grid.leaf(&v);
+            sum += self.leaf_sum.get(leaf).copied().unwrap_or(0.0);
+            if let Some(count) = self.latest.get_mut(leaf) {
+                *count = count.saturating_add(1);
             }
-            let leaf = t * leaves + usize::from(path);
-            sum += self.leaf_sum[leaf];
-            self.latest[leaf] = self.latest[leaf].saturating_add(1);
         }
         self.in_window += 1;
         if self.in_window >= self.cfg.window {
@@ -294,13 +381,16 @@ impl HalfSpaceTrees {
         let limit = (self.cfg.window / 10).max(1);
         let prefix = &mut self.scratch[..leaves + 1];
         for t in 0..self.cfg.trees {
-            let latest = &mut self.latest[t * leaves..(t + 1) * leaves];
+            let tree = t * leaves..(t + 1) * leaves;
+            let cell_of = &self.cell_of[tree.clone()];
+            // Prefix sums of the counts taken in path order.
+            let latest = &mut self.latest[tree.clone()];
             prefix[0] = 0;
-            for (i, count) in latest.iter_mut().enumerate() {
-                prefix[i + 1] = prefix[i] + u32::from(*count);
-                *count = 0;
+            for (i, &c) in cell_of.iter().enumerate() {
+                prefix[i + 1] = prefix[i] + u32::from(latest[usize::from(c)]);
             }
-            let out = &mut self.leaf_sum[t * leaves..(t + 1) * leaves];
+            latest.fill(0);
+            let out = &mut self.leaf_sum[tree];
             // Depth-first; a node pops once and pushes at most two, so `height + 1` slots do.
             // Each entry carries the sum of the nodes above it (the root's mass is the whole
             // window for every point, so it is left out).
@@ -317,7 +407,9 @@ impl HalfSpaceTrees {
                     above + mass as f32 * (1u32 << depth) as f32
                 };
                 if (mass < limit && depth > 0) || depth == height {
-                    out[first..first + span].fill(sum);
+                    for &c in &cell_of[first..first + span] {
+                        out[usize::from(c)] = sum;
+                    }
                 } else {
                     stack[top] = (depth + 1, first + span / 2, sum);
                     stack[top + 1] = (depth + 1, first, sum);
@@ -345,7 +437,6 @@ impl HalfSpaceTrees {
             || self.grids.len() != c.trees
             || self.leaf_sum.len() != leaves * c.trees
             || self.latest.len() != leaves * c.trees
-            || self.scratch.len() != leaves + 1
             || self.bits.iter().any(|&b| usize::from(b) >= leaves)
             || self.grids.iter().any(|g| {
                 (0..MAX_DIMS).any(|d| {
@@ -354,7 +445,7 @@ impl HalfSpaceTrees {
                         || g.table[d] as usize + top as usize >= self.bits.len()
                         || !g.lo[d].is_finite()
                         || !g.scale[d].is_finite()
-                })
+                }) || !g.fields_fit(leaves)
             });
         if bad {
             Err(format!(
@@ -366,21 +457,43 @@ impl HalfSpaceTrees {
     }
 }
 
+impl Encode for HalfSpaceTrees {
+    fn encode<E: Encoder>(&self, e: &mut E) -> Result<(), EncodeError> {
+        LAYOUT.encode(e)?;
+        self.cfg.encode(e)?;
+        self.grids.encode(e)?;
+        self.bits.encode(e)?;
+        self.leaf_sum.encode(e)?;
+        self.latest.encode(e)?;
+        self.in_window.encode(e)?;
+        self.windows.encode(e)
+    }
+}
+
 impl<C> Decode<C> for HalfSpaceTrees {
     fn decode<D: Decoder<Context = C>>(d: &mut D) -> Result<Self, DecodeError> {
-        let forest = HalfSpaceTrees {
+        let refuse = |why: String| DecodeError::OtherString(format!("Half-Space Trees: {why}"));
+        let layout: u8 = Decode::decode(d)?;
+        if layout != LAYOUT {
+            return Err(refuse(format!(
+                "saved in another layout ({layout:#x}, this one is {LAYOUT:#x})"
+            )));
+        }
+        let mut forest = HalfSpaceTrees {
             cfg: Decode::decode(d)?,
             grids: Decode::decode(d)?,
             bits: Decode::decode(d)?,
             leaf_sum: Decode::decode(d)?,
             latest: Decode::decode(d)?,
-            scratch: Decode::decode(d)?,
+            cell_of: Vec::new(),
+            scratch: Vec::new(),
             in_window: Decode::decode(d)?,
             windows: Decode::decode(d)?,
         };
-        forest
-            .check()
-            .map_err(|why| DecodeError::OtherString(format!("Half-Space Trees: {why}")))?;
+        forest.check().map_err(refuse)?;
+        if !forest.derive() {
+            return Err(refuse("cell tables that do not number every leaf".into()));
+        }
         Ok(forest)
     }
 }

@@ -49,6 +49,17 @@ pub struct Probe {
     pub same_network: bool,
 }
 
+/// What learning a template did to the list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TemplateChange {
+    /// It was known: its weight grew.
+    Counted,
+    /// It took a free slot.
+    Added,
+    /// It took the slot of this template, the lightest, which left the list.
+    Replaced(u64),
+}
+
 /// Top-K templates and sources of one entity.
 #[derive(Clone, Debug, Encode)]
 pub struct TopLists {
@@ -433,26 +444,28 @@ impl TopLists {
 
     /// Learns a template as `probe` found it: its weight grows by one, or it takes a free slot, or
     /// (LFU, the Space-Saving rule) it replaces the lightest and inherits its weight plus one, so
-    /// a burst of new templates cannot push out the regular ones. True when it was not known.
-    pub fn learn_template(&mut self, t: u64, probe: &Probe) -> bool {
+    /// a burst of new templates cannot push out the regular ones.
+    pub fn learn_template(&mut self, t: u64, probe: &Probe) -> TemplateChange {
         if let Some(i) = probe.template {
             let i = usize::from(i);
             self.set_weight(i, self.weight(i) + 1.0);
-            return false;
+            return TemplateChange::Counted;
         }
         let n = usize::from(self.templates);
         if n < usize::from(self.template_cap) {
             self.words[n] = t;
             self.set_weight(n, 1.0);
             self.templates += 1;
+            TemplateChange::Added
         } else {
             let i = (0..n)
                 .min_by(|&a, &b| self.weight(a).total_cmp(&self.weight(b)))
                 .unwrap_or(0);
+            let old = self.words[i];
             self.words[i] = t;
             self.set_weight(i, self.weight(i) + 1.0);
+            TemplateChange::Replaced(old)
         }
-        true
     }
 
     /// Halves every template weight (the LFU decay that keeps weights bounded).
@@ -561,7 +574,7 @@ mod tests {
         // Template 8 (weight 1) is the lightest: 10 takes its slot and inherits 1 + 1.
         let p = l.probe(10, None);
         assert_eq!(p.template, None);
-        assert!(l.learn_template(10, &p));
+        assert_eq!(l.learn_template(10, &p), TemplateChange::Replaced(8));
         assert_eq!((l.template(1), l.weight(1)), (10, 2.0));
         l.halve_weights();
         assert_eq!(l.weight(0), 1.5);

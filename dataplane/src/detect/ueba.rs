@@ -19,7 +19,7 @@
 
 use super::dspot::{Dspot, DspotConfig, Verdict};
 use super::table::EntityTable;
-use super::topk::{Probe, TopLists};
+use super::topk::{Probe, TemplateChange, TopLists};
 use super::volume::z_to_score;
 use crate::hash::U64Map;
 use bincode::{Decode, Encode};
@@ -424,8 +424,8 @@ impl Baseline {
         }
     }
 
-    /// Learns one observation; true when its template entered the entity's top-K.
-    fn learn(&mut self, o: &Observation, probe: &Probe, p: &UebaParams) -> bool {
+    /// Learns one observation; says what became of the entity's top-K templates.
+    fn learn(&mut self, o: &Observation, probe: &Probe, p: &UebaParams) -> TemplateChange {
         self.dirty = true;
         self.event_count += 1;
         self.last_seen_ns = self.last_seen_ns.max(o.ts_ns);
@@ -434,7 +434,7 @@ impl Baseline {
         if let Some(s) = o.source {
             self.lists.learn_source(s, probe);
         }
-        let new_template = self.lists.learn_template(o.template, probe);
+        let change = self.lists.learn_template(o.template, probe);
         self.template_total += 1.0;
         if self.template_total > 1e6 {
             self.lists.halve_weights();
@@ -447,7 +447,7 @@ impl Baseline {
             self.minute_count = 0;
         }
         self.minute_count = self.minute_count.saturating_add(1);
-        new_template
+        change
     }
 
     fn close_minute(&mut self, p: &UebaParams) {
@@ -583,6 +583,20 @@ impl Ueba {
             .unwrap_or(0);
         let all = self.type_counts[kind as usize].max(1);
         (f64::from(users) / f64::from(all)).min(1.0)
+    }
+
+    /// One more entity of `kind` keeps `template` in its top-K.
+    fn add_peer(&mut self, template: u64, kind: UebaType) {
+        *self.peers.entry(peer_key(template, kind)).or_insert(0) += 1;
+    }
+
+    /// One entity of `kind` fewer keeps `template` in its top-K: it was pushed out of the list
+    /// or left with its entity. Without this, a template that churns through lists would count
+    /// once per entry and read as used by every peer.
+    fn remove_peer(&mut self, template: u64, kind: UebaType) {
+        if let Some(n) = self.peers.get_mut(&peer_key(template, kind)) {
+            *n = n.saturating_sub(1);
+        }
     }
 
     /// Moves the risk-history points closed since the last call into `out`.
@@ -743,8 +757,14 @@ impl Ueba {
                 }
             }
         };
-        if b.learn(o, &probe, p) {
-            *self.peers.entry(peer_key(o.template, b.kind)).or_insert(0) += 1;
+        let kind = b.kind;
+        match b.learn(o, &probe, p) {
+            TemplateChange::Counted => {}
+            TemplateChange::Added => self.add_peer(o.template, kind),
+            TemplateChange::Replaced(old) => {
+                self.add_peer(o.template, kind);
+                self.remove_peer(old, kind);
+            }
         }
         outcome
     }
@@ -768,9 +788,7 @@ impl Ueba {
                 self.type_counts[kind] = self.type_counts[kind].saturating_sub(1);
                 // Its templates leave the peer counts with it, or shares would drift upwards.
                 for i in 0..b.lists.template_len() {
-                    if let Some(n) = self.peers.get_mut(&peer_key(b.lists.template(i), b.kind)) {
-                        *n = n.saturating_sub(1);
-                    }
+                    self.remove_peer(b.lists.template(i), b.kind);
                 }
                 self.evicted += 1;
             }
@@ -952,6 +970,32 @@ mod tests {
         u.observe(&obs(2, 3, None, 6));
         assert_eq!(u.evicted(), 1);
         assert_eq!(u.peer_share(5, UebaType::User), 0.5);
+    }
+
+    /// A template pushed out of an entity's top-K no longer counts as one it uses: otherwise
+    /// templates that churn through the lists would pile up counts and read as used by every
+    /// peer, and their pattern novelty would fade to nothing.
+    #[test]
+    fn templates_pushed_out_of_a_list_leave_the_peer_counts() {
+        let mut u = Ueba::new(UebaParams {
+            template_k: 2,
+            ..params()
+        });
+        // Entity 1 cycles through three templates (two fit its list); entity 2 uses only 5.
+        u.observe(&obs(0, 2, None, 5));
+        for i in 0..300 {
+            u.observe(&obs(1 + i, 1, None, 5 + (i as u64 % 3)));
+        }
+        let kept = u.baseline(1).unwrap().lists.template_len();
+        assert_eq!(kept, 2);
+        let shares: Vec<f64> = (5..8).map(|t| u.peer_share(t, UebaType::User)).collect();
+        // Two user entities: each template is used by at most both of them, and entity 1's two
+        // list entries plus entity 2's one make three uses in all.
+        assert!(shares.iter().all(|&s| s <= 1.0), "{shares:?}");
+        assert!(
+            (shares.iter().sum::<f64>() - 1.5).abs() < 1e-9,
+            "{shares:?}"
+        );
     }
 
     #[test]
