@@ -596,6 +596,11 @@ mod tests {
         let bytes = bincode::encode_to_vec(&bad, cfg).unwrap();
         let err = bincode::decode_from_slice::<HalfSpaceTrees, _>(&bytes, cfg).unwrap_err();
         assert!(err.to_string().contains("Half-Space Trees"), "{err}");
+        // A forest of the previous layout began with its tree count, not the layout marker.
+        let mut old = bincode::encode_to_vec(&f, cfg).unwrap();
+        old[0] = 10;
+        let err = bincode::decode_from_slice::<HalfSpaceTrees, _>(&old, cfg).unwrap_err();
+        assert!(err.to_string().contains("another layout"), "{err}");
     }
 
     #[test]
