@@ -16,9 +16,9 @@ use watchpost_dataplane::detect::markov::Markov;
 use watchpost_dataplane::detect::rng::SplitMix64;
 use watchpost_dataplane::detect::ueba::{Observation, Ueba, UebaParams, UebaType};
 
-// The allocator the service ships with: where it places the baselines' blocks (mimalloc keeps a
-// 768-byte block on a cache-line boundary, the system allocator on 16 bytes) decides how many
-// lines an observation touches.
+// The allocator the service ships with: where it places the baselines' blocks decides how many
+// lines an observation touches. Of 100,000 768-byte blocks, mimalloc put every one on a cache-line
+// boundary; the system allocator put a quarter at each 16-byte offset in a line.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

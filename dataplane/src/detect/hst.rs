@@ -29,8 +29,8 @@
 //! time, with no table to read and no chain of dependent node loads. Because a point's path is
 //! fixed by its leaf, the path sum its score needs is worked out per leaf once per window; a point
 //! then only computes its leaf, reads the leaf's sum and bumps the leaf's latest count. The window
-//! roll, which needs the leaves in tree order (a node's leaves as one run), goes through a
-//! per-tree permutation from cell numbering to path numbering, built from per-dimension tables of
+//! roll, which needs the leaves in tree order (a node's leaves as one run), reads them through a
+//! per-tree permutation from path numbering to cell numbering, built from per-dimension tables of
 //! the path bits each cell decides.
 
 use super::rng::SplitMix64;
@@ -84,7 +84,7 @@ struct Grid {
     top: [f32; MAX_DIMS],
     /// Per dimension: the weight of its cell in the leaf number, `2^offset` where `offset` is the
     /// number of cuts of the dimensions before it (0 for a dimension the tree never cuts).
-    shift: [f32; MAX_DIMS],
+    weight: [f32; MAX_DIMS],
     /// Per dimension: where its table starts in [`HalfSpaceTrees::bits`]. Entry `c` of the table
     /// holds the path bits that cell `c` along the dimension decides, in place, so a leaf's path
     /// is the OR of one entry per dimension.
@@ -118,7 +118,7 @@ impl Grid {
         for (d, &cut) in cuts.iter().enumerate() {
             let cells = 1usize << cut;
             g.table[d] = bits.len() as u32;
-            g.shift[d] = if cut == 0 {
+            g.weight[d] = if cut == 0 {
                 0.0
             } else {
                 (1u32 << offset) as f32
@@ -151,7 +151,7 @@ impl Grid {
         g
     }
 
-    /// The leaf `v` falls in, in cell numbering: each dimension's cell times its [`Grid::shift`],
+    /// The leaf `v` falls in, in cell numbering: each dimension's cell times its [`Grid::weight`],
     /// summed. The sums are of integers below `2^16`, exact in `f32`.
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
@@ -175,7 +175,7 @@ impl Grid {
                 // `max` returns its second operand when the first is NaN: NaN reads as cell 0.
                 let x = _mm_min_ps(_mm_max_ps(x, _mm_setzero_ps()), load(&self.top, half));
                 let cell = _mm_cvtepi32_ps(_mm_cvttps_epi32(x));
-                sum = _mm_add_ps(sum, _mm_mul_ps(cell, load(&self.shift, half)));
+                sum = _mm_add_ps(sum, _mm_mul_ps(cell, load(&self.weight, half)));
             }
             let pairs = _mm_add_ps(sum, _mm_movehl_ps(sum, sum));
             let total = _mm_add_ss(pairs, _mm_shuffle_ps::<0b01>(pairs, pairs));
@@ -192,7 +192,7 @@ impl Grid {
             let x = ((v[d] - self.lo[d]) * self.scale[d])
                 .max(0.0)
                 .min(self.top[d]);
-            sum += (x as u32) as f32 * self.shift[d];
+            sum += (x as u32) as f32 * self.weight[d];
         }
         sum as usize
     }
@@ -201,20 +201,20 @@ impl Grid {
     /// dimension's weight is the product of the cell counts before it, an uncut one weighs 0,
     /// and the cell counts multiply up to `leaves`. Then every point's leaf is below `leaves`.
     fn fields_fit(&self, leaves: usize) -> bool {
-        let mut weight = 1usize;
+        let mut expected = 1usize;
         for d in 0..MAX_DIMS {
             let cells = self.top[d] as usize + 1;
             let fits = if cells == 1 {
-                self.shift[d] == 0.0
+                self.weight[d] == 0.0
             } else {
-                cells.is_power_of_two() && self.shift[d] == weight as f32
+                cells.is_power_of_two() && self.weight[d] == expected as f32
             };
             if !fits {
                 return false;
             }
-            weight = weight.saturating_mul(cells);
+            expected = expected.saturating_mul(cells);
         }
-        weight == leaves
+        expected == leaves
     }
 
     /// The path (tree-order) number of the leaf numbered `cell_leaf` by cells.
@@ -224,7 +224,7 @@ impl Grid {
             let cells = self.top[d] as usize + 1;
             // An uncut dimension weighs 0 and has the one cell 0.
             let cell = cell_leaf
-                .checked_div(self.shift[d] as usize)
+                .checked_div(self.weight[d] as usize)
                 .map_or(0, |c| c % cells);
             path |= bits
                 .get(self.table[d] as usize + cell)
