@@ -318,7 +318,7 @@ fn the_counter_sees_allocations() {
 #[test]
 fn detectors_allocate_nothing_per_event_in_steady_state() {
     use watchpost_dataplane::detect::ensemble::{EventFeatures, SourceModel};
-    use watchpost_dataplane::detect::ueba::{Observation, Ueba, UebaParams, UebaType};
+    use watchpost_dataplane::detect::ueba::{EventTime, Observation, Ueba, UebaParams, UebaType};
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut model = SourceModel::new(1e-4);
     let mut ueba = Ueba::new(UebaParams {
@@ -338,7 +338,7 @@ fn detectors_allocate_nothing_per_event_in_steady_state() {
         });
         for (entity, kind) in [(i % 300, UebaType::User), (1000 + i % 50, UebaType::Host)] {
             ueba.observe(&Observation {
-                ts_ns: ts,
+                time: EventTime::new(ts),
                 entity,
                 kind,
                 source: Some(0xffff_0a00_0000 + u128::from(i % 40)),

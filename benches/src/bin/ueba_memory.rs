@@ -8,7 +8,7 @@
 //!
 //! `cargo run --release -p watchpost-benches --bin ueba_memory [ENTITIES] [--ipv6]`
 
-use watchpost_dataplane::detect::ueba::{Observation, Ueba, UebaParams, UebaType};
+use watchpost_dataplane::detect::ueba::{EventTime, Observation, Ueba, UebaParams, UebaType};
 
 fn rss_bytes() -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
@@ -39,7 +39,7 @@ fn main() {
         for i in 0..sources.max(templates) {
             ts += 1_000;
             ueba.observe(&Observation {
-                ts_ns: ts,
+                time: EventTime::new(ts),
                 entity: e.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
                 kind: UebaType::User,
                 source: Some(base + u128::from(i % sources)),

@@ -12,7 +12,8 @@ use super::ensemble::{EventFeatures, Scored, SourceModel};
 use super::killchain::KillChain;
 use super::record::{CorrelationHit, DetectRecord};
 use super::ueba::{
-    Observation, Outcome, RiskPoint, SubScores, Ueba, UebaAlert, UebaParams, UebaType, source_text,
+    EventTime, Observation, Outcome, RiskPoint, SubScores, Ueba, UebaAlert, UebaParams, UebaType,
+    source_text,
 };
 use crate::catalog::{Catalog, RuleEntry};
 use crate::hash::{U64Map, fmix64};
@@ -347,6 +348,7 @@ impl Detector {
                 self.raise_ioc(r, sink);
             }
         }
+        let time = EventTime::new(r.ts_ns);
         for (i, e) in r.entities().iter().enumerate() {
             if r.owned & (2 << i) == 0 {
                 continue;
@@ -361,7 +363,7 @@ impl Detector {
                 (r.client_ip != 0).then_some(r.client_ip)
             };
             let o = Observation {
-                ts_ns: r.ts_ns,
+                time,
                 entity: e.hash,
                 kind,
                 source: counterpart,

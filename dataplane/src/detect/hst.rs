@@ -33,6 +33,7 @@
 //! per-tree permutation from path numbering to cell numbering, built from per-dimension tables of
 //! the path bits each cell decides.
 
+use super::fastmath::log2;
 use super::rng::SplitMix64;
 use bincode::de::Decoder;
 use bincode::enc::Encoder;
@@ -364,7 +365,10 @@ impl HalfSpaceTrees {
         }
         let s = sum / (trees as f32 * self.cfg.window as f32);
         let most = ((1u64 << (height + 1)) - 1) as f32;
-        f64::from(1.0 - (1.0 + s).log2() / most.log2()).clamp(0.0, 1.0)
+        // The reciprocal does not wait for `s`, so the score's chain has a multiplication where
+        // it had a division.
+        let per_bit = 1.0 / log2(most);
+        f64::from(1.0 - log2(1.0 + s) * per_bit).clamp(0.0, 1.0)
     }
 
     /// The latest window becomes the reference: each leaf takes the path sum of its nodes below

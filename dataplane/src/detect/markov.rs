@@ -6,6 +6,7 @@
 //! source with a million templates degrades gracefully instead of growing without bound. Counts
 //! are halved every `AGE_EVERY` transitions so that the chain follows a changing system.
 
+use super::fastmath::log2;
 use crate::hash::fmix64;
 use bincode::{Decode, Encode};
 
@@ -55,7 +56,7 @@ impl Markov {
     pub fn rarity(&self, template: u64) -> f64 {
         let t = (mix(template, 0, 0x5555) as usize) % TOTALS;
         let share = (f64::from(self.totals[t]) + 0.5) / (self.seen as f64 + 1.0);
-        (-f64::from((share as f32).log2()) / 16.0).clamp(0.0, 1.0)
+        (-f64::from(log2(share as f32)) / 16.0).clamp(0.0, 1.0)
     }
 
     /// Scores the step from the previous template to `template` and learns it. The score is in
@@ -84,7 +85,7 @@ impl Markov {
             self.rows.iter_mut().for_each(|c| *c /= 2);
             self.totals.iter_mut().for_each(|c| *c /= 2);
         }
-        (-f64::from((p as f32).log2()) / 16.0).clamp(0.0, 1.0)
+        (-f64::from(log2(p as f32)) / 16.0).clamp(0.0, 1.0)
     }
 }
 

@@ -10,6 +10,7 @@
 pub mod dspot;
 pub mod engine;
 pub mod ensemble;
+pub mod fastmath;
 pub mod hst;
 pub mod killchain;
 pub mod markov;

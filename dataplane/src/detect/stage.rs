@@ -107,7 +107,7 @@ impl BaselineView {
                 .into_iter()
                 .map(|t| (format!("{:016x}", t.template_id), t.weight))
                 .collect(),
-            volume_ema_minute: b.volume_ema,
+            volume_ema_minute: b.volume_ema(),
             warming_up: b.warming_up(now_ns, p),
             warmup_events_remaining: events_left,
             warmup_seconds_remaining: ns_left as f64 / 1e9,

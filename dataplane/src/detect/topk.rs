@@ -278,8 +278,13 @@ impl TopLists {
             prefetch(p.wrapping_add(at));
         }
         prefetch(p.wrapping_add(self.weights_at()));
-        prefetch(p.wrapping_add(self.counts_at()));
-        prefetch(p.wrapping_add(self.counts_at() + 8));
+        // The counts in use (four per word): none for an entity without sources, such as an
+        // address, whose lists hold templates only.
+        let counts = self.counts_at();
+        let count_end = counts + usize::from(self.sources).div_ceil(4);
+        for at in (counts..count_end).step_by(8) {
+            prefetch(p.wrapping_add(at));
+        }
     }
 
     /// Looks `template` and `source` up: one pass over each list.

@@ -18,10 +18,13 @@
 //! so scoring a known entity allocates nothing.
 
 use super::dspot::{Dspot, DspotConfig, Verdict};
+use super::fastmath::{log2, logistic4};
 use super::table::EntityTable;
 use super::topk::{Probe, TemplateChange, TopLists};
-use super::volume::z_to_score;
 use crate::hash::U64Map;
+use bincode::de::Decoder;
+use bincode::enc::Encoder;
+use bincode::error::{DecodeError, EncodeError};
 use bincode::{Decode, Encode};
 
 /// The least blended score that may alert, whatever the threshold. An entity type whose normal
@@ -159,11 +162,42 @@ impl Default for UebaParams {
     }
 }
 
+/// An event's time in the units UEBA keys on, worked out once per event: an event names up to
+/// four entities, and each observation would otherwise divide the same timestamp again (three
+/// 64-bit divisions by constants, about a tenth of an observation's cost).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EventTime {
+    /// Event time, ns.
+    pub ts_ns: i64,
+    /// Minutes since the epoch: `i64::MAX` nanoseconds is 153,722,867 minutes, so every time has
+    /// one that fits an i32.
+    minute: i32,
+    /// Hours since the epoch.
+    hour: i32,
+    /// UTC hour of the day, 0 to 23.
+    hour_of_day: u8,
+}
+
+impl EventTime {
+    /// The time `ts_ns` (ns since the epoch).
+    #[inline]
+    pub fn new(ts_ns: i64) -> EventTime {
+        let minute = ts_ns.div_euclid(NS_PER_MINUTE) as i32;
+        let hour = minute.div_euclid(60);
+        EventTime {
+            ts_ns,
+            minute,
+            hour,
+            hour_of_day: hour.rem_euclid(24) as u8,
+        }
+    }
+}
+
 /// One entity occurrence to score.
 #[derive(Clone, Copy, Debug)]
 pub struct Observation {
-    /// Event time, ns.
-    pub ts_ns: i64,
+    /// Event time.
+    pub time: EventTime,
     /// The entity's name hash (its key everywhere in the data plane).
     pub entity: u64,
     /// Which threshold it is judged by.
@@ -241,9 +275,42 @@ pub enum Outcome {
     Alert(UebaAlert),
 }
 
+/// The first byte of a saved [`Baseline`]. Every earlier layout began with the varint of
+/// `first_seen_ns`, and no bincode varint begins with 0xFF, so a baseline saved by an older
+/// version is refused at its first byte instead of being read at the wrong offsets (fields of
+/// the same total width, such as two f64 that became four f32, would otherwise decode as
+/// garbage).
+const BASELINE_LAYOUT: u8 = 0xFF;
+
+/// Writes and checks [`BASELINE_LAYOUT`]; takes no room in memory.
+#[derive(Clone, Copy, Debug, Default)]
+struct BaselineLayout;
+
+impl Encode for BaselineLayout {
+    fn encode<E: Encoder>(&self, e: &mut E) -> Result<(), EncodeError> {
+        BASELINE_LAYOUT.encode(e)
+    }
+}
+
+impl<C> Decode<C> for BaselineLayout {
+    fn decode<D: Decoder<Context = C>>(d: &mut D) -> Result<Self, DecodeError> {
+        let layout = u8::decode(d)?;
+        if layout != BASELINE_LAYOUT {
+            return Err(DecodeError::OtherString(format!(
+                "baseline saved in another layout (first byte {layout:#x}, this one is \
+                 {BASELINE_LAYOUT:#x})"
+            )));
+        }
+        Ok(BaselineLayout)
+    }
+}
+
+bincode::impl_borrow_decode!(BaselineLayout);
+
 /// The learned behaviour of one entity.
 #[derive(Clone, Debug, Encode, Decode)]
 pub struct Baseline {
+    layout: BaselineLayout,
     /// First event, ns.
     pub first_seen_ns: i64,
     /// Last event, ns (the LRU clock).
@@ -258,11 +325,18 @@ pub struct Baseline {
     /// Top-K templates and sources, in one block.
     lists: TopLists,
     template_total: f32,
-    minute: i64,
+    /// The running minute (since the epoch; an i32 holds every minute an i64 of nanoseconds
+    /// can name) and its events.
+    minute: i32,
     minute_count: u32,
-    /// Per-minute volume EMA over active minutes.
-    pub volume_ema: f64,
-    volume_var: f64,
+    /// Per-minute volume EMA and exponentially weighted variance over active minutes. Single
+    /// precision is plenty for event counts, and frees the room of [`Baseline::volume_inv_sd`].
+    volume_ema: f32,
+    volume_var: f32,
+    /// `1 / max(sqrt(var), 1, sqrt(ema) / 2)`, the volume z-score's scale, worked out when a
+    /// minute closes (the only time it changes) so that scoring an event multiplies where it
+    /// took a square root and a division.
+    volume_inv_sd: f32,
     /// Minutes with events (u32: eight thousand years of them), narrowed so that an entity with
     /// a full set of IPv6 sources stays within 2 KiB.
     active_minutes: u32,
@@ -287,6 +361,7 @@ pub struct TemplateWeight {
 impl Baseline {
     fn new(kind: UebaType, ts_ns: i64, p: &UebaParams) -> Baseline {
         Baseline {
+            layout: BaselineLayout,
             first_seen_ns: ts_ns,
             last_seen_ns: ts_ns,
             event_count: 0,
@@ -294,16 +369,22 @@ impl Baseline {
             hour_counts: [0; 24],
             lists: TopLists::new(p.template_k, p.source_cap),
             template_total: 0.0,
-            minute: i64::MIN,
+            minute: i32::MIN,
             minute_count: 0,
             volume_ema: 0.0,
             volume_var: 0.0,
+            volume_inv_sd: 1.0,
             active_minutes: 0,
             cooldown_until_ns: i64::MIN,
             risk_hour: 0,
             risk_max: 0.0,
             dirty: true,
         }
+    }
+
+    /// Per-minute volume EMA over active minutes.
+    pub fn volume_ema(&self) -> f64 {
+        f64::from(self.volume_ema)
     }
 
     /// Warming up at `now_ns`?
@@ -375,15 +456,15 @@ impl Baseline {
     #[inline]
     fn score_probed(&self, o: &Observation, probe: &Probe, peer_share: f64) -> SubScores {
         SubScores {
-            time_of_day: self.time_of_day_score(o.ts_ns),
+            time_of_day: self.time_of_day_score(&o.time),
             source_novelty: source_score(o.source, probe),
-            volume: self.volume_score(o.ts_ns),
+            volume: self.volume_score(&o.time),
             pattern_novelty: self.pattern_score(probe) * (1.0 - peer_share),
         }
     }
 
-    fn time_of_day_score(&self, ts_ns: i64) -> f64 {
-        let h = hour_of(ts_ns);
+    fn time_of_day_score(&self, t: &EventTime) -> f64 {
+        let h = usize::from(t.hour_of_day);
         if self.hour_observed(h) {
             return 0.0;
         }
@@ -397,29 +478,25 @@ impl Baseline {
         best.map_or(0.0, |d| HOUR_DISTANCE_SCORE[d - 1])
     }
 
-    fn volume_score(&self, ts_ns: i64) -> f64 {
+    fn volume_score(&self, t: &EventTime) -> f64 {
         if self.active_minutes < 10 {
             return 0.0;
         }
-        let minute = ts_ns.div_euclid(NS_PER_MINUTE);
-        let count = if minute == self.minute {
-            f64::from(self.minute_count) + 1.0
+        let count = if t.minute == self.minute {
+            self.minute_count as f32 + 1.0
         } else {
             1.0
         };
-        // max(sqrt(var), 1, sqrt(ema) / 2), with one square root: sqrt is monotonic and exact
-        // on the power-of-four scaling, so this is the same number to the last bit.
-        let sd = self.volume_var.max(1.0).max(0.25 * self.volume_ema).sqrt();
-        z_to_score((count - self.volume_ema) / sd)
+        logistic4((count - self.volume_ema) * self.volume_inv_sd)
     }
 
     fn pattern_score(&self, probe: &Probe) -> f64 {
         match probe.template {
             None => 1.0,
             Some(i) => {
-                let w = f64::from(self.lists.weight(usize::from(i))).max(1e-9);
-                let total = f64::from(self.template_total).max(w);
-                (f64::from(((total / w) as f32).log2()) / 10.0).clamp(0.0, 1.0)
+                let w = self.lists.weight(usize::from(i)).max(1e-9);
+                let total = self.template_total.max(w);
+                f64::from((log2(total / w) * 0.1).clamp(0.0, 1.0))
             }
         }
     }
@@ -428,8 +505,8 @@ impl Baseline {
     fn learn(&mut self, o: &Observation, probe: &Probe, p: &UebaParams) -> TemplateChange {
         self.dirty = true;
         self.event_count += 1;
-        self.last_seen_ns = self.last_seen_ns.max(o.ts_ns);
-        let h = hour_of(o.ts_ns);
+        self.last_seen_ns = self.last_seen_ns.max(o.time.ts_ns);
+        let h = usize::from(o.time.hour_of_day);
         self.hour_counts[h] = self.hour_counts[h].saturating_add(1);
         if let Some(s) = o.source {
             self.lists.learn_source(s, probe);
@@ -440,7 +517,7 @@ impl Baseline {
             self.lists.halve_weights();
             self.template_total *= 0.5;
         }
-        let minute = o.ts_ns.div_euclid(NS_PER_MINUTE);
+        let minute = o.time.minute;
         if minute != self.minute {
             self.close_minute(p);
             self.minute = minute;
@@ -451,17 +528,22 @@ impl Baseline {
     }
 
     fn close_minute(&mut self, p: &UebaParams) {
-        if self.minute == i64::MIN || self.minute_count == 0 {
+        if self.minute == i32::MIN || self.minute_count == 0 {
             return;
         }
         let x = f64::from(self.minute_count);
+        let (mut ema, mut var) = (f64::from(self.volume_ema), f64::from(self.volume_var));
         if self.active_minutes == 0 {
-            self.volume_ema = x;
+            ema = x;
         } else {
-            let d = x - self.volume_ema;
-            self.volume_ema += p.ema_alpha * d;
-            self.volume_var = (1.0 - p.ema_alpha) * (self.volume_var + p.ema_alpha * d * d);
+            let d = x - ema;
+            ema += p.ema_alpha * d;
+            var = (1.0 - p.ema_alpha) * (var + p.ema_alpha * d * d);
         }
+        self.volume_ema = ema as f32;
+        self.volume_var = var as f32;
+        // max(sqrt(var), 1, sqrt(ema) / 2) with one square root (sqrt is monotonic).
+        self.volume_inv_sd = (1.0 / var.max(1.0).max(0.25 * ema).sqrt()) as f32;
         self.active_minutes = self.active_minutes.saturating_add(1);
     }
 }
@@ -491,11 +573,6 @@ fn source_score(source: Option<u128>, probe: &Probe) -> f64 {
         (Some(_), None, true) => 0.5,
         (Some(_), None, false) => 1.0,
     }
-}
-
-#[inline]
-fn hour_of(ts_ns: i64) -> usize {
-    (ts_ns.div_euclid(NS_PER_HOUR).rem_euclid(24)) as usize
 }
 
 /// An IP address as the u128 UEBA keys sources by (IPv4 mapped into IPv6).
@@ -537,8 +614,11 @@ pub struct Ueba {
     /// top-K. A template most of an entity's peers use (a mistyped password) is little news
     /// for it; one no peer uses (a reverse shell) is.
     peers: U64Map<u32>,
-    /// Entities per type in memory.
+    /// Entities per type in memory, and the reciprocal of each (of at least 1), kept with the
+    /// count so that a peer share is a multiplication: counts change only when an entity comes
+    /// or goes, shares are read on every observation.
     type_counts: [u32; 4],
+    type_count_inv: [f32; 4],
 }
 
 /// One closed hour of an entity's risk history: the highest blended score it had in that hour.
@@ -571,6 +651,7 @@ impl Ueba {
             // through push out of the cache (measured in docs/benchmarks.md, session 12).
             peers: U64Map::with_capacity_and_hasher(256, Default::default()),
             type_counts: [0; 4],
+            type_count_inv: [1.0; 4],
         }
     }
 
@@ -581,8 +662,14 @@ impl Ueba {
             .get(&peer_key(template, kind))
             .copied()
             .unwrap_or(0);
-        let all = self.type_counts[kind as usize].max(1);
-        (f64::from(users) / f64::from(all)).min(1.0)
+        f64::from((users as f32 * self.type_count_inv[kind as usize]).min(1.0))
+    }
+
+    /// One entity of `kind` more (`up`) or fewer.
+    fn count_type(&mut self, kind: UebaType, up: bool) {
+        let n = &mut self.type_counts[kind as usize];
+        *n = if up { *n + 1 } else { n.saturating_sub(1) };
+        self.type_count_inv[kind as usize] = 1.0 / (*n).max(1) as f32;
     }
 
     /// One more entity of `kind` keeps `template` in its top-K.
@@ -618,7 +705,7 @@ impl Ueba {
     pub fn restore(&mut self, entity: u64, mut b: Baseline) {
         if self.entities.len() < self.params.max_entities {
             b.dirty = false;
-            self.type_counts[b.kind as usize] += 1;
+            self.count_type(b.kind, true);
             for i in 0..b.lists.template_len() {
                 *self
                     .peers
@@ -706,9 +793,9 @@ impl Ueba {
                 if self.entities.len() >= self.params.max_entities {
                     self.evict();
                 }
-                self.type_counts[o.kind as usize] += 1;
+                self.count_type(o.kind, true);
                 self.entities
-                    .insert(o.entity, Baseline::new(o.kind, o.ts_ns, &self.params))
+                    .insert(o.entity, Baseline::new(o.kind, o.time.ts_ns, &self.params))
             }
         };
         let peer_share = self.peer_share(o.template, o.kind);
@@ -717,13 +804,13 @@ impl Ueba {
             return Outcome::Learned;
         };
         let probe = b.lists.probe(o.template, o.source);
-        let state = b.lifecycle(o.ts_ns, p);
+        let state = b.lifecycle(o.time.ts_ns, p);
         let outcome = if state == Lifecycle::WarmingUp {
             Outcome::Learned
         } else {
             let sub = b.score_probed(o, &probe, peer_share);
             let score = sub.blend(&p.weights);
-            let hour = o.ts_ns.div_euclid(NS_PER_HOUR) as i32;
+            let hour = o.time.hour;
             if hour != b.risk_hour {
                 if b.risk_max > 0.0 {
                     self.risk_points.push(RiskPoint {
@@ -741,11 +828,11 @@ impl Ueba {
             let verdict = dspot.update(score);
             let alarm = verdict == Verdict::Alarm && score >= MIN_ALERT_SCORE;
             if alarm && p.enabled && state == Lifecycle::Scoring {
-                b.cooldown_until_ns = o.ts_ns.saturating_add(p.cooldown_ns);
+                b.cooldown_until_ns = o.time.ts_ns.saturating_add(p.cooldown_ns);
                 Outcome::Alert(UebaAlert {
                     entity: o.entity,
                     kind: b.kind,
-                    ts_ns: o.ts_ns,
+                    ts_ns: o.time.ts_ns,
                     score,
                     threshold,
                     sub_scores: sub,
@@ -784,8 +871,7 @@ impl Ueba {
             .collect();
         for k in oldest {
             if let Some(b) = self.entities.remove(k) {
-                let kind = b.kind as usize;
-                self.type_counts[kind] = self.type_counts[kind].saturating_sub(1);
+                self.count_type(b.kind, false);
                 // Its templates leave the peer counts with it, or shares would drift upwards.
                 for i in 0..b.lists.template_len() {
                     self.remove_peer(b.lists.template(i), b.kind);
@@ -805,7 +891,7 @@ mod tests {
 
     fn obs(ts_ns: i64, entity: u64, source: Option<u128>, template: u64) -> Observation {
         Observation {
-            ts_ns,
+            time: EventTime::new(ts_ns),
             entity,
             kind: UebaType::User,
             source,
@@ -835,6 +921,28 @@ mod tests {
                     u.observe(&obs(ts, entity, ip(src), (m as u64 / 10) % 4));
                 }
             }
+        }
+    }
+
+    #[test]
+    fn event_time_matches_the_timestamp_arithmetic() {
+        for ts in [
+            0,
+            1,
+            -1,
+            59_999_999_999,
+            NS_PER_MINUTE,
+            -NS_PER_MINUTE - 1,
+            1_763_700_000_123_456_789,
+            -3 * DAY - 5,
+            i64::MAX,
+            i64::MIN,
+        ] {
+            let t = EventTime::new(ts);
+            assert_eq!(i64::from(t.minute), ts.div_euclid(NS_PER_MINUTE), "{ts}");
+            assert_eq!(i64::from(t.hour), ts.div_euclid(NS_PER_HOUR), "{ts}");
+            let h = ts.div_euclid(NS_PER_HOUR).rem_euclid(24);
+            assert_eq!(i64::from(t.hour_of_day), h, "{ts}");
         }
     }
 
@@ -1033,12 +1141,57 @@ mod tests {
                 u.observe(&obs(HOUR, e, None, 5));
             }
         }
-        assert!((u.peer_share(5, UebaType::User) - 0.95).abs() < 1e-9);
+        assert!((u.peer_share(5, UebaType::User) - 0.95).abs() < 1e-6);
         assert_eq!(u.peer_share(6, UebaType::User), 0.0);
         assert_eq!(u.peer_share(5, UebaType::Host), 0.0, "per type");
         let b = u.baseline(20).unwrap();
         let common = b.score(&obs(2 * HOUR, 20, None, 5), u.peer_share(5, UebaType::User));
         let unique = b.score(&obs(2 * HOUR, 20, None, 6), u.peer_share(6, UebaType::User));
         assert!(common.pattern_novelty < 0.1 && unique.pattern_novelty == 1.0);
+    }
+
+    #[test]
+    fn a_saved_baseline_reads_back_and_an_unmarked_one_is_refused() {
+        let mut u = Ueba::new(params());
+        office_days(&mut u, 7, 3);
+        let b = u.baseline(7).unwrap();
+        let cfg = crate::store::bincode_config();
+        let bytes = bincode::encode_to_vec(b, cfg).unwrap();
+        assert_eq!(bytes[0], BASELINE_LAYOUT);
+        let (back, _): (Baseline, _) = bincode::decode_from_slice(&bytes, cfg).unwrap();
+        assert_eq!(bincode::encode_to_vec(&back, cfg).unwrap(), bytes);
+        let at = 3 * DAY + 10 * HOUR;
+        let o = obs(at, 7, ip("10.1.2.3"), 1);
+        assert_eq!(back.score(&o, 0.0), b.score(&o, 0.0));
+        // Every earlier layout starts with the varint of `first_seen_ns`, without the marker.
+        let err = bincode::decode_from_slice::<Baseline, _>(&bytes[1..], cfg).unwrap_err();
+        assert!(err.to_string().contains("another layout"), "{err}");
+    }
+
+    #[test]
+    fn the_volume_score_grows_with_the_minute_count_against_the_ema() {
+        let mut u = Ueba::new(params());
+        // Ten events a minute for an hour: the EMA settles at 10.
+        for m in 0..60 {
+            for s in 0..10 {
+                u.observe(&obs(m * NS_PER_MINUTE + s * 1_000_000_000, 3, None, 1));
+            }
+        }
+        let b = u.baseline(3).unwrap();
+        assert!((b.volume_ema() - 10.0).abs() < 0.01, "{}", b.volume_ema());
+        // The next minute's first event is far below the usual count; its hundredth far above.
+        let next = 60 * NS_PER_MINUTE;
+        let quiet = b.volume_score(&EventTime::new(next));
+        assert!(quiet < 0.01, "{quiet}");
+        for i in 0..99 {
+            u.observe(&obs(next + i * 100_000_000, 3, None, 1));
+        }
+        let busy = u
+            .baseline(3)
+            .unwrap()
+            .volume_score(&EventTime::new(next + 99 * 100_000_000));
+        // Saturated exactly: on its own at its weight, it reaches the alert floor.
+        assert_eq!(busy, 1.0);
+        assert!(u.params().weights[2] * busy >= MIN_ALERT_SCORE);
     }
 }

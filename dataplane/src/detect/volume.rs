@@ -5,6 +5,10 @@
 //! running minute is judged as it fills: a burst is seen while it happens, not a minute later.
 //! Silence is judged when the minute closes (a source that stops logging can mean tampering).
 
+use super::fastmath::logistic4;
+use bincode::de::Decoder;
+use bincode::enc::Encoder;
+use bincode::error::{DecodeError, EncodeError};
 use bincode::{Decode, Encode};
 
 /// Minutes of event time.
@@ -13,7 +17,7 @@ pub const NS_PER_MINUTE: i64 = 60_000_000_000;
 /// Maps a standardised deviation to [0, 1]: about 0.02 at z = 0, 0.5 at z = 4, 0.98 at z = 8.
 #[inline]
 pub fn z_to_score(z: f64) -> f64 {
-    1.0 / (1.0 + f64::from((4.0 - z as f32).exp()))
+    super::fastmath::logistic4(z as f32)
 }
 
 /// Additive Holt-Winters with 24 hourly seasonal slots, fed per-minute counts.
@@ -63,9 +67,17 @@ impl HoltWinters {
         if !self.is_ready() {
             return 0.0;
         }
+        let (forecast, scale) = self.forecast_and_scale(hour);
+        (count - forecast) / scale
+    }
+
+    /// The forecast of a minute in `hour` and the scale of a normal miss, at least 1.
+    #[inline]
+    fn forecast_and_scale(&self, hour: usize) -> (f64, f64) {
+        let forecast = self.forecast(hour);
         // A floor on the scale: a source that always logs exactly 60 a minute must not alarm at 62.
-        let scale = (1.25 * self.mad).max(1.0 + 0.1 * self.forecast(hour).sqrt());
-        (count - self.forecast(hour)) / scale
+        let scale = (1.25 * self.mad).max(1.0 + 0.1 * forecast.sqrt());
+        (forecast, scale)
     }
 
     /// Learns a closed minute.
@@ -137,7 +149,7 @@ impl Cusum {
 }
 
 /// The volume state of one source: the running minute, its detectors and the last verdicts.
-#[derive(Clone, Debug, Default, Encode, Decode)]
+#[derive(Clone, Debug, Default)]
 pub struct Volume {
     /// A first event has set `minute`.
     started: bool,
@@ -149,7 +161,45 @@ pub struct Volume {
     shift: f64,
     /// Holt-Winters score of the last closed minute when it was a drop (silence).
     drop: f64,
+    /// The running minute's forecast and the reciprocal of its scale (0 while Holt-Winters is
+    /// not ready): they change only when a minute closes, so an event's z-score is a
+    /// subtraction and a multiplication instead of a square root and a division. Not saved;
+    /// worked out again on decode.
+    forecast: f32,
+    inv_scale: f32,
 }
+
+impl Encode for Volume {
+    fn encode<E: Encoder>(&self, e: &mut E) -> Result<(), EncodeError> {
+        self.started.encode(e)?;
+        self.minute.encode(e)?;
+        self.count.encode(e)?;
+        self.hw.encode(e)?;
+        self.cusum.encode(e)?;
+        self.shift.encode(e)?;
+        self.drop.encode(e)
+    }
+}
+
+impl<C> Decode<C> for Volume {
+    fn decode<D: Decoder<Context = C>>(d: &mut D) -> Result<Self, DecodeError> {
+        let mut v = Volume {
+            started: Decode::decode(d)?,
+            minute: Decode::decode(d)?,
+            count: Decode::decode(d)?,
+            hw: Decode::decode(d)?,
+            cusum: Decode::decode(d)?,
+            shift: Decode::decode(d)?,
+            drop: Decode::decode(d)?,
+            forecast: 0.0,
+            inv_scale: 0.0,
+        };
+        v.rescale();
+        Ok(v)
+    }
+}
+
+bincode::impl_borrow_decode!(Volume);
 
 /// Scores of one event's minute.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -169,13 +219,13 @@ impl Volume {
         if !self.started {
             self.started = true;
             self.minute = minute;
+            self.rescale();
         }
         if minute > self.minute {
             self.close_until(minute);
         }
         self.count += 1;
-        let hour = hour_of_minute(self.minute);
-        let burst = z_to_score(self.hw.z(hour, self.count as f64));
+        let burst = logistic4((self.count as f32 - self.forecast) * self.inv_scale);
         VolumeScores {
             holt_winters: burst.max(self.drop),
             cusum: self.shift,
@@ -203,6 +253,19 @@ impl Volume {
         }
         self.minute = minute;
         self.count = 0;
+        self.rescale();
+    }
+
+    /// Works out the running minute's forecast and scale (see [`HoltWinters::z`]).
+    fn rescale(&mut self) {
+        let hour = hour_of_minute(self.minute);
+        let (forecast, scale) = self.hw.forecast_and_scale(hour);
+        self.forecast = forecast as f32;
+        self.inv_scale = if self.hw.is_ready() {
+            (1.0 / scale) as f32
+        } else {
+            0.0
+        };
     }
 }
 
@@ -262,6 +325,19 @@ mod tests {
         // Ten silent minutes, then one event.
         let s = v.observe(130 * NS_PER_MINUTE);
         assert!(s.holt_winters > 0.9, "{s:?}");
+    }
+
+    #[test]
+    fn a_restored_volume_scores_as_the_saved_one_would() {
+        let mut v = Volume::default();
+        run(&mut v, 0, 120, |m| 40 + (m as u64 % 7));
+        let cfg = crate::store::bincode_config();
+        let bytes = bincode::encode_to_vec(&v, cfg).unwrap();
+        let (mut back, _): (Volume, _) = bincode::decode_from_slice(&bytes, cfg).unwrap();
+        for i in 0..200 {
+            let ts = 120 * NS_PER_MINUTE + i * 250_000_000;
+            assert_eq!(back.observe(ts), v.observe(ts), "event {i}");
+        }
     }
 
     #[test]
