@@ -25,8 +25,9 @@
 //! successively, so the path bits they contribute are the leading bits of the point's cell index
 //! along `d` at that resolution. A leaf is therefore fixed by the point's cell along each
 //! dimension, and the forest numbers leaves by those cells side by side (each dimension's cell in
-//! its own bit field), so a point's leaf is pure arithmetic on its coordinates, four lanes at a
-//! time, with no table to read and no chain of dependent node loads. Because a point's path is
+//! its own bit field), so a point's leaf is pure arithmetic on its coordinates, computed for four
+//! trees at a time from the cuts laid out by dimension, with no table to read and no chain of
+//! dependent node loads. Because a point's path is
 //! fixed by its leaf, the path sum its score needs is worked out per leaf once per window; a point
 //! then only computes its leaf, reads the leaf's sum and bumps the leaf's latest count. The window
 //! roll, which needs the leaves in tree order (a node's leaves as one run), reads them through a

@@ -164,7 +164,7 @@ impl Default for UebaParams {
 
 /// An event's time in the units UEBA keys on, worked out once per event: an event names up to
 /// four entities, and each observation would otherwise divide the same timestamp again (three
-/// 64-bit divisions by constants, about a tenth of an observation's cost).
+/// 64-bit divisions by constants, about 8% of `Ueba::observe`'s samples in `perf`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EventTime {
     /// Event time, ns.
