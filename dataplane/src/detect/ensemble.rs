@@ -7,31 +7,14 @@
 //! less, because a volume change is a property of a minute, shared by every event in it.
 
 use super::dspot::{Dspot, DspotConfig, Verdict};
+use super::fastmath::log2;
 use super::hst::{HalfSpaceTrees, HstConfig};
 use super::markov::Markov;
 use super::volume::Volume;
 use bincode::{Decode, Encode};
-use std::sync::LazyLock;
 
 /// Blend weights: HST, Markov, volume.
 pub const WEIGHTS: [f64; 3] = [0.35, 0.35, 0.30];
-
-/// `log2(1 + i)` for the small whole numbers most message lengths and event gaps (ms) are.
-static LOG2_1P: LazyLock<[f32; 1024]> =
-    LazyLock::new(|| std::array::from_fn(|i| (1.0 + i as f32).log2()));
-
-/// `log2(1 + x)` for `x >= 0`: from [`LOG2_1P`] when `x` is a whole number it holds (the same
-/// bits libm gives, without the call), else from libm.
-#[inline]
-fn log2_1p(x: f32) -> f32 {
-    let i = x as usize;
-    if i as f32 == x
-        && let Some(&v) = LOG2_1P.get(i)
-    {
-        return v;
-    }
-    (1.0 + x).log2()
-}
 
 /// What the ensemble needs of an event.
 #[derive(Clone, Copy, Debug, Default)]
@@ -123,10 +106,10 @@ impl SourceModel {
         let hour = (e.ts_ns.div_euclid(3_600_000_000_000).rem_euclid(24)) as f32;
         let x = [
             f32::from(e.severity) / 5.0,
-            (log2_1p(e.message_len as f32) / 12.0).min(1.0),
+            (log2(1.0 + e.message_len as f32) / 12.0).min(1.0),
             f32::from(e.entities) / 8.0,
             hour / 24.0,
-            (log2_1p(gap_ms as f32) / 20.0).min(1.0),
+            (log2(1.0 + gap_ms as f32) / 20.0).min(1.0),
             rarity as f32,
         ];
         let hst = self.hst.score_and_learn(&x);
@@ -164,16 +147,6 @@ mod tests {
     use crate::detect::rng::SplitMix64;
 
     const MINUTE: i64 = 60_000_000_000;
-
-    #[test]
-    fn the_log_table_gives_libms_bits() {
-        for x in (0..3000)
-            .map(|i| i as f32)
-            .chain([0.5, 1023.5, 1e9, f32::MAX])
-        {
-            assert_eq!(log2_1p(x).to_bits(), (1.0 + x).log2().to_bits(), "{x}");
-        }
-    }
 
     #[test]
     fn steady_traffic_rarely_alarms_and_a_novel_burst_does() {

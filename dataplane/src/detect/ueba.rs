@@ -707,10 +707,7 @@ impl Ueba {
             b.dirty = false;
             self.count_type(b.kind, true);
             for i in 0..b.lists.template_len() {
-                *self
-                    .peers
-                    .entry(peer_key(b.lists.template(i), b.kind))
-                    .or_insert(0) += 1;
+                self.add_peer(b.lists.template(i), b.kind);
             }
             self.entities.insert(entity, b);
         }
