@@ -267,24 +267,20 @@ impl TopLists {
     #[inline]
     pub fn prefetch(&self) {
         let p = self.words.as_ptr();
+        let lines = |from: usize, words: usize| {
+            for line in 0..words.div_ceil(8) {
+                prefetch(p.wrapping_add(from + 8 * line));
+            }
+        };
         // Templates (a 32-slot list is four lines), then the IPv4 keys in use (sixteen per line),
         // then the weights and counts.
-        for at in (0..usize::from(self.templates)).step_by(8) {
-            prefetch(p.wrapping_add(at));
-        }
-        let keys = self.keys_at();
-        let key_end = self.keys_at() + usize::from(self.sources).div_ceil(2);
-        for at in (keys..key_end).step_by(8) {
-            prefetch(p.wrapping_add(at));
-        }
+        let sources = usize::from(self.sources);
+        lines(0, usize::from(self.templates));
+        lines(self.keys_at(), sources.div_ceil(2));
         prefetch(p.wrapping_add(self.weights_at()));
         // The counts in use (four per word): none for an entity without sources, such as an
         // address, whose lists hold templates only.
-        let counts = self.counts_at();
-        let count_end = counts + usize::from(self.sources).div_ceil(4);
-        for at in (counts..count_end).step_by(8) {
-            prefetch(p.wrapping_add(at));
-        }
+        lines(self.counts_at(), sources.div_ceil(4));
     }
 
     /// Looks `template` and `source` up: one pass over each list.
