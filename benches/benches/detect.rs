@@ -44,7 +44,7 @@ fn events(start_ns: i64) -> Vec<Synthetic> {
             let template = rng.below(40);
             Synthetic {
                 features: EventFeatures {
-                    ts_ns: ts,
+                    time: EventTime::new(ts),
                     template,
                     severity: (template % 4) as u8,
                     message_len: 40 + (template as u32 * 7) % 200,
@@ -114,11 +114,10 @@ fn detectors(c: &mut Criterion) {
     let mut ueba = Ueba::new(params);
     let mut model = SourceModel::new(1e-4);
     let observe_all = |ueba: &mut Ueba, model: &mut SourceModel, e: &Synthetic, shift: i64| {
-        let mut f = e.features;
-        f.ts_ns += shift;
+        // Worked out once per event and shared by the ensemble and UEBA, as the engine does.
+        let time = EventTime::new(e.features.time.ts_ns + shift);
+        let f = EventFeatures { time, ..e.features };
         black_box(model.observe(&f));
-        // Worked out once per event, as the engine does.
-        let time = EventTime::new(f.ts_ns);
         for (entity, kind, source) in [
             (e.user, UebaType::User, Some(e.source_ip)),
             (e.ip, UebaType::Ip, None),

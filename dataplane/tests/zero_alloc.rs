@@ -329,8 +329,9 @@ fn detectors_allocate_nothing_per_event_in_steady_state() {
     let mut ts = 0i64;
     let mut step = |model: &mut SourceModel, ueba: &mut Ueba, i: u64| {
         ts += 250_000_000;
+        let time = EventTime::new(ts);
         model.observe(&EventFeatures {
-            ts_ns: ts,
+            time,
             template: i % 17,
             severity: (i % 5) as u8,
             message_len: 80,
@@ -338,7 +339,7 @@ fn detectors_allocate_nothing_per_event_in_steady_state() {
         });
         for (entity, kind) in [(i % 300, UebaType::User), (1000 + i % 50, UebaType::Host)] {
             ueba.observe(&Observation {
-                time: EventTime::new(ts),
+                time,
                 entity,
                 kind,
                 source: Some(0xffff_0a00_0000 + u128::from(i % 40)),

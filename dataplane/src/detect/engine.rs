@@ -339,8 +339,9 @@ impl Detector {
     #[inline]
     pub fn process(&mut self, r: &DetectRecord, sink: &mut impl AlertSink) {
         self.now_ns = self.now_ns.max(r.ts_ns);
+        let time = EventTime::new(r.ts_ns);
         if r.owned & 1 != 0 {
-            self.ensemble(r, sink);
+            self.ensemble(r, &time, sink);
             for &rule in r.sigma() {
                 self.raise_sigma(r, rule, sink);
             }
@@ -348,7 +349,6 @@ impl Detector {
                 self.raise_ioc(r, sink);
             }
         }
-        let time = EventTime::new(r.ts_ns);
         for (i, e) in r.entities().iter().enumerate() {
             if r.owned & (2 << i) == 0 {
                 continue;
@@ -384,7 +384,7 @@ impl Detector {
         }
     }
 
-    fn ensemble(&mut self, r: &DetectRecord, sink: &mut impl AlertSink) {
+    fn ensemble(&mut self, r: &DetectRecord, time: &EventTime, sink: &mut impl AlertSink) {
         let risk = self.params.ml_risk;
         let st = self.sources.entry(r.source).or_insert_with(|| SourceState {
             model: SourceModel::new(risk),
@@ -395,13 +395,13 @@ impl Detector {
             },
         });
         let s = st.model.observe(&EventFeatures {
-            ts_ns: r.ts_ns,
+            time: *time,
             template: r.template,
             severity: r.severity,
             message_len: r.message_len,
             entities: r.entity_count,
         });
-        let minute = r.ts_ns.div_euclid(NS_PER_MINUTE) * NS_PER_MINUTE;
+        let minute = time.minute() * NS_PER_MINUTE;
         if minute > st.minute.minute_ns {
             if st.minute.events > 0 {
                 self.minutes.push(st.minute);

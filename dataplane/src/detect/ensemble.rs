@@ -10,6 +10,7 @@ use super::dspot::{Dspot, DspotConfig, Verdict};
 use super::fastmath::log2;
 use super::hst::{HalfSpaceTrees, HstConfig};
 use super::markov::Markov;
+use super::ueba::EventTime;
 use super::volume::Volume;
 use bincode::{Decode, Encode};
 
@@ -19,8 +20,8 @@ pub const WEIGHTS: [f64; 3] = [0.35, 0.35, 0.30];
 /// What the ensemble needs of an event.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct EventFeatures {
-    /// Event time, ns.
-    pub ts_ns: i64,
+    /// Event time (worked out once per event, and shared with UEBA).
+    pub time: EventTime,
     /// Template id.
     pub template: u64,
     /// Severity, 0 to 5.
@@ -96,14 +97,15 @@ impl SourceModel {
     /// Scores one event and learns it.
     #[inline]
     pub fn observe(&mut self, e: &EventFeatures) -> Scored {
+        let ts_ns = e.time.ts_ns;
         let rarity = self.markov.rarity(e.template);
         let gap_ms = if self.last_ts_ns == i64::MIN {
             0.0
         } else {
-            (e.ts_ns.saturating_sub(self.last_ts_ns).max(0) / 1_000_000) as f64
+            (ts_ns.saturating_sub(self.last_ts_ns).max(0) / 1_000_000) as f64
         };
-        self.last_ts_ns = self.last_ts_ns.max(e.ts_ns);
-        let hour = (e.ts_ns.div_euclid(3_600_000_000_000).rem_euclid(24)) as f32;
+        self.last_ts_ns = self.last_ts_ns.max(ts_ns);
+        let hour = f32::from(e.time.hour_of_day());
         let x = [
             f32::from(e.severity) / 5.0,
             (log2(1.0 + e.message_len as f32) / 12.0).min(1.0),
@@ -114,7 +116,7 @@ impl SourceModel {
         ];
         let hst = self.hst.score_and_learn(&x);
         let markov = self.markov.score_and_learn(e.template);
-        let v = self.volume.observe(e.ts_ns);
+        let v = self.volume.observe_minute(e.time.minute());
         let (hw, cu) = if v.holt_winters >= v.cusum {
             (v.holt_winters, 0.0)
         } else {
@@ -160,7 +162,7 @@ mod tests {
             ts += (3.0e9 * (0.5 + rng.next_f64())) as i64;
             let t = rng.below(5);
             let s = m.observe(&EventFeatures {
-                ts_ns: ts,
+                time: EventTime::new(ts),
                 template: t,
                 severity: 1,
                 message_len: 60 + 10 * t as u32,
@@ -177,7 +179,7 @@ mod tests {
         let mut hit = None;
         for i in 0..200 {
             let s = m.observe(&EventFeatures {
-                ts_ns: ts + MINUTE + i * 10_000_000,
+                time: EventTime::new(ts + MINUTE + i * 10_000_000),
                 template: 999,
                 severity: 5,
                 message_len: 2000,

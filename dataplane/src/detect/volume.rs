@@ -215,7 +215,13 @@ impl Volume {
     /// (late arrivals) count towards it; time never runs backwards here.
     #[inline]
     pub fn observe(&mut self, ts_ns: i64) -> VolumeScores {
-        let minute = ts_ns.div_euclid(NS_PER_MINUTE);
+        self.observe_minute(ts_ns.div_euclid(NS_PER_MINUTE))
+    }
+
+    /// [`Volume::observe`] for an event in `minute` (since the epoch), for a caller that has
+    /// worked the minute out already.
+    #[inline]
+    pub fn observe_minute(&mut self, minute: i64) -> VolumeScores {
         if !self.started {
             self.started = true;
             self.minute = minute;
