@@ -325,8 +325,10 @@ impl Detector {
     }
 
     /// Runs the prefetch stage for the owned entities of `r`, an event `ahead` places on (see
-    /// [`Ueba::prefetch`]).
-    #[inline]
+    /// [`Ueba::prefetch`]). Always inlined: in [`Detector::process_all`]'s unrolled loop `ahead`
+    /// is then a constant and each call is its one stage, where a call of its own chose the
+    /// stage at run time for every entity.
+    #[inline(always)]
     pub fn prefetch(&self, r: &DetectRecord, ahead: usize) {
         for (i, e) in r.entities().iter().enumerate() {
             if r.owned & (2 << i) != 0 {
