@@ -155,8 +155,8 @@ impl Grid {
 
     /// The leaf `v` falls in, in cell numbering: each dimension's cell times its [`Grid::weight`],
     /// summed. The sums are of integers below `2^16`, exact in `f32` in any order. Other targets
-    /// use this; on x86-64 [`TreeLanes::leaves`] does the same for a vector of trees per step, and is
-    /// tested against it.
+    /// use this; on x86-64 [`TreeLanes::leaves`] does the same for a vector of trees per step,
+    /// and is tested against it.
     #[cfg_attr(target_arch = "x86_64", allow(dead_code))]
     #[inline(always)]
     fn leaf(&self, v: &[f32; MAX_DIMS]) -> usize {
@@ -213,7 +213,8 @@ impl Grid {
 /// one): the layout the leaf arithmetic runs fastest in. One tree's eight dimensions fill two
 /// vectors of which six lanes work and the leaf takes a horizontal sum; here a step computes one
 /// dimension's cell for a vector of trees, and the ten trees' leaves of a six-feature point take
-/// eighteen SSE2 steps or twelve AVX2 steps and no horizontal sums. Worked out from the grids, never saved.
+/// eighteen SSE2 steps or twelve AVX2 steps and no horizontal sums. Worked out from the grids,
+/// never saved.
 #[derive(Clone, Debug)]
 #[repr(C, align(16))]
 struct TreeLanes {
@@ -371,8 +372,9 @@ impl TreeLanes {
 
 /// The widest vectors the leaf arithmetic uses on this CPU, found once per forest: the default
 /// ten trees take three SSE2 steps per dimension, two AVX2 steps (`hst_10x8` 1.00 against
-/// 1.08 ms per 16,384 points). AVX-512, one step, was slower on the EPYC this was measured on
-/// (1.15 ms, and the whole per-event bench 8% slower), so it is not used.
+/// 1.08 ms per 16,384 points when it came, session 15). AVX-512, one step, was slower on the
+/// EPYC this was measured on (1.15 ms, and the whole per-event bench 8% slower), so it is not
+/// used.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 enum LeafIsa {
