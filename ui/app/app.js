@@ -5,6 +5,7 @@ import {mountStatus} from './status.js';
 import {mountAlerts} from './alerts.js';
 import {mountEvents} from './events.js';
 import {mountHunt, mountSuggestions} from './assist.js';
+import {mountAttack} from './attack.js';
 
 const stream = new Stream();
 mountStatus(document.getElementById('status'), stream);
@@ -12,9 +13,11 @@ mountAlerts(document.getElementById('alerts'), document.getElementById('detail')
 mountEvents(document.getElementById('events'), stream);
 mountHunt(document.querySelector('#hunt .widget'));
 const suggestions = mountSuggestions(document.querySelector('#suggestions .widget'));
+const attack = mountAttack(document.querySelector('#attack .widget'));
 stream.connect();
 
-// Tabs: one panel shown at a time; the Rule Suggestions list reloads each time it is opened.
+// Tabs: one panel shown at a time; the Rule Suggestions list and the ATT&CK matrix reload each
+// time they are opened.
 const tabs = [...document.querySelectorAll('.tabs [role=tab]')];
 for (const tab of tabs) {
   tab.addEventListener('click', () => {
@@ -24,6 +27,7 @@ for (const tab of tabs) {
       document.getElementById(t.getAttribute('aria-controls')).hidden = !on;
     }
     if (tab.id === 'tab-suggestions') suggestions.load();
+    if (tab.id === 'tab-attack') attack.load();
     if (tab.id === 'tab-hunt') document.getElementById('hunt-query').focus();
   });
 }

@@ -55,6 +55,7 @@ pub static ASSETS: &[Asset] = &[
     asset!("style.css", "text/css; charset=utf-8"),
     asset!("favicon.svg", "image/svg+xml"),
     asset!("app.js", "text/javascript; charset=utf-8"),
+    asset!("attack.js", "text/javascript; charset=utf-8"),
     asset!("api.js", "text/javascript; charset=utf-8"),
     asset!("dom.js", "text/javascript; charset=utf-8"),
     asset!("format.js", "text/javascript; charset=utf-8"),

@@ -1,7 +1,8 @@
 // Drives the dashboard in headless Chromium against a running Watchpost, as a person would:
 // the page loads under its content-security policy, the alert feed and the live stream fill,
 // an alert is opened and acknowledged, its plain summary shows with the LLM off, a hunt and the
-// rule suggestions run from their tabs, the stream is filtered, and hostile log text stays text.
+// rule suggestions run from their tabs, the ATT&CK heatmap shows what fired, the stream is
+// filtered, and hostile log text stays text.
 //
 // Usage: node dashboard.mjs BASE_URL OUT_DIR
 // BASE_URL is the dashboard (http://127.0.0.1:PORT); whoever runs this keeps log lines flowing
@@ -116,6 +117,30 @@ try {
   expect(await page.locator('#suggestion-rows button.draft').first().isDisabled(), 'a draft offered with the LLM off');
   await page.waitForFunction(() => document.getElementById('suggestion-message').textContent.includes('drafts need the LLM'));
   await page.screenshot({path: `${out}/suggestions.png`});
+
+  // ATT&CK Heatmap: every tactic is a column, and the technique the sshd rule maps to shows
+  // its fires of the last 24 hours; gaps appear only when asked for.
+  await page.click('#tab-attack');
+  await page.waitForFunction(() => document.querySelectorAll('#attack-matrix .tactic').length >= 12);
+  const api = await (await fetch(`${base}/api/v1/attack/coverage`)).json();
+  expect(await page.locator('#attack-matrix .tactic').count() === api.tactics.length,
+    'a tactic column missing');
+  // The API's busiest technique (the sshd rule fired three times) is drawn hot, with its count,
+  // at the top of its tactic's column.
+  const busiest = api.tactics.flatMap((t) => t.techniques.map((x) => ({...x, tactic: t.id})))
+    .reduce((a, b) => (b.fires > a.fires ? b : a));
+  expect(busiest.fires >= 3, `the API's busiest technique fired ${busiest.fires} times`);
+  const top = page.locator(`#attack-matrix .tactic[data-id="${busiest.tactic}"] .cell`).first();
+  expect(await top.getAttribute('data-technique') === busiest.id
+    && Number(await top.getAttribute('data-fires')) === busiest.fires
+    && (await top.getAttribute('class')).includes('heat-1'),
+  `${busiest.id} (${busiest.fires} fires) is not the hot top cell of ${busiest.tactic}`);
+  summary.attack_hot = busiest.id;
+  expect(await page.locator('#attack-matrix .cell.gap').count() === 0, 'gaps shown unasked');
+  await page.screenshot({path: `${out}/attack.png`});
+  await page.check('#attack-gaps');
+  const all = api.tactics.reduce((n, t) => n + t.techniques.length, 0);
+  expect(await page.locator('#attack-matrix .cell').count() === all, 'not every technique drawn');
   await page.click('#tab-monitor');
 
   // Filter the stream on the server: only high and critical events from now on. A first filter

@@ -1,0 +1,88 @@
+// The ATT&CK Heatmap: the Enterprise matrix, one column per tactic in kill-chain order, each
+// technique a rule covers coloured by how often those rules fired in the last 24 hours.
+//
+// Techniques no enabled rule maps to are the gaps this view exists to show: they are counted
+// in every column's header and drawn, dashed and grey, when "Show gaps" is on. The matrix is
+// fetched when the tab opens (and by Refresh), not on a timer: `/attack/coverage` has its own
+// rate limit of a few calls a minute.
+
+import {get} from './api.js';
+import {h, fill} from './dom.js';
+import {count} from './format.js';
+
+const DAY_MS = 86400000;
+
+/** Heat class of a 24 h fire count: none, 1-9, 10-99, 100-999, 1000 and more. */
+export function heat(fires) {
+  const n = Number(fires || 0);
+  if (n <= 0) return 'heat-0';
+  return `heat-${Math.min(4, Math.floor(Math.log10(n)) + 1)}`;
+}
+
+export function mountAttack(root) {
+  const gaps = h('input', {type: 'checkbox', id: 'attack-gaps', on: {change: draw}});
+  const refresh = h('button', {type: 'button', id: 'attack-refresh', on: {click: load}}, 'Refresh');
+  const summary = h('span', {class: 'muted', id: 'attack-summary'}, '');
+  const matrix = h('div', {class: 'scroll matrix', id: 'attack-matrix'});
+  const legend = h('span', {class: 'legend muted'},
+    'fires in 24 h:',
+    [['heat-0', '0'], ['heat-1', '1+'], ['heat-2', '10+'], ['heat-3', '100+'], ['heat-4', '1000+']]
+      .map(([c, label]) => h('span', {class: `swatch ${c}`}, label)),
+  );
+  root.append(
+    h('div', {class: 'toolbar'}, refresh, h('label', {}, gaps, ' Show gaps'), summary, legend),
+    matrix,
+  );
+  let coverage = null;
+
+  async function load() {
+    const until = new Date();
+    try {
+      coverage = await get('/attack/coverage', {
+        since: new Date(until.getTime() - DAY_MS).toISOString(),
+        until: until.toISOString(),
+      });
+      draw();
+    } catch (e) {
+      const wait = e.retryAfter ? ` (try again in ${e.retryAfter} s)` : '';
+      fill(summary, `coverage unavailable: ${e.message}${wait}`);
+    }
+  }
+
+  function draw() {
+    if (!coverage) return;
+    const c = coverage;
+    const fires = c.tactics.reduce((n, t) => n + Number(t.fires || 0), 0);
+    fill(summary, `${count(c.techniques_covered)} of ${count(c.techniques_total)} techniques covered`
+      + ` · ${count(fires)} rule fires in 24 h · ATT&CK ${c.attack_version}`);
+    fill(matrix, c.tactics.map((t) => column(t, gaps.checked)));
+  }
+
+  return {load};
+}
+
+function column(tactic, showGaps) {
+  const covered = tactic.techniques.filter((t) => t.rules > 0);
+  // The busiest first: what fired is what a person looks for.
+  covered.sort((a, b) => b.fires - a.fires || a.id.localeCompare(b.id));
+  const shown = showGaps ? covered.concat(tactic.techniques.filter((t) => t.rules === 0)) : covered;
+  const missing = tactic.techniques.length - covered.length;
+  return h('section', {class: 'tactic', dataset: {id: tactic.id}},
+    h('h3', {title: `${tactic.id}: ${tactic.rules} rules, ${tactic.fires} fires in 24 h`},
+      tactic.name,
+      h('span', {class: 'muted'}, ` ${count(tactic.fires)}`)),
+    h('div', {class: 'muted gapcount'}, `${covered.length} covered · ${missing} gaps`),
+    shown.map((t) => cell(t)),
+  );
+}
+
+function cell(t) {
+  const gap = t.rules === 0;
+  const title = gap
+    ? `${t.id} ${t.name}: no enabled rule`
+    : `${t.id} ${t.name}: ${t.rules} rule${t.rules === 1 ? '' : 's'} (${t.rule_ids.join(', ')}), `
+      + `${t.fires} fires in 24 h`;
+  return h('div', {class: `cell ${gap ? 'gap' : heat(t.fires)}`, title,
+    dataset: {technique: t.id, fires: String(t.fires), rules: String(t.rules)}},
+  h('span', {class: 'tid'}, t.id), ' ', t.name);
+}
