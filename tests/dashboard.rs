@@ -139,9 +139,12 @@ fn a_person_can_watch_triage_and_filter_in_a_real_browser() {
     };
     let dir = tempfile::tempdir().unwrap();
     let (_svc, api, tcp) = start(dir.path());
-    // Alerts before the page opens: invalid-user lines fire a bundled Sigma rule.
+    // Alerts before the page opens: invalid-user lines fire a bundled Sigma rule. They carry the
+    // present time (rsyslog's ISO form in the RFC 3164 position): the ATT&CK heatmap counts
+    // fires by event time over the last 24 hours, so a fixed date would age out of it.
+    let now = watchpost_dataplane::parse::time::Rfc3339(watchpost_dataplane::clock::now_ns());
     let lines: String = (0..3)
-        .map(|i| format!("<38>Nov 21 10:15:0{i} web-01 sshd[21{i}]: Invalid user oracle{i} from 203.0.113.9 port 4000{i}\n"))
+        .map(|i| format!("<38>{now} web-01 sshd[21{i}]: Invalid user oracle{i} from 203.0.113.9 port 4000{i}\n"))
         .collect();
     send_lines(tcp, &lines);
     let t = Instant::now();
