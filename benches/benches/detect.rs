@@ -14,7 +14,8 @@ use watchpost_dataplane::detect::ensemble::{EventFeatures, SourceModel};
 use watchpost_dataplane::detect::hst::{HalfSpaceTrees, HstConfig};
 use watchpost_dataplane::detect::markov::Markov;
 use watchpost_dataplane::detect::rng::SplitMix64;
-use watchpost_dataplane::detect::ueba::{EventTime, Observation, Ueba, UebaParams, UebaType};
+use watchpost_dataplane::detect::time::EventTime;
+use watchpost_dataplane::detect::ueba::{Observation, Ueba, UebaParams, UebaType};
 
 // The allocator the service ships with: where it places the baselines' blocks decides how many
 // lines an observation touches. Of 100,000 768-byte blocks, mimalloc put every one on a cache-line

@@ -13,7 +13,7 @@ import {count} from './format.js';
 const DAY_MS = 86400000;
 
 /** Heat class of a 24 h fire count: none, 1-9, 10-99, 100-999, 1000 and more. */
-export function heat(fires) {
+function heat(fires) {
   const n = Number(fires || 0);
   if (n <= 0) return 'heat-0';
   return `heat-${Math.min(4, Math.floor(Math.log10(n)) + 1)}`;

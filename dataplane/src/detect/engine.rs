@@ -11,9 +11,9 @@ use super::dspot::{Dspot, Verdict as DspotVerdict};
 use super::ensemble::{EventFeatures, Scored, SourceModel};
 use super::killchain::KillChain;
 use super::record::{CorrelationHit, DetectRecord};
+use super::time::{EventTime, NS_PER_HOUR, NS_PER_MINUTE};
 use super::ueba::{
-    EventTime, Observation, Outcome, RiskPoint, SubScores, Ueba, UebaAlert, UebaParams, UebaType,
-    source_text,
+    Observation, Outcome, RiskPoint, SubScores, Ueba, UebaAlert, UebaParams, UebaType, source_text,
 };
 use crate::catalog::{Catalog, RuleEntry};
 use crate::hash::{U64Map, fmix64};
@@ -35,8 +35,6 @@ use watchpost_rules::ioc::{IocId, IocKind};
 /// (slot, baseline, lists), each event's work giving the previous stage's loads time to land.
 pub const LOOKAHEAD: usize = 3;
 
-/// Nanoseconds per minute.
-const NS_PER_MINUTE: i64 = 60_000_000_000;
 /// Salt of `ml` dedup keys (so a source hash and an entity hash never share a key).
 const ML_SALT: u64 = 0x6d6c_0000_0000_0001;
 /// Salt of the dedup keys of new-source UEBA alerts (keyed by the address).
@@ -49,8 +47,6 @@ const IOC_SALT: u64 = 0x696f_6300_0000_0006;
 const CORRELATION_SALT: u64 = 0x636f_7272_0000_0005;
 /// Salt of `sigma` dedup keys.
 const SIGMA_SALT: u64 = 0x7369_676d_6100_0004;
-/// Nanoseconds per hour (rule fire counts are hourly).
-const NS_PER_HOUR: i64 = 3_600_000_000_000;
 /// Salt of `ueba` dedup keys.
 const UEBA_SALT: u64 = 0x7565_6261_0000_0002;
 /// Feedback moves a risk by this factor: down on a false positive (a higher threshold), up on a
@@ -403,7 +399,7 @@ impl Detector {
             message_len: r.message_len,
             entities: r.entity_count,
         });
-        let minute = time.minute() * NS_PER_MINUTE;
+        let minute = i64::from(time.minute) * NS_PER_MINUTE;
         if minute > st.minute.minute_ns {
             if st.minute.events > 0 {
                 self.minutes.push(st.minute);

@@ -10,7 +10,7 @@ use super::dspot::{Dspot, DspotConfig, Verdict};
 use super::fastmath::log2;
 use super::hst::{HalfSpaceTrees, HstConfig};
 use super::markov::Markov;
-use super::ueba::EventTime;
+use super::time::EventTime;
 use super::volume::Volume;
 use bincode::{Decode, Encode};
 
@@ -105,7 +105,7 @@ impl SourceModel {
             (ts_ns.saturating_sub(self.last_ts_ns).max(0) / 1_000_000) as f64
         };
         self.last_ts_ns = self.last_ts_ns.max(ts_ns);
-        let hour = f32::from(e.time.hour_of_day());
+        let hour = f32::from(e.time.hour_of_day);
         let x = [
             f32::from(e.severity) / 5.0,
             (log2(1.0 + e.message_len as f32) / 12.0).min(1.0),
@@ -116,7 +116,7 @@ impl SourceModel {
         ];
         let hst = self.hst.score_and_learn(&x);
         let markov = self.markov.score_and_learn(e.template);
-        let v = self.volume.observe_minute(e.time.minute());
+        let v = self.volume.observe(&e.time);
         let (hw, cu) = if v.holt_winters >= v.cusum {
             (v.holt_winters, 0.0)
         } else {

@@ -3,7 +3,7 @@
 //!
 //! Why: a score is a number in [0, 1] that is blended with others and compared with a threshold;
 //! it needs five or six correct digits, not the 24 bits libm delivers at the price of a call and a
-//! dependency chain of some forty cycles. Every event takes about seven `log2` and four logistic
+//! long dependency chain. Every event takes about seven `log2` and four logistic
 //! evaluations (Markov rarity and step, the Half-Space Trees score, the content volume score, and
 //! the pattern and volume scores of three UEBA observations), and on the per-event benchmark the
 //! libm calls and the divisions around them were the longest chains left (see

@@ -249,8 +249,8 @@ impl TreeLanes {
     }
 
     /// The leaf of `v` in each of the first `trees` trees (in cell numbering, as
-    /// [`Grid::leaf`]), into `out`; lanes past them are left as they are (up to the vector
-    /// width: a lane past the last tree reads leaf 0).
+    /// [`Grid::leaf`]), into `out`. The rest of the last vector's lanes get leaf 0 (their rows
+    /// are zeros); lanes past it are not written.
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     fn leaves(&self, v: &[f32; MAX_DIMS], dims: usize, trees: usize, out: &mut [i32; MAX_TREES]) {

@@ -19,6 +19,7 @@ pub mod record;
 pub mod rng;
 pub mod stage;
 pub mod table;
+pub mod time;
 pub mod topk;
 pub mod ueba;
 pub mod volume;

@@ -9,7 +9,7 @@
 //!   3 a.m. login does not make 3 a.m. normal for an entity with years of office hours.
 //! - source_novelty: 0 for a source among the entity's top-K (Space-Saving counts); 0.5 for a new
 //!   address in a known network (IPv4 /24, IPv6 /48); 1 otherwise. Events without a source: 0.
-//! - volume: `z_to_score(z)`, a logistic centred on z = 4, of the running minute's event count
+//! - volume: `logistic4(z)`, `1 / (1 + exp(4 - z))`, of the running minute's event count
 //!   against the EMA and exponentially weighted variance of the entity's active minutes.
 //! - pattern_novelty: 1 for a template outside the top-K; otherwise `log2(W / w) / 10` where `w` is
 //!   the template's LFU weight and `W` the total (a template behind 1/1024 of the weight scores 1).
@@ -20,6 +20,7 @@
 use super::dspot::{Dspot, DspotConfig, Verdict};
 use super::fastmath::{log2, logistic4};
 use super::table::EntityTable;
+use super::time::{EventTime, NS_PER_HOUR};
 use super::topk::{Probe, TemplateChange, TopLists};
 use crate::hash::U64Map;
 use bincode::de::Decoder;
@@ -35,11 +36,6 @@ use bincode::{Decode, Encode};
 /// threshold allows it, while traces of several (a slightly early day, a rarely used template)
 /// cannot add up to an alert.
 pub const MIN_ALERT_SCORE: f64 = 0.2;
-
-/// Nanoseconds per hour.
-const NS_PER_HOUR: i64 = 3_600_000_000_000;
-/// Nanoseconds per minute.
-const NS_PER_MINUTE: i64 = 60_000_000_000;
 
 /// The entity types UEBA scores, each with its own threshold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Encode, Decode)]
@@ -159,50 +155,6 @@ impl UebaParams {
 impl Default for UebaParams {
     fn default() -> Self {
         UebaParams::from_config(&watchpost_proto::config::UebaConfig::default())
-    }
-}
-
-/// An event's time in the units UEBA keys on, worked out once per event: an event names up to
-/// four entities, and each observation would otherwise divide the same timestamp again (three
-/// 64-bit divisions by constants, about 8% of `Ueba::observe`'s samples in `perf`).
-/// The default is the epoch.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct EventTime {
-    /// Event time, ns.
-    pub ts_ns: i64,
-    /// Minutes since the epoch: `i64::MAX` nanoseconds is 153,722,867 minutes, so every time has
-    /// one that fits an i32.
-    minute: i32,
-    /// Hours since the epoch.
-    hour: i32,
-    /// UTC hour of the day, 0 to 23.
-    hour_of_day: u8,
-}
-
-impl EventTime {
-    /// The time `ts_ns` (ns since the epoch).
-    #[inline]
-    pub fn new(ts_ns: i64) -> EventTime {
-        let minute = ts_ns.div_euclid(NS_PER_MINUTE) as i32;
-        let hour = minute.div_euclid(60);
-        EventTime {
-            ts_ns,
-            minute,
-            hour,
-            hour_of_day: hour.rem_euclid(24) as u8,
-        }
-    }
-
-    /// Minutes since the epoch.
-    #[inline]
-    pub fn minute(&self) -> i64 {
-        i64::from(self.minute)
-    }
-
-    /// UTC hour of the day, 0 to 23.
-    #[inline]
-    pub fn hour_of_day(&self) -> u8 {
-        self.hour_of_day
     }
 }
 
@@ -895,6 +847,7 @@ impl Ueba {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::detect::time::NS_PER_MINUTE;
 
     const DAY: i64 = 86_400_000_000_000;
     const HOUR: i64 = NS_PER_HOUR;
@@ -931,28 +884,6 @@ mod tests {
                     u.observe(&obs(ts, entity, ip(src), (m as u64 / 10) % 4));
                 }
             }
-        }
-    }
-
-    #[test]
-    fn event_time_matches_the_timestamp_arithmetic() {
-        for ts in [
-            0,
-            1,
-            -1,
-            59_999_999_999,
-            NS_PER_MINUTE,
-            -NS_PER_MINUTE - 1,
-            1_763_700_000_123_456_789,
-            -3 * DAY - 5,
-            i64::MAX,
-            i64::MIN,
-        ] {
-            let t = EventTime::new(ts);
-            assert_eq!(i64::from(t.minute), ts.div_euclid(NS_PER_MINUTE), "{ts}");
-            assert_eq!(i64::from(t.hour), ts.div_euclid(NS_PER_HOUR), "{ts}");
-            let h = ts.div_euclid(NS_PER_HOUR).rem_euclid(24);
-            assert_eq!(i64::from(t.hour_of_day), h, "{ts}");
         }
     }
 

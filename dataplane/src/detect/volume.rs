@@ -6,18 +6,16 @@
 //! Silence is judged when the minute closes (a source that stops logging can mean tampering).
 
 use super::fastmath::logistic4;
+use super::time::EventTime;
 use bincode::de::Decoder;
 use bincode::enc::Encoder;
 use bincode::error::{DecodeError, EncodeError};
 use bincode::{Decode, Encode};
 
-/// Minutes of event time.
-pub const NS_PER_MINUTE: i64 = 60_000_000_000;
-
 /// Maps a standardised deviation to [0, 1]: about 0.02 at z = 0, 0.5 at z = 4, 0.98 at z = 8.
 #[inline]
 pub fn z_to_score(z: f64) -> f64 {
-    super::fastmath::logistic4(z as f32)
+    logistic4(z as f32)
 }
 
 /// Additive Holt-Winters with 24 hourly seasonal slots, fed per-minute counts.
@@ -211,17 +209,11 @@ pub struct VolumeScores {
 }
 
 impl Volume {
-    /// Counts one event at `ts_ns` and scores its minute. Events from before the running minute
+    /// Counts one event at `time` and scores its minute. Events from before the running minute
     /// (late arrivals) count towards it; time never runs backwards here.
     #[inline]
-    pub fn observe(&mut self, ts_ns: i64) -> VolumeScores {
-        self.observe_minute(ts_ns.div_euclid(NS_PER_MINUTE))
-    }
-
-    /// [`Volume::observe`] for an event in `minute` (since the epoch), for a caller that has
-    /// worked the minute out already.
-    #[inline]
-    pub fn observe_minute(&mut self, minute: i64) -> VolumeScores {
+    pub fn observe(&mut self, time: &EventTime) -> VolumeScores {
+        let minute = i64::from(time.minute);
         if !self.started {
             self.started = true;
             self.minute = minute;
@@ -284,6 +276,7 @@ fn hour_of_minute(minute: i64) -> usize {
 mod tests {
     use super::*;
     use crate::detect::rng::SplitMix64;
+    use crate::detect::time::NS_PER_MINUTE;
 
     /// Feeds `per_minute(m)` events evenly spread over each of `minutes` minutes and returns the
     /// highest Holt-Winters and CUSUM scores seen in each minute.
@@ -299,7 +292,7 @@ mod tests {
             let mut best = (0.0f64, 0.0f64);
             for i in 0..n {
                 let ts = m * NS_PER_MINUTE + (i as i64 * NS_PER_MINUTE) / n as i64;
-                let s = v.observe(ts);
+                let s = v.observe(&EventTime::new(ts));
                 best = (best.0.max(s.holt_winters), best.1.max(s.cusum));
             }
             out.push(best);
@@ -329,7 +322,7 @@ mod tests {
         let mut v = Volume::default();
         run(&mut v, 0, 120, |_| 50);
         // Ten silent minutes, then one event.
-        let s = v.observe(130 * NS_PER_MINUTE);
+        let s = v.observe(&EventTime::new(130 * NS_PER_MINUTE));
         assert!(s.holt_winters > 0.9, "{s:?}");
     }
 
@@ -341,8 +334,8 @@ mod tests {
         let bytes = bincode::encode_to_vec(&v, cfg).unwrap();
         let (mut back, _): (Volume, _) = bincode::decode_from_slice(&bytes, cfg).unwrap();
         for i in 0..200 {
-            let ts = 120 * NS_PER_MINUTE + i * 250_000_000;
-            assert_eq!(back.observe(ts), v.observe(ts), "event {i}");
+            let t = EventTime::new(120 * NS_PER_MINUTE + i * 250_000_000);
+            assert_eq!(back.observe(&t), v.observe(&t), "event {i}");
         }
     }
 
