@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{Service, bin, free_port, http, json, send_lines};
+use common::{Service, bin, free_port, http, json, send_lines, stamp};
 
 #[test]
 fn config_check_names_every_bad_key() {
@@ -122,7 +122,10 @@ fn the_service_ingests_serves_and_keeps_events_across_a_restart() {
 
     send_lines(
         syslog,
-        "<38>Nov 21 10:00:01 web-01 sshd[4242]: Accepted publickey for alice from 10.0.0.5 port 50022 ssh2\n",
+        &format!(
+            "<38>{} web-01 sshd[4242]: Accepted publickey for alice from 10.0.0.5 port 50022 ssh2\n",
+            stamp(0)
+        ),
     );
     send_lines(
         json_port,

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{Service, free_port, http, json, send_lines, wait_for};
+use common::{Service, free_port, http, json, send_lines, stamp, wait_for};
 
 fn alerts_by(v: &serde_json::Value, detector: &str) -> Vec<serde_json::Value> {
     v["items"]
@@ -68,9 +68,15 @@ fn brute_force_then_login_from_a_listed_address_correlates_into_a_kill_chain() {
 
     // Twelve wrong passwords in twelve seconds, then the right one.
     let mut lines: String = (0..12)
-        .map(|i| format!("<38>Nov 21 10:15:{i:02} web-01 sshd[30{i:02}]: Failed password for alice from 203.0.113.9 port 400{i:02} ssh2\n"))
+        .map(|i| {
+            let t = stamp(i - 21);
+            format!("<38>{t} web-01 sshd[30{i:02}]: Failed password for alice from 203.0.113.9 port 400{i:02} ssh2\n")
+        })
         .collect();
-    lines.push_str("<38>Nov 21 10:15:20 web-01 sshd[3100]: Accepted password for alice from 203.0.113.9 port 40100 ssh2\n");
+    let t = stamp(-1);
+    lines.push_str(&format!(
+        "<38>{t} web-01 sshd[3100]: Accepted password for alice from 203.0.113.9 port 40100 ssh2\n"
+    ));
     send_lines(tcp, &lines);
 
     let all = wait_for(api, "/api/v1/alerts?limit=100", |v| {

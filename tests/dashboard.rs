@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Service, free_port, header, http, json, request, send_lines};
+use common::{Service, free_port, header, http, json, request, send_lines, stamp};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -142,7 +142,7 @@ fn a_person_can_watch_triage_and_filter_in_a_real_browser() {
     // Alerts before the page opens: invalid-user lines fire a bundled Sigma rule. They carry the
     // present time (rsyslog's ISO form in the RFC 3164 position): the ATT&CK heatmap counts
     // fires by event time over the last 24 hours, so a fixed date would age out of it.
-    let now = watchpost_dataplane::parse::time::Rfc3339(watchpost_dataplane::clock::now_ns());
+    let now = stamp(0);
     let lines: String = (0..3)
         .map(|i| format!("<38>{now} web-01 sshd[21{i}]: Invalid user oracle{i} from 203.0.113.9 port 4000{i}\n"))
         .collect();
@@ -164,12 +164,13 @@ fn a_person_can_watch_triage_and_filter_in_a_real_browser() {
         let mut i = 0u32;
         while !feeding.load(Ordering::Relaxed) {
             i += 1;
+            let now = stamp(0);
             send_lines(
                 tcp,
                 &format!(
-                    "<37>Nov 21 10:20:00 web-03 app[{i}]: user login <img src=x onerror=alert(1)> ok\n\
-                     <27>Nov 21 10:20:00 web-02 cron[{i}]: job {i} failed badly\n\
-                     <38>Nov 21 10:20:00 web-01 sshd[{i}]: Connection closed by 10.0.0.{}\n",
+                    "<37>{now} web-03 app[{i}]: user login <img src=x onerror=alert(1)> ok\n\
+                     <27>{now} web-02 cron[{i}]: job {i} failed badly\n\
+                     <38>{now} web-01 sshd[{i}]: Connection closed by 10.0.0.{}\n",
                     i % 250
                 ),
             );

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{Service, free_port, http, json, send_lines, wait_for};
+use common::{Service, free_port, http, json, send_lines, stamp, wait_for};
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -156,7 +156,12 @@ fn start_on(dir: &Path, data: Option<&str>, llm: &str) -> (Service, u16, u16) {
 /// Three invalid-user lines fire the bundled Sigma rule; returns the alert's id.
 fn raise_alert(api: u16, tcp: u16) -> String {
     let lines: String = (0..3)
-        .map(|i| format!("<38>Nov 21 10:15:0{i} web-01 sshd[21{i}]: Invalid user oracle{i} from 203.0.113.9 port 4000{i}\n"))
+        .map(|i| {
+            let t = stamp(i - 3);
+            format!(
+                "<38>{t} web-01 sshd[21{i}]: Invalid user oracle{i} from 203.0.113.9 port 4000{i}\n"
+            )
+        })
         .collect();
     send_lines(tcp, &lines);
     let v = wait_for(api, "/api/v1/alerts?type=sigma", |v| {
@@ -550,7 +555,10 @@ fn confirmed_patterns_get_validated_rule_drafts() {
     );
     // Three attackers: three alerts of one rule, source and template.
     let lines: String = (1..=3)
-        .map(|i| format!("<38>Nov 21 10:20:0{i} web-01 sshd[31{i}]: Invalid user admin{i} from 198.51.100.{i} port 5000{i}\n"))
+        .map(|i| {
+            let t = stamp(i - 4);
+            format!("<38>{t} web-01 sshd[31{i}]: Invalid user admin{i} from 198.51.100.{i} port 5000{i}\n")
+        })
         .collect();
     send_lines(tcp, &lines);
     let v = wait_for(api, "/api/v1/alerts?type=sigma", |v| {

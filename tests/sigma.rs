@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{Service, free_port, http, http_with_head, json, send_lines, wait_for};
+use common::{Service, free_port, http, http_with_head, json, send_lines, stamp, wait_for};
 
 /// `sshd_invalid_user.yml`.
 const INVALID_USER: &str = "dcec6854-a593-491f-9a9c-59c065d2aca7";
@@ -28,7 +28,12 @@ fn sigma_rules_alert_list_toggle_upload_and_survive_a_restart() {
 
     // Three bot attempts from one address: one alert for the address, three fires.
     let lines: String = (0..3)
-        .map(|i| format!("<38>Nov 21 10:15:0{i} web-01 sshd[21{i}]: Invalid user oracle{i} from 203.0.113.9 port 4000{i}\n"))
+        .map(|i| {
+            let t = stamp(i - 3);
+            format!(
+                "<38>{t} web-01 sshd[21{i}]: Invalid user oracle{i} from 203.0.113.9 port 4000{i}\n"
+            )
+        })
         .collect();
     send_lines(tcp, &lines);
     let alerts = wait_for(api, "/api/v1/alerts?type=sigma", |v| {
@@ -124,9 +129,12 @@ fn sigma_rules_alert_list_toggle_upload_and_survive_a_restart() {
     let before = json(&http(api, "GET", "/api/v1/stats", "").1)["detection"]["sigma_matches"]
         .as_u64()
         .unwrap();
+    let (t0, t1) = (stamp(-2), stamp(-1));
     send_lines(
         tcp,
-        "<38>Nov 21 10:16:00 web-01 sshd[300]: Invalid user zed from 203.0.113.10 port 1\n<38>Nov 21 10:16:01 web-01 sshd[301]: Accepted password for alice from 10.0.0.5 port 2 ssh2\n",
+        &format!(
+            "<38>{t0} web-01 sshd[300]: Invalid user zed from 203.0.113.10 port 1\n<38>{t1} web-01 sshd[301]: Accepted password for alice from 10.0.0.5 port 2 ssh2\n"
+        ),
     );
     wait_for(api, "/api/v1/stats", |v| {
         v["stored_total"].as_u64() >= Some(5)
@@ -152,7 +160,10 @@ fn sigma_rules_alert_list_toggle_upload_and_survive_a_restart() {
     assert!(e["column"].as_u64().is_some());
     send_lines(
         tcp,
-        "<38>Nov 21 10:17:00 web-01 sshd[400]: probe canary-7f3a seen\n",
+        &format!(
+            "<38>{} web-01 sshd[400]: probe canary-7f3a seen\n",
+            stamp(0)
+        ),
     );
     wait_for(api, "/api/v1/stats", |v| {
         v["stored_total"].as_u64() >= Some(6)
@@ -198,7 +209,10 @@ fn sigma_rules_alert_list_toggle_upload_and_survive_a_restart() {
     );
     send_lines(
         tcp,
-        "<38>Nov 21 10:18:00 web-01 sshd[401]: probe canary-7f3a seen again\n",
+        &format!(
+            "<38>{} web-01 sshd[401]: probe canary-7f3a seen again\n",
+            stamp(0)
+        ),
     );
     let custom = wait_for(api, "/api/v1/alerts?type=sigma", |v| {
         v["items"]

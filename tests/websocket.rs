@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Service, free_port, header, http, json, request, send_lines};
+use common::{Service, free_port, header, http, json, request, send_lines, stamp};
 use serde_json::Value;
 use std::io::Write;
 use std::net::TcpStream;
@@ -118,11 +118,14 @@ fn frames_follow_the_server_side_filter_and_alerts_arrive() {
     assert_eq!(err["error"], "invalid_filter");
 
     // notice (2) from sshd, error (4) from cron, error (4) from sshd: only the last passes.
+    let (t1, t2, t3) = (stamp(-3), stamp(-2), stamp(-1));
     send_lines(
         tcp,
-        "<37>Nov 21 10:00:01 web-01 sshd[1]: Connection closed by 10.0.0.1\n\
-         <27>Nov 21 10:00:02 web-01 cron[2]: job failed badly\n\
-         <27>Nov 21 10:00:03 web-01 sshd[3]: error: kex_exchange_identification: banner\n",
+        &format!(
+            "<37>{t1} web-01 sshd[1]: Connection closed by 10.0.0.1\n\
+             <27>{t2} web-01 cron[2]: job failed badly\n\
+             <27>{t3} web-01 sshd[3]: error: kex_exchange_identification: banner\n"
+        ),
     );
     let (frame, before) = until(&mut ws, |v| !events_of(v).is_empty());
     let got = events_of(&frame);
@@ -140,7 +143,12 @@ fn frames_follow_the_server_side_filter_and_alerts_arrive() {
         v["type"] == "status" && v["reason"] == "filter"
     });
     let lines: String = (0..3)
-        .map(|i| format!("<38>Nov 21 10:15:0{i} web-01 sshd[21{i}]: Invalid user oracle{i} from 203.0.113.9 port 4000{i}\n"))
+        .map(|i| {
+            let t = stamp(i - 3);
+            format!(
+                "<38>{t} web-01 sshd[21{i}]: Invalid user oracle{i} from 203.0.113.9 port 4000{i}\n"
+            )
+        })
         .collect();
     send_lines(tcp, &lines);
     let (alert, _) = until(&mut ws, |v| v["type"] == "alert");
@@ -245,8 +253,9 @@ fn a_client_that_never_reads_loses_its_own_oldest_frames_only() {
     let mut seen = 0usize;
     let mut conn = TcpStream::connect(("127.0.0.1", tcp)).unwrap();
     while t.elapsed() < Duration::from_secs(4) {
+        let now = stamp(0);
         let chunk: String = (0..2_000)
-            .map(|i| format!("<14>Nov 21 10:00:00 web-01 app[{i}]: load {sent} {i} {filler}\n"))
+            .map(|i| format!("<14>{now} web-01 app[{i}]: load {sent} {i} {filler}\n"))
             .collect();
         conn.write_all(chunk.as_bytes()).unwrap();
         sent += 2_000;

@@ -19,14 +19,22 @@ if (!base || !out) {
 }
 mkdirSync(out, {recursive: true});
 
+// scripts/test runs the suite a second time a week ahead under libfaketime, which Chromium's
+// processes cannot run under. Chromium then keeps the real clock, and its page gets this process's
+// (faked) one through Playwright's clock, so the page and the service agree on "now".
+const fakedClock = (process.env.LD_PRELOAD || '').includes('faketime');
+const browserEnv = {...process.env};
+if (fakedClock) delete browserEnv.LD_PRELOAD;
 const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
   args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
+  env: browserEnv,
 });
 const problems = [];
 const summary = {};
 try {
   const page = await browser.newPage({viewport: {width: 1440, height: 900}});
+  if (fakedClock) await page.clock.install({time: Date.now()});
   // A 503 the test asks for on purpose (a hunt needing the LLM, which is off) is logged by the
   // browser as a failed resource; any other console error is a problem.
   let expected503 = false;
