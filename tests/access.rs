@@ -189,12 +189,13 @@ fn cors_follows_api_allowed_origins_and_every_answer_has_security_headers() {
     // Writes from another site are refused before any handler runs (a text/plain POST needs no
     // preflight); the listed origin, this listener's own and non-browser clients may write.
     let line = r#"{"message":"cross-site test","host.name":"web-01"}"#;
+    let own = format!("http://127.0.0.1:{api}");
     for (origin, want) in [
         (Some("https://evil.example"), 403),
         (Some("null"), 403),
         (Some("http://localhost:1"), 403),
         (Some("https://soc.example.com"), 202),
-        (Some("http://localhost"), 202),
+        (Some(own.as_str()), 202),
         (None, 202),
     ] {
         let headers: Vec<(&str, &str)> = origin.iter().map(|o| ("Origin", *o)).collect();
@@ -216,6 +217,92 @@ fn cors_follows_api_allowed_origins_and_every_answer_has_security_headers() {
     let (code, head, _) = status(api, "/api/v1/nope", &[]);
     assert_eq!(code, 404);
     assert_eq!(header(&head, "x-frame-options"), Some("DENY"));
+}
+
+/// DNS rebinding: a page on an attacker's domain rebinds its name to 127.0.0.1 and is then
+/// same-origin with itself, so CORS and Origin checks let it through. Its `Host` still carries
+/// the attacker's name, and every listener refuses it.
+#[test]
+fn requests_naming_another_host_are_refused_on_every_listener() {
+    let dir = tempfile::tempdir().unwrap();
+    let probe = free_port();
+    let (_svc, api) = start(
+        dir.path(),
+        &format!("health_port = {probe}\napi_allowed_hosts = [\"soc.corp.example\"]"),
+    );
+    let rebound = format!("rebind.attacker.example:{api}");
+    let origin = format!("http://{rebound}");
+    let page = [("Host", rebound.as_str()), ("Origin", origin.as_str())];
+    let rule = "/api/v1/sigma/rules/dcec6854-a593-491f-9a9c-59c065d2aca7";
+    for (method, path, body) in [
+        ("GET", "/api/v1/config", ""),
+        ("PATCH", rule, r#"{"enabled": false}"#),
+        ("GET", "/", ""),
+        ("GET", "/api/v1/nope", ""),
+        ("OPTIONS", "/api/v1/alerts", ""),
+    ] {
+        let (code, head, text) = request(api, method, path, &page, body);
+        assert_eq!(
+            (code, json(&text)["error"].as_str()),
+            (421, Some("host_not_allowed")),
+            "{method} {path}: {text}"
+        );
+        assert_eq!(header(&head, "x-content-type-options"), Some("nosniff"));
+    }
+    let upgrade = [
+        ("Host", rebound.as_str()),
+        ("Origin", origin.as_str()),
+        ("Upgrade", "websocket"),
+        ("Connection", "Upgrade"),
+        ("Sec-WebSocket-Version", "13"),
+        ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="),
+    ];
+    assert_eq!(request(api, "GET", "/api/v1/ws", &upgrade, "").0, 421);
+    let probe_rebound = format!("rebind.attacker.example:{probe}");
+    let (code, _, text) = request(probe, "GET", "/metrics", &[("Host", &probe_rebound)], "");
+    assert_eq!(code, 421, "{text}");
+    // A loopback name at another port is not this listener either; no Host at all is a 400.
+    let other_port = format!("localhost:{probe}");
+    assert_eq!(
+        status(api, "/api/v1/health", &[("Host", &other_port)]).0,
+        421
+    );
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", api)).unwrap();
+    std::io::Write::write_all(&mut s, b"GET /api/v1/health HTTP/1.0\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    std::io::Read::read_to_string(&mut s, &mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.0 400"), "{answer}");
+    assert!(answer.contains("host_missing"), "{answer}");
+
+    // The rule is untouched, the service runs on, and every refusal is counted.
+    let (code, body) = http(api, "GET", rule, "");
+    assert_eq!(
+        (code, json(&body)["enabled"].as_bool()),
+        (200, Some(true)),
+        "{body}"
+    );
+    let stats = json(&http(api, "GET", "/api/v1/stats", "").1);
+    assert_eq!(stats["api"]["refused_host"], 9, "{}", stats["api"]);
+    let (_, metrics) = http(probe, "GET", "/metrics", "");
+    assert_eq!(
+        parse_exposition(&metrics).get("watchpost_api_refused_host_total"),
+        Some(&9.0)
+    );
+    // The service's own names at its port, and a listed name at any port, are answered.
+    for host in [
+        format!("localhost:{api}"),
+        format!("[::1]:{api}"),
+        "soc.corp.example".to_string(),
+        "SOC.corp.example:443".to_string(),
+    ] {
+        let (code, _, text) = status(api, "/api/v1/health", &[("Host", &host)]);
+        assert_eq!(code, 200, "{host}: {text}");
+    }
+    let own = format!("localhost:{probe}");
+    assert_eq!(
+        request(probe, "GET", "/health", &[("Host", &own)], "").0,
+        200
+    );
 }
 
 /// Checks the Prometheus text format line by line: every family announced by HELP and TYPE

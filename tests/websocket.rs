@@ -199,7 +199,7 @@ fn upgrade(api: u16, origin: Option<&str>) -> (u16, String) {
     let head: String = h.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
     write!(
         s,
-        "GET /api/v1/ws HTTP/1.1\r\nHost: localhost\r\n{head}\r\n"
+        "GET /api/v1/ws HTTP/1.1\r\nHost: localhost:{api}\r\n{head}\r\n"
     )
     .unwrap();
     let mut buf = vec![0u8; 4096];

@@ -44,7 +44,8 @@ fn allowed(st: &AppState, origin: &str) -> bool {
         .any(|a| normalize_origin(a) == o)
 }
 
-fn security_headers(h: &mut HeaderMap) {
+/// The headers every answer carries, refusals before routing included.
+pub(crate) fn security_headers(h: &mut HeaderMap) {
     let set = |h: &mut HeaderMap, k: header::HeaderName, v: &'static str| {
         h.entry(k).or_insert(HeaderValue::from_static(v));
     };

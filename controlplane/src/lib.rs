@@ -9,6 +9,7 @@
 pub mod browser;
 pub mod dashboard;
 pub mod error;
+pub mod host;
 pub mod llm;
 pub mod metrics;
 pub mod openapi;
@@ -27,8 +28,18 @@ pub use state::{AppState, RateSampler};
 use std::future::Future;
 
 /// Every route of the API ([`openapi::ROUTES`]), each in its rate-limit family (see
-/// [`ratelimit`]), plus `/metrics` and the dashboard ([`dashboard`]) at the root.
+/// [`ratelimit`]), plus `/metrics` and the dashboard ([`dashboard`]) at the root; only for the
+/// `Host` names of the listener at `dashboard_bind_address:dashboard_port` ([`host`]).
 pub fn router(state: AppState) -> Router {
+    let c = &state.config;
+    let hosts = host::HostGuard::new(
+        watchpost_proto::AllowedHosts::for_listener(
+            &c.dashboard_bind_address,
+            port_of(c.dashboard_port),
+            &c.api_allowed_hosts,
+        ),
+        state.api_metrics.clone(),
+    );
     use axum::middleware::from_fn_with_state;
     use openapi::Family;
     let mut api = Router::new();
@@ -68,7 +79,14 @@ pub fn router(state: AppState) -> Router {
         ))
         // Bodies are bounded by the ingest handler itself (api_max_body_bytes) with our error shape.
         .layer(DefaultBodyLimit::disable())
+        // Outermost: a request for another Host reaches nothing, not even CORS preflights.
+        .layer(axum::middleware::from_fn_with_state(hosts, host::layer))
         .with_state(state)
+}
+
+/// A configured port as the listener holds it (validation keeps ports in 1-65535).
+fn port_of(port: u32) -> u16 {
+    u16::try_from(port).unwrap_or(0)
 }
 
 /// Refuses any query parameter with the same 422 as a handler's own parsing.
@@ -96,14 +114,25 @@ async fn method_not_allowed() -> ApiError {
 }
 
 /// The probe listener's routes (`health_bind_address:health_port`): health and metrics only, no
-/// rate limits (a probe must never be refused for asking often), no CORS (no browser calls it).
+/// rate limits (a probe must never be refused for asking often), no CORS (no browser calls it),
+/// and the `Host` check of its own address and port ([`host`]).
 pub fn probe_router(state: AppState) -> Router {
+    let c = &state.config;
+    let hosts = host::HostGuard::new(
+        watchpost_proto::AllowedHosts::for_listener(
+            &c.health_bind_address,
+            port_of(c.health_port),
+            &c.api_allowed_hosts,
+        ),
+        state.api_metrics.clone(),
+    );
     Router::new()
         .route("/health", get(routes::system::health))
         .route("/api/v1/health", get(routes::system::health))
         .route("/metrics", get(metrics::scrape))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(hosts, host::layer))
         .with_state(state)
 }
 

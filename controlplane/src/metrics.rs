@@ -34,6 +34,8 @@ pub struct ApiMetrics {
     routes: Mutex<BTreeMap<(String, String), RouteMetrics>>,
     /// Scrapes served.
     scrapes: AtomicU64,
+    /// Requests refused for their `Host` (421, [`crate::host`]), on every listener.
+    pub refused_host: AtomicU64,
 }
 
 /// The route layer that counts every routed request.
@@ -452,6 +454,12 @@ fn render(st: &AppState) -> String {
             st.limits.refused[i].load(Ordering::Relaxed),
         );
     }
+    e.single(
+        "watchpost_api_refused_host_total",
+        "counter",
+        "Requests refused with 421 for a Host that is not a name of the service (DNS rebinding).",
+        st.api_metrics.refused_host.load(Ordering::Relaxed),
+    );
     e.single(
         "watchpost_metrics_scrapes_total",
         "counter",

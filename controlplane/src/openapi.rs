@@ -55,7 +55,7 @@ pub struct Route {
     /// Success answers: status and schema name (`""` for no body).
     pub ok: &'static [(u16, &'static str)],
     /// Error statuses beyond the ones every route may give (403 on writes, 429 where limited,
-    /// 500).
+    /// 421 for a `Host` that is not the service's, 500).
     pub errors: &'static [u16],
     /// Builds the handler.
     pub(crate) handler: fn() -> MethodRouter<AppState>,
@@ -666,7 +666,7 @@ fn operation(r: &Route) -> Value {
         .copied()
         .chain(write.then_some(403))
         .chain(limited.then_some(429))
-        .chain([500])
+        .chain([421, 500])
     {
         responses.insert(
             status.to_string(),
@@ -741,7 +741,11 @@ fn error_responses() -> Value {
     for (status, meaning) in [
         (
             400,
-            "Malformed request (an ingest body that is not well-formed JSON, a bad WebSocket handshake); a hunt query that is empty, over llm.hunt_max_query_chars or not a hunt body",
+            "Malformed request (an ingest body that is not well-formed JSON, a bad WebSocket handshake, no Host header); a hunt query that is empty, over llm.hunt_max_query_chars or not a hunt body",
+        ),
+        (
+            421,
+            "Host not allowed: the Host header is not one of this listener's names (localhost, its address at its port, api_allowed_hosts); the DNS-rebinding defence",
         ),
         (
             403,

@@ -31,6 +31,10 @@ pub struct Config {
     pub health_port: u32,
     /// Browser origins allowed by CORS; empty = same origin only.
     pub api_allowed_origins: Vec<String>,
+    /// `Host` names (`name` or `name:port`) the listeners answer besides `localhost`, `127.0.0.1`,
+    /// `[::1]` and their bind address at their port: a reverse proxy's or the sensor's DNS names.
+    /// Any other `Host` is refused, which stops DNS-rebinding pages.
+    pub api_allowed_hosts: Vec<String>,
     /// Trust `X-Forwarded-For` for client addresses; only behind a trusted reverse proxy.
     pub api_trust_proxy_headers: bool,
     /// Shared rate-limit store (`redis://host:port/db`); empty = limits per process. A credential.
@@ -85,6 +89,7 @@ impl Default for Config {
             health_bind_address: "127.0.0.1".into(),
             health_port: 8081,
             api_allowed_origins: Vec::new(),
+            api_allowed_hosts: Vec::new(),
             api_trust_proxy_headers: false,
             api_rate_limit_store_url: String::new(),
             api_list_rate_limit: "60/minute".into(),
@@ -744,6 +749,11 @@ impl Config {
         for (i, o) in self.ws_allowed_origins.iter().enumerate() {
             p.origin(&format!("ws_allowed_origins[{i}]"), o);
         }
+        for (i, h) in self.api_allowed_hosts.iter().enumerate() {
+            if let Err(e) = crate::Authority::parse(h) {
+                p.add(&format!("api_allowed_hosts[{i}]"), e);
+            }
+        }
         let url = &self.api_rate_limit_store_url;
         if !url.is_empty()
             && !url.starts_with("env:")
@@ -1221,6 +1231,21 @@ mod tests {
         assert!(problems("health_port = 70000\n")[0].starts_with("health_port: port 70000"));
         assert!(problems("health_port = 0\n").is_empty());
         assert_eq!(Config::default().health_port, 8081);
+    }
+
+    #[test]
+    fn allowed_hosts_must_be_host_and_port() {
+        assert!(
+            problems("api_allowed_hosts = [\"soc.corp.example\", \"[::1]:9000\"]\n").is_empty()
+        );
+        let got = problems("api_allowed_hosts = [\"ok.example\", \"https://soc.corp.example\"]\n");
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert!(
+            got[0].starts_with(
+                "api_allowed_hosts[1]: `https://soc.corp.example` is not a host[:port]"
+            ),
+            "{got:?}"
+        );
     }
 
     #[test]

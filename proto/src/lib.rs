@@ -15,6 +15,7 @@
 
 mod alert;
 mod api;
+mod authority;
 pub mod config;
 mod entity;
 mod event;
@@ -26,6 +27,7 @@ pub use alert::{
     ThresholdChange, Triage, TriageChange, TriageStatus, Verdict,
 };
 pub use api::{ErrorBody, ListMeta, ListResponse, TOTAL_EXACT_UP_TO};
+pub use authority::{AllowedHosts, Authority, HostName};
 pub use config::{Config, RateLimit};
 pub use entity::{EntityKind, EntityRef, canonicalize_into, entity_uuid, entity_uuid_of};
 pub use event::Event;

@@ -34,7 +34,8 @@ pub fn http_with_head(port: u16, method: &str, path: &str, body: &str) -> (u16, 
     request(port, method, path, &[], body)
 }
 
-/// A request with extra headers; status, response head and body.
+/// A request with extra headers; status, response head and body. The `Host` is
+/// `127.0.0.1:<port>`, as curl sends it, unless `headers` name another.
 pub fn request(
     port: u16,
     method: &str,
@@ -44,13 +45,16 @@ pub fn request(
 ) -> (u16, String, String) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let extra: String = headers
+    let mut extra: String = headers
         .iter()
         .map(|(k, v)| format!("{k}: {v}\r\n"))
         .collect();
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        extra.insert_str(0, &format!("Host: 127.0.0.1:{port}\r\n"));
+    }
     write!(
         s,
-        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Type: application/json\r\n{extra}Content-Length: {}\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Type: application/json\r\n{extra}Content-Length: {}\r\n\r\n{body}",
         body.len()
     )
     .unwrap();

@@ -163,6 +163,7 @@ pub async fn stats(State(st): State<AppState>) -> Result<Json<Value>, ApiError> 
     let refused = |i: usize| st.limits.refused[i].load(Ordering::Relaxed);
     v["api"] = json!({
         "rate_limited": {"list": refused(0), "detail": refused(1), "coverage": refused(2)},
+        "refused_host": st.api_metrics.refused_host.load(Ordering::Relaxed),
     });
     let c = &st.ws.counters;
     let n = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
