@@ -292,3 +292,77 @@ fn sigma_rules_alert_list_toggle_upload_and_survive_a_restart() {
     let c = json(&http(api, "GET", "/api/v1/sigma/rules?source=custom", "").1);
     assert_eq!(c["meta"]["total"], 1, "{c}");
 }
+
+/// A rule nested past the parser's bounds, posted as a dry run or for real, is a 422 naming the
+/// line and column where it goes too deep; the service runs on. Thousands of brackets or `not`s,
+/// or a YAML list nested fifty thousand deep, used to overflow the stack of the request's thread
+/// and abort the whole process.
+#[test]
+fn rules_nested_past_the_bounds_are_refused_with_their_place_and_the_service_runs_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let api = free_port();
+    let config = dir.path().join("watchpost.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "dashboard_port = {api}\nhealth_port = 0\napi_detail_rate_limit = \"100000/minute\"\n[inputs.syslog_udp]\nenabled = false\n[inputs.syslog_tcp]\nenabled = false\n[inputs.json_tcp]\nenabled = false\n[dataplane]\npin_workers = false\n"
+        ),
+    )
+    .unwrap();
+    let _svc = Service::start(dir.path(), &config, api);
+    // The condition is on line 9; its text starts in column 16.
+    let rule = |condition: &str| {
+        format!(
+            "title: Deep\nid: 0b4cbd3e-6f0e-4c9a-9f5e-2d8b1a7c3e21\nstatus: test\nlogsource:\n    product: linux\ndetection:\n    sel:\n        - 'deep-canary'\n    condition: {condition}\nlevel: low\n"
+        )
+    };
+    let post = |yaml: &str, dry_run: bool| {
+        let body = serde_json::json!({"yaml": yaml, "dry_run": dry_run}).to_string();
+        let (code, text) = http(api, "POST", "/api/v1/sigma/rules", &body);
+        (code, json(&text))
+    };
+    let nested = |depth: usize| format!("{}sel{}", "(".repeat(depth), ")".repeat(depth));
+
+    let (code, v) = post(&rule(&nested(64)), true);
+    assert_eq!(code, 200, "64 levels are allowed: {v}");
+    for (condition, column) in [
+        (nested(65), 16 + 64),
+        (nested(2_000), 16 + 64),
+        (format!("{}sel", "not ".repeat(5_000)), 16 + 4 * 64),
+    ] {
+        for dry_run in [true, false] {
+            let (code, e) = post(&rule(&condition), dry_run);
+            assert_eq!(code, 422, "{e}");
+            assert_eq!(
+                (e["error"].as_str(), e["kind"].as_str()),
+                (Some("invalid_rule"), Some("condition")),
+                "{e}"
+            );
+            assert_eq!(
+                (e["line"].as_u64(), e["column"].as_u64()),
+                (Some(9), Some(column))
+            );
+            assert!(
+                e["message"].as_str().unwrap().contains("deeper than 64"),
+                "{e}"
+            );
+        }
+    }
+    let deep_yaml = format!("{}x\n", "- ".repeat(50_000));
+    let (code, e) = post(&deep_yaml, true);
+    assert_eq!((code, e["kind"].as_str()), (422, Some("yaml")), "{e}");
+    assert_eq!(
+        (e["line"].as_u64(), e["column"].as_u64()),
+        (Some(1), Some(129))
+    );
+
+    let (code, body) = http(api, "GET", "/api/v1/health", "");
+    assert_eq!(code, 200, "the service runs on: {body}");
+    let (code, _) = http(
+        api,
+        "GET",
+        "/api/v1/sigma/rules/0b4cbd3e-6f0e-4c9a-9f5e-2d8b1a7c3e21",
+        "",
+    );
+    assert_eq!(code, 404, "nothing refused was stored");
+}

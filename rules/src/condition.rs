@@ -4,9 +4,18 @@
 //! Precedence, lowest first: `or`, `and`, `not`. `them` covers every search whose name does not
 //! start with `_` (Sigma v2). The old pipe aggregations (`| count() > 5`) are refused with a
 //! pointer to correlation rules, which replace them.
+//!
+//! The parser recurses once per bracket and per `not`, so their nesting is bounded by
+//! [`MAX_CONDITION_DEPTH`]: a condition of a few thousand brackets would otherwise overflow the
+//! stack of the thread validating it (an API request's) and abort the whole process.
 
 use crate::error::{ErrorKind, RuleError};
 use crate::yaml::Pos;
+
+/// Deepest nesting of brackets and `not` in one condition. Public rules nest three or four deep;
+/// this leaves room for generated ones while keeping the parser's and the matcher's recursion
+/// (a few hundred bytes of stack a level) far from any thread's stack size.
+pub const MAX_CONDITION_DEPTH: usize = 64;
 
 /// A parsed condition over search indexes.
 #[derive(Clone, Debug, PartialEq)]
@@ -79,6 +88,8 @@ struct P<'a> {
     names: &'a [&'a str],
     pos: Pos,
     len: usize,
+    /// Brackets and `not`s open around the token at `at`.
+    depth: usize,
 }
 
 impl P<'_> {
@@ -133,10 +144,29 @@ impl P<'_> {
 
     fn not(&mut self) -> Result<Expr, RuleError> {
         if self.peek_word() == Some("not") {
-            self.at += 1;
-            return Ok(Expr::Not(Box::new(self.not()?)));
+            let inner = self.nested(Self::not)?;
+            return Ok(Expr::Not(Box::new(inner)));
         }
         self.primary()
+    }
+
+    /// Steps over the opening token (`(` or `not`) at `at` and parses what it opens with `inner`,
+    /// one level deeper; refuses to go past [`MAX_CONDITION_DEPTH`].
+    fn nested(
+        &mut self,
+        inner: fn(&mut Self) -> Result<Expr, RuleError>,
+    ) -> Result<Expr, RuleError> {
+        if self.depth == MAX_CONDITION_DEPTH {
+            return Err(self.err(
+                self.here(),
+                format!("brackets and `not` nest deeper than {MAX_CONDITION_DEPTH} levels"),
+            ));
+        }
+        self.at += 1;
+        self.depth += 1;
+        let e = inner(self);
+        self.depth -= 1;
+        e
     }
 
     fn primary(&mut self) -> Result<Expr, RuleError> {
@@ -144,10 +174,9 @@ impl P<'_> {
         let Some((tok, _)) = self.toks.get(self.at).cloned() else {
             return Err(self.err(offset, "the condition ends where a search was expected"));
         };
-        self.at += 1;
         match tok {
             Tok::Open => {
-                let e = self.or()?;
+                let e = self.nested(Self::or)?;
                 match self.toks.get(self.at) {
                     Some((Tok::Close, _)) => {
                         self.at += 1;
@@ -159,6 +188,7 @@ impl P<'_> {
             Tok::Close => Err(self.err(offset, "unexpected `)`")),
             Tok::Pipe => Err(self.err(offset, "unexpected `|`")),
             Tok::Word(w) => {
+                self.at += 1;
                 if matches!(w.as_str(), "and" | "or") {
                     return Err(self.err(offset, format!("`{w}` needs a search before it")));
                 }
@@ -219,20 +249,33 @@ impl P<'_> {
 }
 
 /// `*` matches any run of characters (Sigma's identifier patterns know no other wildcard).
+///
+/// Greedy with one backtrack point, the last `*`: at most pattern length times name length steps,
+/// where trying every split at every `*` was exponential in the number of stars (`*a*a*a*...b`).
+/// Bytes compare as well as characters: a literal run of the pattern starts with an ASCII or a
+/// lead byte, which never equals a continuation byte inside a character of the name.
 fn glob(pattern: &str, name: &str) -> bool {
-    match pattern.split_once('*') {
-        None => pattern == name,
-        Some((head, rest)) => {
-            if !name.starts_with(head) {
-                return false;
-            }
-            let tail = &name[head.len()..];
-            if rest.is_empty() {
-                return true;
-            }
-            (0..=tail.len()).any(|i| tail.is_char_boundary(i) && glob(rest, &tail[i..]))
+    let (pattern, name) = (pattern.as_bytes(), name.as_bytes());
+    let (mut p, mut n) = (0, 0);
+    // After the last `*` seen: where the pattern goes on, and where in the name it was tried.
+    let mut backtrack: Option<(usize, usize)> = None;
+    while n < name.len() {
+        if pattern.get(p) == Some(&b'*') {
+            p += 1;
+            backtrack = Some((p, n));
+        } else if pattern.get(p) == Some(&name[n]) {
+            p += 1;
+            n += 1;
+        } else if let Some((after_star, tried)) = backtrack {
+            // The star takes one more byte of the name.
+            p = after_star;
+            n = tried + 1;
+            backtrack = Some((after_star, n));
+        } else {
+            return false;
         }
     }
+    pattern[p..].iter().all(|&b| b == b'*')
 }
 
 /// Parses `text` (written at `pos`) against the rule's search names.
@@ -244,6 +287,7 @@ pub fn parse(text: &str, names: &[&str], pos: Pos) -> Result<Expr, RuleError> {
         names,
         pos,
         len: text.len(),
+        depth: 0,
     };
     if let Some(i) = p.toks.iter().position(|t| t.0 == Tok::Pipe) {
         return Err(p.err(
@@ -297,6 +341,51 @@ mod tests {
                 Not(Box::new(Or(vec![Search(2)])))
             ])
         );
+    }
+
+    #[test]
+    fn nesting_is_bounded_with_the_place_it_goes_too_deep() {
+        let at_limit = format!(
+            "{}sel_a{}",
+            "(".repeat(MAX_CONDITION_DEPTH),
+            ")".repeat(MAX_CONDITION_DEPTH)
+        );
+        assert_eq!(p(&at_limit).unwrap(), Expr::Search(0));
+        let nots = format!("{}sel_a", "not ".repeat(MAX_CONDITION_DEPTH));
+        assert!(p(&nots).is_ok());
+        let mixed = format!("{}sel_a{}", "not (".repeat(32), ")".repeat(32));
+        assert!(p(&mixed).is_ok(), "32 brackets and 32 nots are 64 levels");
+
+        let past = format!(
+            "{}sel_a{}",
+            "(".repeat(MAX_CONDITION_DEPTH + 1),
+            ")".repeat(MAX_CONDITION_DEPTH + 1)
+        );
+        let e = p(&past).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Condition);
+        assert_eq!((e.line(), e.column()), (10, 16 + MAX_CONDITION_DEPTH));
+        assert!(e.message.contains("nest deeper than 64"), "{e:?}");
+        let e = p(&format!("{}sel_a", "not ".repeat(MAX_CONDITION_DEPTH + 1))).unwrap_err();
+        assert_eq!(e.column(), 16 + 4 * MAX_CONDITION_DEPTH);
+        // What overflowed the stack before: thousands of levels, and they fail the same way.
+        assert!(p(&format!("{}sel_a{}", "(".repeat(2_000), ")".repeat(2_000))).is_err());
+        assert!(p(&format!("{}sel_a", "not ".repeat(5_000))).is_err());
+        assert!(p(&"(".repeat(200_000)).is_err());
+    }
+
+    #[test]
+    fn identifier_patterns_match_in_linear_time() {
+        assert!(glob("sel_*", "sel_a"));
+        assert!(glob("*", ""));
+        assert!(glob("a*b*c", "axxbyyc"));
+        assert!(glob("*é*", "café crème"));
+        assert!(!glob("a*b", "acbx"));
+        assert!(!glob("sel_a", "sel_ab"));
+        assert!(glob("s*l*_*a", "sel_a"));
+        // Thirty stars against a long name that nearly matches: exponential by splitting.
+        let pattern = format!("{}b", "*a".repeat(30));
+        assert!(!glob(&pattern, &"a".repeat(4_000)));
+        assert!(glob(&pattern, &format!("{}b", "a".repeat(4_000))));
     }
 
     #[test]

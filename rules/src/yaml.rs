@@ -8,6 +8,12 @@
 use crate::error::{ErrorKind, RuleError};
 use saphyr_parser::{Event, Parser, ScalarStyle, Span};
 
+/// Deepest nesting of lists and mappings in one document. Sigma rules nest five or six levels.
+/// The bound keeps the tree shallow for everything that walks it recursively afterwards (the rule
+/// schema, `Drop`, `Clone`): `[[[[...]]]]` a hundred thousand deep would overflow the stack of the
+/// thread that validates an upload.
+pub const MAX_YAML_DEPTH: usize = 64;
+
 /// A position in the source: 1-based line and column.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Pos {
@@ -172,6 +178,13 @@ pub fn parse_documents(text: &str) -> Result<Vec<Node>, RuleError> {
                     "anchors and aliases are not supported in rules",
                 ));
             }
+            Event::SequenceStart(..) | Event::MappingStart(..) if stack.len() == MAX_YAML_DEPTH => {
+                return Err(RuleError::at(
+                    pos,
+                    ErrorKind::Yaml,
+                    format!("lists and mappings nest deeper than {MAX_YAML_DEPTH} levels"),
+                ));
+            }
             Event::SequenceStart(..) => {
                 stack.push(Frame::Seq(pos, Vec::new()));
                 continue;
@@ -264,6 +277,38 @@ mod tests {
         assert_eq!(e.pos.unwrap().line, 2);
         assert!(e.message.contains("duplicate key"));
         assert!(parse_documents("a: &x 1\nb: *x\n").is_err());
+    }
+
+    #[test]
+    fn nesting_is_bounded_with_the_place_it_goes_too_deep() {
+        let flow = |depth: usize| format!("a: {}1{}\n", "[".repeat(depth), "]".repeat(depth));
+        assert!(
+            parse_documents(&flow(MAX_YAML_DEPTH - 1)).is_ok(),
+            "the top mapping is a level"
+        );
+        let e = parse_documents(&flow(MAX_YAML_DEPTH)).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Yaml);
+        assert_eq!(
+            e.pos,
+            Some(Pos {
+                line: 1,
+                column: 4 + MAX_YAML_DEPTH - 1
+            })
+        );
+        assert!(e.message.contains("nest deeper than 64"), "{e:?}");
+        let block: String = (0..MAX_YAML_DEPTH + 1)
+            .map(|i| format!("{}k{i}:\n", "  ".repeat(i)))
+            .collect();
+        let e = parse_documents(&block).unwrap_err();
+        // Line n opens the n-th mapping (`k0` is in the top one): line 65 goes past the bound.
+        assert_eq!(e.pos.unwrap().line, MAX_YAML_DEPTH + 1);
+        for deep in [
+            format!("{}1{}", "[".repeat(100_000), "]".repeat(100_000)),
+            "{a: ".repeat(100_000),
+            "- ".repeat(50_000),
+        ] {
+            assert!(parse_documents(&deep).is_err());
+        }
     }
 
     #[test]
