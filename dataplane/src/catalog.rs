@@ -355,7 +355,8 @@ impl Catalog {
     /// Checks `yaml` as an upload would (valid, no id collision, room in the folder) without
     /// storing anything: dry runs.
     pub fn check_upload(&self, yaml: &str) -> Result<Rule, UploadError> {
-        self.admit(&self.read(), yaml).map(|(rule, _)| rule)
+        let rule = parse_rule(yaml).map_err(UploadError::Invalid)?;
+        self.admit(&self.read(), rule).map(|(rule, _)| rule)
     }
 
     /// How `rule` would be listed once uploaded.
@@ -373,9 +374,10 @@ impl Catalog {
         RuleSet::compile([Arc::new(rule)], &self.mapping)
     }
 
-    /// The checks of an upload against state `s`: the rule and the file it would be stored in.
-    fn admit(&self, s: &State, yaml: &str) -> Result<(Rule, PathBuf), UploadError> {
-        let rule = parse_rule(yaml).map_err(UploadError::Invalid)?;
+    /// The checks of an uploaded rule against state `s`: the rule and the file it would be
+    /// stored in. The rule is parsed before, outside the catalogue's lock: parsing a large rule
+    /// takes a while, and matching and listing wait for the lock meanwhile.
+    fn admit(&self, s: &State, rule: Rule) -> Result<(Rule, PathBuf), UploadError> {
         let loaded = s
             .detection
             .iter()
@@ -424,9 +426,10 @@ impl Catalog {
     /// Validates and stores an upload as `<id>.yml` in the custom folder, and applies it at
     /// once.
     pub fn upload(&self, yaml: &str) -> Result<Arc<RuleEntry>, UploadError> {
+        let rule = parse_rule(yaml).map_err(UploadError::Invalid)?;
         // Held across the check and the write: two uploads of one id cannot both pass.
         let mut s = self.write();
-        let (rule, path) = self.admit(&s, yaml)?;
+        let (rule, path) = self.admit(&s, rule)?;
         // Written aside then renamed: a crash leaves the old state or the new, never half a file.
         let tmp = path.with_extension("yml.tmp");
         std::fs::write(&tmp, yaml)

@@ -17,6 +17,10 @@ use crate::yaml::Pos;
 /// (a few hundred bytes of stack a level) far from any thread's stack size.
 pub const MAX_CONDITION_DEPTH: usize = 64;
 
+/// Longest condition, in bytes. Public conditions stay under one kilobyte. Every `1 of x*` in a
+/// condition tests every search name, so the length bounds that work too.
+pub const MAX_CONDITION_BYTES: usize = 64 << 10;
+
 /// A parsed condition over search indexes.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Expr {
@@ -86,6 +90,8 @@ struct P<'a> {
     toks: Vec<(Tok, usize)>,
     at: usize,
     names: &'a [&'a str],
+    /// Search number by name.
+    index: std::collections::HashMap<&'a str, usize>,
     pos: Pos,
     len: usize,
     /// Brackets and `not`s open around the token at `at`.
@@ -233,8 +239,8 @@ impl P<'_> {
                         }
                     };
                 }
-                match self.names.iter().position(|n| *n == w) {
-                    Some(i) => Ok(Expr::Search(i)),
+                match self.index.get(w.as_str()) {
+                    Some(&i) => Ok(Expr::Search(i)),
                     None => Err(self.err(
                         offset,
                         format!(
@@ -280,11 +286,26 @@ fn glob(pattern: &str, name: &str) -> bool {
 
 /// Parses `text` (written at `pos`) against the rule's search names.
 pub fn parse(text: &str, names: &[&str], pos: Pos) -> Result<Expr, RuleError> {
+    if text.len() > MAX_CONDITION_BYTES {
+        return Err(RuleError::at(
+            pos,
+            ErrorKind::Condition,
+            format!(
+                "the condition is {} bytes; at most {MAX_CONDITION_BYTES}",
+                text.len()
+            ),
+        ));
+    }
     let toks = lex(text);
+    let mut index = std::collections::HashMap::with_capacity(names.len());
+    for (i, name) in names.iter().enumerate() {
+        index.entry(*name).or_insert(i);
+    }
     let mut p = P {
         toks,
         at: 0,
         names,
+        index,
         pos,
         len: text.len(),
         depth: 0,

@@ -31,6 +31,15 @@ pub const MAX_EVENTS: usize = 20;
 /// Largest count bound held exactly (timestamps per group); larger bounds are refused.
 pub const MAX_BOUND: f64 = 4096.0;
 
+/// Most correlations in one chain (a correlation over correlations over ...). Public chains are
+/// two or three deep.
+pub const MAX_CHAIN_DEPTH: usize = 8;
+
+/// Most hits one event may cause through chained correlations. Without a bound, correlations
+/// that each list the one below twice made one event fire two million. Hits past it are
+/// dropped and counted with [`Correlator::dropped`].
+pub const MAX_CASCADE_HITS: usize = 1024;
+
 /// The four correlation types.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -282,8 +291,8 @@ impl Plan {
             );
         }
         let mut ok = vec![true; correlations.len()];
-        for i in 0..correlations.len() {
-            if let Err(e) = check_chain(i, &targets, &defs, &mut Vec::new()) {
+        for (i, checked) in check_chains(&targets, &defs).into_iter().enumerate() {
+            if let Err(e) = checked {
                 ok[i] = false;
                 plan.errors.push((correlations[i].id.clone(), e));
             }
@@ -421,39 +430,103 @@ impl Plan {
     }
 }
 
-/// Fails on unresolved references, cycles, and chains whose group-by differ.
-fn check_chain(
-    i: usize,
+/// What the walk over the chains knows of a correlation.
+#[derive(Clone)]
+enum Mark {
+    Unseen,
+    /// On the walk's current path: meeting it again closes a cycle.
+    Open,
+    /// Checked: its height (correlations in its longest chain, itself included) or why not.
+    Done(Result<usize, String>),
+}
+
+/// For each correlation, whether its chain holds: every reference resolves, no cycle, every
+/// chained correlation groups by the same fields, and no chain is over [`MAX_CHAIN_DEPTH`]
+/// correlations deep. One walk with an explicit stack and each correlation checked once: a
+/// recursive walk that checked shared links again for every path through them took minutes for
+/// five correlations listing each other a hundred times, and overflowed the stack on long chains.
+fn check_chains(
     targets: &[Result<Vec<Target>, String>],
     defs: &[Option<&Correlation>],
-    path: &mut Vec<usize>,
-) -> Result<(), String> {
-    if path.contains(&i) {
-        return Err("correlations refer to each other in a cycle".into());
-    }
-    let ts = targets[i].as_ref().map_err(Clone::clone)?;
-    path.push(i);
-    for t in ts {
-        if let Target::Correlation(j) = *t {
-            let j = j as usize;
-            let (Some(a), Some(b)) = (defs[i], defs[j]) else {
-                continue;
+) -> Vec<Result<(), String>> {
+    let mut mark = vec![Mark::Unseen; targets.len()];
+    for root in 0..targets.len() {
+        if !matches!(mark[root], Mark::Unseen) {
+            continue;
+        }
+        mark[root] = Mark::Open;
+        // (correlation, how many of its targets were looked at)
+        let mut path = vec![(root, 0usize)];
+        while let Some(top) = path.last_mut() {
+            let i = top.0;
+            let ts = match &targets[i] {
+                Ok(ts) => ts,
+                Err(e) => {
+                    mark[i] = Mark::Done(Err(e.clone()));
+                    path.pop();
+                    continue;
+                }
             };
-            if a.group_by != b.group_by {
-                path.pop();
-                return Err(format!(
-                    "it chains a correlation that groups by {:?}, not by its own {:?}",
-                    b.group_by, a.group_by
-                ));
+            let unseen = ts[top.1..].iter().position(|t| {
+                matches!(*t, Target::Correlation(j) if matches!(mark[j as usize], Mark::Unseen))
+            });
+            if let Some(k) = unseen {
+                top.1 += k + 1;
+                let Target::Correlation(j) = ts[top.1 - 1] else {
+                    continue;
+                };
+                mark[j as usize] = Mark::Open;
+                path.push((j as usize, 0));
+                continue;
             }
-            if let Err(e) = check_chain(j, targets, defs, path) {
-                path.pop();
-                return Err(e);
+            mark[i] = Mark::Done(chain_of(i, ts, defs, &mark));
+            path.pop();
+        }
+    }
+    mark.into_iter()
+        .map(|m| match m {
+            Mark::Done(r) => r.map(|_| ()),
+            _ => Err("correlations refer to each other in a cycle".into()),
+        })
+        .collect()
+}
+
+/// Correlation `i`'s height, once every correlation it targets (`ts`) is checked or open.
+fn chain_of(
+    i: usize,
+    ts: &[Target],
+    defs: &[Option<&Correlation>],
+    mark: &[Mark],
+) -> Result<usize, String> {
+    let mut height = 1;
+    for t in ts {
+        let Target::Correlation(j) = *t else {
+            continue;
+        };
+        let j = j as usize;
+        let (Some(a), Some(b)) = (defs[i], defs[j]) else {
+            continue;
+        };
+        if a.group_by != b.group_by {
+            return Err(format!(
+                "it chains a correlation that groups by {:?}, not by its own {:?}",
+                b.group_by, a.group_by
+            ));
+        }
+        match &mark[j] {
+            Mark::Done(Ok(h)) => height = height.max(h + 1),
+            Mark::Done(Err(e)) => return Err(e.clone()),
+            Mark::Open | Mark::Unseen => {
+                return Err("correlations refer to each other in a cycle".into());
             }
         }
     }
-    path.pop();
-    Ok(())
+    if height > MAX_CHAIN_DEPTH {
+        return Err(format!(
+            "it chains {height} correlations deep; at most {MAX_CHAIN_DEPTH}"
+        ));
+    }
+    Ok(height)
 }
 
 /// A referenced rule matched an event of a group.
@@ -619,7 +692,8 @@ impl<R: Copy + Default> Correlator<R> {
         self.groups.contains_key(&(corr, group))
     }
 
-    /// Hits dropped because the group table was full.
+    /// Hits dropped because the group table was full, or because one event's chained
+    /// correlations went past [`MAX_CASCADE_HITS`].
     pub fn dropped(&self) -> u64 {
         self.dropped
     }
@@ -629,7 +703,14 @@ impl<R: Copy + Default> Correlator<R> {
     pub fn observe(&mut self, hit: Hit<R>, out: &mut Vec<Fired<R>>) {
         self.stack.clear();
         self.stack.push(hit);
+        let mut budget = MAX_CASCADE_HITS;
         while let Some(h) = self.stack.pop() {
+            if budget == 0 {
+                self.dropped += 1 + self.stack.len() as u64;
+                self.stack.clear();
+                break;
+            }
+            budget -= 1;
             let before = out.len();
             self.one(h, out);
             for f in &out[before..] {
@@ -1111,6 +1192,72 @@ mod tests {
         assert_eq!(ids, vec!["x", "y", "z", "w"]);
         assert_eq!(p.correlations().len(), 1);
         assert!(p.errors()[3].1.contains("groups by"));
+    }
+
+    /// `levels` levels of `width` correlations, each counting every correlation of the level
+    /// below (the lowest, `failed`) and firing on every hit.
+    fn ladder(levels: usize, width: usize) -> Vec<Arc<Rule>> {
+        let mut out = Vec::new();
+        for level in 0..levels {
+            for k in 0..width {
+                let below: Vec<String> = if level == 0 {
+                    vec!["failed".into()]
+                } else {
+                    (0..width).map(|b| format!("c{}_{b}", level - 1)).collect()
+                };
+                out.push(rule(&format!(
+                    "title: C\nid: c{level}_{k}\nname: c{level}_{k}\ncorrelation:\n  type: event_count\n  rules: [{}]\n  timespan: 1m\n  condition: {{gte: 1}}\n",
+                    below.join(", ")
+                )));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn chains_are_checked_once_per_correlation_and_bounded_in_depth() {
+        let dets = [detection("f1", "failed")];
+        // Eight levels of eight, each listing all eight below: 8^8 paths, each link checked once.
+        let t = std::time::Instant::now();
+        let p = Plan::compile(&dets, &ladder(MAX_CHAIN_DEPTH, 8), &Mapping::bundled());
+        assert!(p.errors().is_empty(), "{:?}", p.errors());
+        assert_eq!(p.correlations().len(), 64);
+        assert!(t.elapsed().as_secs() < 5, "{:?}", t.elapsed());
+        // One level more: the top level is refused, with the depth in the reason.
+        let p = Plan::compile(&dets, &ladder(MAX_CHAIN_DEPTH + 1, 2), &Mapping::bundled());
+        assert_eq!(p.errors().len(), 2, "{:?}", p.errors());
+        assert!(
+            p.errors()[0].1.contains("9 correlations deep"),
+            "{:?}",
+            p.errors()
+        );
+        assert_eq!(p.correlations().len(), 2 * MAX_CHAIN_DEPTH);
+    }
+
+    #[test]
+    fn one_event_causes_a_bounded_number_of_chained_hits_and_the_rest_are_counted() {
+        let dets = [detection("f1", "failed")];
+        // Every correlation fires on every hit: one hit on the lowest level would cascade into
+        // 1 + 4 + 16 + ... + 4^7 = 21,845 hits.
+        let p = Arc::new(Plan::compile(&dets, &ladder(8, 4), &Mapping::bundled()));
+        assert!(p.errors().is_empty(), "{:?}", p.errors());
+        let mut c = Correlator::new(p.clone(), 100_000);
+        let mut out = Vec::new();
+        let taps = p.taps(0);
+        assert_eq!(taps.len(), 4);
+        c.observe(
+            Hit {
+                corr: taps[0].corr,
+                slot: taps[0].slot,
+                group: 0,
+                value: 0,
+                ts_ns: 0,
+                event: 0usize,
+            },
+            &mut out,
+        );
+        assert_eq!(out.len(), MAX_CASCADE_HITS, "each hit taken fires once");
+        assert!(c.dropped() > 0, "the hits left are counted");
     }
 
     #[test]

@@ -38,7 +38,7 @@ pub trait EventFields {
 }
 
 /// A field reference resolved through the mapping.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Field(Box<[FieldSource]>);
 
 impl Field {
@@ -165,14 +165,23 @@ impl<'e, E: EventFields> FieldValues<'e, '_, E> {
     }
 }
 
-/// The number of `f` in `fields`, added when new.
-fn intern(fields: &mut Vec<Field>, f: Field) -> usize {
-    match fields.iter().position(|x| *x == f) {
-        Some(at) => at,
-        None => {
-            fields.push(f);
-            fields.len() - 1
+/// The fields of a set while it is compiled, each once, numbered in order of first use.
+#[derive(Default)]
+struct FieldTable {
+    fields: Vec<Field>,
+    /// Number by field: a scan of `fields` per item was quadratic in a rule's fields.
+    numbers: std::collections::HashMap<Field, usize>,
+}
+
+impl FieldTable {
+    /// The number of `f`, added when new.
+    fn intern(&mut self, f: Field) -> usize {
+        if let Some(&n) = self.numbers.get(&f) {
+            return n;
         }
+        self.fields.push(f.clone());
+        self.numbers.insert(f, self.fields.len() - 1);
+        self.fields.len() - 1
     }
 }
 
@@ -268,9 +277,15 @@ fn wildcard_literal(re: &str) -> Option<String> {
     (best.len() >= MIN_PREFILTER_LITERAL).then_some(best)
 }
 
+/// Most literals one rule is gated by. A rule with more is not gated (it is tried on every
+/// event of its logsource): the bound keeps `x or x or x ...` over a long list from copying the
+/// list once per reference.
+const MAX_PREFILTER_LITERALS: usize = 4096;
+
 /// Literals a rule cannot match without: when it matches, one of them occurs (ASCII case
 /// folded) in one of the event's values (message, source, host, attributes). `None` when no
-/// such set is known: a negation, a regex, a numeric or CIDR test, an entity field.
+/// such set is known: a negation, a regex, a numeric or CIDR test, an entity field, or more than
+/// [`MAX_PREFILTER_LITERALS`].
 fn necessary(searches: &[Search], cond: &Expr, mapping: &Mapping) -> Option<Vec<String>> {
     fn item(i: &Item, mapping: &Mapping) -> Option<Vec<String>> {
         if let Some(f) = &i.field
@@ -279,6 +294,9 @@ fn necessary(searches: &[Search], cond: &Expr, mapping: &Mapping) -> Option<Vec<
                 .iter()
                 .any(|p| matches!(p, FieldSource::Entity { .. }))
         {
+            return None;
+        }
+        if i.patterns.len() > MAX_PREFILTER_LITERALS {
             return None;
         }
         let mut texts = Vec::with_capacity(i.patterns.len());
@@ -311,31 +329,56 @@ fn necessary(searches: &[Search], cond: &Expr, mapping: &Mapping) -> Option<Vec<
                 .filter_map(|i| item(i, mapping))
                 .min_by_key(Vec::len)?;
             all.extend(best);
+            if all.len() > MAX_PREFILTER_LITERALS {
+                return None;
+            }
         }
         (!all.is_empty()).then_some(all)
     }
-    match cond {
-        Expr::Search(i) => search(searches.get(*i)?, mapping),
-        Expr::And(parts) => parts
-            .iter()
-            .filter_map(|p| necessary(searches, p, mapping))
-            .min_by_key(Vec::len),
-        Expr::Or(parts) => {
-            let mut all = Vec::new();
-            for p in parts {
-                all.extend(necessary(searches, p, mapping)?);
+    /// Over the condition, borrowing each search's literals (worked out once per search: a
+    /// condition may name one search thousands of times).
+    fn over<'s>(cond: &Expr, per_search: &'s [Option<Vec<String>>]) -> Option<Vec<&'s str>> {
+        match cond {
+            Expr::Search(i) => Some(
+                per_search
+                    .get(*i)?
+                    .as_ref()?
+                    .iter()
+                    .map(String::as_str)
+                    .collect(),
+            ),
+            Expr::And(parts) => parts
+                .iter()
+                .filter_map(|p| over(p, per_search))
+                .min_by_key(Vec::len),
+            Expr::Or(parts) => {
+                let mut all = Vec::new();
+                for p in parts {
+                    all.extend(over(p, per_search)?);
+                    if all.len() > MAX_PREFILTER_LITERALS {
+                        return None;
+                    }
+                }
+                (!all.is_empty()).then_some(all)
             }
-            (!all.is_empty()).then_some(all)
+            Expr::Not(_) => None,
         }
-        Expr::Not(_) => None,
     }
+    let per_search: Vec<Option<Vec<String>>> =
+        searches.iter().map(|s| search(s, mapping)).collect();
+    Some(
+        over(cond, &per_search)?
+            .into_iter()
+            .map(str::to_string)
+            .collect(),
+    )
 }
 
 pub(crate) fn resolve(mapping: &Mapping, name: &str) -> Field {
     Field(mapping.places(name).into_boxed_slice())
 }
 
-fn compile_item(mapping: &Mapping, fields: &mut Vec<Field>, item: &Item) -> CItem {
+fn compile_item(mapping: &Mapping, fields: &mut FieldTable, item: &Item) -> CItem {
     let is_literal = |p: &Pattern| {
         matches!(
             p,
@@ -395,11 +438,11 @@ fn compile_item(mapping: &Mapping, fields: &mut Vec<Field>, item: &Item) -> CIte
         field: item
             .field
             .as_deref()
-            .map(|f| intern(fields, resolve(mapping, f))),
+            .map(|f| fields.intern(resolve(mapping, f))),
         refs: patterns
             .iter()
             .map(|p| match p {
-                Pattern::FieldRef { field, .. } => Some(intern(fields, resolve(mapping, field))),
+                Pattern::FieldRef { field, .. } => Some(fields.intern(resolve(mapping, field))),
                 _ => None,
             })
             .collect(),
@@ -475,6 +518,7 @@ impl RuleSet {
         let mut literal_ids: std::collections::HashMap<String, usize> =
             std::collections::HashMap::new();
         let mut shape_index: Vec<Shape> = Vec::new();
+        let mut table = FieldTable::default();
         for rule in rules {
             let Body::Detection {
                 searches,
@@ -498,7 +542,7 @@ impl RuleSet {
                                         .iter()
                                         .map(|(places, values)| {
                                             let f = Field(places.clone().into_boxed_slice());
-                                            ShapeTest::new(intern(&mut set.fields, f), values)
+                                            ShapeTest::new(table.intern(f), values)
                                         })
                                         .collect(),
                                 ));
@@ -525,12 +569,13 @@ impl RuleSet {
                         set.literal_rules.push(Vec::new());
                         literals.len() - 1
                     });
-                    if !set.literal_rules[id].contains(&idx) {
+                    // Rules are numbered in order: a repeat of this rule is the last entry.
+                    if set.literal_rules[id].last() != Some(&idx) {
                         set.literal_rules[id].push(idx);
                     }
                 }
             }
-            let fields = &mut set.fields;
+            let fields = &mut table;
             let compiled = searches
                 .iter()
                 .map(|s| {
@@ -552,6 +597,7 @@ impl RuleSet {
                 rule,
             });
         }
+        set.fields = table.fields;
         set.most_read_fields_first();
         if !literals.is_empty() {
             // A DFA: the prefilter reads every value of every event, so bytes per nanosecond

@@ -446,7 +446,7 @@ pub fn windash(s: &str) -> Vec<String> {
         .map(|d| {
             let mut out = String::with_capacity(s.len() + 4);
             for (i, c) in s.char_indices() {
-                if positions.contains(&i) {
+                if positions.binary_search(&i).is_ok() {
                     out.push(*d);
                 } else {
                     out.push(c);

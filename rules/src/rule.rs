@@ -185,6 +185,10 @@ fn strings_of(n: &Node, what: &str) -> Result<Vec<String>, RuleError> {
     }
 }
 
+/// Most rules one correlation may reference. Public correlations reference two to five; the
+/// bound keeps a reference's slot in a byte and an ordered chain's progress in a 64-bit mask.
+pub const MAX_CORRELATION_RULES: usize = 64;
+
 /// Status values of the specification.
 const STATUSES: [&str; 5] = [
     "stable",
@@ -194,8 +198,24 @@ const STATUSES: [&str; 5] = [
     "unsupported",
 ];
 
+/// Largest rule text, in bytes: 30 times the largest public SigmaHQ rule (about 30 KB). Checked
+/// before parsing, so that what a rule costs to parse, compile and hold stays bounded.
+pub const MAX_RULE_BYTES: usize = 1 << 20;
+
+/// Most scalars (field names and values) in one rule: ten times the largest public rule's. Each
+/// value becomes a compiled pattern (a regex for wildcards, some kilobytes), so the bound is what
+/// keeps one rule's memory in megabytes.
+pub const MAX_RULE_VALUES: usize = 10_000;
+
 /// Parses one rule from YAML text (one document; a second document is an error).
 pub fn parse_rule(text: &str) -> Result<Rule, RuleError> {
+    if text.len() > MAX_RULE_BYTES {
+        return Err(RuleError {
+            kind: ErrorKind::Schema,
+            pos: None,
+            message: format!("the rule is {} bytes; at most {MAX_RULE_BYTES}", text.len()),
+        });
+    }
     let docs = parse_documents(text)?;
     match docs.len() {
         0 => Err(RuleError {
@@ -212,11 +232,38 @@ pub fn parse_rule(text: &str) -> Result<Rule, RuleError> {
     }
 }
 
+/// Where the scalar past [`MAX_RULE_VALUES`] stands in `doc`, if there is one.
+fn past_value_bound(doc: &Node) -> Option<Pos> {
+    let mut count = 0;
+    let mut stack = vec![doc];
+    while let Some(n) = stack.pop() {
+        match &n.value {
+            Value::Scalar(_) => {
+                count += 1;
+                if count > MAX_RULE_VALUES {
+                    return Some(n.pos);
+                }
+            }
+            Value::Seq(items) => stack.extend(items.iter().rev()),
+            Value::Map(entries) => {
+                stack.extend(entries.iter().rev().flat_map(|(k, v)| [v, k]));
+            }
+        }
+    }
+    None
+}
+
 /// Parses a rule from its YAML document.
 pub fn rule_of(doc: &Node) -> Result<Rule, RuleError> {
     let Some(map) = doc.as_map() else {
         return Err(schema(doc.pos, "a rule must be a mapping"));
     };
+    if let Some(pos) = past_value_bound(doc) {
+        return Err(schema(
+            pos,
+            format!("the rule holds more than {MAX_RULE_VALUES} names and values"),
+        ));
+    }
     let mut warnings = Vec::new();
     let title = doc
         .get("title")
@@ -493,8 +540,17 @@ struct Mods {
 fn mods_of(mods: &[&str], pos: Pos) -> Result<Mods, RuleError> {
     let mut m = Mods::default();
     let bad = |msg: String| RuleError::at(pos, ErrorKind::Modifier, msg);
-    for (i, &name) in mods.iter().enumerate() {
-        let prev_re = i > 0 && mods[..i].contains(&"re");
+    // Each modifier at most once. A transform applied again multiplies the variants of every
+    // value (`base64offset` thrice, `windash` five times, each time): eighteen `base64offset`s
+    // in a 234-byte key asked for gigabytes. The check ends at the first repeat, and every
+    // modifier before it is a distinct known name, so it costs nothing for long chains.
+    let mut seen: Vec<&str> = Vec::new();
+    for &name in mods {
+        if seen.contains(&name) {
+            return Err(bad(format!("modifier `{name}` is given twice")));
+        }
+        seen.push(name);
+        let prev_re = m.re;
         match name {
             "contains" | "startswith" | "endswith" => {
                 if m.place.is_some() {
@@ -537,8 +593,18 @@ fn mods_of(mods: &[&str], pos: Pos) -> Result<Mods, RuleError> {
                     _ => NumOp::Lte,
                 });
             }
+            "base64" | "base64offset"
+                if seen.contains(&"base64") && seen.contains(&"base64offset") =>
+            {
+                return Err(bad("only one of base64 and base64offset".into()));
+            }
             "base64" => m.transforms.push("base64"),
             "base64offset" => m.transforms.push("base64offset"),
+            "utf16le" | "wide" | "utf16be" | "utf16"
+                if m.transforms.iter().any(|t| t.starts_with("utf16")) =>
+            {
+                return Err(bad("only one of utf16le (wide), utf16be and utf16".into()));
+            }
             "utf16le" | "wide" => m.transforms.push("utf16le"),
             "utf16be" => m.transforms.push("utf16be"),
             "utf16" => m.transforms.push("utf16"),
@@ -774,6 +840,29 @@ fn correlation_of(c: &Node, doc: &Node) -> Result<Correlation, RuleError> {
     if rules.is_empty() {
         return Err(schema(c.pos, "correlation `rules` is empty"));
     }
+    // Each reference feeds the correlation once: a rule listed twice would feed it twice, and
+    // chains of such lists double the work of one event at every level.
+    if rules.len() > MAX_CORRELATION_RULES {
+        return Err(schema(
+            c.pos,
+            format!(
+                "correlation `rules` lists {} rules; at most {MAX_CORRELATION_RULES}",
+                rules.len()
+            ),
+        ));
+    }
+    if let Some((i, r)) = rules
+        .iter()
+        .enumerate()
+        .find(|(i, r)| rules[..*i].contains(r))
+    {
+        let at = c
+            .get("rules")
+            .and_then(Node::as_seq)
+            .and_then(|s| s.get(i))
+            .map_or(c.pos, |n| n.pos);
+        return Err(schema(at, format!("correlation `rules` lists `{r}` twice")));
+    }
     let group_by = c
         .get("group-by")
         .map_or(Ok(Vec::new()), |n| strings_of(n, "group-by"))?;
@@ -955,6 +1044,73 @@ tags:
         assert_eq!(e.kind, ErrorKind::Yaml);
         let e = err(&GOOD.replace("User: SYSTEM", "SourceIp|cidr: 10.0.0.0/33"));
         assert_eq!((e.kind, e.line()), (ErrorKind::Value, 14));
+    }
+
+    #[test]
+    fn a_modifier_is_given_once_so_values_have_few_variants() {
+        for (mods, why) in [
+            (&["base64offset", "base64offset"][..], "given twice"),
+            (&["contains", "windash", "windash"][..], "given twice"),
+            (&["all", "all"][..], "given twice"),
+            (
+                &["base64", "base64offset"][..],
+                "only one of base64 and base64offset",
+            ),
+            (&["wide", "utf16be"][..], "only one of utf16le"),
+        ] {
+            let e = mods_of(mods, Pos { line: 4, column: 9 }).err().unwrap();
+            assert!(e.message.contains(why), "{mods:?}: {e}");
+            assert_eq!((e.kind, e.line(), e.column()), (ErrorKind::Modifier, 4, 9));
+        }
+        // A chain long enough to be quadratic to check ends at its first repeat.
+        let long: Vec<&str> = std::iter::repeat_n("all", 200_000).collect();
+        assert!(mods_of(&long, Pos::default()).is_err());
+        // The most variants one value can have: windash (5) then base64offset (3).
+        let v = transformed("-enc x", &["windash", "utf16le", "base64offset"]);
+        assert!(v.len() <= 15, "{}", v.len());
+    }
+
+    #[test]
+    fn a_rule_is_bounded_in_bytes_values_and_condition_length() {
+        let e = err(&format!("{GOOD}# {}\n", "x".repeat(MAX_RULE_BYTES)));
+        assert_eq!(e.kind, ErrorKind::Schema);
+        assert!(e.message.contains("at most 1048576"), "{e}");
+        let many: String = (0..MAX_RULE_VALUES)
+            .map(|i| format!("            - 'v{i}'\n"))
+            .collect();
+        let e = err(&GOOD.replace("        User: SYSTEM\n", &format!("        User:\n{many}")));
+        assert_eq!(e.kind, ErrorKind::Schema);
+        assert!(e.message.contains("more than 10000"), "{e}");
+        assert!(e.line() > 14, "points into the list: {e}");
+        let long = format!("selection{}", " or selection".repeat(6_000));
+        let e = err(&GOOD.replace("selection and not filter or keywords", &long));
+        assert_eq!((e.kind, e.line()), (ErrorKind::Condition, 17));
+        assert!(e.message.contains("at most 65536"), "{e}");
+    }
+
+    #[test]
+    fn wide_rules_parse_and_compile_in_linear_time() {
+        // Thousands of keys in one mapping (duplicates looked up, fields interned by hash) and
+        // a condition naming one long list thousands of times (literals borrowed, not copied).
+        let keys: String = (0..3_000)
+            .map(|i| format!("        F{i}: 'v{i}'\n"))
+            .collect();
+        let values: String = (0..3_000)
+            .map(|i| format!("            - 'value{i}'\n"))
+            .collect();
+        let cond = format!("big{}", " or big".repeat(2_000));
+        let text = format!(
+            "title: Wide\nid: 6b1f0c2e-3d4a-4b5c-8d9e-0f1a2b3c4d5e\nlogsource:\n    product: linux\ndetection:\n    sel:\n{keys}    big:\n        Message|contains:\n{values}    condition: sel or {cond}\n"
+        );
+        let t = std::time::Instant::now();
+        let r = std::sync::Arc::new(parse_rule(&text).unwrap());
+        let set = crate::RuleSet::compile([r], &crate::Mapping::bundled());
+        assert_eq!(set.len(), 1);
+        assert!(t.elapsed().as_secs() < 5, "{:?}", t.elapsed());
+        let dup = "title: x\nid: y\nlogsource: {product: linux}\ndetection:\n  sel:\n    a: 1\n    b: 2\n    a: 3\n  condition: sel\n";
+        let e = err(dup);
+        assert_eq!((e.kind, e.line()), (ErrorKind::Yaml, 8));
+        assert!(e.message.contains("first at line 6"), "{e}");
     }
 
     #[test]

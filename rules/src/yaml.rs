@@ -133,7 +133,14 @@ impl Node {
 
 enum Frame {
     Seq(Pos, Vec<Node>),
-    Map(Pos, Vec<(Node, Node)>, Option<Node>),
+    /// Entries, the key waiting for its value, and the line of each key so far (duplicates are
+    /// found by lookup: a scan of the entries was quadratic in the keys of a mapping).
+    Map(
+        Pos,
+        Vec<(Node, Node)>,
+        Option<Node>,
+        std::collections::HashMap<String, usize>,
+    ),
 }
 
 /// Parses every document of `text`. Anchors and aliases are refused: Sigma rules do not use them,
@@ -190,7 +197,7 @@ pub fn parse_documents(text: &str) -> Result<Vec<Node>, RuleError> {
                 continue;
             }
             Event::MappingStart(..) => {
-                stack.push(Frame::Map(pos, Vec::new(), None));
+                stack.push(Frame::Map(pos, Vec::new(), None, Default::default()));
                 continue;
             }
             Event::SequenceEnd => match stack.pop() {
@@ -201,7 +208,7 @@ pub fn parse_documents(text: &str) -> Result<Vec<Node>, RuleError> {
                 _ => continue,
             },
             Event::MappingEnd => match stack.pop() {
-                Some(Frame::Map(p, entries, _)) => Node {
+                Some(Frame::Map(p, entries, _, _)) => Node {
                     pos: p,
                     value: Value::Map(entries),
                 },
@@ -218,28 +225,23 @@ pub fn parse_documents(text: &str) -> Result<Vec<Node>, RuleError> {
         match stack.last_mut() {
             None => done = Some(node),
             Some(Frame::Seq(_, items)) => items.push(node),
-            Some(Frame::Map(_, entries, key)) => match key.take() {
+            Some(Frame::Map(_, entries, key, lines)) => match key.take() {
                 None => {
-                    if node.as_scalar().is_none() {
+                    let Some(text) = node.as_str() else {
                         return Err(RuleError::at(
                             node.pos,
                             ErrorKind::Yaml,
                             "mapping keys must be scalars",
                         ));
-                    }
-                    if let Some((first, _)) =
-                        entries.iter().find(|(k, _)| k.as_str() == node.as_str())
-                    {
+                    };
+                    if let Some(first) = lines.get(text) {
                         return Err(RuleError::at(
                             node.pos,
                             ErrorKind::Yaml,
-                            format!(
-                                "duplicate key `{}` (first at line {})",
-                                node.as_str().unwrap_or(""),
-                                first.pos.line
-                            ),
+                            format!("duplicate key `{text}` (first at line {first})"),
                         ));
                     }
+                    lines.insert(text.to_string(), node.pos.line);
                     *key = Some(node);
                 }
                 Some(k) => entries.push((k, node)),

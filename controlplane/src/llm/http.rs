@@ -286,7 +286,13 @@ impl Dechunker {
                 return Ok(true);
             }
             let data = eol + 2;
-            if rest.len() < data + size + 2 {
+            // A size near usize::MAX would wrap the sum and index out of bounds.
+            let Some(end) = size.checked_add(data + 2) else {
+                return Err(LlmError::Upstream(format!(
+                    "chunk size {size_text} is too large"
+                )));
+            };
+            if rest.len() < end {
                 return Ok(false);
             }
             self.out.extend_from_slice(&rest[data..data + size]);
@@ -362,5 +368,10 @@ mod tests {
         assert!(complete_at_eof(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nab").is_err());
         assert!(whole(b"garbage\r\n\r\n").is_err());
         assert!(whole(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n").is_err());
+        let huge = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\nab";
+        assert!(
+            whole(huge).is_err(),
+            "a chunk size that would wrap is an error, not a panic"
+        );
     }
 }

@@ -110,6 +110,11 @@ fn number(s: &str) -> std::io::Result<i64> {
     s.parse().map_err(|_| protocol(format!("bad number `{s}`")))
 }
 
+/// Deepest nesting of arrays in a reply. Our scripts answer flat arrays; the bound keeps a store
+/// that answers `*1` a hundred thousand times from building a tree whose drop (recursive)
+/// would overflow the stack of the runtime thread.
+const MAX_REPLY_DEPTH: usize = 8;
+
 /// Reads one reply (arrays nest through an explicit stack of pending lengths).
 pub async fn read_reply<R: AsyncBufReadExt + Unpin>(r: &mut R) -> std::io::Result<Reply> {
     // (expected length, items so far) for each open array.
@@ -141,6 +146,11 @@ pub async fn read_reply<R: AsyncBufReadExt + Unpin>(r: &mut R) -> std::io::Resul
                 0 => Reply::Array(Some(Vec::new())),
                 n if !(0..=1024).contains(&n) => {
                     return Err(protocol(format!("array length {n} out of range")));
+                }
+                _ if open.len() == MAX_REPLY_DEPTH => {
+                    return Err(protocol(format!(
+                        "arrays nested deeper than {MAX_REPLY_DEPTH}"
+                    )));
                 }
                 n => {
                     open.push((n as usize, Vec::with_capacity(n as usize)));
@@ -190,5 +200,13 @@ mod tests {
         assert!(parse(b"?what\r\n").await.is_err());
         assert!(parse(b"$3\r\nab").await.is_err());
         assert!(parse(b"").await.is_err());
+        let nested = |depth: usize| {
+            let mut r = b"*1\r\n".repeat(depth);
+            r.extend_from_slice(b":1\r\n");
+            r
+        };
+        assert!(parse(&nested(MAX_REPLY_DEPTH)).await.is_ok());
+        assert!(parse(&nested(MAX_REPLY_DEPTH + 1)).await.is_err());
+        assert!(parse(&nested(100_000)).await.is_err());
     }
 }

@@ -13,6 +13,7 @@ use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use serde::Deserialize;
+use std::sync::Arc;
 use watchpost_dataplane::clock::now_ns;
 use watchpost_dataplane::store::{EntityFilter, EventPage, EventQuery, Store};
 use watchpost_proto::{ListResponse, Uuid};
@@ -387,7 +388,18 @@ pub async fn draft(
         &llm.complete(suggest::SUGGEST_SYSTEM, &prompt, timeout)
             .await?,
     );
-    let (draft, repaired) = match suggest::check_draft(&catalog, &first, &events) {
+    // Checked off the async threads: a model's draft is untrusted text (the evidence it was
+    // shown is ingested log data), and parsing and compiling a large rule takes a while.
+    let events = Arc::new(events);
+    let check = |yaml: String| {
+        let (catalog, events) = (catalog.clone(), events.clone());
+        async move {
+            tokio::task::spawn_blocking(move || suggest::check_draft(&catalog, &yaml, &events))
+                .await
+                .map_err(|e| format!("the draft check failed: {e}"))?
+        }
+    };
+    let (draft, repaired) = match check(first.clone()).await {
         Ok(d) => (d, false),
         Err(why) => {
             tracing::info!("rule suggestion {key}: first draft refused ({why}); asking again");
@@ -396,7 +408,7 @@ pub async fn draft(
                 &llm.complete(suggest::SUGGEST_SYSTEM, &again, timeout)
                     .await?,
             );
-            let d = suggest::check_draft(&catalog, &second, &events).map_err(|why| {
+            let d = check(second).await.map_err(|why| {
                 LlmError::Upstream(format!(
                     "the model's draft is not a usable Sigma rule, even after one \
                          correction: {why}"
@@ -407,7 +419,7 @@ pub async fn draft(
     };
     let evidence = Evidence {
         feedback: pattern.feedback.clone(),
-        events,
+        events: Arc::unwrap_or_clone(events),
     };
     Ok(Json(llm.store_suggestion(Suggestion {
         pattern_key: key,
