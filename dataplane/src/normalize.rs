@@ -34,6 +34,11 @@ use watchpost_rules::ioc::{IocId, IocKind, IocSet};
 const MAX_ENTITIES: usize = 32;
 /// Most attributes kept per event; more are counted in `watchpost.fields_dropped`.
 const MAX_ATTRIBUTES: usize = 256;
+/// Longest attribute name kept; longer ones are dropped and counted in `watchpost.fields_dropped`.
+/// A JSON field's name is its whole dotted path, copied for every value under it: 256 values
+/// under one 48 KiB key made a 50 KB line into 12 MB of event. Real names are a few dozen bytes
+/// (RFC 5424 caps structured-data names at 32).
+const MAX_KEY_BYTES: usize = 256;
 /// Entities remembered as already recorded before the set is reset.
 const SEEN_CAPACITY: usize = 1 << 18;
 
@@ -272,7 +277,7 @@ impl Normalizer {
     }
 
     fn attr(&mut self, k: &str, v: &str) {
-        if self.attributes.len() >= MAX_ATTRIBUTES {
+        if self.attributes.len() >= MAX_ATTRIBUTES || k.len() > MAX_KEY_BYTES {
             self.fields_dropped += 1;
             return;
         }
@@ -375,6 +380,12 @@ impl Normalizer {
             });
             if ok {
                 for (id, name, value) in pairs.iter().take(n) {
+                    if id.len() + name.len() + 4 > MAX_KEY_BYTES
+                        || self.attributes.len() >= MAX_ATTRIBUTES
+                    {
+                        self.fields_dropped += 1;
+                        continue;
+                    }
                     unescape_sd_value(&sd_bytes[value.clone()], &mut self.sd_value);
                     let key_start = self.arena.len() as u32;
                     self.arena.push_str("sd.");
@@ -388,11 +399,7 @@ impl Normalizer {
                     self.arena
                         .push_str(&String::from_utf8_lossy(&self.sd_value));
                     let v = start..self.arena.len() as u32;
-                    if self.attributes.len() < MAX_ATTRIBUTES {
-                        self.attributes.push((key, v));
-                    } else {
-                        self.fields_dropped += 1;
-                    }
+                    self.attributes.push((key, v));
                 }
             }
         }

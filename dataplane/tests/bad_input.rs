@@ -118,6 +118,48 @@ fn invalid_json_is_kept_with_the_parse_error_and_counted() {
     p.shutdown();
 }
 
+/// A field name is copied for every value under it; a long one is dropped and counted rather
+/// than copied hundreds of times (a 50 KB line became a 12 MB event).
+#[test]
+fn long_field_names_are_dropped_and_counted_not_copied() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = Pipeline::start(&config(dir.path())).unwrap();
+    let key = "k".repeat(48 << 10);
+    let leaves: Vec<String> = (0..300).map(|i| format!("\"f{i}\":{i}")).collect();
+    let line = format!(
+        "{{\"message\":\"wide\",\"ok\":{{\"name\":\"kept\"}},\"{key}\":{{{}}}}}\n<14>1 2026-11-21T10:00:00Z web-01 app 1 - [{}@1 {}=\"x\"] sd\n",
+        leaves.join(","),
+        "i".repeat(200),
+        "n".repeat(100)
+    );
+    let mut json = TcpStream::connect(p.bound(InputId::JsonTcp).unwrap()).unwrap();
+    json.write_all(line.lines().next().unwrap().as_bytes())
+        .unwrap();
+    json.write_all(b"\n").unwrap();
+    drop(json);
+    let mut syslog = TcpStream::connect(p.bound(InputId::SyslogTcp).unwrap()).unwrap();
+    syslog
+        .write_all(format!("{}\n", line.lines().nth(1).unwrap()).as_bytes())
+        .unwrap();
+    drop(syslog);
+    wait_stored(&p, 2);
+    let events = all_events(&p.store());
+    let wide = events.iter().find(|e| e.message == "wide").unwrap();
+    assert_eq!(
+        wide.attributes.get("ok.name").map(String::as_str),
+        Some("kept")
+    );
+    assert_eq!(wide.attributes["watchpost.fields_dropped"], "300");
+    assert!(wide.attributes.keys().all(|k| k.len() <= 256));
+    let sd = events.iter().find(|e| e.message == "sd").unwrap();
+    assert_eq!(
+        sd.attributes["watchpost.fields_dropped"], "1",
+        "{:?}",
+        sd.attributes
+    );
+    p.shutdown();
+}
+
 #[test]
 fn half_closed_and_reset_connections_keep_what_was_sent() {
     let dir = tempfile::tempdir().unwrap();

@@ -1102,11 +1102,9 @@ tags:
         let text = format!(
             "title: Wide\nid: 6b1f0c2e-3d4a-4b5c-8d9e-0f1a2b3c4d5e\nlogsource:\n    product: linux\ndetection:\n    sel:\n{keys}    big:\n        Message|contains:\n{values}    condition: sel or {cond}\n"
         );
-        let t = std::time::Instant::now();
         let r = std::sync::Arc::new(parse_rule(&text).unwrap());
         let set = crate::RuleSet::compile([r], &crate::Mapping::bundled());
         assert_eq!(set.len(), 1);
-        assert!(t.elapsed().as_secs() < 5, "{:?}", t.elapsed());
         let dup = "title: x\nid: y\nlogsource: {product: linux}\ndetection:\n  sel:\n    a: 1\n    b: 2\n    a: 3\n  condition: sel\n";
         let e = err(dup);
         assert_eq!((e.kind, e.line()), (ErrorKind::Yaml, 8));

@@ -514,8 +514,9 @@ fn mask_token(t: &[u8], flags: u8, buf: &mut Vec<u8>) -> Info {
     let mut seg_start = true;
     let mut placeholders = 0u32;
     let mut last = Var::Num;
+    let mut no_path_before = 0;
     while i < n {
-        if seg_start && let Some((e, v)) = match_value(t, i, hints) {
+        if seg_start && let Some((e, v)) = match_value(t, i, hints, &mut no_path_before) {
             buf.extend_from_slice(v.placeholder().as_bytes());
             placeholders += 1;
             last = v;
@@ -545,7 +546,8 @@ fn mask_token(t: &[u8], flags: u8, buf: &mut Vec<u8>) -> Info {
 }
 
 /// Tries every value class at `t[i..]` (the start of a segment); returns where the value ends.
-fn match_value(t: &[u8], i: usize, h: Hints) -> Option<(usize, Var)> {
+/// `no_path_before` carries what earlier path scans of the token learnt ([`match_path`]).
+fn match_value(t: &[u8], i: usize, h: Hints, no_path_before: &mut usize) -> Option<(usize, Var)> {
     let c = t[i];
     if c.is_ascii_digit() {
         // Every class but plain numbers and hex needs punctuation or length.
@@ -564,11 +566,11 @@ fn match_value(t: &[u8], i: usize, h: Hints) -> Option<(usize, Var)> {
     match c {
         b'-' | b'+' | b'<' | b'>' | b'~' if h.digit => {
             if c == b'~' && t.get(i + 1) == Some(&b'/') {
-                return match_path(t, i);
+                return match_path(t, i, no_path_before);
             }
             match_number(t, i)
         }
-        b'/' | b'.' | b'~' => match_path(t, i),
+        b'/' | b'.' | b'~' => match_path(t, i, no_path_before),
         b':' if h.colon => match_ipv6(t, i),
         _ if c.is_ascii_alphabetic() => {
             if h.colon && t.get(i + 1) == Some(&b':') && t.get(i + 2) == Some(&b'\\') {
@@ -775,6 +777,11 @@ fn match_ipv6(t: &[u8], i: usize) -> Option<(usize, Var)> {
             groups += 1;
             last_group_end = e;
         }
+        // No address has more: stop here rather than read a long run of `1:1:1:...` to its end
+        // from every colon in it.
+        if groups > 8 || colons > 8 {
+            return None;
+        }
         j = e;
         if j < n && t[j] == b':' {
             colons += 1;
@@ -943,12 +950,19 @@ fn match_date(t: &[u8], i: usize) -> Option<(usize, Var)> {
     None
 }
 
+/// Longest URL scheme looked for (registered schemes are under 30 characters). Without a bound,
+/// `a.a.a.a...` with no `://` was read to its end from every dot in it.
+const MAX_SCHEME_LEN: usize = 32;
+
 /// `scheme://rest`, up to a closing bracket, quote or comma.
 fn match_url(t: &[u8], i: usize) -> Option<(usize, Var)> {
     let n = t.len();
     let mut j = i;
     while j < n && (t[j].is_ascii_alphanumeric() || matches!(t[j], b'+' | b'.' | b'-')) {
         j += 1;
+        if j - i > MAX_SCHEME_LEN {
+            return None;
+        }
     }
     if j + 3 > n || &t[j..j + 3] != b"://" {
         return None;
@@ -970,7 +984,14 @@ fn match_url(t: &[u8], i: usize) -> Option<(usize, Var)> {
 }
 
 /// An absolute (`/a/b`), home (`~/a`) or explicitly relative (`./a`, `../a`) path.
-fn match_path(t: &[u8], i: usize) -> Option<(usize, Var)> {
+///
+/// `no_path_before`: a run of path characters without a letter or digit is no path, nor is any
+/// part of it. When one is found its end is kept here, and starts before it are not scanned
+/// again: `////...` was otherwise read to its end from every slash, quadratic in the token.
+fn match_path(t: &[u8], i: usize, no_path_before: &mut usize) -> Option<(usize, Var)> {
+    if i < *no_path_before {
+        return None;
+    }
     let n = t.len();
     let mut j = i;
     match t[i] {
@@ -993,10 +1014,15 @@ fn match_path(t: &[u8], i: usize) -> Option<(usize, Var)> {
     {
         j += 1;
     }
+    let run_end = j;
     while j > i + 1 && t[j - 1] == b'.' {
         j -= 1;
     }
-    if j - i < 2 || !t[i..j].iter().any(|&b| is_word(b)) {
+    if !t[i..j].iter().any(|&b| is_word(b)) {
+        *no_path_before = run_end;
+        return None;
+    }
+    if j - i < 2 {
         return None;
     }
     Some((j, Var::Path))

@@ -84,6 +84,32 @@ fn masks_paths_and_urls() {
     ]);
 }
 
+/// Tokens a megabyte long of what starts a path, a URL or an IPv6 address at every byte, but
+/// never is one. Each value scanner used to read to the end of the run from every such start:
+/// quadratic, hours for one line of this size. They now stop at what no value can be, or
+/// remember where a run was already found to hold none, and the line is masked at once.
+#[test]
+fn hostile_tokens_are_masked_in_one_pass() {
+    const LEN: usize = 1 << 20;
+    let slashes = "/".repeat(LEN);
+    assert_eq!(masked(&slashes), slashes, "no letter, no path");
+    let dots = "./".repeat(LEN / 2);
+    assert_eq!(masked(&dots), dots);
+    let scheme = format!("{}:/", "a.".repeat(LEN / 2));
+    assert_eq!(masked(&scheme), scheme, "no `://`, no URL");
+    let colons = format!("{}g", "1:".repeat(LEN / 2));
+    assert!(
+        !masked(&colons).contains("<IP>"),
+        "no address has a million groups"
+    );
+    // Real values beside them are still found.
+    check_masks(&[
+        ("//// /var/log ////", "//// <PATH> ////"),
+        // Nine groups are no address; the last eight are one.
+        ("1:2:3:4:5:6:7:8:9 fe80::1", "<NUM>:<IP> <IP>"),
+    ]);
+}
+
 #[test]
 fn masks_quantities() {
     check_masks(&[

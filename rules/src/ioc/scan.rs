@@ -40,6 +40,10 @@ static CLASS: [u8; 256] = {
     t
 };
 
+/// Longest URL looked up. Indicator URLs are far shorter; a longer run of URL bytes is junk or
+/// an attack on the scanner, and looking it up from each of its `://` would be quadratic.
+const MAX_URL_LEN: usize = 8 << 10;
+
 /// Bytes that end a URL in running text.
 #[inline]
 fn ends_url(c: u8) -> bool {
@@ -116,17 +120,23 @@ impl IocSet {
         if urls {
             static SCHEME: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
                 std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"://"));
+            // Every `://` inside one run of URL bytes ends where the run ends: found once, not
+            // again from each (`a://a://...` was quadratic in the line).
+            let mut run_end = 0;
             for at in SCHEME.find_iter(b) {
                 let start = b[..at]
                     .iter()
                     .rposition(|c| !(c.is_ascii_alphanumeric() || matches!(c, b'+' | b'-' | b'.')))
                     .map_or(0, |p| p + 1);
-                let end = b[at..]
-                    .iter()
-                    .position(|&c| ends_url(c))
-                    .map_or(b.len(), |p| at + p);
+                if at >= run_end {
+                    run_end = b[at..]
+                        .iter()
+                        .position(|&c| ends_url(c))
+                        .map_or(b.len(), |p| at + p);
+                }
                 if start < at
-                    && let Some(id) = self.match_url(&text[start..end])
+                    && run_end - start <= MAX_URL_LEN
+                    && let Some(id) = self.match_url(&text[start..run_end])
                 {
                     return Some(id);
                 }
@@ -166,6 +176,7 @@ impl IocSet {
             f(id);
         };
         let b = text.as_bytes();
+        let mut url_run_end = 0;
         let mut i = 0;
         while i < b.len() {
             while i < b.len() && CLASS[usize::from(b[i])] == 0 {
@@ -188,14 +199,23 @@ impl IocSet {
             // so both ends are character boundaries.
             let tok = &text[start..i];
             if want.url && b[i - 1] == b':' && b[i..].starts_with(b"//") {
-                self.scan_url(text, start, i, &mut report);
+                self.scan_url(text, start, i, &mut url_run_end, &mut report);
             }
             self.token(tok, acc, want, &mut report);
         }
     }
 
-    /// A URL whose `scheme:` ends the token `text[start..colon_end]`.
-    fn scan_url(&self, text: &str, start: usize, colon_end: usize, report: &mut impl FnMut(IocId)) {
+    /// A URL whose `scheme:` ends the token `text[start..colon_end]`. `run_end` is where the last
+    /// run of URL bytes looked at ends: a URL starting inside it ends there too, so it is not
+    /// read again (`http://http://...` was quadratic in the line).
+    fn scan_url(
+        &self,
+        text: &str,
+        start: usize,
+        colon_end: usize,
+        run_end: &mut usize,
+        report: &mut impl FnMut(IocId),
+    ) {
         let b = text.as_bytes();
         let scheme_end = colon_end - 1;
         let scheme_start = b[start..scheme_end]
@@ -209,16 +229,24 @@ impl IocSet {
         if !known {
             return;
         }
-        let mut end = b[colon_end..]
-            .iter()
-            .position(|&c| ends_url(c))
-            .map_or(b.len(), |p| colon_end + p);
+        if colon_end >= *run_end {
+            *run_end = b[colon_end..]
+                .iter()
+                .position(|&c| ends_url(c))
+                .map_or(b.len(), |p| colon_end + p);
+        }
+        let mut end = *run_end;
+        if end - scheme_start > MAX_URL_LEN {
+            return;
+        }
+        // Trimming takes only closing punctuation off the end, never an opening bracket.
+        let url = &b[scheme_start..end];
+        let (open_paren, open_bracket) = (url.contains(&b'('), url.contains(&b'['));
         while end > colon_end + 2 {
             let last = b[end - 1];
-            let url = &b[scheme_start..end];
             let trim = matches!(last, b'.' | b',' | b';' | b':' | b'!' | b'?')
-                || (last == b')' && !url.contains(&b'('))
-                || (last == b']' && !url.contains(&b'['));
+                || (last == b')' && !open_paren)
+                || (last == b']' && !open_bracket);
             if !trim {
                 break;
             }

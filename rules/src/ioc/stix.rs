@@ -104,14 +104,10 @@ fn tokenize(p: &str) -> Result<Vec<Tok<'_>>, PatternError> {
                         i += end + 2;
                     } else if c == b'['
                         && b[i - 1] != b' '
-                        && p[i..].find(']').is_some_and(|e| {
-                            p[i + 1..i + e]
-                                .bytes()
-                                .all(|c| c == b'*' || c.is_ascii_digit())
-                        })
+                        && let Some(len) = list_step_len(&b[i..])
                     {
                         // A list step: extensions.values[*].
-                        i += p[i..].find(']').unwrap_or(0) + 1;
+                        i += len;
                     } else {
                         break;
                     }
@@ -127,6 +123,19 @@ fn tokenize(p: &str) -> Result<Vec<Tok<'_>>, PatternError> {
         }
     }
     Ok(out)
+}
+
+/// The length of the list step (`[*]`, `[3]`) that `b` starts with, if it starts with one. Looks
+/// no further than an index can be long: searching the rest of the pattern for `]` from every
+/// `[` was quadratic (`a[a[a[...`, seconds for a megabyte).
+fn list_step_len(b: &[u8]) -> Option<usize> {
+    const MAX_INDEX_LEN: usize = 20;
+    let inner = b
+        .iter()
+        .skip(1)
+        .take(MAX_INDEX_LEN + 1)
+        .position(|&c| !(c == b'*' || c.is_ascii_digit()))?;
+    (b.get(1 + inner) == Some(&b']')).then_some(inner + 2)
 }
 
 /// Which values an object path holds, when this module can match it.

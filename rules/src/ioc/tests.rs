@@ -243,6 +243,23 @@ fn url_normalisation() {
     assert!(set.match_url("ftp://files.example/?").is_none());
 }
 
+/// A line that is one long run of URL bytes with a `://` every few bytes: each scheme used to be
+/// read to the end of the run, and each closing bracket to trim rescanned the URL, quadratic in
+/// the line (hours for a megabyte). URLs nearby are still found.
+#[test]
+fn long_runs_of_urls_are_scanned_once() {
+    let set = set_of("http://evil.example/x\n");
+    let junk = format!("{}{}", "http://".repeat(150_000), ")".repeat(100_000));
+    assert!(scan(&set, &junk).is_empty());
+    assert_eq!(set.find_hash_or_url(&junk, true, true), None);
+    let a = "a://".repeat(250_000);
+    assert_eq!(set.find_hash_or_url(&a, true, true), None);
+    let line = format!("{junk} then http://evil.example/x).");
+    assert_eq!(scan(&set, &line), vec!["http://evil.example/x"]);
+    let field = format!("{junk} http://evil.example/x");
+    assert!(set.find_hash_or_url(&field, false, true).is_some());
+}
+
 #[test]
 fn hashes_any_case() {
     let md5 = "44d88612fea8a8f36de82e1278abb02f";
@@ -462,6 +479,13 @@ fn stix_patterns() {
     ] {
         assert!(invalid(p), "{p:?}: {:?}", parse_pattern(p));
     }
+    assert!(
+        unsupported("[file:x.values[12].name = 'x']"),
+        "an indexed list step"
+    );
+    // `a[a[a[...`: each `[` used to search the rest of the pattern for its `]` (quadratic).
+    let brackets = format!("[{} = 'x']", "a[".repeat(1 << 20));
+    assert!(parse_pattern(&brackets).is_err());
 }
 
 #[test]
