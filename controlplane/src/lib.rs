@@ -32,14 +32,7 @@ use std::future::Future;
 /// `Host` names of the listener at `dashboard_bind_address:dashboard_port` ([`host`]).
 pub fn router(state: AppState) -> Router {
     let c = &state.config;
-    let hosts = host::HostGuard::new(
-        watchpost_proto::AllowedHosts::for_listener(
-            &c.dashboard_bind_address,
-            port_of(c.dashboard_port),
-            &c.api_allowed_hosts,
-        ),
-        state.api_metrics.clone(),
-    );
+    let hosts = host_guard(&state, &c.dashboard_bind_address, c.dashboard_port);
     use axum::middleware::from_fn_with_state;
     use openapi::Family;
     let mut api = Router::new();
@@ -84,9 +77,15 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// A configured port as the listener holds it (validation keeps ports in 1-65535).
-fn port_of(port: u32) -> u16 {
-    u16::try_from(port).unwrap_or(0)
+/// The `Host` check of the listener at `bind_address:port` (a configured port: validation keeps
+/// it in 1-65535).
+fn host_guard(state: &AppState, bind_address: &str, port: u32) -> host::HostGuard {
+    let allowed = watchpost_proto::AllowedHosts::for_listener(
+        bind_address,
+        u16::try_from(port).unwrap_or(0),
+        &state.config.api_allowed_hosts,
+    );
+    host::HostGuard::new(allowed, state.api_metrics.clone())
 }
 
 /// Refuses any query parameter with the same 422 as a handler's own parsing.
@@ -118,14 +117,7 @@ async fn method_not_allowed() -> ApiError {
 /// and the `Host` check of its own address and port ([`host`]).
 pub fn probe_router(state: AppState) -> Router {
     let c = &state.config;
-    let hosts = host::HostGuard::new(
-        watchpost_proto::AllowedHosts::for_listener(
-            &c.health_bind_address,
-            port_of(c.health_port),
-            &c.api_allowed_hosts,
-        ),
-        state.api_metrics.clone(),
-    );
+    let hosts = host_guard(&state, &c.health_bind_address, c.health_port);
     Router::new()
         .route("/health", get(routes::system::health))
         .route("/api/v1/health", get(routes::system::health))

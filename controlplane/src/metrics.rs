@@ -457,7 +457,7 @@ fn render(st: &AppState) -> String {
     e.single(
         "watchpost_api_refused_host_total",
         "counter",
-        "Requests refused with 421 for a Host that is not a name of the service (DNS rebinding).",
+        "Requests refused for their Host: 421 for one that is not a name of the service (DNS rebinding), 400 for none.",
         st.api_metrics.refused_host.load(Ordering::Relaxed),
     );
     e.single(
