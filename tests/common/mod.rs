@@ -13,13 +13,23 @@ pub fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_watchpost"))
 }
 
-/// A port nothing listens on now.
+/// A port nothing listens on now, and not handed out before in this test binary. The kernel may
+/// give a port it just gave to a test running alongside, whose service has not bound it yet: both
+/// services then want it, one fails to start, and the other answers the first's requests.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 /// A minimal HTTP/1.1 client: status and body.
@@ -194,8 +204,12 @@ impl Service {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
+        let mut child = child;
         let t = Instant::now();
         while TcpStream::connect(("127.0.0.1", api)).is_err() {
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("the service exited at start ({status}); is port {api} taken?");
+            }
             assert!(
                 t.elapsed() < Duration::from_secs(20),
                 "service did not start"
