@@ -91,17 +91,28 @@ fn invalid_json_is_kept_with_the_parse_error_and_counted() {
     let p = Pipeline::start(&config(dir.path())).unwrap();
     let mut json = TcpStream::connect(p.bound(InputId::JsonTcp).unwrap()).unwrap();
     json.write_all(b"{\"message\": \"unterminated\n[1,2,3]\n{\"ok\":true,\"message\":\"fine\"}\n{\"a\":1} trailing\n").unwrap();
+    // Nested one level past the parser's bound (32), and a hundred thousand levels deep.
+    let nested = |depth: usize| format!("{}1{}\n", "{\"a\":".repeat(depth), "}".repeat(depth));
+    json.write_all(nested(33).as_bytes()).unwrap();
+    json.write_all(nested(100_000).as_bytes()).unwrap();
+    json.write_all(nested(32).as_bytes()).unwrap();
     drop(json);
-    wait_stored(&p, 4);
+    wait_stored(&p, 7);
     let s = p.stats().snapshot();
     let j = s.inputs.iter().find(|i| i.name == "json_tcp").unwrap();
-    assert_eq!((j.received, j.malformed, j.parsed), (4, 3, 1), "{j:?}");
+    assert_eq!((j.received, j.malformed, j.parsed), (7, 5, 2), "{j:?}");
     let events = all_events(&p.store());
     let bad: Vec<_> = events
         .iter()
         .filter(|e| e.attributes.contains_key("watchpost.parse_error"))
         .collect();
-    assert_eq!(bad.len(), 3);
+    assert_eq!(bad.len(), 5);
+    assert_eq!(
+        bad.iter()
+            .filter(|e| e.attributes["watchpost.parse_error"].contains("nested deeper than 32"))
+            .count(),
+        2
+    );
     assert!(bad.iter().any(|e| e.message == "[1,2,3]"));
     assert!(
         bad.iter()

@@ -633,11 +633,27 @@ impl RateLimit {
     }
 }
 
+/// Longest line of a parse error shown: the TOML library quotes the offending line, which in a
+/// broken or hostile file can be megabytes long.
+const MAX_ERROR_LINE: usize = 200;
+
+/// `text` with each line cut to [`MAX_ERROR_LINE`] characters.
+fn clipped_lines(text: &str) -> String {
+    text.lines()
+        .map(|l| match l.char_indices().nth(MAX_ERROR_LINE) {
+            Some((at, _)) => format!("{}…", &l[..at]),
+            None => l.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 impl Config {
-    /// Parses a TOML text and validates it.
+    /// Parses a TOML text and validates it. Nesting is bounded by the TOML library (80 levels of
+    /// arrays and tables); deeper is a parse error with its line and column, not a crash.
     pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
         let config: Config = toml::from_str(text)
-            .map_err(|e| ConfigError::one("(file)", e.to_string().trim_end().to_string()))?;
+            .map_err(|e| ConfigError::one("(file)", clipped_lines(e.to_string().trim_end())))?;
         config.validate()?;
         Ok(config)
     }
@@ -1245,6 +1261,34 @@ mod tests {
                 "api_allowed_hosts[1]: `https://soc.corp.example` is not a host[:port]"
             ),
             "{got:?}"
+        );
+    }
+
+    #[test]
+    fn nested_values_are_parse_errors_with_their_place_and_short_lines() {
+        let nested = |depth: usize| {
+            format!(
+                "log_level = \"info\"\ndashboard_port = {}1{}\n",
+                "[".repeat(depth),
+                "]".repeat(depth)
+            )
+        };
+        let got = problems(&nested(70));
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert!(
+            got[0].starts_with("(file): TOML parse error at line 2"),
+            "{got:?}"
+        );
+        assert!(
+            got[0].contains("expected u32"),
+            "within the bound it parses: {got:?}"
+        );
+        let got = problems(&nested(100_000));
+        assert_eq!(got.len(), 1);
+        assert!(got[0].contains("max recursion depth"), "{}", &got[0][..300]);
+        assert!(
+            got[0].lines().all(|l| l.chars().count() <= 201),
+            "lines are clipped"
         );
     }
 
