@@ -483,6 +483,26 @@ fn run(config: Option<PathBuf>) -> ExitCode {
         .with_target(false)
         .init();
 
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("wp-api")
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("cannot start the API runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    // Signals are taken over before anything can be reached: a SIGTERM that came between the
+    // listener accepting connections and a handler being installed killed the process without
+    // its flush, and one that came while the handler was being installed was lost.
+    let signals = {
+        let _in_runtime = runtime.enter();
+        ShutdownSignals::install()
+    };
+
     let api_addr = format!("{}:{}", cfg.dashboard_bind_address, cfg.dashboard_port);
     let api_listener = match std::net::TcpListener::bind(&api_addr) {
         Ok(l) => l,
@@ -509,19 +529,6 @@ fn run(config: Option<PathBuf>) -> ExitCode {
         Ok(p) => p,
         Err(e) => {
             eprintln!("cannot start: {e}");
-            return ExitCode::from(1);
-        }
-    };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name("wp-api")
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("cannot start the API runtime: {e}");
-            pipeline.shutdown();
             return ExitCode::from(1);
         }
     };
@@ -566,7 +573,7 @@ fn run(config: Option<PathBuf>) -> ExitCode {
                 Some(tokio::net::TcpListener::from_std(l)?)
             }
         };
-        watchpost_controlplane::serve(listener, probes, state, shutdown_signal()).await
+        watchpost_controlplane::serve(listener, probes, state, signals.received()).await
     });
     tracing::info!("shutting down: flushing everything accepted");
     runtime.shutdown_timeout(std::time::Duration::from_secs(5));
@@ -580,18 +587,42 @@ fn run(config: Option<PathBuf>) -> ExitCode {
     }
 }
 
-async fn shutdown_signal() {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::error!("cannot listen for SIGTERM: {e}");
-            let _ = tokio::signal::ctrl_c().await;
-            return;
+/// SIGTERM and SIGINT, listened for from the moment they are installed: one that arrives before
+/// the service waits for it is kept, not lost.
+struct ShutdownSignals {
+    term: Option<tokio::signal::unix::Signal>,
+    interrupt: Option<tokio::signal::unix::Signal>,
+}
+
+impl ShutdownSignals {
+    /// Installs both (inside the runtime). One that cannot be installed is logged and left out.
+    fn install() -> ShutdownSignals {
+        use tokio::signal::unix::{SignalKind, signal};
+        let listen = |kind: SignalKind, name: &str| {
+            signal(kind)
+                .map_err(|e| tracing::error!("cannot listen for {name}: {e}"))
+                .ok()
+        };
+        ShutdownSignals {
+            term: listen(SignalKind::terminate(), "SIGTERM"),
+            interrupt: listen(SignalKind::interrupt(), "SIGINT"),
         }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
+    }
+
+    /// Completes at the first of them.
+    async fn received(mut self) {
+        async fn next(s: &mut Option<tokio::signal::unix::Signal>) {
+            match s {
+                Some(s) => {
+                    s.recv().await;
+                }
+                None => std::future::pending().await,
+            }
+        }
+        tokio::select! {
+            _ = next(&mut self.term) => {}
+            _ = next(&mut self.interrupt) => {}
+        }
     }
 }
 
