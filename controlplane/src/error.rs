@@ -75,6 +75,19 @@ impl ApiError {
     }
 }
 
+/// A store read that failed is a 500 in the error shape, never a 404 or an empty answer: an
+/// analyst must not take "the disk failed" for "there is no such alert". The store has already
+/// counted it (`/health`, `/stats`, `/metrics`) and logged it.
+impl From<watchpost_dataplane::store::StoreError> for ApiError {
+    fn from(e: watchpost_dataplane::store::StoreError) -> ApiError {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "store_error",
+            format!("reading the store failed: {e}"),
+        )
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut r = (self.status, axum::Json(self.body)).into_response();

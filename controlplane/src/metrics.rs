@@ -455,6 +455,12 @@ fn render(st: &AppState) -> String {
         );
     }
     e.single(
+        "watchpost_store_read_errors_total",
+        "counter",
+        "Store reads that failed (answered 500; /health shows the store degraded for a minute).",
+        st.store.read_health().read_errors,
+    );
+    e.single(
         "watchpost_api_refused_host_total",
         "counter",
         "Requests refused for their Host: 421 for one that is not a name of the service (DNS rebinding), 400 for none.",

@@ -763,7 +763,10 @@ fn error_responses() -> Value {
             429,
             "Rate limited; `Retry-After` and `family` say when and which",
         ),
-        (500, "Internal error"),
+        (
+            500,
+            "Internal error, or a store read that failed (`store_error`, never answered as 404)",
+        ),
         (
             502,
             "The LLM backend was reached and failed: timeout, error status or unreadable answer",

@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::fmt::Write;
 use watchpost_dataplane::catalog::Catalog;
 use watchpost_dataplane::hash::hash64;
-use watchpost_dataplane::store::Store;
+use watchpost_dataplane::store::{Store, StoreError};
 use watchpost_proto::{AlertType, AttackMapping, Event, Feedback, Verdict};
 use watchpost_rules::rule::{Body, Logsource};
 use watchpost_rules::{PlainEvent, parse_rule};
@@ -86,7 +86,12 @@ pub fn pattern_key(alert_type: AlertType, detector: &str, source: &str, template
 }
 
 /// The eligible patterns, most confirmed first. `window_days` 0 counts every verdict.
-pub fn patterns(store: &Store, min_tp: u32, window_days: u32, now_ns: i64) -> Vec<Pattern> {
+pub fn patterns(
+    store: &Store,
+    min_tp: u32,
+    window_days: u32,
+    now_ns: i64,
+) -> Result<Vec<Pattern>, StoreError> {
     let since = if window_days == 0 {
         i64::MIN
     } else {
@@ -94,7 +99,7 @@ pub fn patterns(store: &Store, min_tp: u32, window_days: u32, now_ns: i64) -> Ve
     };
     // Entries come grouped by alert, oldest first: the last of a group is the alert's verdict.
     let mut latest: Vec<(Feedback, watchpost_proto::Alert)> = Vec::new();
-    for (f, alert) in store.all_feedback() {
+    for (f, alert) in store.all_feedback()? {
         let Some(alert) = alert else { continue };
         match latest.last_mut() {
             Some((last, _)) if last.alert_id == f.alert_id => *last = f,
@@ -107,10 +112,11 @@ pub fn patterns(store: &Store, min_tp: u32, window_days: u32, now_ns: i64) -> Ve
         if f.feedback != Verdict::Tp || f.created_ns < since {
             continue;
         }
-        let template_id = alert
-            .contributing_events
-            .first()
-            .and_then(|id| store.event(id))
+        let first = match alert.contributing_events.first() {
+            Some(id) => store.event(id)?,
+            None => None,
+        };
+        let template_id = first
             .map(|e| e.template_id)
             .filter(|t| !t.is_empty() && t.bytes().any(|b| b != b'0'));
         let key = pattern_key(
@@ -180,7 +186,7 @@ pub fn patterns(store: &Store, min_tp: u32, window_days: u32, now_ns: i64) -> Ve
             .then(b.last_tp_ns.cmp(&a.last_tp_ns))
             .then(a.pattern_key.cmp(&b.pattern_key))
     });
-    out
+    Ok(out)
 }
 
 /// The drafting prompt: the pattern, the logsources and fields a rule can use, the evidence
@@ -331,28 +337,28 @@ pub struct Evidence {
 
 /// The evidence events of a pattern: the triggering event of each confirmed alert, newest alert
 /// first, then further contributing events while there is room.
-pub fn evidence_events(store: &Store, p: &Pattern) -> Vec<Event> {
-    let alerts: Vec<watchpost_proto::Alert> = p
-        .alert_ids
-        .iter()
-        .filter_map(|id| store.alert(id))
-        .collect();
+pub fn evidence_events(store: &Store, p: &Pattern) -> Result<Vec<Event>, StoreError> {
+    let mut alerts: Vec<watchpost_proto::Alert> = Vec::new();
+    for id in &p.alert_ids {
+        // An alert retention removed is left out; a failed read is an error.
+        if let Some(a) = store.alert(id)? {
+            alerts.push(a);
+        }
+    }
     let mut out: Vec<Event> = Vec::new();
     for round in 0..2 {
         for a in &alerts {
             if out.len() >= MAX_PROMPT_EVENTS {
-                return out;
+                return Ok(out);
             }
-            if let Some(e) = a
-                .contributing_events
-                .get(round)
-                .and_then(|id| store.event(id))
+            if let Some(id) = a.contributing_events.get(round)
+                && let Some(e) = store.event(id)?
             {
                 out.push(e);
             }
         }
     }
-    out
+    Ok(out)
 }
 
 /// The YAML of a model's answer: its first fenced block, else the whole text.

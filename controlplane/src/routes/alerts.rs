@@ -11,7 +11,7 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use watchpost_dataplane::clock::now_ns;
-use watchpost_dataplane::store::{AlertQuery, Store, TriageError, TriageUpdate};
+use watchpost_dataplane::store::{AlertQuery, Store, StoreError, TriageError, TriageUpdate};
 use watchpost_proto::{
     Alert, AlertType, CloseReason, EntityKind, Event, Feedback, ListMeta, ListResponse,
     TriageStatus, Uuid, Verdict, entity_uuid_of,
@@ -80,14 +80,14 @@ pub async fn list(
         if let Some(e) = entity {
             q.entities = Some(entity_uuids(&e));
         }
-        let mut found = store.search_alerts(&q);
+        let mut found = store.search_alerts(&q)?;
         for a in &mut found.items {
             resolve_names(&store, a);
         }
-        found
+        Ok::<_, ApiError>(found)
     })
     .await
-    .map_err(ApiError::internal)?;
+    .map_err(ApiError::internal)??;
     Ok(Json(ListResponse {
         items: found.items,
         meta: ListMeta {
@@ -259,16 +259,26 @@ pub struct AlertDetail {
 
 /// An alert with names resolved and at most `max_events` of its contributing events still
 /// stored; `None` when there is no such alert. Blocking (reads the store).
-pub fn with_events(store: &Store, id: &str, max_events: usize) -> Option<(Alert, Vec<Event>)> {
-    let mut alert = store.alert(id)?;
+pub fn with_events(
+    store: &Store,
+    id: &str,
+    max_events: usize,
+) -> Result<Option<(Alert, Vec<Event>)>, StoreError> {
+    let Some(mut alert) = store.alert(id)? else {
+        return Ok(None);
+    };
     resolve_names(store, &mut alert);
-    let events = alert
-        .contributing_events
-        .iter()
-        .filter_map(|e| store.event(e))
-        .take(max_events)
-        .collect();
-    Some((alert, events))
+    let mut events = Vec::new();
+    for e in &alert.contributing_events {
+        if events.len() == max_events {
+            break;
+        }
+        // Retention may have removed an event; a failed read is an error.
+        if let Some(e) = store.event(e)? {
+            events.push(e);
+        }
+    }
+    Ok(Some((alert, events)))
 }
 
 /// One alert, with its events.
@@ -278,9 +288,9 @@ pub async fn get(
 ) -> Result<Json<AlertDetail>, ApiError> {
     let store = st.store.clone();
     tokio::task::spawn_blocking(move || {
-        let (alert, events) = with_events(&store, &id, usize::MAX)
+        let (alert, events) = with_events(&store, &id, usize::MAX)?
             .ok_or_else(|| ApiError::not_found(format!("no alert {id}")))?;
-        let feedback = store.feedback_for(&id);
+        let feedback = store.feedback_for(&id)?;
         Ok(Json(AlertDetail {
             alert,
             events,
@@ -320,7 +330,7 @@ pub async fn post_feedback(
         let key = id.clone();
         tokio::task::spawn_blocking(move || store.alert(&key))
             .await
-            .map_err(ApiError::internal)?
+            .map_err(ApiError::internal)??
             .ok_or_else(|| ApiError::not_found(format!("no alert {id}")))?
     };
     let body: FeedbackBody = serde_json::from_slice(&bytes).map_err(|e| {
@@ -380,10 +390,10 @@ pub async fn get_feedback(
     let limit = p.int("limit", DEFAULT_LIMIT, 1, MAX_LIMIT)?;
     let store = st.store.clone();
     tokio::task::spawn_blocking(move || {
-        if store.alert(&id).is_none() {
+        if store.alert(&id)?.is_none() {
             return Err(ApiError::not_found(format!("no alert {id}")));
         }
-        Ok(Json(page_of(store.feedback_for(&id), page, limit)))
+        Ok(Json(page_of(store.feedback_for(&id)?, page, limit)))
     })
     .await
     .map_err(ApiError::internal)?

@@ -77,7 +77,7 @@ pub async fn timeline(
             limit: u32::MAX,
             without_triage: true,
             ..AlertQuery::default()
-        });
+        })?;
         for a in all.items {
             if source.as_ref().is_some_and(|s| *s != a.source) {
                 continue;
@@ -104,13 +104,13 @@ pub async fn timeline(
                 })
             })
             .collect();
-        Json(json!({
+        Ok(Json(json!({
             "range": range,
             "resolution": resolution,
             "source": source,
             "buckets": buckets,
-        }))
+        })))
     })
     .await
-    .map_err(ApiError::internal)
+    .map_err(ApiError::internal)?
 }

@@ -73,7 +73,7 @@ pub async fn explain(
     let (alert, events) =
         tokio::task::spawn_blocking(move || super::alerts::with_events(&store, &key, limit))
             .await
-            .map_err(ApiError::internal)?
+            .map_err(ApiError::internal)??
             .ok_or_else(|| ApiError::not_found(format!("no alert {id}")))?;
     if !req.refresh
         && let Some(cached) = llm.cached_explanation(&id)
@@ -114,9 +114,10 @@ pub async fn explanation(
     }
     let store = st.store.clone();
     let key = id.clone();
-    let exists = tokio::task::spawn_blocking(move || store.alert(&key).is_some())
+    let exists = tokio::task::spawn_blocking(move || store.alert(&key))
         .await
-        .map_err(ApiError::internal)?;
+        .map_err(ApiError::internal)??
+        .is_some();
     Err(ApiError::not_found(if exists {
         format!(
             "no explanation of alert {id} is cached; POST /api/v1/alerts/{id}/explain makes one"
@@ -308,7 +309,7 @@ async fn eligible(st: &AppState) -> Result<Vec<Pattern>, ApiError> {
         )
     })
     .await
-    .map_err(ApiError::internal)?;
+    .map_err(ApiError::internal)??;
     for p in &mut all {
         p.suggestion_cached = st.llm.has_suggestion(&p.pattern_key);
     }
@@ -374,7 +375,7 @@ pub async fn draft(
     let p = pattern.clone();
     let events = tokio::task::spawn_blocking(move || suggest::evidence_events(&store, &p))
         .await
-        .map_err(ApiError::internal)?;
+        .map_err(ApiError::internal)??;
     let logsources = catalog.mapping().logsources_naming_source(&pattern.source);
     let prompt = suggest::draft_prompt(
         &pattern,

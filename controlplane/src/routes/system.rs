@@ -14,6 +14,10 @@ use watchpost_dataplane::clock::now_ns;
 /// A worker that has not reported for this long is considered stuck.
 pub(crate) const STALE_WORKER_NS: i64 = 10_000_000_000;
 
+/// The store shows degraded for this long after a read failed. Reads that fail answer 500 at
+/// once; this keeps a failure visible to a probe that polls between them.
+pub(crate) const READ_ERROR_DEGRADES_NS: i64 = 60_000_000_000;
+
 /// Health of every component; 503 when any is degraded.
 pub async fn health(State(st): State<AppState>) -> Response {
     let cfg = &st.config.inputs;
@@ -82,6 +86,12 @@ pub async fn health(State(st): State<AppState>) -> Response {
     if !writer_ok {
         degraded.push("store writer".into());
     }
+    let reads = st.store.read_health();
+    let reads_ok =
+        reads.read_errors == 0 || now - reads.last_read_error_ns > READ_ERROR_DEGRADES_NS;
+    if !reads_ok {
+        degraded.push("store reads".into());
+    }
     let rate_limit_store = match &st.limits.store {
         None => json!({"status": "disabled"}),
         Some(store) => {
@@ -111,11 +121,14 @@ pub async fn health(State(st): State<AppState>) -> Response {
             "workers": workers,
             "detection": detection,
             "store": {
-                "status": if writer_ok { "ok" } else { "degraded" },
+                "status": if writer_ok && reads_ok { "ok" } else { "degraded" },
                 "path": st.store.path().display().to_string(),
                 "writer_running": writer_alive,
                 "last_error": writer_error,
                 "write_errors": st.stats.writer.errors.get(),
+                "read_errors": reads.read_errors,
+                "last_read_error": reads.last_read_error,
+                "last_read_error_ns": reads.last_read_error_ns,
             },
             "rate_limit_store": rate_limit_store,
             "llm": llm,
@@ -165,6 +178,7 @@ pub async fn stats(State(st): State<AppState>) -> Result<Json<Value>, ApiError> 
         "rate_limited": {"list": refused(0), "detail": refused(1), "coverage": refused(2)},
         "refused_host": st.api_metrics.refused_host.load(Ordering::Relaxed),
     });
+    v["store_reads"] = serde_json::to_value(st.store.read_health()).map_err(ApiError::internal)?;
     let c = &st.ws.counters;
     let n = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
     v["websocket"] = json!({
@@ -183,19 +197,21 @@ pub async fn stats(State(st): State<AppState>) -> Result<Json<Value>, ApiError> 
     let store = st.store.clone();
     v["feedback"] = tokio::task::spawn_blocking(move || feedback_summary(&store))
         .await
-        .map_err(ApiError::internal)?;
+        .map_err(ApiError::internal)??;
     Ok(Json(v))
 }
 
 /// Feedback counts and false-positive rates per detector (`ensemble`, `ueba:<type>`, or a rule
 /// id) and per alert type, with the latest threshold changes.
-fn feedback_summary(store: &watchpost_dataplane::store::Store) -> Value {
+fn feedback_summary(
+    store: &watchpost_dataplane::store::Store,
+) -> Result<Value, watchpost_dataplane::store::StoreError> {
     use std::collections::BTreeMap;
     use watchpost_proto::Verdict;
     let mut by_detector: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     let mut by_type: BTreeMap<&'static str, (u64, u64)> = BTreeMap::new();
     let mut changes = Vec::new();
-    let all = store.all_feedback();
+    let all = store.all_feedback()?;
     for (f, a) in &all {
         let (detector, kind) = match a {
             Some(a) => (a.detector.clone(), a.alert_type.name()),
@@ -217,14 +233,14 @@ fn feedback_summary(store: &watchpost_dataplane::store::Store) -> Value {
     let rate = |(tp, fp): (u64, u64)| json!({"tp": tp, "fp": fp, "fp_rate": if tp + fp > 0 { fp as f64 / (tp + fp) as f64 } else { 0.0 }});
     changes.sort_by_key(|c| std::cmp::Reverse(c.0));
     changes.truncate(20);
-    json!({
+    Ok(json!({
         "total": all.len(),
         "by_detector": by_detector.into_iter().map(|(k, v)| (k, rate(v))).collect::<serde_json::Map<_, _>>(),
         "by_type": by_type.into_iter().map(|(k, v)| (k.to_string(), rate(v))).collect::<serde_json::Map<_, _>>(),
         "threshold_changes": changes.into_iter().map(|(ts, id, fb, c)| json!({
             "created_ns": ts, "alert_id": id, "feedback": fb, "change": c,
         })).collect::<Vec<_>>(),
-    })
+    }))
 }
 
 /// The running configuration, credentials masked.

@@ -248,11 +248,25 @@ impl Hub {
                 last = c.seq;
             }
             // The detector's copy of a folding alert knows nothing of triage, which lives in
-            // the store: without this, a repeat would show a closed alert as open.
-            for c in changes.iter_mut().filter(|c| !c.new) {
-                let triage = self.store.alert_triage(&c.alert.id);
-                Arc::make_mut(&mut c.alert).triage = triage;
-            }
+            // the store: without this, a repeat would show a closed alert as open. When the
+            // triage cannot be read (counted by the store, shown on /health), the update is not
+            // sent with a made-up one: it counts as missed, as an overflow would.
+            let mut missed = missed;
+            changes.retain_mut(|c| {
+                if c.new {
+                    return true;
+                }
+                match self.store.alert_triage(&c.alert.id) {
+                    Ok(triage) => {
+                        Arc::make_mut(&mut c.alert).triage = triage;
+                        true
+                    }
+                    Err(_) => {
+                        missed += 1;
+                        false
+                    }
+                }
+            });
             if !changes.is_empty() || missed > 0 {
                 let _ = self.tx.send(Arc::new(HubMsg::Alerts { changes, missed }));
             }

@@ -190,6 +190,17 @@ fn alert_time_key(ns: i64) -> [u8; 16] {
     k
 }
 
+/// Decodes a stored JSON record, or says which record did not decode.
+fn decode<'a, T: serde::Deserialize<'a>>(
+    what: &'static str,
+    bytes: &'a [u8],
+) -> Result<T, StoreError> {
+    serde_json::from_slice(bytes).map_err(|e| StoreError::Decode {
+        what,
+        reason: e.to_string(),
+    })
+}
+
 impl Store {
     /// Writes an alert (new, or a new state of an open one) and its entity index entries.
     pub fn put_alert(&self, a: &Alert) -> Result<(), StoreError> {
@@ -209,28 +220,53 @@ impl Store {
         Ok(())
     }
 
-    /// One alert, with its triage record.
-    pub fn alert(&self, id: &str) -> Option<Alert> {
-        let key = alert_key(id)?;
-        let v = self.db().get_pinned_cf(self.cf(CF_ALERTS), key).ok()??;
-        let mut a: Alert = serde_json::from_slice(&v).ok()?;
-        a.triage = self.triage(&key);
-        Some(a)
+    /// One alert, with its triage record; `None` when there is no such alert. A read that fails
+    /// is an error (and counted), never "no such alert".
+    pub fn alert(&self, id: &str) -> Result<Option<Alert>, StoreError> {
+        let Some(key) = alert_key(id) else {
+            return Ok(None);
+        };
+        self.counted((|| {
+            let Some(v) = self.db().get_pinned_cf(self.cf(CF_ALERTS), key)? else {
+                return Ok(None);
+            };
+            let mut a: Alert = decode("alert", &v)?;
+            a.triage = self.stored_triage(&key)?;
+            Ok(Some(a))
+        })())
+    }
+
+    /// Overwrites alert `id`'s record with bytes that do not decode, as a damaged disk would leave
+    /// it: for tests that a failed read is reported, not taken for a missing alert. Only with the
+    /// `testsuite` feature.
+    #[cfg(feature = "testsuite")]
+    pub fn damage_alert(&self, id: &str) -> Result<(), StoreError> {
+        if let Some(key) = alert_key(id) {
+            self.db().put_cf_opt(
+                self.cf(CF_ALERTS),
+                key,
+                b"\xffdamaged",
+                &self.write_options(),
+            )?;
+        }
+        Ok(())
     }
 
     /// The triage record of alert `id` (the default when it has none or `id` is not one).
-    pub fn alert_triage(&self, id: &str) -> Triage {
-        alert_key(id).map_or_else(Triage::default, |k| self.triage(&k))
+    pub fn alert_triage(&self, id: &str) -> Result<Triage, StoreError> {
+        match alert_key(id) {
+            Some(k) => self.counted(self.stored_triage(&k)),
+            None => Ok(Triage::default()),
+        }
     }
 
-    /// The triage record of an alert (the default, open and unassigned, when it has none).
-    fn triage(&self, key: &[u8; 16]) -> Triage {
-        self.db()
-            .get_pinned_cf(self.cf(CF_TRIAGE), key)
-            .ok()
-            .flatten()
-            .and_then(|v| serde_json::from_slice(&v).ok())
-            .unwrap_or_default()
+    /// The triage record of an alert (the default, open and unassigned, when it has none; a
+    /// record that cannot be read is an error, so a closed alert never shows as open).
+    fn stored_triage(&self, key: &[u8; 16]) -> Result<Triage, StoreError> {
+        match self.db().get_pinned_cf(self.cf(CF_TRIAGE), key)? {
+            Some(v) => decode("triage record", &v),
+            None => Ok(Triage::default()),
+        }
     }
 
     /// Applies a triage change to alert `id` and returns the alert as it now is; `None` when
@@ -250,7 +286,7 @@ impl Store {
             .triage_lock
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let Some(mut alert) = self.alert(id) else {
+        let Some(mut alert) = self.alert(id).map_err(TriageError::Store)? else {
             return Ok(None);
         };
         let t = &mut alert.triage;
@@ -298,7 +334,11 @@ impl Store {
 
     /// Alerts matching `q`, newest first, one page, with the total: exact up to
     /// [`TOTAL_EXACT_UP_TO`] matches (or the end of the page), a lower bound past that.
-    pub fn search_alerts(&self, q: &AlertQuery) -> AlertPage {
+    pub fn search_alerts(&self, q: &AlertQuery) -> Result<AlertPage, StoreError> {
+        self.counted(self.alerts_page(q))
+    }
+
+    fn alerts_page(&self, q: &AlertQuery) -> Result<AlertPage, StoreError> {
         let skip = (u64::from(q.page.max(1)) - 1) * u64::from(q.limit);
         let count_exactly_to = TOTAL_EXACT_UP_TO.max(skip + u64::from(q.limit));
         let mut page = AlertPage {
@@ -306,38 +346,40 @@ impl Store {
             ..AlertPage::default()
         };
         // False once the listing can stop: the page is full and enough is counted.
-        let mut take = |bytes: &[u8], key: &[u8]| -> bool {
+        let mut take = |bytes: &[u8], key: &[u8]| -> Result<bool, StoreError> {
             let wants = page.items.len() < q.limit as usize;
             if !wants && page.total >= count_exactly_to {
                 page.total_exact = false;
-                return false;
+                return Ok(false);
             }
-            let Ok(summary) = serde_json::from_slice::<AlertSummary>(bytes) else {
-                return true;
-            };
+            let summary: AlertSummary = decode("alert", bytes)?;
             if !q.matches(&summary) {
-                return true;
+                return Ok(true);
             }
-            let key = <[u8; 16]>::try_from(key).unwrap_or_default();
+            let key = <[u8; 16]>::try_from(key).map_err(|_| StoreError::Decode {
+                what: "alert key",
+                reason: format!("{} bytes, not 16", key.len()),
+            })?;
             let in_page = page.total >= skip && wants;
             let mut triage = None;
             if q.filters_triage() {
-                let t = self.triage(&key);
+                let t = self.stored_triage(&key)?;
                 if !q.matches_triage(&t) {
-                    return true;
+                    return Ok(true);
                 }
                 triage = Some(t);
             }
-            if in_page && let Ok(mut a) = serde_json::from_slice::<Alert>(bytes) {
+            if in_page {
+                let mut a: Alert = decode("alert", bytes)?;
                 a.triage = match triage {
                     Some(t) => t,
                     None if q.without_triage => Triage::default(),
-                    None => self.triage(&key),
+                    None => self.stored_triage(&key)?,
                 };
                 page.items.push(a);
             }
             page.total += 1;
-            true
+            Ok(true)
         };
         if let Some(ents) = &q.entities {
             // Through the index: every alert naming one of the entities.
@@ -354,17 +396,19 @@ impl Store {
                     }
                     it.next();
                 }
+                it.status()?;
             }
             keys.sort_unstable_by(|a, b| b.cmp(a));
             keys.dedup();
             for k in keys {
-                if let Ok(Some(v)) = self.db().get_pinned_cf(self.cf(CF_ALERTS), k)
-                    && !take(&v, &k)
+                // An index entry whose alert retention removed is skipped; a failed read is not.
+                if let Some(v) = self.db().get_pinned_cf(self.cf(CF_ALERTS), k)?
+                    && !take(&v, &k)?
                 {
                     break;
                 }
             }
-            return page;
+            return Ok(page);
         }
         let upper = q.until_ns.map(alert_time_key);
         let lower = q.since_ns.map(alert_time_key);
@@ -374,18 +418,18 @@ impl Store {
             IteratorMode::From(&start, Direction::Reverse),
         );
         for item in it {
-            let Ok((k, v)) = item else { break };
+            let (k, v) = item?;
             if upper.is_some_and(|u| *k >= u[..]) {
                 continue;
             }
             if lower.is_some_and(|l| *k < l[..]) {
                 break;
             }
-            if !take(&v, &k) {
+            if !take(&v, &k)? {
                 break;
             }
         }
-        page
+        Ok(page)
     }
 
     /// Records a feedback entry.
@@ -403,40 +447,41 @@ impl Store {
     }
 
     /// Feedback on one alert, newest first.
-    pub fn feedback_for(&self, alert_id: &str) -> Vec<Feedback> {
+    pub fn feedback_for(&self, alert_id: &str) -> Result<Vec<Feedback>, StoreError> {
         let Some(id) = alert_key(alert_id) else {
-            return Vec::new();
+            return Ok(Vec::new());
         };
-        let mut out = Vec::new();
-        let mut it = self.db().raw_iterator_cf(self.cf(CF_FEEDBACK));
-        it.seek(id);
-        while let (Some(k), Some(v)) = (it.key(), it.value()) {
-            if !k.starts_with(&id) {
-                break;
+        self.counted((|| {
+            let mut out = Vec::new();
+            let mut it = self.db().raw_iterator_cf(self.cf(CF_FEEDBACK));
+            it.seek(id);
+            while let (Some(k), Some(v)) = (it.key(), it.value()) {
+                if !k.starts_with(&id) {
+                    break;
+                }
+                out.push(decode("feedback entry", v)?);
+                it.next();
             }
-            if let Ok(f) = serde_json::from_slice(v) {
-                out.push(f);
-            }
-            it.next();
-        }
-        out.reverse();
-        out
+            it.status()?;
+            out.reverse();
+            Ok(out)
+        })())
     }
 
-    /// Every feedback entry with the alert it is about (for the false-positive rates).
-    pub fn all_feedback(&self) -> Vec<(Feedback, Option<Alert>)> {
+    /// Every feedback entry with the alert it is about (for the false-positive rates; `None`
+    /// for an alert retention has removed).
+    pub fn all_feedback(&self) -> Result<Vec<(Feedback, Option<Alert>)>, StoreError> {
         let mut out = Vec::new();
         let it = self
             .db()
             .iterator_cf(self.cf(CF_FEEDBACK), IteratorMode::Start);
         for item in it {
-            let Ok((_, v)) = item else { break };
-            if let Ok(f) = serde_json::from_slice::<Feedback>(&v) {
-                let a = self.alert(&f.alert_id);
-                out.push((f, a));
-            }
+            let (_, v) = self.counted(item.map_err(StoreError::from))?;
+            let f: Feedback = self.counted(decode("feedback entry", &v))?;
+            let a = self.alert(&f.alert_id)?;
+            out.push((f, a));
         }
-        out
+        Ok(out)
     }
 
     /// Saves detector state: `models` entries and `baselines` entries in one write.
@@ -704,6 +749,45 @@ mod tests {
     }
 
     #[test]
+    fn a_triage_record_that_cannot_be_read_is_an_error_not_an_open_alert() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), &StorageConfig::default()).unwrap();
+        store.put_alert(&alert(ID, 1)).unwrap();
+        store
+            .update_triage(ID, &closing(Some(CloseReason::FalsePositive)), 5)
+            .unwrap();
+        let key = alert_key(ID).unwrap();
+        store
+            .db()
+            .put_cf(store.cf(CF_TRIAGE), key, b"{\"status\":")
+            .unwrap();
+        let e = store.alert(ID).unwrap_err();
+        assert!(
+            e.to_string().contains("triage record does not decode"),
+            "{e}"
+        );
+        assert!(store.alert_triage(ID).is_err());
+        let q = AlertQuery {
+            page: 1,
+            limit: 10,
+            ..AlertQuery::default()
+        };
+        assert!(store.search_alerts(&q).is_err(), "not a list without it");
+        let health = store.read_health();
+        assert_eq!(health.read_errors, 3);
+        assert!(health.last_read_error.unwrap().contains("triage"));
+        assert!(health.last_read_error_ns > 0);
+        // An alert that is not there is still "none", not an error.
+        assert!(
+            store
+                .alert("018bcfe5-6800-7000-8000-0000000000ff")
+                .unwrap()
+                .is_none()
+        );
+        assert_eq!(store.read_health().read_errors, 3);
+    }
+
+    #[test]
     fn triage_survives_the_data_plane_rewriting_the_alert() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path(), &StorageConfig::default()).unwrap();
@@ -715,7 +799,7 @@ mod tests {
         assert_eq!(closed.triage.status, TriageStatus::Closed);
         // A repeat folds in: the data plane writes its own copy, triage at the default.
         store.put_alert(&alert(ID, 2)).unwrap();
-        let a = store.alert(ID).unwrap();
+        let a = store.alert(ID).unwrap().unwrap();
         assert_eq!(a.count, 2);
         assert_eq!(a.triage.status, TriageStatus::Closed);
         assert_eq!(a.triage.reason, Some(CloseReason::FalsePositive));
@@ -740,7 +824,7 @@ mod tests {
             Err(TriageError::Refused("reason", _))
         ));
         // Refusals leave no trace.
-        assert_eq!(store.alert(ID).unwrap().triage, Triage::default());
+        assert_eq!(store.alert(ID).unwrap().unwrap().triage, Triage::default());
         store
             .update_triage(ID, &closing(Some(CloseReason::Other)), 3)
             .unwrap();
@@ -791,7 +875,7 @@ mod tests {
             });
             store.put_alert(&a).unwrap();
         }
-        let list = |q: AlertQuery| store.search_alerts(&AlertQuery { limit: 10, ..q });
+        let list = |q: AlertQuery| store.search_alerts(&AlertQuery { limit: 10, ..q }).unwrap();
         let first = list(AlertQuery {
             page: 1,
             ..AlertQuery::default()
@@ -847,17 +931,19 @@ mod tests {
             };
             store.update_triage(ID, &who, i).unwrap();
         }
-        let a = store.alert(ID).unwrap();
+        let a = store.alert(ID).unwrap().unwrap();
         assert_eq!(a.triage.history.len(), MAX_TRIAGE_HISTORY);
         assert_eq!(a.triage.history[0].at_ns, 10);
         let list = |status: Option<Vec<TriageStatus>>, assignee: Option<&str>| {
-            let page = store.search_alerts(&AlertQuery {
-                status,
-                assignee: assignee.map(str::to_string),
-                page: 1,
-                limit: 10,
-                ..AlertQuery::default()
-            });
+            let page = store
+                .search_alerts(&AlertQuery {
+                    status,
+                    assignee: assignee.map(str::to_string),
+                    page: 1,
+                    limit: 10,
+                    ..AlertQuery::default()
+                })
+                .unwrap();
             assert_eq!(page.items.len() as u64, page.total);
             assert!(page.total_exact);
             page.items.into_iter().map(|a| a.id).collect::<Vec<_>>()

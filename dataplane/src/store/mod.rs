@@ -138,6 +138,34 @@ pub enum StoreError {
         /// Why.
         source: std::io::Error,
     },
+    /// A stored record does not decode: the store is damaged or was written by another layout.
+    #[error("a stored {what} does not decode: {reason}")]
+    Decode {
+        /// What was read (`alert`, `event block`...).
+        what: &'static str,
+        /// Why it does not decode.
+        reason: String,
+    },
+}
+
+/// Failed reads of the store, for `/health`, `/stats` and `/metrics`. Reads never turn a failure
+/// into "not found" or a default: they return it, and it is counted here as well.
+#[derive(Default)]
+struct ReadFailures {
+    count: AtomicU64,
+    /// When the last one happened (ns) and what it was.
+    last: std::sync::Mutex<Option<(i64, String)>>,
+}
+
+/// What [`Store::read_health`] reports.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct ReadHealth {
+    /// Reads that failed since the store was opened.
+    pub read_errors: u64,
+    /// The last failure, if any.
+    pub last_read_error: Option<String>,
+    /// When it happened, ns since the epoch (0 when none).
+    pub last_read_error_ns: i64,
 }
 
 /// The open store, shared by the writer thread and the control plane (`Arc<Store>`).
@@ -150,6 +178,7 @@ pub struct Store {
     sync_writes: bool,
     /// Serialises triage read-modify-writes (the control plane's, a few per minute at most).
     triage_lock: std::sync::Mutex<()>,
+    read_failures: ReadFailures,
 }
 
 impl Store {
@@ -224,6 +253,7 @@ impl Store {
             next_seq: AtomicU64::new(0),
             sync_writes: cfg.sync_writes,
             triage_lock: std::sync::Mutex::new(()),
+            read_failures: ReadFailures::default(),
         };
         let next = store.last_block_seq().map_or(0, |s| s + 1);
         store.next_seq.store(next, Ordering::Relaxed);
@@ -233,6 +263,35 @@ impl Store {
     /// Where the database lives.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Failed reads so far, and the last one.
+    pub fn read_health(&self) -> ReadHealth {
+        let last = self
+            .read_failures
+            .last
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        ReadHealth {
+            read_errors: self.read_failures.count.load(Ordering::Relaxed),
+            last_read_error_ns: last.as_ref().map_or(0, |l| l.0),
+            last_read_error: last.map(|l| l.1),
+        }
+    }
+
+    /// Passes `result` through, counting it when it is a failed read.
+    pub(crate) fn counted<T>(&self, result: Result<T, StoreError>) -> Result<T, StoreError> {
+        if let Err(e) = &result {
+            self.read_failures.count.fetch_add(1, Ordering::Relaxed);
+            *self
+                .read_failures
+                .last
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) = Some((crate::clock::now_ns(), e.to_string()));
+            tracing::error!("store read failed: {e}");
+        }
+        result
     }
 
     pub(crate) fn cf(&self, name: &str) -> &ColumnFamily {

@@ -15,8 +15,8 @@
 
 use super::{
     BLOCK_KEY_LEN, BlockKey, BlockMeta, BlockReader, CF_BLOCKS, CF_EVENTS, CF_IDX_ENTITY,
-    CF_IDX_SOURCE, CF_IDX_TEMPLATE, INDEX_PREFIX_LEN, Role, Store, StoredEvent, day_of, event_id,
-    index_prefix,
+    CF_IDX_SOURCE, CF_IDX_TEMPLATE, INDEX_PREFIX_LEN, Role, Store, StoreError, StoredEvent, day_of,
+    event_id, index_prefix,
 };
 use crate::batch::InputId;
 use crate::clock::now_ns;
@@ -563,13 +563,22 @@ impl Store {
         Ok((events, skip as u64))
     }
 
-    /// One event by id.
-    pub fn event(&self, id: &str) -> Option<Event> {
-        let (key, pos) = parse_event_id(id)?;
-        let bytes = self.db().get_pinned_cf(self.cf(CF_EVENTS), key).ok()??;
-        let reader = BlockReader::new(&bytes)?;
-        let e = reader.get(pos as usize)?;
-        Some(to_event(&key, pos, e))
+    /// One event by id; `None` when there is no such event (retention may have removed it). A
+    /// read that fails, or a block that does not decode, is an error (and counted).
+    pub fn event(&self, id: &str) -> Result<Option<Event>, StoreError> {
+        let Some((key, pos)) = parse_event_id(id) else {
+            return Ok(None);
+        };
+        self.counted((|| {
+            let Some(bytes) = self.db().get_pinned_cf(self.cf(CF_EVENTS), key)? else {
+                return Ok(None);
+            };
+            let reader = BlockReader::new(&bytes).ok_or(StoreError::Decode {
+                what: "event block",
+                reason: "damaged or of an unknown layout".into(),
+            })?;
+            Ok(reader.get(pos as usize).map(|e| to_event(&key, pos, e)))
+        })())
     }
 
     /// Entities whose canonical name contains `q` (ASCII case-insensitive), best first.
