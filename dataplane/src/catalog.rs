@@ -227,7 +227,9 @@ impl Catalog {
                 continue;
             }
             if let Some(s) = &store
-                && let Some(v) = s.rule_flag(&enabled_key(&id))
+                && let Some(v) = s
+                    .rule_flag(&enabled_key(&id))
+                    .map_err(|e| format!("reading whether rule {id} is enabled: {e}"))?
             {
                 e.enabled.store(v == b"1", Ordering::Relaxed);
             }

@@ -137,7 +137,7 @@ impl Pipeline {
         )?;
 
         let store = Arc::new(Store::open(&cfg.data_dir(), &cfg.storage)?);
-        let persisted = store.templates();
+        let persisted = store.templates()?;
         let catalog =
             Arc::new(Catalog::load(cfg, Some(Arc::clone(&store))).map_err(StartError::Rules)?);
         tracing::info!(
@@ -270,7 +270,7 @@ impl Pipeline {
         let live = Arc::new(LiveAlerts::default());
         let mut detector_handles = Vec::new();
         for (b, (inputs, control)) in detect_inputs.into_iter().zip(controls).enumerate() {
-            let mut detector = restore(&store, b, detectors, params.clone());
+            let mut detector = restore(&store, b, detectors, params.clone())?;
             detector.set_catalog(Some(Arc::clone(&catalog)));
             detector.set_iocs(Some(Arc::clone(&iocs)));
             detector.set_killchain(Arc::clone(&killchain));

@@ -11,7 +11,7 @@ use super::prompt::{fence_safe, rfc3339};
 use serde::Serialize;
 use serde_json::Value;
 use std::net::{Ipv4Addr, Ipv6Addr};
-use watchpost_dataplane::store::{EntityFilter, Store};
+use watchpost_dataplane::store::{EntityFilter, Store, StoreError};
 use watchpost_proto::{EntityKind, Event, Uuid, canonicalize_into, entity_uuid};
 
 /// The system prompt of a translation.
@@ -120,27 +120,34 @@ fn is_separator(c: char) -> bool {
 /// The entity-style tokens of `query`: IPv4 and IPv6 addresses, UUIDs (looked up in the store),
 /// and host or domain names the store has seen. A word that merely looks like a name (`auth.log`)
 /// is not one unless the store knows it, so it cannot turn a question into a lookup by accident.
-pub fn entity_tokens(store: &Store, query: &str) -> Vec<HuntEntity> {
+pub fn entity_tokens(store: &Store, query: &str) -> Result<Vec<HuntEntity>, StoreError> {
     let mut out: Vec<HuntEntity> = Vec::new();
     let mut buf = String::new();
     for raw in query.split(is_separator).filter(|t| !t.is_empty()) {
         let trimmed = raw.trim_end_matches(['.', '?', '!', ':']);
-        let found = [raw, trimmed]
-            .into_iter()
-            .filter(|t| !t.is_empty())
-            .find_map(|t| entity_token(store, t, &mut buf));
+        let mut found = None;
+        for t in [raw, trimmed].into_iter().filter(|t| !t.is_empty()) {
+            found = entity_token(store, t, &mut buf)?;
+            if found.is_some() {
+                break;
+            }
+        }
         if let Some(e) = found
             && !out.iter().any(|o| o.uuid == e.uuid)
         {
             out.push(e);
         }
     }
-    out
+    Ok(out)
 }
 
-fn entity_token(store: &Store, token: &str, buf: &mut String) -> Option<HuntEntity> {
+fn entity_token(
+    store: &Store,
+    token: &str,
+    buf: &mut String,
+) -> Result<Option<HuntEntity>, StoreError> {
     if let Ok(uuid) = Uuid::parse_str(token) {
-        return Some(match store.entity(uuid.as_bytes()) {
+        return Ok(Some(match store.entity(uuid.as_bytes())? {
             Some((kind, _, name)) => HuntEntity {
                 kind: EntityKind::from_u8(kind),
                 value: name,
@@ -153,36 +160,36 @@ fn entity_token(store: &Store, token: &str, buf: &mut String) -> Option<HuntEnti
                 uuid,
                 known: false,
             },
-        });
+        }));
     }
     let is_address = token.parse::<Ipv4Addr>().is_ok()
         || (token.matches(':').count() >= 2 && token.parse::<Ipv6Addr>().is_ok());
     if is_address && canonicalize_into(EntityKind::Ip, token, buf) {
         let uuid = entity_uuid(EntityKind::Ip, buf);
-        return Some(HuntEntity {
+        return Ok(Some(HuntEntity {
             kind: Some(EntityKind::Ip),
             value: buf.clone(),
             uuid,
-            known: store.entity(uuid.as_bytes()).is_some(),
-        });
+            known: store.entity(uuid.as_bytes())?.is_some(),
+        }));
     }
     if !looks_like_a_host_name(token) {
-        return None;
+        return Ok(None);
     }
     for kind in [EntityKind::Host, EntityKind::Domain] {
         if canonicalize_into(kind, token, buf) {
             let uuid = entity_uuid(kind, buf);
-            if store.entity(uuid.as_bytes()).is_some() {
-                return Some(HuntEntity {
+            if store.entity(uuid.as_bytes())?.is_some() {
+                return Ok(Some(HuntEntity {
                     kind: Some(kind),
                     value: buf.clone(),
                     uuid,
                     known: true,
-                });
+                }));
             }
         }
     }
-    None
+    Ok(None)
 }
 
 /// Host-name syntax: labels of letters, digits, `-` and `_`, separated by dots.

@@ -125,33 +125,36 @@ pub fn patterns(
             &alert.source,
             template_id.as_deref().unwrap_or(""),
         );
-        let p = by_key.entry(key.clone()).or_insert_with(|| {
-            let template = template_id
-                .as_deref()
-                .and_then(|t| u64::from_str_radix(t, 16).ok())
-                .and_then(|t| {
-                    templates
-                        .entry(t)
-                        .or_insert_with(|| store.template(t))
-                        .clone()
-                });
-            Pattern {
-                pattern_key: key,
-                alert_type: alert.alert_type,
-                detector: alert.detector.clone(),
-                source: alert.source.clone(),
-                template_id: template_id.clone(),
-                template,
-                title: String::new(),
-                tp_count: 0,
-                min_tp,
-                alert_ids: Vec::new(),
-                first_tp_ns: i64::MAX,
-                last_tp_ns: i64::MIN,
-                attack: Vec::new(),
-                feedback: Vec::new(),
-                suggestion_cached: false,
-            }
+        let template = match template_id
+            .as_deref()
+            .and_then(|t| u64::from_str_radix(t, 16).ok())
+        {
+            Some(t) if !by_key.contains_key(&key) => match templates.get(&t) {
+                Some(text) => text.clone(),
+                None => {
+                    let text = store.template(t)?;
+                    templates.insert(t, text.clone());
+                    text
+                }
+            },
+            _ => None,
+        };
+        let p = by_key.entry(key.clone()).or_insert_with(|| Pattern {
+            pattern_key: key,
+            alert_type: alert.alert_type,
+            detector: alert.detector.clone(),
+            source: alert.source.clone(),
+            template_id: template_id.clone(),
+            template,
+            title: String::new(),
+            tp_count: 0,
+            min_tp,
+            alert_ids: Vec::new(),
+            first_tp_ns: i64::MAX,
+            last_tp_ns: i64::MIN,
+            attack: Vec::new(),
+            feedback: Vec::new(),
+            suggestion_cached: false,
         });
         p.tp_count += 1;
         if f.created_ns >= p.last_tp_ns {

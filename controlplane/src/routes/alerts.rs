@@ -82,7 +82,7 @@ pub async fn list(
         }
         let mut found = store.search_alerts(&q)?;
         for a in &mut found.items {
-            resolve_names(&store, a);
+            resolve_names(&store, a)?;
         }
         Ok::<_, ApiError>(found)
     })
@@ -127,12 +127,12 @@ pub async fn patch(
     let alert =
         tokio::task::spawn_blocking(move || match store.update_triage(&id, &change, now_ns()) {
             Ok(Some(mut a)) => {
-                resolve_names(&store, &mut a);
+                resolve_names(&store, &mut a)?;
                 Ok(a)
             }
             Ok(None) => Err(ApiError::not_found(format!("no alert {id}"))),
             Err(TriageError::Refused(field, why)) => Err(ApiError::invalid_body(field, why)),
-            Err(TriageError::Store(e)) => Err(ApiError::internal(e)),
+            Err(TriageError::Store(e)) => Err(ApiError::from(e)),
         })
         .await
         .map_err(ApiError::internal)??;
@@ -235,14 +235,15 @@ pub fn entity_uuids(v: &str) -> Vec<Uuid> {
 }
 
 /// Fills entity names the detector left empty (it carries UUIDs only) from the entity table.
-pub fn resolve_names(store: &Store, a: &mut Alert) {
+pub fn resolve_names(store: &Store, a: &mut Alert) -> Result<(), StoreError> {
     for e in a.entity.iter_mut().chain(a.related_entities.iter_mut()) {
         if e.value.is_empty()
-            && let Some((_, _, name)) = store.entity(e.uuid.as_bytes())
+            && let Some((_, _, name)) = store.entity(e.uuid.as_bytes())?
         {
             e.value = name;
         }
     }
+    Ok(())
 }
 
 /// An alert with its contributing events.
@@ -267,7 +268,7 @@ pub fn with_events(
     let Some(mut alert) = store.alert(id)? else {
         return Ok(None);
     };
-    resolve_names(store, &mut alert);
+    resolve_names(store, &mut alert)?;
     let mut events = Vec::new();
     for e in &alert.contributing_events {
         if events.len() == max_events {

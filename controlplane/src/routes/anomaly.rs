@@ -60,7 +60,7 @@ pub async fn timeline(
         let mut alarms = vec![0u64; n];
         let mut alerts = vec![0u64; n];
         let src = source.as_deref().map(|s| hash64(s.as_bytes()));
-        for m in store.anomaly_minutes(start, end, src) {
+        for m in store.anomaly_minutes(start, end, src)? {
             let i = ((m.minute_ns - start) / step) as usize;
             if i < n {
                 events[i] += u64::from(m.events);

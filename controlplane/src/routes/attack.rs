@@ -85,7 +85,7 @@ pub async fn coverage(
     let store = st.store.clone();
     let rows = tokio::task::spawn_blocking(move || store.rule_fires(since_ns, until_ns))
         .await
-        .map_err(ApiError::internal)?;
+        .map_err(ApiError::internal)??;
     let mut fires: HashMap<u64, u64> = HashMap::new();
     for (rule, _, n) in rows {
         *fires.entry(rule).or_insert(0) += u64::from(n);

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use watchpost_dataplane::clock::now_ns;
 use watchpost_dataplane::hash::hash64_seeded;
-use watchpost_dataplane::store::{EntityFilter, EntityHit, EventQuery, Store};
+use watchpost_dataplane::store::{EntityFilter, EntityHit, EventQuery, Store, StoreError};
 use watchpost_proto::{EntityKind, ListResponse, Uuid};
 
 /// Entities by name or UUID, best match first.
@@ -27,8 +27,8 @@ pub async fn search(
     let store = st.store.clone();
     let hits = tokio::task::spawn_blocking(move || {
         if let Ok(u) = Uuid::parse_str(&q) {
-            return store
-                .entity(u.as_bytes())
+            return Ok(store
+                .entity(u.as_bytes())?
                 .and_then(|(kind, first_seen_ns, value)| {
                     Some(vec![EntityHit {
                         uuid: u,
@@ -38,12 +38,12 @@ pub async fn search(
                         relevance: 1.0,
                     }])
                 })
-                .unwrap_or_default();
+                .unwrap_or_default());
         }
         store.search_entities(&q, 10_000)
     })
     .await
-    .map_err(ApiError::internal)?;
+    .map_err(ApiError::internal)??;
     Ok(Json(page_of(hits, page, limit)))
 }
 
@@ -52,9 +52,12 @@ fn known(store: &Store, uuid: &str) -> Result<(Uuid, EntityKind, String, u64, i6
     let u = Uuid::parse_str(uuid)
         .map_err(|_| ApiError::not_found(format!("no entity {uuid} (not a UUID)")))?;
     let (kind, first_seen, name) = store
-        .entity(u.as_bytes())
+        .entity(u.as_bytes())?
         .ok_or_else(|| ApiError::not_found(format!("no entity {uuid}")))?;
-    let kind = EntityKind::from_u8(kind).ok_or_else(|| ApiError::not_found("unknown kind"))?;
+    let kind = EntityKind::from_u8(kind).ok_or_else(|| StoreError::Decode {
+        what: "entity",
+        reason: format!("unknown kind {kind}"),
+    })?;
     let hash = hash64_seeded(name.as_bytes(), kind as u64);
     Ok((u, kind, name, hash, first_seen))
 }
@@ -112,7 +115,7 @@ pub async fn timeline(
             deadline,
             ..EventQuery::default()
         };
-        let page = store.search_events(&q).map_err(ApiError::internal)?;
+        let page = store.search_events(&q)?;
         let mut related: BTreeMap<Uuid, (EntityKind, String, u64)> = BTreeMap::new();
         let mut sources: BTreeMap<String, u64> = BTreeMap::new();
         for e in &page.items {
@@ -179,7 +182,7 @@ pub async fn risk_history(
         let (u, kind, name, hash, _) = known(&store, &uuid)?;
         let until = now_ns();
         let points: Vec<Value> = store
-            .risk_history(hash, until - span, i64::MAX)
+            .risk_history(hash, until - span, i64::MAX)?
             .into_iter()
             .map(|(ts, max)| json!({"ts_ns": ts, "max_score": f64::from(max)}))
             .collect();

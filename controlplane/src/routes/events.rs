@@ -57,17 +57,16 @@ pub async fn list(
     let (page, limit) = (q.page, q.limit);
     let result = tokio::task::spawn_blocking(move || {
         if let Some(e) = entity {
-            match entity_filter(&store, &e) {
+            match entity_filter(&store, &e)? {
                 Some(f) => q.entity = Some(f),
                 // A UUID the store has never seen, or a value no kind accepts: nothing matches.
                 None => return Ok(None),
             }
         }
-        store.search_events(&q).map(Some)
+        store.search_events(&q).map(Some).map_err(ApiError::from)
     })
     .await
-    .map_err(ApiError::internal)?
-    .map_err(ApiError::internal)?;
+    .map_err(ApiError::internal)??;
     let meta = match &result {
         None => ListMeta::exact(0, page, limit),
         Some(r) => ListMeta {
@@ -103,12 +102,14 @@ fn template_id(p: &Params) -> Result<Option<u64>, ApiError> {
 pub(crate) fn entity_filter(
     store: &watchpost_dataplane::store::Store,
     v: &str,
-) -> Option<EntityFilter> {
+) -> Result<Option<EntityFilter>, watchpost_dataplane::store::StoreError> {
     if let Ok(uuid) = Uuid::parse_str(v) {
-        let (kind, _, name) = store.entity(uuid.as_bytes())?;
-        return Some(EntityFilter {
-            alternatives: vec![(EntityKind::from_u8(kind)?, name)],
-        });
+        let Some((kind, _, name)) = store.entity(uuid.as_bytes())? else {
+            return Ok(None);
+        };
+        return Ok(EntityKind::from_u8(kind).map(|kind| EntityFilter {
+            alternatives: vec![(kind, name)],
+        }));
     }
     let mut alternatives = Vec::new();
     let mut buf = String::new();
@@ -121,5 +122,5 @@ pub(crate) fn entity_filter(
     if alternatives.iter().any(|(k, _)| *k == EntityKind::Ip) {
         alternatives.retain(|(k, _)| *k == EntityKind::Ip);
     }
-    (!alternatives.is_empty()).then_some(EntityFilter { alternatives })
+    Ok((!alternatives.is_empty()).then_some(EntityFilter { alternatives }))
 }

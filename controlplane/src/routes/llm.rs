@@ -15,7 +15,7 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 use std::sync::Arc;
 use watchpost_dataplane::clock::now_ns;
-use watchpost_dataplane::store::{EntityFilter, EventPage, EventQuery, Store};
+use watchpost_dataplane::store::{EntityFilter, EventPage, EventQuery, Store, StoreError};
 use watchpost_proto::{ListResponse, Uuid};
 
 impl From<LlmError> for ApiError {
@@ -188,14 +188,14 @@ pub async fn hunt(State(st): State<AppState>, body: Body) -> Result<Json<HuntAns
     let q = query.to_string();
     let entities = tokio::task::spawn_blocking(move || hunt::entity_tokens(&store, &q))
         .await
-        .map_err(ApiError::internal)?;
+        .map_err(ApiError::internal)??;
     let now = now_ns();
     let (mode, executed, model) = if entities.is_empty() {
         llm.ready().await?;
         let store = st.store.clone();
         let sources = tokio::task::spawn_blocking(move || recent_sources(&store, now))
             .await
-            .map_err(ApiError::internal)?;
+            .map_err(ApiError::internal)??;
         let prompt = hunt::translation_prompt(query, now, &sources);
         let text = llm
             .complete(hunt::HUNT_SYSTEM, &prompt, cfg.hunt_timeout_s)
@@ -218,7 +218,7 @@ pub async fn hunt(State(st): State<AppState>, body: Body) -> Result<Json<HuntAns
     let deadline = super::events::search_deadline(&st);
     let page = tokio::task::spawn_blocking(move || {
         let entity = if found.is_empty() {
-            resolve_entities(&store, &run.entities)
+            resolve_entities(&store, &run.entities)?
         } else {
             Some(hunt::entity_filter(&found))
         };
@@ -231,23 +231,24 @@ pub async fn hunt(State(st): State<AppState>, body: Body) -> Result<Json<HuntAns
                 timed_out: false,
             });
         }
-        store.search_events(&EventQuery {
-            since_ns: run.since_ns,
-            until_ns: run.until_ns,
-            source: run.source.clone(),
-            min_severity: run.min_severity,
-            entity,
-            text: run.text.clone(),
-            page: 1,
-            limit,
-            retention_days,
-            deadline,
-            ..EventQuery::default()
-        })
+        store
+            .search_events(&EventQuery {
+                since_ns: run.since_ns,
+                until_ns: run.until_ns,
+                source: run.source.clone(),
+                min_severity: run.min_severity,
+                entity,
+                text: run.text.clone(),
+                page: 1,
+                limit,
+                retention_days,
+                deadline,
+                ..EventQuery::default()
+            })
+            .map_err(ApiError::from)
     })
     .await
-    .map_err(ApiError::internal)?
-    .map_err(ApiError::internal)?;
+    .map_err(ApiError::internal)??;
     let answer = HuntAnswer {
         query: query.to_string(),
         mode,
@@ -269,31 +270,31 @@ pub async fn hunt(State(st): State<AppState>, body: Body) -> Result<Json<HuntAns
 
 /// The filter of the entity names a translation gave: every kind each name can be. `None` when
 /// it gave none; an empty filter when none of them is a valid name.
-fn resolve_entities(store: &Store, names: &[String]) -> Option<EntityFilter> {
+fn resolve_entities(store: &Store, names: &[String]) -> Result<Option<EntityFilter>, StoreError> {
     if names.is_empty() {
-        return None;
+        return Ok(None);
     }
     let mut alternatives = Vec::new();
     for n in names {
-        if let Some(f) = super::events::entity_filter(store, n) {
+        if let Some(f) = super::events::entity_filter(store, n)? {
             alternatives.extend(f.alternatives);
         }
     }
-    Some(EntityFilter { alternatives })
+    Ok(Some(EntityFilter { alternatives }))
 }
 
 /// Distinct log sources of the last day's events (at most 50, from at most 5,000 events), so the
 /// model names sources that exist.
-fn recent_sources(store: &Store, now: i64) -> Vec<String> {
+fn recent_sources(store: &Store, now: i64) -> Result<Vec<String>, ApiError> {
     let mut out: Vec<String> = Vec::new();
-    let _ = store.scan_events(now - 86_400_000_000_000, now + 1, 5_000, |_, e| {
+    store.scan_events(now - 86_400_000_000_000, now + 1, 5_000, |_, e| {
         if !out.contains(&e.source) {
             out.push(e.source);
         }
         out.len() < 50
-    });
+    })?;
     out.sort();
-    out
+    Ok(out)
 }
 
 /// The eligible patterns of the settings now.

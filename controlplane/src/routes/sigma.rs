@@ -153,7 +153,7 @@ async fn fires_24h(st: &AppState) -> Result<HashMap<u64, u64>, ApiError> {
     let (since, until) = last_24_hours();
     let rows = tokio::task::spawn_blocking(move || store.rule_fires(since, until))
         .await
-        .map_err(ApiError::internal)?;
+        .map_err(ApiError::internal)??;
     let mut out = HashMap::new();
     for (rule, _, n) in rows {
         *out.entry(rule).or_insert(0) += u64::from(n);
@@ -316,7 +316,7 @@ pub async fn timeline(
     let store = st.store.clone();
     let rows = tokio::task::spawn_blocking(move || store.rule_fires(first, until))
         .await
-        .map_err(ApiError::internal)?;
+        .map_err(ApiError::internal)??;
     let mut buckets: Vec<HourBucket> = (0..24)
         .map(|h| HourBucket {
             hour_ns: first + h * HOUR_NS,
@@ -463,8 +463,8 @@ pub async fn post(
         let mut matched = 0u64;
         let mut sample = Vec::new();
         let mut hits = Vec::with_capacity(1);
-        let scanned = store
-            .scan_events(now - 24 * HOUR_NS, now + 1, DRY_RUN_MAX_EVENTS, |id, ev| {
+        let scanned =
+            store.scan_events(now - 24 * HOUR_NS, now + 1, DRY_RUN_MAX_EVENTS, |id, ev| {
                 hits.clear();
                 set.matches(&ev.into_plain(), &mut hits);
                 if !hits.is_empty() {
@@ -474,8 +474,7 @@ pub async fn post(
                     }
                 }
                 true
-            })
-            .map_err(ApiError::internal)?;
+            })?;
         Ok(DryRun {
             valid: true,
             rule: summary(&entry, 0),

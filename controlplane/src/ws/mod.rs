@@ -282,17 +282,17 @@ fn read_tail(
     since_ns: i64,
     known: HashSet<BlockKey>,
 ) -> (Vec<Event>, u64, HashSet<BlockKey>, i64) {
-    let keys = match store.blocks_since(since_ns) {
-        Ok(k) => k,
-        Err(e) => {
-            tracing::warn!("websocket tail: {e}");
-            return (Vec::new(), 0, known, since_ns);
-        }
+    // A failed read is counted and logged by the store; the next tick asks again.
+    let Ok(keys) = store.blocks_since(since_ns) else {
+        return (Vec::new(), 0, known, since_ns);
     };
     let newest = keys.last().map_or(since_ns, |k| block_key_time(k));
     let mut chunks: Vec<Vec<Event>> = Vec::new();
     let mut budget = TAIL_MAX_EVENTS;
     let mut skipped = 0u64;
+    // A block that could not be read (counted by the store, shown on /health) is not marked
+    // known: the next tick reads it again instead of the stream skipping it.
+    let mut unread: Vec<BlockKey> = Vec::new();
     for key in keys.iter().rev().filter(|k| !known.contains(*k)) {
         match store.block_events(key, budget) {
             Ok((events, left_out)) => {
@@ -300,14 +300,14 @@ fn read_tail(
                 skipped += left_out;
                 chunks.push(events);
             }
-            Err(e) => tracing::warn!("websocket tail: {e}"),
+            Err(_) => unread.push(*key),
         }
     }
     let events = chunks.into_iter().rev().flatten().collect();
     let keep_from = newest - TAIL_OVERLAP_NS;
     let now_known = keys
         .into_iter()
-        .filter(|k| block_key_time(k) >= keep_from)
+        .filter(|k| block_key_time(k) >= keep_from && !unread.contains(k))
         .collect();
     (events, skipped, now_known, newest)
 }

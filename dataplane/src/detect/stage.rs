@@ -227,12 +227,19 @@ fn thresholds_key(shard: usize) -> Vec<u8> {
     vec![b't', shard as u8]
 }
 
-/// A detector with the state this worker owns restored from the store.
-pub fn restore(store: &Store, index: usize, shards: usize, params: DetectorParams) -> Detector {
+/// A detector with the state this worker owns restored from the store. A record that does not
+/// decode (another layout) is skipped with a warning; a read that fails is an error, so that a
+/// bad disk stops the start instead of the service learning afresh and saving over what it had.
+pub fn restore(
+    store: &Store,
+    index: usize,
+    shards: usize,
+    params: DetectorParams,
+) -> Result<Detector, crate::store::StoreError> {
     let mut d = Detector::new(params);
     let cfg = bincode_config();
     let mut sources = 0;
-    for (k, v) in store.models() {
+    for (k, v) in store.models()? {
         match k.first() {
             Some(b's') if k.len() == 9 => {
                 let h = u64::from_be_bytes(k[1..].try_into().unwrap_or([0; 8]));
@@ -271,7 +278,7 @@ pub fn restore(store: &Store, index: usize, shards: usize, params: DetectorParam
                 first_error.get_or_insert(e);
             }
         }
-    });
+    })?;
     // A baseline saved in another layout (an older version) is refused whole rather than read at
     // the wrong offsets; its entity warms up again.
     if let Some(e) = first_error {
@@ -285,7 +292,7 @@ pub fn restore(store: &Store, index: usize, shards: usize, params: DetectorParam
             "detector {index}: restored {sources} source model(s) and {baselines} baseline(s)"
         );
     }
-    d
+    Ok(d)
 }
 
 /// Saves what changed since the last save: every source model, the thresholds, and the

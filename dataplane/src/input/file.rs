@@ -157,7 +157,10 @@ fn open(
     let mut file = File::open(path).ok()?;
     let m = file.metadata().ok()?;
     let path_key = hash64(key.as_bytes());
-    let start = match store.checkpoint(path_key) {
+    // Where reading stopped is unknown when the checkpoint cannot be read: the file waits for
+    // the next scan rather than be read again from the start or skipped to its end. (The store
+    // counts and logs the failure.)
+    let start = match store.checkpoint(path_key).ok()? {
         Some(cp) if cp.dev == m.dev() && cp.ino == m.ino() && cp.offset <= m.len() => cp.offset,
         Some(_) => 0, // replaced while we were down: all of it is new
         None if from_beginning => 0,

@@ -201,6 +201,9 @@ fn decode<'a, T: serde::Deserialize<'a>>(
     })
 }
 
+/// A saved detector-state entry: its key and its bincode bytes.
+pub type ModelEntry = (Vec<u8>, Vec<u8>);
+
 impl Store {
     /// Writes an alert (new, or a new state of an open one) and its entity index entries.
     pub fn put_alert(&self, a: &Alert) -> Result<(), StoreError> {
@@ -502,16 +505,20 @@ impl Store {
     }
 
     /// Every saved model entry.
-    pub fn models(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
-        self.db()
-            .iterator_cf(self.cf(CF_MODELS), IteratorMode::Start)
-            .filter_map(Result::ok)
-            .map(|(k, v)| (k.to_vec(), v.to_vec()))
-            .collect()
+    pub fn models(&self) -> Result<Vec<ModelEntry>, StoreError> {
+        self.counted(
+            self.db()
+                .iterator_cf(self.cf(CF_MODELS), IteratorMode::Start)
+                .map(|item| {
+                    item.map(|(k, v)| (k.to_vec(), v.to_vec()))
+                        .map_err(StoreError::from)
+                })
+                .collect(),
+        )
     }
 
     /// Calls `f` with every saved baseline.
-    pub fn for_each_baseline(&self, mut f: impl FnMut(u64, &[u8])) {
+    pub fn for_each_baseline(&self, mut f: impl FnMut(u64, &[u8])) -> Result<(), StoreError> {
         let mut it = self.db().raw_iterator_cf(self.cf(CF_BASELINES));
         it.seek_to_first();
         while let (Some(k), Some(v)) = (it.key(), it.value()) {
@@ -520,14 +527,16 @@ impl Store {
             }
             it.next();
         }
+        self.counted(it.status().map_err(StoreError::from))
     }
 
     /// The saved baseline of one entity, if any.
-    pub fn saved_baseline(&self, entity: u64) -> Option<Vec<u8>> {
-        self.db()
-            .get_cf(self.cf(CF_BASELINES), entity.to_be_bytes())
-            .ok()
-            .flatten()
+    pub fn saved_baseline(&self, entity: u64) -> Result<Option<Vec<u8>>, StoreError> {
+        self.counted(
+            self.db()
+                .get_cf(self.cf(CF_BASELINES), entity.to_be_bytes())
+                .map_err(StoreError::from),
+        )
     }
 
     /// Writes closed anomaly minutes and risk hours.
@@ -588,7 +597,11 @@ impl Store {
     }
 
     /// Rule fires per hour in `[since, until)`: (rule key, hour ns, count), workers summed.
-    pub fn rule_fires(&self, since_ns: i64, until_ns: i64) -> Vec<(u64, i64, u32)> {
+    pub fn rule_fires(
+        &self,
+        since_ns: i64,
+        until_ns: i64,
+    ) -> Result<Vec<(u64, i64, u32)>, StoreError> {
         let lo = fire_key(since_ns, 0, 0);
         let mut out: Vec<(u64, i64, u32)> = Vec::new();
         let mut it = self.db().raw_iterator_cf(self.cf(CF_SERIES));
@@ -609,12 +622,17 @@ impl Store {
             }
             it.next();
         }
-        out
+        self.counted(it.status().map_err(StoreError::from))?;
+        Ok(out)
     }
 
     /// A flag of the `rules` family.
-    pub fn rule_flag(&self, key: &[u8]) -> Option<Vec<u8>> {
-        self.db().get_cf(self.cf(CF_RULES), key).ok().flatten()
+    pub fn rule_flag(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        self.counted(
+            self.db()
+                .get_cf(self.cf(CF_RULES), key)
+                .map_err(StoreError::from),
+        )
     }
 
     /// Sets a flag of the `rules` family (synced: an operator's toggle must survive a crash).
@@ -631,7 +649,7 @@ impl Store {
         since_ns: i64,
         until_ns: i64,
         source: Option<u64>,
-    ) -> Vec<MinutePoint> {
+    ) -> Result<Vec<MinutePoint>, StoreError> {
         let mut lo = [0u8; 9];
         lo[0] = b'a';
         lo[1..].copy_from_slice(&(since_ns.max(0) as u64).to_be_bytes());
@@ -660,11 +678,17 @@ impl Store {
             }
             it.next();
         }
-        out
+        self.counted(it.status().map_err(StoreError::from))?;
+        Ok(out)
     }
 
     /// Risk hours of one entity in `[since, until)`: (hour start ns, highest score).
-    pub fn risk_history(&self, entity: u64, since_ns: i64, until_ns: i64) -> Vec<(i64, f32)> {
+    pub fn risk_history(
+        &self,
+        entity: u64,
+        since_ns: i64,
+        until_ns: i64,
+    ) -> Result<Vec<(i64, f32)>, StoreError> {
         let mut lo = [0u8; 17];
         lo[0] = b'r';
         lo[1..9].copy_from_slice(&entity.to_be_bytes());
@@ -685,7 +709,8 @@ impl Store {
             }
             it.next();
         }
-        out
+        self.counted(it.status().map_err(StoreError::from))?;
+        Ok(out)
     }
 
     /// Deletes alerts first seen and series points older than `cutoff_ns` (retention).

@@ -33,7 +33,7 @@ pub use codec::{
     FLAG_MALFORMED, FLAG_TRUNCATED, Role, StoredEvent, bincode_config, seal_block, write_block,
 };
 pub use detection::{AlertPage, AlertQuery, RuleFires, TriageError, TriageUpdate, alert_key};
-pub use query::{EntityFilter, EntityHit, EventPage, EventQuery, QueryError, parse_event_id};
+pub use query::{EntityFilter, EntityHit, EventPage, EventQuery, parse_event_id};
 pub use writer::{EncodedBlock, NewEntity, Posting, PostingKind, spawn_writer};
 
 use crate::batch::Checkpoint;
@@ -326,67 +326,85 @@ impl Store {
     }
 
     /// Every persisted template, for the miners to resume with the same ids.
-    pub fn templates(&self) -> Vec<(u64, String)> {
-        let mut out = Vec::new();
-        let mut it = self.db.raw_iterator_cf(self.cf(CF_TEMPLATES));
-        it.seek_to_first();
-        while let (Some(k), Some(v)) = (it.key(), it.value()) {
-            if let Ok(id) = <[u8; 8]>::try_from(k) {
+    pub fn templates(&self) -> Result<Vec<(u64, String)>, StoreError> {
+        self.counted((|| {
+            let mut out = Vec::new();
+            let mut it = self.db.raw_iterator_cf(self.cf(CF_TEMPLATES));
+            it.seek_to_first();
+            while let (Some(k), Some(v)) = (it.key(), it.value()) {
+                let id = <[u8; 8]>::try_from(k).map_err(|_| StoreError::Decode {
+                    what: "template key",
+                    reason: format!("{} bytes, not 8", k.len()),
+                })?;
                 out.push((
                     u64::from_be_bytes(id),
                     String::from_utf8_lossy(v).into_owned(),
                 ));
+                it.next();
             }
-            it.next();
-        }
-        out
+            it.status()?;
+            Ok(out)
+        })())
     }
 
     /// The template text of `id`.
-    pub fn template(&self, id: u64) -> Option<String> {
-        self.db
-            .get_pinned_cf(self.cf(CF_TEMPLATES), id.to_be_bytes())
-            .ok()
-            .flatten()
-            .map(|v| String::from_utf8_lossy(&v).into_owned())
+    pub fn template(&self, id: u64) -> Result<Option<String>, StoreError> {
+        let v = self.counted(
+            self.db
+                .get_pinned_cf(self.cf(CF_TEMPLATES), id.to_be_bytes())
+                .map_err(StoreError::from),
+        )?;
+        Ok(v.map(|v| String::from_utf8_lossy(&v).into_owned()))
     }
 
     /// The file offset persisted for `path_key`.
-    pub fn checkpoint(&self, path_key: u64) -> Option<Checkpoint> {
-        let v = self
-            .db
-            .get_pinned_cf(self.cf(CF_CHECKPOINTS), path_key.to_be_bytes())
-            .ok()
-            .flatten()?;
+    pub fn checkpoint(&self, path_key: u64) -> Result<Option<Checkpoint>, StoreError> {
+        let v = self.counted(
+            self.db
+                .get_pinned_cf(self.cf(CF_CHECKPOINTS), path_key.to_be_bytes())
+                .map_err(StoreError::from),
+        )?;
+        let Some(v) = v else {
+            return Ok(None);
+        };
         if v.len() < 24 {
-            return None;
+            return self.counted(Err(StoreError::Decode {
+                what: "file checkpoint",
+                reason: format!("{} bytes, fewer than 24", v.len()),
+            }));
         }
         let n = |i: usize| u64::from_be_bytes(v[i..i + 8].try_into().unwrap_or([0; 8]));
-        Some(Checkpoint {
+        Ok(Some(Checkpoint {
             path_key,
             dev: n(0),
             ino: n(8),
             offset: n(16),
             path: String::from_utf8_lossy(&v[24..]).into_owned(),
-        })
+        }))
     }
 
     /// The kind and canonical name of an entity UUID, if the store has seen it.
-    pub fn entity(&self, uuid: &[u8; 16]) -> Option<(u8, i64, String)> {
-        let v = self
-            .db
-            .get_pinned_cf(self.cf(CF_ENTITIES), uuid)
-            .ok()
-            .flatten()?;
+    pub fn entity(&self, uuid: &[u8; 16]) -> Result<Option<(u8, i64, String)>, StoreError> {
+        let v = self.counted(
+            self.db
+                .get_pinned_cf(self.cf(CF_ENTITIES), uuid)
+                .map_err(StoreError::from),
+        )?;
+        let Some(v) = v else {
+            return Ok(None);
+        };
         if v.len() < 9 {
-            return None;
+            return self.counted(Err(StoreError::Decode {
+                what: "entity",
+                reason: format!("{} bytes, fewer than 9", v.len()),
+            }));
         }
         let first_seen = i64::from_be_bytes(v[1..9].try_into().unwrap_or([0; 8]));
-        Some((
+        Ok(Some((
             v[0],
             first_seen,
             String::from_utf8_lossy(&v[9..]).into_owned(),
-        ))
+        )))
     }
 
     /// Deletes events received before `cutoff_ns`, with their index entries. Returns whether

@@ -73,14 +73,6 @@ pub struct EventPage {
     pub timed_out: bool,
 }
 
-/// Search failures.
-#[derive(Debug, thiserror::Error)]
-pub enum QueryError {
-    /// RocksDB failed.
-    #[error("store: {0}")]
-    Rocks(#[from] rocksdb::Error),
-}
-
 /// Why an index scan gave up.
 enum IndexScan {
     /// The search's deadline passed.
@@ -100,7 +92,11 @@ type Positions = Option<Vec<u16>>;
 
 impl Store {
     /// Runs `q`.
-    pub fn search_events(&self, q: &EventQuery) -> Result<EventPage, QueryError> {
+    pub fn search_events(&self, q: &EventQuery) -> Result<EventPage, StoreError> {
+        self.counted(self.events_page(q))
+    }
+
+    fn events_page(&self, q: &EventQuery) -> Result<EventPage, StoreError> {
         let skip = u64::from(q.page.max(1) - 1) * u64::from(q.limit);
         let mut plan = Plan {
             q,
@@ -162,7 +158,7 @@ impl Store {
         })
     }
 
-    fn block_meta(&self, key: &BlockKey) -> Result<Option<BlockMeta>, QueryError> {
+    fn block_meta(&self, key: &BlockKey) -> Result<Option<BlockMeta>, StoreError> {
         Ok(self
             .db()
             .get_pinned_cf(self.cf(CF_BLOCKS), key)?
@@ -298,7 +294,7 @@ impl Plan<'_> {
         key: &BlockKey,
         meta: &BlockMeta,
         positions: Positions,
-    ) -> Result<(), QueryError> {
+    ) -> Result<(), StoreError> {
         let q = self.q;
         if q.deadline.is_some_and(|d| std::time::Instant::now() >= d) {
             self.stopped = true;
@@ -492,8 +488,18 @@ impl Store {
         since_ns: i64,
         until_ns: i64,
         max_events: u64,
+        f: impl FnMut(&str, StoredEvent) -> bool,
+    ) -> Result<u64, StoreError> {
+        self.counted(self.events_scanned(since_ns, until_ns, max_events, f))
+    }
+
+    fn events_scanned(
+        &self,
+        since_ns: i64,
+        until_ns: i64,
+        max_events: u64,
         mut f: impl FnMut(&str, StoredEvent) -> bool,
-    ) -> Result<u64, QueryError> {
+    ) -> Result<u64, StoreError> {
         let mut read = 0u64;
         let mut it = self.db().raw_iterator_cf(self.cf(CF_BLOCKS));
         it.seek_to_last();
@@ -526,7 +532,11 @@ impl Store {
     /// tail reads next. Keys are ordered by the receive time of a block's first event, and two
     /// workers may commit slightly out of that order, so a tail asks again from a little before
     /// its last key and skips the keys it has seen.
-    pub fn blocks_since(&self, since_received_ns: i64) -> Result<Vec<BlockKey>, QueryError> {
+    pub fn blocks_since(&self, since_received_ns: i64) -> Result<Vec<BlockKey>, StoreError> {
+        self.counted(self.block_keys_since(since_received_ns))
+    }
+
+    fn block_keys_since(&self, since_received_ns: i64) -> Result<Vec<BlockKey>, StoreError> {
         let mut keys = Vec::new();
         let mut it = self.db().raw_iterator_cf(self.cf(CF_BLOCKS));
         it.seek(super::block_key(since_received_ns, 0));
@@ -548,7 +558,11 @@ impl Store {
         &self,
         key: &BlockKey,
         max: usize,
-    ) -> Result<(Vec<Event>, u64), QueryError> {
+    ) -> Result<(Vec<Event>, u64), StoreError> {
+        self.counted(self.events_of_block(key, max))
+    }
+
+    fn events_of_block(&self, key: &BlockKey, max: usize) -> Result<(Vec<Event>, u64), StoreError> {
         let Some(bytes) = self.db().get_pinned_cf(self.cf(CF_EVENTS), key)? else {
             return Ok((Vec::new(), 0));
         };
@@ -582,7 +596,11 @@ impl Store {
     }
 
     /// Entities whose canonical name contains `q` (ASCII case-insensitive), best first.
-    pub fn search_entities(&self, q: &str, limit: usize) -> Vec<EntityHit> {
+    pub fn search_entities(&self, q: &str, limit: usize) -> Result<Vec<EntityHit>, StoreError> {
+        self.counted(self.entities_matching(q, limit))
+    }
+
+    fn entities_matching(&self, q: &str, limit: usize) -> Result<Vec<EntityHit>, StoreError> {
         let needle = q.to_ascii_lowercase();
         let mut hits = Vec::new();
         let mut it = self.db().raw_iterator_cf(self.cf(super::CF_ENTITIES));
@@ -614,6 +632,7 @@ impl Store {
             }
             it.next();
         }
+        it.status()?;
         hits.sort_by(|a, b| {
             b.relevance
                 .total_cmp(&a.relevance)
@@ -621,6 +640,6 @@ impl Store {
                 .then(a.value.cmp(&b.value))
         });
         hits.truncate(limit);
-        hits
+        Ok(hits)
     }
 }
