@@ -4,7 +4,9 @@
 
 mod common;
 
-use common::{Service, free_port, header, http, json, request, send_lines, stamp};
+use common::{
+    Service, free_port, header, http, invalid_user_lines, json, request, send_lines, stamp,
+};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -142,10 +144,7 @@ fn a_person_can_watch_triage_and_filter_in_a_real_browser() {
     // Alerts before the page opens: invalid-user lines fire a bundled Sigma rule. They carry the
     // present time (rsyslog's ISO form in the RFC 3164 position): the ATT&CK heatmap counts
     // fires by event time over the last 24 hours, so a fixed date would age out of it.
-    let now = stamp(0);
-    let lines: String = (0..3)
-        .map(|i| format!("<38>{now} web-01 sshd[21{i}]: Invalid user oracle{i} from 203.0.113.9 port 4000{i}\n"))
-        .collect();
+    let lines = invalid_user_lines();
     send_lines(tcp, &lines);
     let t = Instant::now();
     loop {

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{Service, free_port, http, json, send_lines, stamp, wait_for};
+use common::{Service, free_port, http, invalid_user_lines, json, send_lines, stamp, wait_for};
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -155,14 +155,7 @@ fn start_on(dir: &Path, data: Option<&str>, llm: &str) -> (Service, u16, u16) {
 
 /// Three invalid-user lines fire the bundled Sigma rule; returns the alert's id.
 fn raise_alert(api: u16, tcp: u16) -> String {
-    let lines: String = (0..3)
-        .map(|i| {
-            let t = stamp(i - 3);
-            format!(
-                "<38>{t} web-01 sshd[21{i}]: Invalid user oracle{i} from 203.0.113.9 port 4000{i}\n"
-            )
-        })
-        .collect();
+    let lines = invalid_user_lines();
     send_lines(tcp, &lines);
     let v = wait_for(api, "/api/v1/alerts?type=sigma", |v| {
         v["items"].as_array().is_some_and(|a| !a.is_empty())

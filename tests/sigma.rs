@@ -5,7 +5,9 @@
 
 mod common;
 
-use common::{Service, free_port, http, http_with_head, json, send_lines, stamp, wait_for};
+use common::{
+    Service, free_port, http, http_with_head, invalid_user_lines, json, send_lines, stamp, wait_for,
+};
 
 /// `sshd_invalid_user.yml`.
 const INVALID_USER: &str = "dcec6854-a593-491f-9a9c-59c065d2aca7";
@@ -27,14 +29,7 @@ fn sigma_rules_alert_list_toggle_upload_and_survive_a_restart() {
     let svc = Service::start(dir.path(), &config, api);
 
     // Three bot attempts from one address: one alert for the address, three fires.
-    let lines: String = (0..3)
-        .map(|i| {
-            let t = stamp(i - 3);
-            format!(
-                "<38>{t} web-01 sshd[21{i}]: Invalid user oracle{i} from 203.0.113.9 port 4000{i}\n"
-            )
-        })
-        .collect();
+    let lines = invalid_user_lines();
     send_lines(tcp, &lines);
     let alerts = wait_for(api, "/api/v1/alerts?type=sigma", |v| {
         v["meta"]["total"].as_u64() >= Some(1)

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{Service, free_port, http, json, send_lines, stamp, wait_for};
+use common::{Service, free_port, http, invalid_user_lines, json, send_lines, wait_for};
 use watchpost_dataplane::store::Store;
 use watchpost_proto::config::StorageConfig;
 
@@ -22,14 +22,7 @@ fn a_damaged_alert_is_a_500_and_degraded_health_never_a_404() {
     )
     .unwrap();
     let svc = Service::start(dir.path(), &config, api);
-    let lines: String = (0..3)
-        .map(|i| {
-            let t = stamp(i - 3);
-            format!(
-                "<38>{t} web-01 sshd[21{i}]: Invalid user oracle{i} from 203.0.113.9 port 4000{i}\n"
-            )
-        })
-        .collect();
+    let lines = invalid_user_lines();
     send_lines(tcp, &lines);
     let v = wait_for(api, "/api/v1/alerts?type=sigma", |v| {
         v["meta"]["total"].as_u64() >= Some(1)

@@ -3,7 +3,9 @@
 
 mod common;
 
-use common::{Service, free_port, header, http, json, request, send_lines, stamp};
+use common::{
+    Service, free_port, header, http, invalid_user_lines, json, request, send_lines, stamp,
+};
 use serde_json::Value;
 use std::io::Write;
 use std::net::TcpStream;
@@ -142,14 +144,7 @@ fn frames_follow_the_server_side_filter_and_alerts_arrive() {
     until(&mut ws, |v| {
         v["type"] == "status" && v["reason"] == "filter"
     });
-    let lines: String = (0..3)
-        .map(|i| {
-            let t = stamp(i - 3);
-            format!(
-                "<38>{t} web-01 sshd[21{i}]: Invalid user oracle{i} from 203.0.113.9 port 4000{i}\n"
-            )
-        })
-        .collect();
+    let lines = invalid_user_lines();
     send_lines(tcp, &lines);
     let (alert, _) = until(&mut ws, |v| v["type"] == "alert");
     assert_eq!(alert["alert"]["type"], "sigma", "{alert}");

@@ -85,6 +85,19 @@ pub fn stamp(offset_s: i64) -> String {
     watchpost_dataplane::parse::time::Rfc3339(at).to_string()
 }
 
+/// Three SSH attempts for users that do not exist, from one address, stamped over the last
+/// seconds: they fire the bundled Sigma rule `sshd_invalid_user.yml` (one alert, three fires).
+pub fn invalid_user_lines() -> String {
+    (0..3)
+        .map(|i| {
+            let t = stamp(i - 3);
+            format!(
+                "<38>{t} web-01 sshd[21{i}]: Invalid user oracle{i} from 203.0.113.9 port 4000{i}\n"
+            )
+        })
+        .collect()
+}
+
 /// Parses a body, failing the test with the body when it is not JSON.
 pub fn json(body: &str) -> serde_json::Value {
     serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
