@@ -6,7 +6,8 @@
 mod common;
 
 use common::{
-    Service, free_port, http, http_with_head, invalid_user_lines, json, send_lines, stamp, wait_for,
+    Service, free_port, http, http_with_head, invalid_user_lines, json, send_lines, stamp,
+    syslog_config, wait_for,
 };
 
 /// `sshd_invalid_user.yml`.
@@ -18,14 +19,12 @@ const CUSTOM: &str = "title: Watchpost test canary\nid: 5b0e1c3a-8f7e-4d2a-9c1b-
 fn sigma_rules_alert_list_toggle_upload_and_survive_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let (api, tcp) = (free_port(), free_port());
-    let config = dir.path().join("watchpost.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "dashboard_port = {api}\nhealth_port = 0\napi_list_rate_limit = \"100000/minute\"\napi_detail_rate_limit = \"100000/minute\"\napi_coverage_rate_limit = \"3/minute\"\n[inputs.syslog_udp]\nenabled = false\n[inputs.json_tcp]\nenabled = false\n[inputs.syslog_tcp]\naddress = \"127.0.0.1:{tcp}\"\n[dataplane]\npin_workers = false\n"
-        ),
-    )
-    .unwrap();
+    let config = syslog_config(
+        dir.path(),
+        api,
+        Some(tcp),
+        "api_coverage_rate_limit = \"3/minute\"",
+    );
     let svc = Service::start(dir.path(), &config, api);
 
     // Three bot attempts from one address: one alert for the address, three fires.
@@ -296,14 +295,7 @@ fn sigma_rules_alert_list_toggle_upload_and_survive_a_restart() {
 fn rules_nested_past_the_bounds_are_refused_with_their_place_and_the_service_runs_on() {
     let dir = tempfile::tempdir().unwrap();
     let api = free_port();
-    let config = dir.path().join("watchpost.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "dashboard_port = {api}\nhealth_port = 0\napi_detail_rate_limit = \"100000/minute\"\n[inputs.syslog_udp]\nenabled = false\n[inputs.syslog_tcp]\nenabled = false\n[inputs.json_tcp]\nenabled = false\n[dataplane]\npin_workers = false\n"
-        ),
-    )
-    .unwrap();
+    let config = syslog_config(dir.path(), api, None, "");
     let _svc = Service::start(dir.path(), &config, api);
     // The condition is on line 9; its text starts in column 16.
     let rule = |condition: &str| {

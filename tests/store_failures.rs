@@ -5,7 +5,9 @@
 
 mod common;
 
-use common::{Service, free_port, http, invalid_user_lines, json, send_lines, wait_for};
+use common::{
+    Service, free_port, http, invalid_user_lines, json, send_lines, syslog_config, wait_for,
+};
 use watchpost_dataplane::store::Store;
 use watchpost_proto::config::StorageConfig;
 
@@ -13,14 +15,7 @@ use watchpost_proto::config::StorageConfig;
 fn a_damaged_alert_is_a_500_and_degraded_health_never_a_404() {
     let dir = tempfile::tempdir().unwrap();
     let (api, tcp) = (free_port(), free_port());
-    let config = dir.path().join("watchpost.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "dashboard_port = {api}\nhealth_port = 0\napi_list_rate_limit = \"100000/minute\"\napi_detail_rate_limit = \"100000/minute\"\n[inputs.syslog_udp]\nenabled = false\n[inputs.json_tcp]\nenabled = false\n[inputs.syslog_tcp]\naddress = \"127.0.0.1:{tcp}\"\n[dataplane]\npin_workers = false\n"
-        ),
-    )
-    .unwrap();
+    let config = syslog_config(dir.path(), api, Some(tcp), "");
     let svc = Service::start(dir.path(), &config, api);
     let lines = invalid_user_lines();
     send_lines(tcp, &lines);

@@ -4,7 +4,7 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -201,6 +201,25 @@ pub fn send_lines(port: u16, lines: &str) {
         .unwrap()
         .write_all(lines.as_bytes())
         .unwrap();
+}
+
+/// Writes `DIR/watchpost.toml` for a service with its API on `api`, no probe listener, unlimited
+/// list and detail rates, unpinned workers, and syslog over TCP on `syslog_tcp` as the only input
+/// (none when `None`); `extra` top-level keys go first. Returns the file's path.
+pub fn syslog_config(dir: &Path, api: u16, syslog_tcp: Option<u16>, extra: &str) -> PathBuf {
+    let syslog = match syslog_tcp {
+        Some(port) => format!("address = \"127.0.0.1:{port}\""),
+        None => "enabled = false".into(),
+    };
+    let path = dir.join("watchpost.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "{extra}\ndashboard_port = {api}\nhealth_port = 0\napi_list_rate_limit = \"100000/minute\"\napi_detail_rate_limit = \"100000/minute\"\n[inputs.syslog_udp]\nenabled = false\n[inputs.json_tcp]\nenabled = false\n[inputs.syslog_tcp]\n{syslog}\n[dataplane]\npin_workers = false\n"
+        ),
+    )
+    .unwrap();
+    path
 }
 
 /// The service, killed when dropped.
