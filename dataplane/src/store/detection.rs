@@ -530,15 +530,6 @@ impl Store {
         self.counted(it.status().map_err(StoreError::from))
     }
 
-    /// The saved baseline of one entity, if any.
-    pub fn saved_baseline(&self, entity: u64) -> Result<Option<Vec<u8>>, StoreError> {
-        self.counted(
-            self.db()
-                .get_cf(self.cf(CF_BASELINES), entity.to_be_bytes())
-                .map_err(StoreError::from),
-        )
-    }
-
     /// Writes closed anomaly minutes and risk hours.
     pub fn put_series(
         &self,
