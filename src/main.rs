@@ -664,7 +664,7 @@ fn mine(cfg: &Config, file: &std::path::Path, syslog: bool) -> ExitCode {
             }
         }
     };
-    let now = watchpost_dataplane::clock::now_ns();
+    let now = watchpost_proto::now_ns();
     let mut ids = Vec::new();
     for line in reader.split(b'\n') {
         let Ok(line) = line else { break };

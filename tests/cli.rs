@@ -2,7 +2,6 @@
 //! service itself started on loopback, fed real lines, queried over HTTP, stopped with SIGTERM and
 //! started again.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 mod common;
@@ -30,7 +29,11 @@ fn config_check_names_every_bad_key() {
         "{err}"
     );
 
-    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/watchpost.toml");
+    let example = std::path::PathBuf::from(
+        std::env::var("CARGO_MANIFEST_DIR")
+            .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_string()),
+    )
+    .join("deploy/watchpost.toml");
     let out = bin()
         .args(["config", "check"])
         .arg(&example)

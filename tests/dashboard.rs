@@ -118,7 +118,11 @@ fn the_page_and_its_assets_carry_the_strict_policy() {
 
 /// Node, playwright-core (`npm ci --prefix ui`) and Chromium, when all are here.
 fn browser_tools() -> Option<(PathBuf, PathBuf)> {
-    let ui = Path::new(env!("CARGO_MANIFEST_DIR")).join("ui");
+    let ui = std::path::PathBuf::from(
+        std::env::var("CARGO_MANIFEST_DIR")
+            .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_string()),
+    )
+    .join("ui");
     let chromium = PathBuf::from(std::env::var("CHROMIUM").unwrap_or("/usr/bin/chromium".into()));
     let node_ok = Command::new("node")
         .arg("--version")

@@ -8,8 +8,8 @@ mod common;
 use common::{
     Service, free_port, http, invalid_user_lines, json, send_lines, syslog_config, wait_for,
 };
-use watchpost_dataplane::store::Store;
 use watchpost_proto::config::StorageConfig;
+use watchpost_store::Store;
 
 #[test]
 fn a_damaged_alert_is_a_500_and_degraded_health_never_a_404() {

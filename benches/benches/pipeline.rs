@@ -8,12 +8,13 @@ use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_mai
 use std::hint::black_box;
 use std::sync::Arc;
 use watchpost_benches::Traffic;
-use watchpost_dataplane::batch::{Format, InputId, LineMeta};
+use watchpost_dataplane::batch::{Format, LineMeta};
 use watchpost_dataplane::normalize::{Normalizer, Tally};
 use watchpost_dataplane::parse::syslog::parse_syslog;
-use watchpost_dataplane::store::EncodedBlock;
 use watchpost_dataplane::template::{MinerConfig, TemplateMiner};
+use watchpost_proto::InputId;
 use watchpost_rules::ioc::IocSet;
+use watchpost_store::EncodedBlock;
 
 const LINES: usize = 8192;
 const NOW_S: i64 = 1_795_000_000;
@@ -82,6 +83,7 @@ fn normalize(c: &mut Criterion, name: &str, json: bool, iocs: Option<Arc<IocSet>
         n.push_line(l, &meta, input, format, &mut block, &mut tally);
         if block.len() == 1024 {
             block.clear();
+            n.detect_batch().clear();
         }
     }
     let mut g = c.benchmark_group("normalize");
@@ -98,6 +100,7 @@ fn normalize(c: &mut Criterion, name: &str, json: bool, iocs: Option<Arc<IocSet>
                 n.push_line(black_box(l), &meta, input, format, &mut block, &mut tally);
                 if block.len() == 1024 {
                     block.clear();
+                    n.detect_batch().clear();
                 }
             }
         })

@@ -3,13 +3,14 @@
 use crate::Traffic;
 use std::path::PathBuf;
 use std::sync::Arc;
-use watchpost_dataplane::batch::{Format, InputId, LineMeta};
+use watchpost_dataplane::batch::{Format, LineMeta};
 use watchpost_dataplane::normalize::{Normalizer, Tally};
-use watchpost_dataplane::store::{BlockReader, EncodedBlock};
 use watchpost_dataplane::template::{MinerConfig, TemplateMiner};
+use watchpost_proto::InputId;
 use watchpost_rules::load::{load_file, rule_files};
 use watchpost_rules::rule::Body;
 use watchpost_rules::{PlainEvent, Rule, bundled, parse_rule};
+use watchpost_store::{BlockReader, EncodedBlock};
 
 const NOW_S: i64 = 1_795_000_000;
 
@@ -52,6 +53,7 @@ pub fn plain_events(seed: u64, n: usize) -> Vec<PlainEvent> {
                 );
             }
             block.clear();
+            norm.detect_batch().clear();
         }
     }
     out
@@ -78,7 +80,13 @@ pub fn bundled_rules() -> Vec<Arc<Rule>> {
 /// `../shared/data/sigmahq-subset` beside the checkout); empty when it is not there.
 pub fn sigmahq_rules() -> Vec<Arc<Rule>> {
     let dir = std::env::var_os("WATCHPOST_SIGMAHQ").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/sigmahq-subset"),
+        || {
+            PathBuf::from(
+                std::env::var("CARGO_MANIFEST_DIR")
+                    .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_string()),
+            )
+            .join("../../shared/data/sigmahq-subset")
+        },
         PathBuf::from,
     );
     let Ok(files) = rule_files(&[dir]) else {

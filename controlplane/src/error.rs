@@ -78,8 +78,8 @@ impl ApiError {
 /// A store read that failed is a 500 in the error shape, never a 404 or an empty answer: an
 /// analyst must not take "the disk failed" for "there is no such alert". The store has already
 /// counted it (`/health`, `/stats`, `/metrics`) and logged it.
-impl From<watchpost_dataplane::store::StoreError> for ApiError {
-    fn from(e: watchpost_dataplane::store::StoreError) -> ApiError {
+impl From<watchpost_store::StoreError> for ApiError {
+    fn from(e: watchpost_store::StoreError) -> ApiError {
         ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             "store_error",

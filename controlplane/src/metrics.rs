@@ -287,7 +287,7 @@ fn render(st: &AppState) -> String {
         "gauge",
         "1 while a pinned worker (stage parse or detect) runs and reported in the last 10 s, as /health judges it.",
     );
-    let now = watchpost_dataplane::clock::now_ns();
+    let now = watchpost_proto::now_ns();
     for (stage, alive, beats) in [
         (
             "parse",

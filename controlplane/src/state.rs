@@ -4,11 +4,11 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use watchpost_dataplane::catalog::Catalog;
-use watchpost_dataplane::detect::stage::DetectHandle;
 use watchpost_dataplane::input::HttpIngest;
+use watchpost_dataplane::stage::DetectHandle;
 use watchpost_dataplane::stats::Stats;
-use watchpost_dataplane::store::Store;
 use watchpost_proto::Config;
+use watchpost_store::Store;
 
 /// Shared state of the API.
 #[derive(Clone)]

@@ -8,16 +8,18 @@
 //! Events are named `<file index><first line of batch>` + position, so an alert's
 //! `contributing_events` turn back into file and line numbers (`contributing_lines`).
 
-use crate::batch::{Format, InputId, LineMeta};
+use crate::batch::{Format, LineMeta};
+
 use crate::catalog::Catalog;
-use crate::detect::engine::{Collect, Detector, DetectorParams};
 use crate::normalize::{Normalizer, Tally};
-use crate::store::{EncodedBlock, parse_event_id};
 use crate::template::{MinerConfig, TemplateMiner};
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
+use watchpost_detect::engine::{Collect, Detector, DetectorParams};
+use watchpost_proto::InputId;
 use watchpost_proto::{Alert, Config};
+use watchpost_store::{EncodedBlock, parse_event_id};
 
 /// Lines per block (as a worker's batch).
 const BATCH: usize = 1024;
@@ -136,18 +138,20 @@ pub fn analyze(cfg: &Config, files: &[PathBuf]) -> Result<(Vec<Alert>, Summary),
                     let name = &block.names[e.name.start as usize..e.name.end as usize];
                     names.entry(e.uuid).or_insert_with(|| name.to_string());
                 }
-                for r in block.detect.iter_mut() {
+                let detect = norm.detect_batch();
+                for r in detect.records.iter_mut() {
                     r.block = key;
                     r.owned = u8::MAX;
                     summary.first_ns = summary.first_ns.min(r.ts_ns);
                     summary.last_ns = summary.last_ns.max(r.ts_ns);
                 }
-                for h in block.hits.iter_mut() {
+                for h in detect.hits.iter_mut() {
                     h.record.block = key;
                 }
-                detector.process_all(&block.detect, &mut sink);
-                detector.correlate(&block.hits, &mut sink);
+                detector.process_all(&detect.records, &mut sink);
+                detector.correlate(&detect.hits, &mut sink);
                 detector.flush(&mut sink);
+                detect.clear();
                 block.clear();
             }
             if n == 0 {

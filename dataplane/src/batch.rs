@@ -9,6 +9,8 @@ use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
 use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use watchpost_proto::InputId;
+use watchpost_store::Checkpoint;
 
 /// How the worker should read the lines of a batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,59 +24,6 @@ pub enum Format {
     Auto = 2,
 }
 
-/// Which input produced a batch; indexes the per-input counters.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum InputId {
-    /// Syslog over UDP.
-    SyslogUdp = 0,
-    /// Syslog over TCP.
-    SyslogTcp = 1,
-    /// JSON lines over TCP.
-    JsonTcp = 2,
-    /// Tailed files.
-    File = 3,
-    /// HTTP `POST /api/v1/ingest`.
-    Http = 4,
-}
-
-impl InputId {
-    /// Every input, in counter order.
-    pub const ALL: [InputId; 5] = [
-        InputId::SyslogUdp,
-        InputId::SyslogTcp,
-        InputId::JsonTcp,
-        InputId::File,
-        InputId::Http,
-    ];
-
-    /// Name in `/stats` and `/health`.
-    pub fn name(self) -> &'static str {
-        match self {
-            InputId::SyslogUdp => "syslog_udp",
-            InputId::SyslogTcp => "syslog_tcp",
-            InputId::JsonTcp => "json_tcp",
-            InputId::File => "file",
-            InputId::Http => "http",
-        }
-    }
-
-    /// The `input` field of events from this input.
-    pub fn event_input(self) -> &'static str {
-        match self {
-            InputId::SyslogUdp | InputId::SyslogTcp => "syslog",
-            InputId::JsonTcp => "json",
-            InputId::File => "file",
-            InputId::Http => "http",
-        }
-    }
-
-    /// Inverse of `as u8`.
-    pub fn from_u8(v: u8) -> Option<InputId> {
-        InputId::ALL.get(v as usize).copied()
-    }
-}
-
 /// Where one line sits in a batch, and what is known of it before parsing.
 #[derive(Clone, Copy, Debug)]
 pub struct LineMeta {
@@ -86,21 +35,6 @@ pub struct LineMeta {
     pub received_ns: i64,
     /// The line was longer than `dataplane.max_line_bytes` and was cut.
     pub truncated: bool,
-}
-
-/// A file offset that becomes durable together with the lines before it (see the file input).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Checkpoint {
-    /// Identity of the tailed path (hash of the path).
-    pub path_key: u64,
-    /// The path itself, for the store's record.
-    pub path: String,
-    /// Device and inode of the file the offset belongs to.
-    pub dev: u64,
-    /// Inode number.
-    pub ino: u64,
-    /// Byte offset just after the last line of this batch from that file.
-    pub offset: u64,
 }
 
 /// A batch of raw lines from one input.

@@ -11,91 +11,16 @@
 //! Enabled flags live in the store's `rules` family, so a toggle survives restarts; uploads are
 //! files in `detection.sigma_custom_upload_dir`, read back at start.
 
-use crate::hash::hash64;
-use crate::store::Store;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
-use watchpost_proto::{AttackMapping, Config};
-use watchpost_rules::attack::Attack;
+use watchpost_proto::Config;
 use watchpost_rules::correlation::Plan;
 use watchpost_rules::rule::Body;
-use watchpost_rules::{Mapping, Rule, RuleError, RuleSet, bundled, load, parse_rule};
-
-/// Where a rule came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Origin {
-    /// Written by this project, embedded in the binary.
-    Bundled,
-    /// From a folder of `detection.sigma_rules_dirs`.
-    Directory,
-    /// Uploaded through the API (a file in the custom upload folder).
-    Custom,
-}
-
-impl Origin {
-    /// The API name: `bundled`, `directory` or `custom`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Origin::Bundled => "bundled",
-            Origin::Directory => "directory",
-            Origin::Custom => "custom",
-        }
-    }
-}
-
-/// One rule of the catalogue.
-#[derive(Debug)]
-pub struct RuleEntry {
-    /// The parsed rule.
-    pub rule: Arc<Rule>,
-    /// Its YAML, as loaded.
-    pub yaml: String,
-    /// Where it came from.
-    pub origin: Origin,
-    /// Its file (for bundled rules, the path under `rules/sigma/`).
-    pub path: String,
-    /// `hash64(id)`: the key of its fire counts in the store.
-    pub key: u64,
-    /// ATT&CK mappings of its tags.
-    pub attack: Vec<AttackMapping>,
-    /// Alert severity (0 to 5) from its level; 3 when it has none.
-    pub severity: u8,
-    /// Its logsource maps onto events (a rule whose logsource does not can never fire).
-    pub mapped: bool,
-    enabled: AtomicBool,
-}
-
-impl RuleEntry {
-    fn new(rule: Rule, yaml: String, origin: Origin, path: String, mapping: &Mapping) -> RuleEntry {
-        let attack = Attack::get().mappings(&rule.tags);
-        let mapped = match &rule.body {
-            Body::Detection { .. } => mapping.shapes(&rule.logsource).is_some(),
-            Body::Correlation(_) => true,
-        };
-        RuleEntry {
-            key: hash64(rule.id.as_bytes()),
-            severity: rule.level.map_or(3, |l| l.severity()),
-            rule: Arc::new(rule),
-            yaml,
-            origin,
-            path,
-            attack,
-            mapped,
-            enabled: AtomicBool::new(true),
-        }
-    }
-
-    /// Applied to events?
-    pub fn enabled(&self) -> bool {
-        self.enabled.load(Ordering::Relaxed)
-    }
-
-    /// A detection rule (rather than a correlation rule)?
-    pub fn is_detection(&self) -> bool {
-        matches!(self.rule.body, Body::Detection { .. })
-    }
-}
+use watchpost_rules::{
+    Mapping, Origin, Rule, RuleEntry, RuleError, RuleSet, bundled, load, parse_rule,
+};
+use watchpost_store::Store;
 
 /// Why an upload was refused.
 #[derive(Debug)]
@@ -231,7 +156,7 @@ impl Catalog {
                     .rule_flag(&enabled_key(&id))
                     .map_err(|e| format!("reading whether rule {id} is enabled: {e}"))?
             {
-                e.enabled.store(v == b"1", Ordering::Relaxed);
+                e.set_enabled(v == b"1");
             }
             if e.is_detection() {
                 state.detection.push(Arc::new(e));
@@ -340,7 +265,7 @@ impl Catalog {
                 .map_err(|e| e.to_string())?;
         }
         if e.enabled() != on {
-            e.enabled.store(on, Ordering::Relaxed);
+            e.set_enabled(on);
             if e.is_detection() {
                 let mut set = (*s.compiled).clone();
                 set.set_enabled(id, on);
@@ -504,4 +429,17 @@ fn read_folder(
 
 fn custom_files(dir: &Path) -> std::io::Result<usize> {
     Ok(load::rule_files(&[dir.to_path_buf()])?.len())
+}
+
+/// Stage B names the rules stage A reports through the catalogue.
+impl watchpost_detect::names::RuleBook for Catalog {
+    fn plan(&self) -> (u64, Arc<Plan>) {
+        Catalog::plan(self)
+    }
+    fn detection(&self, index: u32) -> Option<Arc<RuleEntry>> {
+        Catalog::detection(self, index)
+    }
+    fn find(&self, rule_id: &str) -> Option<Arc<RuleEntry>> {
+        Catalog::find(self, rule_id)
+    }
 }

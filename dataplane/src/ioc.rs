@@ -11,12 +11,12 @@
 //! each file's name, size and modification time: no inotify dependency, works on every
 //! filesystem, and a feed dropped in by `rsync` or a cron job is picked up within the interval.
 
-use crate::clock::now_ns;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
+use watchpost_proto::now_ns;
 use watchpost_rules::ioc::{FileStats, IocError, IocKind, IocSet};
 
 /// What a folder looked like: (name, size, modification time) per file, sorted.
@@ -220,6 +220,13 @@ fn fingerprint(dir: &Path) -> Fingerprint {
         .unwrap_or_default();
     out.sort();
     out
+}
+
+/// Stage B names the indicators stage A reports through the feed.
+impl watchpost_detect::names::IndicatorBook for IocFeed {
+    fn indicators(&self, version: u64) -> Option<Arc<IocSet>> {
+        self.get(version)
+    }
 }
 
 #[cfg(test)]

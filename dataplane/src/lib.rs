@@ -9,7 +9,11 @@
 //!
 //! Batches, not events, cross threads; every buffer is pooled; each worker owns its state. So the
 //! steady state allocates nothing and takes no lock per event, and the control plane reads only
-//! atomics ([`stats`]) and the store ([`store::Store`]), never the workers' state.
+//! atomics ([`stats`]) and the store ([`watchpost_store::Store`]), never the workers' state.
+//!
+//! This crate is the runtime: threads, rings, sockets, files and the live content. What it runs
+//! lives below it: the detection mathematics in `watchpost_detect` (no I/O), the RocksDB schema
+//! and queries in `watchpost_store`, the rules in `watchpost_rules`.
 //!
 //! ```no_run
 //! let config = watchpost_proto::Config::default();
@@ -22,9 +26,6 @@
 pub mod analyze;
 pub mod batch;
 pub mod catalog;
-pub mod clock;
-pub mod detect;
-pub mod hash;
 pub mod input;
 pub mod ioc;
 pub mod live;
@@ -33,9 +34,10 @@ pub mod parse;
 pub mod pipeline;
 pub mod ring;
 pub mod sigma;
+pub mod stage;
 pub mod stats;
-pub mod store;
 pub mod template;
 pub mod worker;
+pub mod writer;
 
 pub use pipeline::{Pipeline, StartError};

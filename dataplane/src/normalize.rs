@@ -6,29 +6,32 @@
 //! nothing (`tests/zero_alloc.rs` proves it). Field mappings (which JSON keys are the timestamp,
 //! the host, a user...) are documented in `docs/event.md`.
 
-use crate::batch::{Format, InputId, LineMeta};
-use crate::detect::record::{
-    CorrelationHit, DetectRecord, GROUP_TEXT_BYTES, NOT_SCORED, RECORD_ENTITIES, RecordEntity,
-    SIGMA_PER_RECORD,
-};
-use crate::detect::ueba::{UebaType, ip_key, is_service_account};
-use crate::hash::{U64Map, hash64, hash64_seeded};
+use crate::batch::{Format, LineMeta};
+
 use crate::parse::extract::{self, TextEntity};
 use crate::parse::json::{JsonScalar, JsonScratch, scan_object};
 use crate::parse::syslog::{SyslogFormat, for_each_sd_param, parse_syslog, unescape_sd_value};
 use crate::parse::time::parse_timestamp;
-use crate::store::{
-    EncodedBlock, EntitySlot, EventView, FLAG_INVALID_UTF8, FLAG_MALFORMED, FLAG_TRUNCATED,
-    NewEntity, Posting, PostingKind, Role, bincode_config,
-};
 use crate::template::{Change, TemplateMiner};
 use std::fmt::Write as _;
 use std::ops::Range;
 use std::sync::Arc;
+use watchpost_detect::record::{
+    CorrelationHit, DetectBatch, DetectRecord, GROUP_TEXT_BYTES, NOT_SCORED, RECORD_ENTITIES,
+    RecordEntity, SIGMA_PER_RECORD,
+};
+use watchpost_detect::ueba::{UebaType, ip_key, is_service_account};
+use watchpost_proto::InputId;
 use watchpost_proto::{EntityKind, Severity, canonicalize_into, entity_uuid};
+use watchpost_proto::{Role, bincode_config};
+use watchpost_proto::{U64Map, hash64, hash64_seeded};
 use watchpost_rules::RuleSet;
 use watchpost_rules::correlation::Plan;
 use watchpost_rules::ioc::{IocId, IocKind, IocSet};
+use watchpost_store::{
+    EncodedBlock, EntitySlot, EventView, FLAG_INVALID_UTF8, FLAG_MALFORMED, FLAG_TRUNCATED,
+    NewEntity, Posting, PostingKind,
+};
 
 /// Most entities kept per event.
 const MAX_ENTITIES: usize = 32;
@@ -94,6 +97,10 @@ pub struct Normalizer {
     rules: Option<Arc<RuleSet>>,
     /// Matches of the current event (reused).
     hits: Vec<u32>,
+    /// What detection needs of the lines pushed since the worker last took it: the records and
+    /// correlation hits of the block being filled. They part from the block at the worker (the
+    /// block goes to the writer, these to stage B), so the store never sees detection types.
+    detect: DetectBatch,
     /// Correlations fed by the rules, and the catalogue version that numbered them.
     plan: Option<(u64, Arc<Plan>)>,
     /// Indicators matched against every event, and the feed version that numbered them.
@@ -133,6 +140,7 @@ impl Normalizer {
             seen,
             rules: None,
             hits: Vec::with_capacity(16),
+            detect: DetectBatch::default(),
             plan: None,
             iocs: None,
         }
@@ -182,9 +190,20 @@ impl Normalizer {
     }
 
     /// Reads the correlation groups of `plan` (numbered by catalogue `version`) off every event
-    /// a correlated rule matches; the hits go to the block's `hits`.
+    /// a correlated rule matches; the hits go to [`Normalizer::detect_batch`].
     pub fn set_plan(&mut self, version: u64, plan: Option<Arc<Plan>>) {
         self.plan = plan.filter(|p| !p.is_empty()).map(|p| (version, p));
+    }
+
+    /// The detection records and correlation hits of the lines pushed since this was last
+    /// emptied: the worker names them by block key and sends them to stage B (which empties it).
+    pub fn detect_batch(&mut self) -> &mut DetectBatch {
+        &mut self.detect
+    }
+
+    /// The Sigma rules (numbers in the current set) the last line pushed matched.
+    pub fn last_matches(&self) -> &[u32] {
+        &self.hits
     }
 
     /// The worker's template miner.
@@ -624,7 +643,6 @@ impl Normalizer {
         self.hits.clear();
         if let Some(rules) = &self.rules {
             rules.matches(&view, &mut self.hits);
-            out.sigma.extend(self.hits.iter().map(|&r| (pos, r)));
         }
         // Encoding into a Vec cannot fail for lack of space; any error would be a bug in the view.
         let _ = bincode::encode_into_std_write(&view, &mut out.records, bincode_config());
@@ -787,11 +805,11 @@ impl Normalizer {
                         text_len: 0,
                     };
                     hit.text_len = tap.group_text(&view, &mut hit.text) as u8;
-                    out.hits.push(hit);
+                    self.detect.hits.push(hit);
                 }
             }
         }
-        out.detect.push(rec);
+        self.detect.records.push(rec);
     }
 }
 

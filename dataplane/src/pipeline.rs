@@ -7,12 +7,9 @@
 //! workers drain and exit; that closes the writer's rings, and the writer commits the last blocks
 //! and flushes RocksDB.
 
-use crate::batch::{Format, InputId, Pool, RawBatch};
+use crate::batch::{Format, Pool, RawBatch};
+
 use crate::catalog::Catalog;
-use crate::detect::engine::DetectorParams;
-use crate::detect::stage::{
-    DetectHandle, DetectInput, DetectSetup, RecordBatch, control_channels, restore, spawn_detector,
-};
 use crate::input::framing::Framing;
 use crate::input::http::HttpIngest;
 use crate::input::outlet::Outlet;
@@ -22,16 +19,22 @@ use crate::ioc::IocFeed;
 use crate::live::LiveAlerts;
 use crate::normalize::Normalizer;
 use crate::ring::{Consumer, Producer, ring};
+use crate::stage::{
+    DetectHandle, DetectInput, DetectSetup, RecordBatch, control_channels, restore, spawn_detector,
+};
 use crate::stats::{RingGauge, Stats};
-use crate::store::{EncodedBlock, Store, spawn_writer};
 use crate::template::{MinerConfig, TemplateMiner};
 use crate::worker::{WorkerInput, WorkerSetup, spawn_worker};
+use crate::writer::spawn_writer;
 use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
+use watchpost_detect::engine::DetectorParams;
 use watchpost_proto::Config;
+use watchpost_proto::InputId;
+use watchpost_store::{EncodedBlock, Store};
 
 /// Why the data plane could not start; each names the config key to look at.
 #[derive(Debug, thiserror::Error)]
@@ -48,7 +51,7 @@ pub enum StartError {
     },
     /// The store could not be opened.
     #[error("storage.data_dir: {0}")]
-    Store(#[from] crate::store::StoreError),
+    Store(#[from] watchpost_store::StoreError),
     /// A core id in `dataplane.cores` does not exist.
     #[error("dataplane.cores: core {0} is not available to this process (available: {1})")]
     Core(u32, String),
@@ -245,7 +248,7 @@ impl Pipeline {
                 });
             }
         }
-        let stats = Stats::new(workers, detectors, crate::clock::now_ns(), gauges);
+        let stats = Stats::new(workers, detectors, watchpost_proto::now_ns(), gauges);
         let stop = Arc::new(AtomicBool::new(false));
         let ioc_watcher = Arc::clone(&iocs).spawn_watcher(
             Duration::from_secs(cfg.detection.ioc_reload_interval_seconds),
@@ -265,14 +268,14 @@ impl Pipeline {
         let params = DetectorParams::from_config(cfg);
         // One kill-chain tracker for every stage B worker: an entity's alerts come from several.
         let killchain = Arc::new(std::sync::Mutex::new(
-            crate::detect::killchain::KillChain::from_config(cfg),
+            watchpost_detect::killchain::KillChain::from_config(cfg),
         ));
         let live = Arc::new(LiveAlerts::default());
         let mut detector_handles = Vec::new();
         for (b, (inputs, control)) in detect_inputs.into_iter().zip(controls).enumerate() {
             let mut detector = restore(&store, b, detectors, params.clone())?;
-            detector.set_catalog(Some(Arc::clone(&catalog)));
-            detector.set_iocs(Some(Arc::clone(&iocs)));
+            detector.set_catalog(Some(catalog.clone()));
+            detector.set_iocs(Some(iocs.clone()));
             detector.set_killchain(Arc::clone(&killchain));
             let setup = DetectSetup {
                 index: b,

@@ -2,19 +2,20 @@
 //! in-place matching as stage A: `watchpost rules test` and the bundled rules' own tests use it,
 //! so what they report is what live ingestion would raise.
 
-use crate::batch::{Format, InputId, LineMeta};
+use crate::batch::{Format, LineMeta};
+
 use crate::normalize::{Normalizer, Tally};
-use crate::store::EncodedBlock;
 use crate::template::{MinerConfig, TemplateMiner};
 use std::sync::Arc;
+use watchpost_proto::InputId;
 use watchpost_rules::RuleSet;
+use watchpost_store::EncodedBlock;
 
 /// Normalises lines one at a time and reports the rules each matches.
 pub struct LineMatcher {
     norm: Normalizer,
     block: EncodedBlock,
     tally: Tally,
-    hits: Vec<u32>,
 }
 
 impl LineMatcher {
@@ -28,7 +29,6 @@ impl LineMatcher {
             norm,
             block: EncodedBlock::with_capacity(0, 1),
             tally: Tally::default(),
-            hits: Vec::with_capacity(16),
         })
     }
 
@@ -50,8 +50,8 @@ impl LineMatcher {
             &mut self.block,
             &mut self.tally,
         );
-        self.hits.clear();
-        self.hits.extend(self.block.sigma.iter().map(|&(_, r)| r));
-        &self.hits
+        // Only the matches matter here: the records for stage B are dropped with the block.
+        self.norm.detect_batch().clear();
+        self.norm.last_matches()
     }
 }

@@ -4,11 +4,11 @@
 //! reads them whenever it is asked: no lock is shared between the two planes, and a slow API
 //! request cannot stall ingestion.
 
-use crate::batch::InputId;
 use serde::Serialize;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use watchpost_proto::InputId;
 
 /// A counter that is only ever added to.
 #[derive(Default, Debug)]
@@ -134,7 +134,7 @@ pub struct DetectCounters {
     pub alert_errors: Counter,
     /// Sigma rule matches (an event matching three rules counts three).
     pub sigma_matches: Counter,
-    /// Matches past the [`crate::detect::record::SIGMA_PER_RECORD`] an event carries to stage
+    /// Matches past the [`watchpost_detect::record::SIGMA_PER_RECORD`] an event carries to stage
     /// B: counted, not alerted on (the event matched that many other rules already).
     pub sigma_dropped: Counter,
     /// Events that matched an indicator of compromise.

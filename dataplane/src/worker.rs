@@ -7,19 +7,19 @@
 
 use crate::batch::{Pool, RawBatch};
 use crate::catalog::Catalog;
-use crate::clock::now_ns;
-use crate::detect::record::{CorrelationHit, DetectBatch, DetectRecord, route, route_hits};
-use crate::detect::stage::RecordBatch;
 use crate::ioc::IocFeed;
 use crate::normalize::{Normalizer, Tally};
 use crate::ring::{Consumer, Pop, Producer};
+use crate::stage::RecordBatch;
 use crate::stats::Stats;
-use crate::store::{BlockKey, EncodedBlock, Store, block_key};
 use crossbeam_channel::{Receiver, Select};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::time::Duration;
+use watchpost_detect::record::{DetectBatch, route, route_hits};
+use watchpost_proto::now_ns;
+use watchpost_store::{BlockKey, EncodedBlock, Store, block_key};
 
 /// One input's ring into a worker, with the pool its batches go back to.
 pub struct WorkerInput {
@@ -169,7 +169,7 @@ fn run(setup: WorkerSetup, stats: &Stats) {
                 let mut block = process(&mut normalizer, &inputs[i], batch, &mut blocks, stats);
                 let key = block_key(block.first_received_ns, store.take_seq());
                 block.key = Some(key);
-                detect.send(key, &mut block.detect, &mut block.hits);
+                detect.send(key, normalizer.detect_batch());
                 if to_writer.push(block).is_err() {
                     // The writer stops only after every worker; reaching this is a bug, and loud.
                     tracing::error!("worker {index}: writer ring closed with events in flight");
@@ -195,22 +195,16 @@ struct DetectOut {
 impl DetectOut {
     /// Names each record's event by the block key and hands the records to the stage B workers
     /// that own them. Waits when a stage B ring is full: detection is never skipped.
-    fn send(
-        &mut self,
-        key: BlockKey,
-        records: &mut Vec<DetectRecord>,
-        hits: &mut Vec<CorrelationHit>,
-    ) {
-        for r in records.iter_mut() {
+    fn send(&mut self, key: BlockKey, block: &mut DetectBatch) {
+        for r in block.records.iter_mut() {
             r.block = key;
         }
-        for h in hits.iter_mut() {
+        for h in block.hits.iter_mut() {
             h.record.block = key;
         }
-        route(records, &mut self.bufs);
-        route_hits(hits, &mut self.bufs);
-        records.clear();
-        hits.clear();
+        route(&block.records, &mut self.bufs);
+        route_hits(&block.hits, &mut self.bufs);
+        block.clear();
         for (s, buf) in self.bufs.iter_mut().enumerate() {
             if buf.is_empty() {
                 continue;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use watchpost_dataplane::Pipeline;
-use watchpost_dataplane::batch::InputId;
+use watchpost_proto::InputId;
 
 /// A pipeline with tiny rings and batches, so that holding the writer fills everything quickly.
 fn small_pipeline(dir: &std::path::Path) -> Pipeline {

@@ -8,7 +8,7 @@ use std::io::Write;
 use std::net::{Shutdown, TcpStream, UdpSocket};
 use std::sync::atomic::Ordering;
 use watchpost_dataplane::Pipeline;
-use watchpost_dataplane::batch::InputId;
+use watchpost_proto::InputId;
 
 #[test]
 fn malformed_syslog_is_kept_as_text_and_counted() {

@@ -10,7 +10,11 @@ use watchpost_rules::rule::Body;
 use watchpost_rules::{Mapping, RuleSet};
 
 fn bundled() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../rules/sigma")
+    PathBuf::from(
+        std::env::var("CARGO_MANIFEST_DIR")
+            .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_string()),
+    )
+    .join("../rules/sigma")
 }
 
 fn cases(path: &Path) -> Vec<(bool, String, usize)> {

@@ -7,9 +7,9 @@ use common::*;
 use std::io::Write;
 use std::net::{TcpStream, UdpSocket};
 use watchpost_dataplane::Pipeline;
-use watchpost_dataplane::batch::InputId;
-use watchpost_dataplane::store::{EntityFilter, EventQuery, Store};
 use watchpost_proto::EntityKind;
+use watchpost_proto::InputId;
+use watchpost_store::{EntityFilter, EventQuery, Store};
 
 #[test]
 fn syslog_json_and_http_events_are_normalised_and_stored() {
@@ -304,7 +304,7 @@ fn retention_deletes_old_events_and_their_index_entries() {
     drop(tcp);
     wait_stored(&p, 50);
     let store = p.store();
-    let now = watchpost_dataplane::clock::now_ns();
+    let now = watchpost_proto::now_ns();
     // A cut-off in the past deletes nothing; one after every event deletes them all.
     assert!(!store.enforce_retention(now - 3_600_000_000_000).unwrap());
     assert_eq!(all_events(&store).len(), 50);

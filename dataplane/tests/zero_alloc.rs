@@ -15,10 +15,11 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use watchpost_dataplane::Pipeline;
-use watchpost_dataplane::batch::{Format, InputId, LineMeta};
+use watchpost_dataplane::batch::{Format, LineMeta};
 use watchpost_dataplane::normalize::{Normalizer, Tally};
-use watchpost_dataplane::store::EncodedBlock;
 use watchpost_dataplane::template::{Change, MinerConfig, TemplateMiner};
+use watchpost_proto::InputId;
+use watchpost_store::EncodedBlock;
 
 struct Counting;
 
@@ -164,6 +165,7 @@ fn normalising_a_steady_stream_allocates_nothing() {
             );
         }
         block.clear();
+        n.detect_batch().clear();
     };
     // Warm-up: templates and entities become known, buffers reach their working size.
     for _ in 0..3 {
@@ -317,9 +319,9 @@ fn the_counter_sees_allocations() {
 
 #[test]
 fn detectors_allocate_nothing_per_event_in_steady_state() {
-    use watchpost_dataplane::detect::ensemble::{EventFeatures, SourceModel};
-    use watchpost_dataplane::detect::time::EventTime;
-    use watchpost_dataplane::detect::ueba::{Observation, Ueba, UebaParams, UebaType};
+    use watchpost_detect::ensemble::{EventFeatures, SourceModel};
+    use watchpost_detect::time::EventTime;
+    use watchpost_detect::ueba::{Observation, Ueba, UebaParams, UebaType};
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut model = SourceModel::new(1e-4);
     let mut ueba = Ueba::new(UebaParams {

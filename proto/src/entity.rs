@@ -243,3 +243,47 @@ mod tests {
         );
     }
 }
+
+/// Where an entity appeared in the event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Role {
+    /// Origin of the activity (client address, `source.ip`).
+    Source = 0,
+    /// Target address or host (`destination.ip`).
+    Destination = 1,
+    /// The acting user.
+    Subject = 2,
+    /// The user acted upon (sudo's `USER=`, `TargetUserName`).
+    Target = 3,
+    /// Mentioned otherwise.
+    Other = 4,
+    /// The host that produced the event.
+    Reporter = 5,
+}
+
+impl Role {
+    /// Name in API output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Source => "source",
+            Role::Destination => "destination",
+            Role::Subject => "subject",
+            Role::Target => "target",
+            Role::Other => "other",
+            Role::Reporter => "reporter",
+        }
+    }
+
+    /// Inverse of `as u8`; unknown values read as `Other`.
+    pub fn from_u8(v: u8) -> Role {
+        match v {
+            0 => Role::Source,
+            1 => Role::Destination,
+            2 => Role::Subject,
+            3 => Role::Target,
+            5 => Role::Reporter,
+            _ => Role::Other,
+        }
+    }
+}

@@ -37,3 +37,14 @@ pub struct Event {
     /// text (arrays as JSON text).
     pub attributes: BTreeMap<String, String>,
 }
+
+/// The id of the event at `pos` in block `key`: 36 hex digits, time-ordered.
+pub fn event_id(key: &[u8], pos: u16) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(36);
+    for b in key {
+        let _ = write!(s, "{b:02x}");
+    }
+    let _ = write!(s, "{pos:04x}");
+    s
+}

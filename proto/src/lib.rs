@@ -1,5 +1,7 @@
 //! Shared types of Watchpost, with no I/O: the Event record, entity ids, the severity scale, the
-//! configuration and the API's common bodies.
+//! configuration, the API's common bodies, and the small vocabulary every stage shares (the
+//! stable on-disk hash, the clock, the binary encoding, the event as rules read it, and the
+//! time-series points detection hands the store).
 //!
 //! Every other crate depends on this one and it depends on none of them, so a type that crosses a
 //! crate boundary (data plane to store to API) is defined once, here.
@@ -16,9 +18,15 @@
 mod alert;
 mod api;
 mod authority;
+mod clock;
+mod codec;
 pub mod config;
 mod entity;
 mod event;
+mod fields;
+mod hash;
+mod input;
+mod series;
 mod severity;
 pub mod store_url;
 
@@ -28,8 +36,14 @@ pub use alert::{
 };
 pub use api::{ErrorBody, ListMeta, ListResponse, TOTAL_EXACT_UP_TO};
 pub use authority::{AllowedHosts, Authority, HostName};
+pub use clock::{NS_PER_DAY, now_ns};
+pub use codec::bincode_config;
 pub use config::{Config, RateLimit};
-pub use entity::{EntityKind, EntityRef, canonicalize_into, entity_uuid, entity_uuid_of};
-pub use event::Event;
+pub use entity::{EntityKind, EntityRef, Role, canonicalize_into, entity_uuid, entity_uuid_of};
+pub use event::{Event, event_id};
+pub use fields::{EventFields, PlainEvent};
+pub use hash::{BuildPreHashed, PreHashed, U64Map, U64Set, fmix64, hash64, hash64_seeded};
+pub use input::InputId;
+pub use series::{MinutePoint, RiskPoint, RuleFires};
 pub use severity::Severity;
 pub use uuid::Uuid;

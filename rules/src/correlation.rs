@@ -20,11 +20,13 @@
 //! - Group values compare case-insensitively (ASCII), as Sigma values do.
 //! - A correlation that refers to another correlation must group by the same fields.
 
-use crate::engine::{EventFields, Field, resolve};
+use crate::engine::{Field, resolve};
+
 use crate::mapping::Mapping;
 use crate::rule::{Body, Correlation, Rule};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
+use watchpost_proto::EventFields;
 
 /// Events listed on a fired correlation, at most (the newest are kept).
 pub const MAX_EVENTS: usize = 20;
@@ -937,8 +939,8 @@ fn new_window<R: Copy>(c: &CompiledCorrelation, ts_ns: i64) -> Window<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::PlainEvent;
     use crate::rule::parse_rule;
+    use watchpost_proto::PlainEvent;
 
     const S: i64 = 1_000_000_000;
 

@@ -15,27 +15,7 @@ use crate::rule::{Body, Item, Rule};
 use aho_corasick::AhoCorasick;
 use regex::{Regex, RegexBuilder};
 use std::sync::Arc;
-
-/// Read access to one event.
-pub trait EventFields {
-    /// The attribute named `name` (a producer field, flattened with dots).
-    fn attribute(&self, name: &str) -> Option<&str>;
-    /// The record's `source`.
-    fn source(&self) -> &str;
-    /// The record's `host`.
-    fn host(&self) -> &str;
-    /// The record's `message`.
-    fn message(&self) -> &str;
-    /// Calls `f` with the message and every attribute value until it returns true; says whether
-    /// it did (keyword searches).
-    fn any_value(&self, f: &mut dyn FnMut(&str) -> bool) -> bool;
-    /// The canonical name of the first entity of `kind` (`ip`, `user`, `host`...) with `role`
-    /// (`source`, `destination`...; `None`: any role). Events without entities have none.
-    fn entity(&self, kind: &str, role: Option<&str>) -> Option<&str> {
-        let _ = (kind, role);
-        None
-    }
-}
+use watchpost_proto::EventFields;
 
 /// A field reference resolved through the mapping.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -768,48 +748,6 @@ impl RuleSet {
     }
 }
 
-/// An event held as plain fields, for tests and tools.
-#[derive(Clone, Debug, Default)]
-pub struct PlainEvent {
-    /// `source`.
-    pub source: String,
-    /// `host`.
-    pub host: String,
-    /// `message`.
-    pub message: String,
-    /// Attributes.
-    pub attributes: Vec<(String, String)>,
-    /// Entities: (kind, role, canonical name), as `ip`, `source`, `203.0.113.9`.
-    pub entities: Vec<(String, String, String)>,
-}
-
-impl EventFields for PlainEvent {
-    fn attribute(&self, name: &str) -> Option<&str> {
-        self.attributes
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    }
-    fn source(&self) -> &str {
-        &self.source
-    }
-    fn host(&self) -> &str {
-        &self.host
-    }
-    fn message(&self) -> &str {
-        &self.message
-    }
-    fn any_value(&self, f: &mut dyn FnMut(&str) -> bool) -> bool {
-        f(&self.message) || self.attributes.iter().any(|(_, v)| f(v))
-    }
-    fn entity(&self, kind: &str, role: Option<&str>) -> Option<&str> {
-        self.entities
-            .iter()
-            .find(|(k, r, _)| k == kind && role.is_none_or(|want| r == want))
-            .map(|(_, _, v)| v.as_str())
-    }
-}
-
 #[cfg(test)]
 mod wildcard_tests {
     use super::wildcard_literal;
@@ -848,6 +786,7 @@ mod wildcard_tests {
 mod tests {
     use super::*;
     use crate::rule::parse_rule;
+    use watchpost_proto::PlainEvent;
 
     fn set(yaml: &str) -> RuleSet {
         RuleSet::compile([Arc::new(parse_rule(yaml).unwrap())], &Mapping::bundled())

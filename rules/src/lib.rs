@@ -12,6 +12,44 @@
 //!
 //! The bundled rules live as YAML under `rules/sigma/`, each with a `.tests.jsonl` of events it
 //! must and must not match.
+//!
+//! Load one rule, compile it, match one event:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use watchpost_rules::{Mapping, PlainEvent, RuleSet, parse_rule};
+//!
+//! let rule = parse_rule(
+//!     r#"
+//! title: Shadow copies deleted
+//! id: 5f2a3c1e-8b7d-4e6f-9a0b-1c2d3e4f5a6b
+//! logsource: {product: windows, category: process_creation}
+//! detection:
+//!     selection:
+//!         Image|endswith: '\vssadmin.exe'
+//!         CommandLine|contains|all: [delete, shadows]
+//!     condition: selection
+//! "#,
+//! )
+//! .expect("a valid rule");
+//! let set = RuleSet::compile([Arc::new(rule)], &Mapping::bundled());
+//!
+//! let event = PlainEvent {
+//!     source: "Microsoft-Windows-Sysmon/Operational".into(),
+//!     attributes: [
+//!         ("Channel", "Microsoft-Windows-Sysmon/Operational"),
+//!         ("EventID", "1"),
+//!         ("Image", r"C:\Windows\System32\vssadmin.exe"),
+//!         ("CommandLine", "vssadmin delete shadows /all /quiet"),
+//!     ]
+//!     .map(|(k, v)| (k.to_string(), v.to_string()))
+//!     .to_vec(),
+//!     ..PlainEvent::default()
+//! };
+//! let mut matched = Vec::new();
+//! set.matches(&event, &mut matched);
+//! assert_eq!(matched, [0], "rule number 0 of the set matched");
+//! ```
 
 #![deny(missing_docs)]
 
@@ -20,6 +58,7 @@ pub mod bundled;
 pub mod condition;
 pub mod correlation;
 pub mod engine;
+mod entry;
 pub mod error;
 pub mod ioc;
 pub mod load;
@@ -28,7 +67,10 @@ pub mod pattern;
 pub mod rule;
 pub mod yaml;
 
-pub use engine::{EventFields, PlainEvent, RuleSet};
+pub use engine::RuleSet;
+pub use entry::{Origin, RuleEntry};
 pub use error::{ErrorKind, RuleError};
 pub use mapping::Mapping;
 pub use rule::{Level, Rule, parse_rule};
+/// Rules read events through this trait; defined with the shared types (see `watchpost_proto`).
+pub use watchpost_proto::{EventFields, PlainEvent};

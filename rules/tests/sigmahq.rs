@@ -12,8 +12,11 @@ fn corpus() -> Option<PathBuf> {
     let candidates = [
         std::env::var_os("SIGMAHQ_RULES").map(PathBuf::from),
         Some(
-            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join("../../shared/data/sigmahq-subset/rules"),
+            PathBuf::from(
+                std::env::var("CARGO_MANIFEST_DIR")
+                    .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_string()),
+            )
+            .join("../../shared/data/sigmahq-subset/rules"),
         ),
         Some(PathBuf::from("/work/shared/data/sigmahq-subset/rules")),
     ];

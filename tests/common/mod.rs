@@ -81,7 +81,7 @@ pub fn request(
 /// whatever day the suite runs, where a fixed date ages out of it. Keep `offset_s` at or below 0:
 /// a line stamped ahead of the clock lies outside windows that end now (a dry run's).
 pub fn stamp(offset_s: i64) -> String {
-    let at = watchpost_dataplane::clock::now_ns() + offset_s * 1_000_000_000;
+    let at = watchpost_proto::now_ns() + offset_s * 1_000_000_000;
     watchpost_dataplane::parse::time::Rfc3339(at).to_string()
 }
 

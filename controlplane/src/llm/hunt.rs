@@ -11,8 +11,8 @@ use super::prompt::{fence_safe, rfc3339};
 use serde::Serialize;
 use serde_json::Value;
 use std::net::{Ipv4Addr, Ipv6Addr};
-use watchpost_dataplane::store::{EntityFilter, Store, StoreError};
 use watchpost_proto::{EntityKind, Event, Uuid, canonicalize_into, entity_uuid};
+use watchpost_store::{EntityFilter, Store, StoreError};
 
 /// The system prompt of a translation.
 pub const HUNT_SYSTEM: &str = "You translate a security analyst's hunting question into the \

@@ -18,11 +18,11 @@ use serde::Serialize;
 use std::collections::HashMap;
 use std::fmt::Write;
 use watchpost_dataplane::catalog::Catalog;
-use watchpost_dataplane::hash::hash64;
-use watchpost_dataplane::store::{Store, StoreError};
+use watchpost_proto::hash64;
 use watchpost_proto::{AlertType, AttackMapping, Event, Feedback, Verdict};
 use watchpost_rules::rule::{Body, Logsource};
 use watchpost_rules::{PlainEvent, parse_rule};
+use watchpost_store::{Store, StoreError};
 
 /// Alert ids kept per pattern as evidence.
 const MAX_ALERT_IDS: usize = 20;

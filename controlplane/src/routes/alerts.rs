@@ -10,12 +10,12 @@ use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
-use watchpost_dataplane::clock::now_ns;
-use watchpost_dataplane::store::{AlertQuery, Store, StoreError, TriageError, TriageUpdate};
+use watchpost_proto::now_ns;
 use watchpost_proto::{
     Alert, AlertType, CloseReason, EntityKind, Event, Feedback, ListMeta, ListResponse,
     TriageStatus, Uuid, Verdict, entity_uuid_of,
 };
+use watchpost_store::{AlertQuery, Store, StoreError, TriageError, TriageUpdate};
 
 const PARAMS: &[&str] = &[
     "since",

@@ -7,9 +7,9 @@ use crate::state::AppState;
 use axum::Json;
 use axum::extract::{RawQuery, State};
 use serde_json::{Value, json};
-use watchpost_dataplane::clock::now_ns;
-use watchpost_dataplane::hash::hash64;
-use watchpost_dataplane::store::AlertQuery;
+use watchpost_proto::hash64;
+use watchpost_proto::now_ns;
+use watchpost_store::AlertQuery;
 
 /// Most buckets in one answer (7 days at 5 minutes).
 const MAX_BUCKETS: i64 = 2016;

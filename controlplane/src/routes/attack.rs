@@ -12,7 +12,7 @@ use axum::Json;
 use axum::extract::{RawQuery, State};
 use serde::Serialize;
 use std::collections::HashMap;
-use watchpost_dataplane::clock::now_ns;
+use watchpost_proto::now_ns;
 use watchpost_rules::attack::Attack;
 
 /// Default window: 30 days.

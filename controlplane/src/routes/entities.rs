@@ -8,10 +8,10 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use watchpost_dataplane::clock::now_ns;
-use watchpost_dataplane::hash::hash64_seeded;
-use watchpost_dataplane::store::{EntityFilter, EntityHit, EventQuery, Store, StoreError};
+use watchpost_proto::hash64_seeded;
+use watchpost_proto::now_ns;
 use watchpost_proto::{EntityKind, ListResponse, Uuid};
+use watchpost_store::{EntityFilter, EntityHit, EventQuery, Store, StoreError};
 
 /// Entities by name or UUID, best match first.
 pub async fn search(

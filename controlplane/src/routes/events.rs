@@ -5,8 +5,8 @@ use crate::query::Params;
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::{RawQuery, State};
-use watchpost_dataplane::store::{EntityFilter, EventQuery};
 use watchpost_proto::{EntityKind, Event, ListMeta, ListResponse, Uuid, canonicalize_into};
+use watchpost_store::{EntityFilter, EventQuery};
 
 const PARAMS: &[&str] = &[
     "since",
@@ -100,9 +100,9 @@ fn template_id(p: &Params) -> Result<Option<u64>, ApiError> {
 
 /// An entity given as a UUID (looked up in the store) or as a value (every kind it can be).
 pub(crate) fn entity_filter(
-    store: &watchpost_dataplane::store::Store,
+    store: &watchpost_store::Store,
     v: &str,
-) -> Result<Option<EntityFilter>, watchpost_dataplane::store::StoreError> {
+) -> Result<Option<EntityFilter>, watchpost_store::StoreError> {
     if let Ok(uuid) = Uuid::parse_str(v) {
         let Some((kind, _, name)) = store.entity(uuid.as_bytes())? else {
             return Ok(None);

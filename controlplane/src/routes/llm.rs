@@ -14,9 +14,9 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use serde::Deserialize;
 use std::sync::Arc;
-use watchpost_dataplane::clock::now_ns;
-use watchpost_dataplane::store::{EntityFilter, EventPage, EventQuery, Store, StoreError};
+use watchpost_proto::now_ns;
 use watchpost_proto::{ListResponse, Uuid};
+use watchpost_store::{EntityFilter, EventPage, EventQuery, Store, StoreError};
 
 impl From<LlmError> for ApiError {
     fn from(e: LlmError) -> ApiError {
@@ -93,7 +93,7 @@ pub async fn explain(
         markdown,
         backend: cfg.backend.clone(),
         model: llm.model().to_string(),
-        generated_ns: watchpost_dataplane::clock::now_ns(),
+        generated_ns: watchpost_proto::now_ns(),
         events_in_prompt: p.events,
         prompt_chars: p.text.chars().count(),
         cached: false,

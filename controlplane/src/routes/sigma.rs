@@ -17,9 +17,10 @@ use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::Arc;
-use watchpost_dataplane::catalog::{Catalog, RuleEntry, UploadError};
-use watchpost_dataplane::clock::now_ns;
+use watchpost_dataplane::catalog::{Catalog, UploadError};
+use watchpost_proto::now_ns;
 use watchpost_proto::{AttackMapping, ListResponse};
+use watchpost_rules::RuleEntry;
 use watchpost_rules::rule::Body as RuleBody;
 
 /// Nanoseconds per hour.

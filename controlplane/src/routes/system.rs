@@ -8,8 +8,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use std::sync::atomic::Ordering;
-use watchpost_dataplane::batch::InputId;
-use watchpost_dataplane::clock::now_ns;
+use watchpost_proto::InputId;
+use watchpost_proto::now_ns;
 
 /// A worker that has not reported for this long is considered stuck.
 pub(crate) const STALE_WORKER_NS: i64 = 10_000_000_000;
@@ -203,9 +203,7 @@ pub async fn stats(State(st): State<AppState>) -> Result<Json<Value>, ApiError> 
 
 /// Feedback counts and false-positive rates per detector (`ensemble`, `ueba:<type>`, or a rule
 /// id) and per alert type, with the latest threshold changes.
-fn feedback_summary(
-    store: &watchpost_dataplane::store::Store,
-) -> Result<Value, watchpost_dataplane::store::StoreError> {
+fn feedback_summary(store: &watchpost_store::Store) -> Result<Value, watchpost_store::StoreError> {
     use std::collections::BTreeMap;
     use watchpost_proto::Verdict;
     let mut by_detector: BTreeMap<String, (u64, u64)> = BTreeMap::new();

@@ -29,8 +29,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::sync::broadcast;
 use watchpost_dataplane::live::{AlertChange, LiveAlerts};
-use watchpost_dataplane::store::{BlockKey, Store, block_key_time};
 use watchpost_proto::{Config, Event};
+use watchpost_store::{BlockKey, Store, block_key_time};
 
 /// How often the live alert ring is read.
 pub const ALERT_POLL: Duration = Duration::from_millis(100);
@@ -177,13 +177,13 @@ impl Hub {
     async fn tail_events(self: Arc<Self>) {
         let mut tick = tokio::time::interval(self.config.tick);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut from_ns = watchpost_dataplane::clock::now_ns();
+        let mut from_ns = watchpost_proto::now_ns();
         let mut seen: HashSet<BlockKey> = HashSet::new();
         loop {
             tick.tick().await;
             if !self.watched() {
                 // Nobody listens: start from now when someone does.
-                from_ns = watchpost_dataplane::clock::now_ns();
+                from_ns = watchpost_proto::now_ns();
                 seen.clear();
                 continue;
             }

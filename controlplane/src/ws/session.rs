@@ -216,7 +216,7 @@ impl Session {
             "connections": self.hub.connections.load(Ordering::Relaxed),
             "max_connections": self.hub.config.max_connections,
             "tick_interval_s": self.hub.config.tick.as_secs_f64(),
-            "ts_ns": watchpost_dataplane::clock::now_ns(),
+            "ts_ns": watchpost_proto::now_ns(),
         });
         self.push(&v);
     }

@@ -8,11 +8,7 @@
 
 use super::framing::{Framer, Framing};
 use super::outlet::Outlet;
-use crate::batch::Checkpoint;
-use crate::clock::now_ns;
-use crate::hash::hash64;
 use crate::stats::Stats;
-use crate::store::Store;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{ErrorKind, Seek, SeekFrom};
@@ -22,6 +18,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
+use watchpost_proto::hash64;
+use watchpost_proto::now_ns;
+use watchpost_store::Checkpoint;
+use watchpost_store::Store;
 
 /// Settings of the file input.
 pub struct FileSettings {
@@ -77,7 +77,7 @@ pub fn spawn(
 }
 
 fn run(s: FileSettings, mut outlet: Outlet, store: &Store, stats: &Stats, stop: &AtomicBool) {
-    let counters = stats.input(crate::batch::InputId::File);
+    let counters = stats.input(watchpost_proto::InputId::File);
     counters.up.store(true, Ordering::Relaxed);
     let mut tailed: BTreeMap<String, Tailed> = BTreeMap::new();
     let mut next_shard = 0usize;

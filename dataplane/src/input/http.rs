@@ -6,12 +6,12 @@
 //! responsive under overload (the client retries) instead of queueing without bound.
 
 use super::outlet::Outlet;
-use crate::clock::now_ns;
 use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
+use watchpost_proto::now_ns;
 
 /// What the ingest thread answers for one body.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

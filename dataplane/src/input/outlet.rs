@@ -5,10 +5,12 @@
 //! waits when the ring is full, which is how TCP and file inputs apply backpressure. UDP cannot
 //! make its senders wait, so it uses [`Outlet::push_line_or_drop`] and counts what it drops.
 
-use crate::batch::{Checkpoint, Pool, RawBatch};
+use crate::batch::{Pool, RawBatch};
+
 use crate::ring::Producer;
 use crate::stats::InputCounters;
 use std::sync::Arc;
+use watchpost_store::Checkpoint;
 
 /// The sending side of one input.
 pub struct Outlet {
@@ -17,7 +19,7 @@ pub struct Outlet {
     pool: Pool,
     linger_ns: i64,
     stats: Arc<crate::stats::Stats>,
-    input: crate::batch::InputId,
+    input: watchpost_proto::InputId,
 }
 
 impl Outlet {
@@ -27,7 +29,7 @@ impl Outlet {
         pool: Pool,
         linger_ms: u64,
         stats: Arc<crate::stats::Stats>,
-        input: crate::batch::InputId,
+        input: watchpost_proto::InputId,
     ) -> Outlet {
         let open = (0..rings.len()).map(|_| None).collect();
         Outlet {

@@ -7,8 +7,6 @@
 
 use super::framing::{Framer, Framing};
 use super::outlet::Outlet;
-use crate::batch::InputId;
-use crate::clock::now_ns;
 use crate::stats::Stats;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
@@ -17,6 +15,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+use watchpost_proto::InputId;
+use watchpost_proto::now_ns;
 
 const LISTENER: Token = Token(usize::MAX);
 

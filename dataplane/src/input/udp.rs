@@ -1,12 +1,12 @@
 //! Syslog over UDP: one message per datagram.
 
 use super::outlet::Outlet;
-use crate::clock::now_ns;
 use std::net::UdpSocket;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
+use watchpost_proto::now_ns;
 
 /// Asks the kernel for a receive buffer of `bytes` (bursts beyond it are dropped by the kernel).
 pub fn set_recv_buffer(socket: &UdpSocket, bytes: u32) {

@@ -21,7 +21,7 @@
 //!   (`1190 bytes (1.16 KB)`, `10.0.0.1 (10.0.0.1)`) collapse into the first, since how many values
 //!   a list holds is data, not structure. A date followed by a time becomes one `<TIMESTAMP>`.
 
-use crate::hash::hash64;
+use watchpost_proto::hash64;
 
 /// The variable classes the built-in scanners recognise.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -94,9 +94,9 @@ mod tree;
 use std::cmp::Reverse;
 use std::fmt;
 
-use crate::hash::{hash64, hash64_seeded};
 use mask::{CustomMask, Masker, Tok, VAL_EMPTY, VAL_NONE, VAL_OTHER, VAL_PURE};
 use tree::{Tree, U64Map, WILD_ROUTE};
+use watchpost_proto::{hash64, hash64_seeded};
 
 /// Stable identifier of a template: `hash64` of the template text as first created.
 pub type TemplateId = u64;

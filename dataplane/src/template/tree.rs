@@ -12,7 +12,7 @@ const KEY_SALT: u64 = 0x3c6e_f372_fe94_f82b;
 /// The most token levels a search fans out over (each level can follow two branches).
 pub(crate) const MAX_LEVELS: usize = 6;
 
-pub(crate) use crate::hash::U64Map;
+pub(crate) use watchpost_proto::U64Map;
 
 /// Route of a token: its `key=` prefix when it has one (values never split the tree), the
 /// wildcard branch when it is variable, otherwise the token itself.

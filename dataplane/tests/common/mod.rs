@@ -5,8 +5,8 @@
 
 use std::time::{Duration, Instant};
 use watchpost_dataplane::Pipeline;
-use watchpost_dataplane::store::{EventQuery, Store};
 use watchpost_proto::{Config, Event};
+use watchpost_store::{EventQuery, Store};
 
 /// A configuration on ephemeral loopback ports, storing under `dir`.
 pub fn config(dir: &std::path::Path) -> Config {

@@ -19,10 +19,11 @@
 //! dashboard's entity pages use, has an index. Triage lives apart from the alert because the data
 //! plane rewrites an alert whenever repeats fold into it: the two writers never touch one key.
 
-use super::{Store, StoreError};
-use crate::detect::engine::MinutePoint;
-use crate::detect::ueba::RiskPoint;
+use crate::{Store, StoreError};
 use rocksdb::{Direction, IteratorMode, WriteBatch};
+use watchpost_proto::MinutePoint;
+use watchpost_proto::RiskPoint;
+use watchpost_proto::RuleFires;
 use watchpost_proto::{
     Alert, AlertType, CloseReason, Feedback, MAX_TRIAGE_HISTORY, TOTAL_EXACT_UP_TO, Triage,
     TriageChange, TriageStatus, Uuid,
@@ -59,17 +60,6 @@ pub struct TriageUpdate {
     pub assignee: Option<Option<String>>,
     /// Free text recorded with the change.
     pub note: String,
-}
-
-/// Fires of one rule in one hour, counted by one stage B worker.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RuleFires {
-    /// `hash64(rule id)`.
-    pub rule: u64,
-    /// Start of the hour, ns.
-    pub hour_ns: i64,
-    /// Fires to add.
-    pub count: u32,
 }
 
 /// Filters of an alert listing (every one optional).

@@ -7,27 +7,29 @@
 //! Alerts leave through an [`AlertSink`]; creating one allocates (a few per ten thousand events
 //! at most), scoring an event does not.
 
-use super::dspot::{Dspot, Verdict as DspotVerdict};
-use super::ensemble::{EventFeatures, Scored, SourceModel};
-use super::killchain::KillChain;
-use super::record::{CorrelationHit, DetectRecord};
-use super::time::{EventTime, NS_PER_HOUR, NS_PER_MINUTE};
-use super::ueba::{
-    Observation, Outcome, RiskPoint, SubScores, Ueba, UebaAlert, UebaParams, UebaType, source_text,
+use crate::dspot::{Dspot, Verdict as DspotVerdict};
+use crate::ensemble::{EventFeatures, Scored, SourceModel};
+use crate::killchain::KillChain;
+use crate::names::{IndicatorBook, RuleBook};
+use crate::record::{CorrelationHit, DetectRecord};
+use crate::time::{EventTime, NS_PER_HOUR, NS_PER_MINUTE};
+use crate::ueba::{
+    Observation, Outcome, SubScores, Ueba, UebaAlert, UebaParams, UebaType, source_text,
 };
-use crate::catalog::{Catalog, RuleEntry};
-use crate::hash::{U64Map, fmix64};
-use crate::ioc::IocFeed;
-use crate::store::{RuleFires, event_id};
 use bincode::{Decode, Encode};
 use std::collections::BTreeMap;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use watchpost_proto::MinutePoint;
+use watchpost_proto::RiskPoint;
 use watchpost_proto::{
     Alert, AlertType, AttackMapping, EntityKind, EntityRef, MAX_CONTRIBUTING, ThresholdChange,
     Uuid, Verdict,
 };
+use watchpost_proto::{RuleFires, event_id};
+use watchpost_proto::{U64Map, fmix64};
 use watchpost_rules::Level;
+use watchpost_rules::RuleEntry;
 use watchpost_rules::correlation::{Correlator, Fired, Hit, Kind as CorrelationKind};
 use watchpost_rules::ioc::{IocId, IocKind};
 
@@ -118,23 +120,6 @@ impl AlertSink for Collect {
     }
 }
 
-/// One closed minute of a source's anomaly scores.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Encode, Decode)]
-pub struct MinutePoint {
-    /// Source hash.
-    pub source: u64,
-    /// Start of the minute, ns.
-    pub minute_ns: i64,
-    /// Events scored.
-    pub events: u32,
-    /// Sum of their scores.
-    pub sum: f32,
-    /// Highest score.
-    pub max: f32,
-    /// `ml` alarms (new alerts and repeats).
-    pub alarms: u32,
-}
-
 /// A source's detectors and its open minute.
 #[derive(Clone, Debug, Encode, Decode)]
 pub struct SourceState {
@@ -174,7 +159,7 @@ pub struct Detector {
     seq: u64,
     now_ns: i64,
     /// The Sigma catalogue, to name the rules stage A reports by number.
-    catalog: Option<Arc<Catalog>>,
+    catalog: Option<Arc<dyn RuleBook>>,
     /// Rule entries already looked up, by catalogue number (the catalogue only appends).
     rule_cache: Vec<Option<Arc<RuleEntry>>>,
     /// Rule fires since the last [`Detector::take_rule_fires`], by (rule key, hour).
@@ -191,7 +176,7 @@ pub struct Detector {
     /// Kill-chain trails, shared by the stage B workers.
     killchain: Arc<Mutex<KillChain>>,
     /// The indicator sets, to name the indicators stage A reports by number.
-    iocs: Option<Arc<IocFeed>>,
+    iocs: Option<Arc<dyn IndicatorBook>>,
 }
 
 /// An event as correlation windows name it: block key and position.
@@ -226,13 +211,13 @@ impl Detector {
     }
 
     /// Raises `ioc` alerts for the indicators stage A reports, named through `feed`.
-    pub fn set_iocs(&mut self, feed: Option<Arc<IocFeed>>) {
+    pub fn set_iocs(&mut self, feed: Option<Arc<dyn IndicatorBook>>) {
         self.iocs = feed;
     }
 
     /// Raises `sigma` alerts for the rules of `catalog` that stage A reports, and evaluates its
     /// correlations.
-    pub fn set_catalog(&mut self, catalog: Option<Arc<Catalog>>) {
+    pub fn set_catalog(&mut self, catalog: Option<Arc<dyn RuleBook>>) {
         self.correlator = catalog.as_ref().map(|c| {
             let (version, plan) = c.plan();
             (
@@ -537,7 +522,7 @@ impl Detector {
         let Some(set) = self
             .iocs
             .as_ref()
-            .and_then(|f| f.get(u64::from(r.ioc_version)))
+            .and_then(|f| f.indicators(u64::from(r.ioc_version)))
         else {
             return;
         };
@@ -546,8 +531,9 @@ impl Detector {
         };
         let primary = primary_entity(r);
         let subject = primary.map_or(r.source, |i| r.entities[i].hash);
-        let key =
-            fmix64(crate::hash::hash64(ind.value.as_bytes()) ^ IOC_SALT ^ subject.rotate_left(29));
+        let key = fmix64(
+            watchpost_proto::hash64(ind.value.as_bytes()) ^ IOC_SALT ^ subject.rotate_left(29),
+        );
         if self.open.get(&key).is_some_and(|o| r.ts_ns < o.until_ns) {
             self.repeat(key, r, 1.0, None);
             return;
@@ -797,7 +783,7 @@ impl Detector {
         let entity = r
             .entities()
             .iter()
-            .find(|e| e.ueba != super::record::NOT_SCORED)
+            .find(|e| e.ueba != crate::record::NOT_SCORED)
             .map(entity_ref);
         Alert {
             id: self.next_id(r.ts_ns, key),
@@ -978,7 +964,7 @@ impl Detector {
         };
         let (name, dspot): (String, &mut Dspot) = match alert.alert_type {
             AlertType::Ml => {
-                let source = crate::hash::hash64(alert.source.as_bytes());
+                let source = watchpost_proto::hash64(alert.source.as_bytes());
                 let st = self.sources.get_mut(&source)?;
                 (
                     format!("ensemble:{}", alert.source),
@@ -1040,7 +1026,7 @@ fn ioc_attack(kind: IocKind) -> Vec<AttackMapping> {
 fn primary_entity(r: &DetectRecord) -> Option<usize> {
     r.entities()
         .iter()
-        .position(|e| e.ueba != super::record::NOT_SCORED)
+        .position(|e| e.ueba != crate::record::NOT_SCORED)
         .or((r.n_entities > 0).then_some(0))
 }
 
@@ -1054,10 +1040,10 @@ fn others(r: &DetectRecord, primary: Option<usize>) -> Vec<EntityRef> {
         .collect()
 }
 
-fn entity_ref(e: &super::record::RecordEntity) -> EntityRef {
+fn entity_ref(e: &crate::record::RecordEntity) -> EntityRef {
     EntityRef {
         kind: EntityKind::from_u8(e.kind).unwrap_or(EntityKind::Host),
-        role: crate::store::Role::from_u8(e.role).name().to_string(),
+        role: watchpost_proto::Role::from_u8(e.role).name().to_string(),
         // Names are resolved from the entity table when the alert is read; the record carries
         // only the UUID.
         value: String::new(),
@@ -1130,7 +1116,7 @@ fn ueba_attack(kind: UebaType, top: &str) -> Vec<AttackMapping> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::detect::record::RecordEntity;
+    use crate::record::RecordEntity;
 
     const HOUR: i64 = 3_600_000_000_000;
     const DAY: i64 = 24 * HOUR;
@@ -1230,7 +1216,7 @@ mod tests {
         let run = || {
             let mut d = Detector::new(params());
             let mut sink = Collect::default();
-            let mut rng = crate::detect::rng::SplitMix64::new(3);
+            let mut rng = crate::rng::SplitMix64::new(3);
             for i in 0..40_000i64 {
                 let user = 1 + rng.below(20);
                 // The last thousand logins come from addresses all over the place.
@@ -1281,7 +1267,7 @@ mod tests {
         };
         // "sshd" hashes to the source key only if the record's source is that hash.
         let mut r = login(5_000_000_000_000, 1, OFFICE, 1);
-        r.source = crate::hash::hash64(b"sshd");
+        r.source = watchpost_proto::hash64(b"sshd");
         for i in 0..3_000i64 {
             r.ts_ns += 1_000_000_000;
             r.template = (i % 3) as u64;

@@ -6,12 +6,12 @@
 //! Holt-Winters and CUSUM). Content novelty and sequence novelty weigh the same; volume a little
 //! less, because a volume change is a property of a minute, shared by every event in it.
 
-use super::dspot::{Dspot, DspotConfig, Verdict};
-use super::fastmath::log2;
-use super::hst::{HalfSpaceTrees, HstConfig};
-use super::markov::Markov;
-use super::time::EventTime;
-use super::volume::Volume;
+use crate::dspot::{Dspot, DspotConfig, Verdict};
+use crate::fastmath::log2;
+use crate::hst::{HalfSpaceTrees, HstConfig};
+use crate::markov::Markov;
+use crate::time::EventTime;
+use crate::volume::Volume;
 use bincode::{Decode, Encode};
 
 /// Blend weights: HST, Markov, volume.
@@ -146,7 +146,7 @@ impl SourceModel {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::detect::rng::SplitMix64;
+    use crate::rng::SplitMix64;
 
     const MINUTE: i64 = 60_000_000_000;
 

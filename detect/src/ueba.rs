@@ -17,16 +17,17 @@
 //! Everything an entity needs is in fixed-size slices allocated once when the entity first appears,
 //! so scoring a known entity allocates nothing.
 
-use super::dspot::{Dspot, DspotConfig, Verdict};
-use super::fastmath::{log2, logistic4};
-use super::table::EntityTable;
-use super::time::{EventTime, NS_PER_HOUR};
-use super::topk::{Probe, TemplateChange, TopLists};
-use crate::hash::U64Map;
+use crate::dspot::{Dspot, DspotConfig, Verdict};
+use crate::fastmath::{log2, logistic4};
+use crate::table::EntityTable;
+use crate::time::{EventTime, NS_PER_HOUR};
+use crate::topk::{Probe, TemplateChange, TopLists};
 use bincode::de::Decoder;
 use bincode::enc::Encoder;
 use bincode::error::{DecodeError, EncodeError};
 use bincode::{Decode, Encode};
+use watchpost_proto::RiskPoint;
+use watchpost_proto::U64Map;
 
 /// The least blended score that may alert, whatever the threshold. An entity type whose normal
 /// scores are all alike (a fleet of identical service accounts) gets a DSPOT threshold just above
@@ -562,7 +563,7 @@ pub fn source_text(k: u128) -> String {
 
 /// Key of a (template, entity type) pair in the peer counts.
 fn peer_key(template: u64, kind: UebaType) -> u64 {
-    crate::hash::fmix64(template ^ (kind as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+    watchpost_proto::fmix64(template ^ (kind as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15))
 }
 
 /// Entity keys are already hashes: hashing them again would only cost time.
@@ -584,17 +585,6 @@ pub struct Ueba {
     /// or goes, shares are read on every observation.
     type_counts: [u32; 4],
     type_count_inv: [f32; 4],
-}
-
-/// One closed hour of an entity's risk history: the highest blended score it had in that hour.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct RiskPoint {
-    /// The entity's key.
-    pub entity: u64,
-    /// Start of the hour, ns.
-    pub hour_ns: i64,
-    /// Highest score in the hour.
-    pub max: f32,
 }
 
 impl Ueba {
@@ -847,7 +837,7 @@ impl Ueba {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::detect::time::NS_PER_MINUTE;
+    use crate::time::NS_PER_MINUTE;
 
     const DAY: i64 = 86_400_000_000_000;
     const HOUR: i64 = NS_PER_HOUR;
@@ -1096,7 +1086,7 @@ mod tests {
         let mut u = Ueba::new(params());
         office_days(&mut u, 7, 3);
         let b = u.baseline(7).unwrap();
-        let cfg = crate::store::bincode_config();
+        let cfg = watchpost_proto::bincode_config();
         let bytes = bincode::encode_to_vec(b, cfg).unwrap();
         assert_eq!(bytes[0], BASELINE_LAYOUT);
         let (back, _): (Baseline, _) = bincode::decode_from_slice(&bytes, cfg).unwrap();

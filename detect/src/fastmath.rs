@@ -96,7 +96,7 @@ const LOGISTIC_STEPS: usize = ((LOGISTIC_HI - LOGISTIC_LO) * LOGISTIC_PER_UNIT) 
 
 /// `1 / (1 + exp(4 - z))` at `z = LOGISTIC_LO + i / 32`, built at compile time, with the ends
 /// exactly 0 and 1. A saturated score must be exactly 1: one sub-score at its full weight is
-/// what reaches the UEBA alert floor ([`super::ueba::MIN_ALERT_SCORE`]), and 1 - 1e-7 of it
+/// what reaches the UEBA alert floor ([`crate::ueba::MIN_ALERT_SCORE`]), and 1 - 1e-7 of it
 /// does not.
 static LOGISTIC_TABLE: [f32; LOGISTIC_STEPS + 1] = {
     let mut t = [0f32; LOGISTIC_STEPS + 1];

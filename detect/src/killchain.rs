@@ -7,9 +7,9 @@
 //! mutex shared by the stage B workers (an entity's alerts may come from any of them); nothing
 //! on the per-event path touches it.
 
-use crate::hash::{fmix64, hash64};
 use std::collections::{BTreeMap, HashMap};
 use watchpost_proto::{Alert, AlertType, AttackMapping, MAX_CONTRIBUTING, Uuid};
+use watchpost_proto::{fmix64, hash64};
 use watchpost_rules::attack::Attack;
 
 /// `detector` of kill-chain alerts.

@@ -1,6 +1,11 @@
 //! The RocksDB store: events in blocks, indexes by entity, source and template, and the state that
 //! must survive a restart (templates, entities, file offsets).
 //!
+//! It uses only `watchpost_proto`: the data plane's writer thread commits the blocks stage A
+//! encodes ([`EncodedBlock`], [`Store::commit_blocks`]), stage B saves alerts, series and models
+//! through it, and the control plane queries it. No detection type crosses into it; the points
+//! detection hands it ([`watchpost_proto::MinutePoint`]...) are shared types.
+//!
 //! Column families and keys (all integers big-endian so that byte order is time order):
 //!
 //! | family         | key                                                | value                                |
@@ -30,20 +35,19 @@ mod writer;
 
 pub use codec::{
     BLOCK_META_LEN, BlockMeta, BlockReader, EntitySlot, EventView, FLAG_INVALID_UTF8,
-    FLAG_MALFORMED, FLAG_TRUNCATED, Role, StoredEvent, bincode_config, seal_block, write_block,
+    FLAG_MALFORMED, FLAG_TRUNCATED, StoredEvent, seal_block, write_block,
 };
-pub use detection::{AlertPage, AlertQuery, RuleFires, TriageError, TriageUpdate, alert_key};
+pub use detection::{AlertPage, AlertQuery, TriageError, TriageUpdate, alert_key};
 pub use query::{EntityFilter, EntityHit, EventPage, EventQuery, parse_event_id};
-pub use writer::{EncodedBlock, NewEntity, Posting, PostingKind, spawn_writer};
+pub use writer::{Checkpoint, CommitScratch, EncodedBlock, NewEntity, Posting, PostingKind};
 
-use crate::batch::Checkpoint;
-use crate::clock::NS_PER_DAY;
 use rocksdb::{
     BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, DB, DBCompressionType, Options,
     SliceTransform, WriteOptions,
 };
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use watchpost_proto::NS_PER_DAY;
 use watchpost_proto::config::StorageConfig;
 
 /// Column family names.
@@ -111,17 +115,6 @@ pub fn index_prefix(day: u32, tag: u8, hash: u64) -> [u8; INDEX_PREFIX_LEN] {
     k[4] = tag;
     k[5..].copy_from_slice(&hash.to_be_bytes());
     k
-}
-
-/// The id of the event at `pos` in block `key`: 36 hex digits, time-ordered.
-pub fn event_id(key: &[u8], pos: u16) -> String {
-    use std::fmt::Write;
-    let mut s = String::with_capacity(36);
-    for b in key {
-        let _ = write!(s, "{b:02x}");
-    }
-    let _ = write!(s, "{pos:04x}");
-    s
 }
 
 /// Errors of the store.
@@ -288,7 +281,8 @@ impl Store {
                 .read_failures
                 .last
                 .lock()
-                .unwrap_or_else(|p| p.into_inner()) = Some((crate::clock::now_ns(), e.to_string()));
+                .unwrap_or_else(|p| p.into_inner()) =
+                Some((watchpost_proto::now_ns(), e.to_string()));
             tracing::error!("store read failed: {e}");
         }
         result

@@ -478,7 +478,7 @@ fn bisect(f: &impl Fn(f64) -> f64, mut a: f64, mut b: f64, mut fa: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::detect::rng::SplitMix64;
+    use crate::rng::SplitMix64;
 
     fn alarm_ratio(risk: f64, depth: usize, sample: impl Fn(&mut SplitMix64, usize) -> f64) -> f64 {
         let mut d = Dspot::new(DspotConfig {
@@ -599,9 +599,9 @@ mod tests {
         for _ in 0..5000 {
             d.update(rng.gaussian());
         }
-        let bytes = bincode::encode_to_vec(&d, crate::store::bincode_config()).unwrap();
+        let bytes = bincode::encode_to_vec(&d, watchpost_proto::bincode_config()).unwrap();
         let (mut e, _): (Dspot, _) =
-            bincode::decode_from_slice(&bytes, crate::store::bincode_config()).unwrap();
+            bincode::decode_from_slice(&bytes, watchpost_proto::bincode_config()).unwrap();
         for _ in 0..5000 {
             let x = rng.gaussian();
             assert_eq!(d.update(x), e.update(x));

@@ -33,7 +33,7 @@
 //! Lookups go through a [`Probe`] made once per observation and used by both scoring and learning,
 //! so each list is scanned once per observation rather than once per question.
 
-use super::prefetch::prefetch;
+use crate::prefetch::prefetch;
 use bincode::de::Decoder;
 use bincode::error::DecodeError;
 use bincode::{Decode, Encode};
@@ -561,7 +561,7 @@ pub fn network_of(addr: u128) -> u128 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::detect::rng::SplitMix64;
+    use crate::rng::SplitMix64;
 
     #[test]
     fn templates_count_and_evict_the_lightest() {
@@ -758,7 +758,7 @@ mod tests {
 
     #[test]
     fn lists_survive_encoding_and_other_layouts_are_refused() {
-        let cfg = crate::store::bincode_config();
+        let cfg = watchpost_proto::bincode_config();
         let mut l = TopLists::new(32, 64);
         for s in [
             0xffff_0a00_0001u128,

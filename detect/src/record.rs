@@ -4,8 +4,8 @@
 //! entities and the client address), not the event itself. A fixed-size record moves between
 //! threads in pooled vectors without allocation, and keeps the detectors away from strings.
 
-use super::ueba::UebaType;
-use crate::hash::fmix64;
+use crate::ueba::UebaType;
+use watchpost_proto::fmix64;
 
 /// Entities kept on a record (the rest of an event's entities are stored, not scored).
 pub const RECORD_ENTITIES: usize = 6;
@@ -43,7 +43,7 @@ impl RecordEntity {
 /// An event as detection sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DetectRecord {
-    /// Block key of the stored event (see [`crate::store::event_id`]).
+    /// Block key of the stored event (see [`watchpost_proto::event_id`]).
     pub block: [u8; 16],
     /// Position in the block.
     pub pos: u16,

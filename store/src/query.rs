@@ -13,16 +13,18 @@
 //! lower bound. Without that bound, `q=failed` over ten million events took 6 s to count 611,178
 //! matches for a page it had filled in the first few blocks.
 
-use super::{
+use crate::{
     BLOCK_KEY_LEN, BlockKey, BlockMeta, BlockReader, CF_BLOCKS, CF_EVENTS, CF_IDX_ENTITY,
-    CF_IDX_SOURCE, CF_IDX_TEMPLATE, INDEX_PREFIX_LEN, Role, Store, StoreError, StoredEvent, day_of,
-    event_id, index_prefix,
+    CF_IDX_SOURCE, CF_IDX_TEMPLATE, INDEX_PREFIX_LEN, Store, StoreError, StoredEvent, day_of,
+    index_prefix,
 };
-use crate::batch::InputId;
-use crate::clock::now_ns;
-use crate::hash::{hash64, hash64_seeded};
+
 use std::collections::BTreeMap;
+use watchpost_proto::InputId;
+use watchpost_proto::now_ns;
 use watchpost_proto::{EntityKind, EntityRef, Event, TOTAL_EXACT_UP_TO, entity_uuid};
+use watchpost_proto::{Role, event_id};
+use watchpost_proto::{hash64, hash64_seeded};
 
 /// An entity to filter on: one or more (kind, canonical name) alternatives (a bare value such as
 /// `web-01` may be a host or a user).
@@ -539,7 +541,7 @@ impl Store {
     fn block_keys_since(&self, since_received_ns: i64) -> Result<Vec<BlockKey>, StoreError> {
         let mut keys = Vec::new();
         let mut it = self.db().raw_iterator_cf(self.cf(CF_BLOCKS));
-        it.seek(super::block_key(since_received_ns, 0));
+        it.seek(crate::block_key(since_received_ns, 0));
         while it.valid() {
             if let Some(k) = it.key()
                 && let Ok(key) = BlockKey::try_from(k)
@@ -603,7 +605,7 @@ impl Store {
     fn entities_matching(&self, q: &str, limit: usize) -> Result<Vec<EntityHit>, StoreError> {
         let needle = q.to_ascii_lowercase();
         let mut hits = Vec::new();
-        let mut it = self.db().raw_iterator_cf(self.cf(super::CF_ENTITIES));
+        let mut it = self.db().raw_iterator_cf(self.cf(crate::CF_ENTITIES));
         it.seek_to_first();
         while let (Some(k), Some(v)) = (it.key(), it.value()) {
             if v.len() > 9

@@ -34,8 +34,8 @@
 //! numbering to cell numbering, built from per-dimension tables of the path bits each cell
 //! decides.
 
-use super::fastmath::log2;
-use super::rng::SplitMix64;
+use crate::fastmath::log2;
+use crate::rng::SplitMix64;
 use bincode::de::Decoder;
 use bincode::enc::Encoder;
 use bincode::error::{DecodeError, EncodeError};
@@ -812,7 +812,7 @@ mod tests {
             let x: [f32; 6] = std::array::from_fn(|_| rng.next_f64() as f32);
             f.score_and_learn(&x);
         }
-        let cfg = crate::store::bincode_config();
+        let cfg = watchpost_proto::bincode_config();
         let bytes = bincode::encode_to_vec(&f, cfg).unwrap();
         let (mut back, _): (HalfSpaceTrees, _) = bincode::decode_from_slice(&bytes, cfg).unwrap();
         let x = [0.3f32, 0.9, 0.1, 0.5, 0.5, 0.2];

@@ -10,21 +10,24 @@
 //! The control plane never touches a detector: it sends a [`Control`] message (feedback, a
 //! baseline request) and the worker answers between two batches.
 
-use super::dspot::Dspot;
-use super::engine::{AlertSink, Detector, DetectorParams, MinutePoint, SourceState};
-use super::record::{DetectBatch, shard_of};
-use super::ueba::{Baseline, RiskPoint, source_text};
-use crate::clock::now_ns;
 use crate::live::LiveAlerts;
 use crate::ring::{Consumer, Pop};
 use crate::stats::Stats;
-use crate::store::{Store, bincode_config};
 use crossbeam_channel::{Receiver, Select, Sender};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+use watchpost_detect::dspot::Dspot;
+use watchpost_detect::engine::{AlertSink, Detector, DetectorParams, SourceState};
+use watchpost_detect::record::{DetectBatch, shard_of};
+use watchpost_detect::ueba::{Baseline, source_text};
+use watchpost_proto::MinutePoint;
+use watchpost_proto::RiskPoint;
+use watchpost_proto::bincode_config;
+use watchpost_proto::now_ns;
 use watchpost_proto::{Alert, AlertType, ThresholdChange, Verdict};
+use watchpost_store::Store;
 
 /// How often repeats folded into open alerts are written out (and cooldowns expire).
 const ALERT_FLUSH: Duration = Duration::from_secs(1);
@@ -133,7 +136,10 @@ impl DetectHandle {
     pub fn feedback(&self, alert: &Alert, verdict: Verdict) -> Option<ThresholdChange> {
         let n = self.controls.len();
         let targets: Vec<usize> = match alert.alert_type {
-            AlertType::Ml => vec![shard_of(crate::hash::hash64(alert.source.as_bytes()), n)],
+            AlertType::Ml => vec![shard_of(
+                watchpost_proto::hash64(alert.source.as_bytes()),
+                n,
+            )],
             // Thresholds are per entity type in every worker: all of them move together.
             _ => (0..n).collect(),
         };
@@ -235,7 +241,7 @@ pub fn restore(
     index: usize,
     shards: usize,
     params: DetectorParams,
-) -> Result<Detector, crate::store::StoreError> {
+) -> Result<Detector, watchpost_store::StoreError> {
     let mut d = Detector::new(params);
     let cfg = bincode_config();
     let mut sources = 0;
@@ -301,7 +307,7 @@ pub fn save(
     d: &mut Detector,
     store: &Store,
     index: usize,
-) -> Result<usize, crate::store::StoreError> {
+) -> Result<usize, watchpost_store::StoreError> {
     let cfg = bincode_config();
     let mut models = Vec::new();
     for (h, s) in d.sources() {

@@ -6,9 +6,9 @@
 //! source with a million templates degrades gracefully instead of growing without bound. Counts
 //! are halved every `AGE_EVERY` transitions so that the chain follows a changing system.
 
-use super::fastmath::log2;
-use crate::hash::fmix64;
+use crate::fastmath::log2;
 use bincode::{Decode, Encode};
+use watchpost_proto::fmix64;
 
 const ROW: usize = 8192;
 const TOTALS: usize = 4096;

@@ -5,8 +5,8 @@
 //! running minute is judged as it fills: a burst is seen while it happens, not a minute later.
 //! Silence is judged when the minute closes (a source that stops logging can mean tampering).
 
-use super::fastmath::logistic4;
-use super::time::EventTime;
+use crate::fastmath::logistic4;
+use crate::time::EventTime;
 use bincode::de::Decoder;
 use bincode::enc::Encoder;
 use bincode::error::{DecodeError, EncodeError};
@@ -275,8 +275,8 @@ fn hour_of_minute(minute: i64) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::detect::rng::SplitMix64;
-    use crate::detect::time::NS_PER_MINUTE;
+    use crate::rng::SplitMix64;
+    use crate::time::NS_PER_MINUTE;
 
     /// Feeds `per_minute(m)` events evenly spread over each of `minutes` minutes and returns the
     /// highest Holt-Winters and CUSUM scores seen in each minute.
@@ -330,7 +330,7 @@ mod tests {
     fn a_restored_volume_scores_as_the_saved_one_would() {
         let mut v = Volume::default();
         run(&mut v, 0, 120, |m| 40 + (m as u64 % 7));
-        let cfg = crate::store::bincode_config();
+        let cfg = watchpost_proto::bincode_config();
         let bytes = bincode::encode_to_vec(&v, cfg).unwrap();
         let (mut back, _): (Volume, _) = bincode::decode_from_slice(&bytes, cfg).unwrap();
         for i in 0..200 {

@@ -204,14 +204,14 @@ impl<V> EntityTable<V> {
     /// Stage 1 of a prefetch: starts loading the slot of `key`, reading nothing.
     #[inline]
     pub fn prefetch_slot(&self, key: u64) {
-        super::prefetch::prefetch(self.slots.as_ptr().wrapping_add(self.home(stored(key))));
+        crate::prefetch::prefetch(self.slots.as_ptr().wrapping_add(self.home(stored(key))));
     }
 
     /// Stage 2: reads the slot (loaded by stage 1 by now) and starts loading the value's lines.
     #[inline]
     pub fn prefetch_value(&self, key: u64) {
         if let Some(i) = self.find(key) {
-            super::prefetch::prefetch_lines(&self.values[self.slots[i].at as usize]);
+            crate::prefetch::prefetch_lines(&self.values[self.slots[i].at as usize]);
         }
     }
 }
@@ -227,7 +227,7 @@ mod tests {
         let mut m = HashMap::new();
         let mut x = 0x1234_5678u64;
         for step in 0..20_000u64 {
-            x = crate::hash::fmix64(x.wrapping_add(step));
+            x = watchpost_proto::fmix64(x.wrapping_add(step));
             // Few distinct low bits, so that probe runs are long and wrap around.
             let key = ((x % 64) << 40) | (x % 7) | 0x100;
             if x.is_multiple_of(3) {

@@ -16,6 +16,7 @@ use bincode::error::EncodeError;
 use bincode::{Decode, Encode};
 use std::borrow::Cow;
 use std::ops::Range;
+use watchpost_proto::{Role, bincode_config};
 
 /// Storage format version written as the first byte of every new block (see [`BlockReader`]).
 pub const BLOCK_VERSION: u8 = 2;
@@ -26,50 +27,6 @@ pub const FLAG_TRUNCATED: u8 = 1;
 pub const FLAG_INVALID_UTF8: u8 = 2;
 /// Record flag: the line did not parse as its input's format and is kept as free text.
 pub const FLAG_MALFORMED: u8 = 4;
-
-/// Where an entity appeared in the event.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum Role {
-    /// Origin of the activity (client address, `source.ip`).
-    Source = 0,
-    /// Target address or host (`destination.ip`).
-    Destination = 1,
-    /// The acting user.
-    Subject = 2,
-    /// The user acted upon (sudo's `USER=`, `TargetUserName`).
-    Target = 3,
-    /// Mentioned otherwise.
-    Other = 4,
-    /// The host that produced the event.
-    Reporter = 5,
-}
-
-impl Role {
-    /// Name in API output.
-    pub fn name(self) -> &'static str {
-        match self {
-            Role::Source => "source",
-            Role::Destination => "destination",
-            Role::Subject => "subject",
-            Role::Target => "target",
-            Role::Other => "other",
-            Role::Reporter => "reporter",
-        }
-    }
-
-    /// Inverse of `as u8`; unknown values read as `Other`.
-    pub fn from_u8(v: u8) -> Role {
-        match v {
-            0 => Role::Source,
-            1 => Role::Destination,
-            2 => Role::Subject,
-            3 => Role::Target,
-            5 => Role::Reporter,
-            _ => Role::Other,
-        }
-    }
-}
 
 /// An entity of an event being built: its canonical name lives in the worker's arena.
 #[derive(Clone, Debug)]
@@ -113,7 +70,7 @@ pub struct EventView<'a> {
 }
 
 /// Sigma rules read the event being built in place, before it is encoded: no copy, no allocation.
-impl watchpost_rules::EventFields for EventView<'_> {
+impl watchpost_proto::EventFields for EventView<'_> {
     #[inline]
     fn attribute(&self, name: &str) -> Option<&str> {
         self.attributes
@@ -208,8 +165,8 @@ pub struct StoredEvent {
 
 impl StoredEvent {
     /// The event as Sigma rules read it outside the pipeline (dry runs, benches).
-    pub fn into_plain(self) -> watchpost_rules::PlainEvent {
-        watchpost_rules::PlainEvent {
+    pub fn into_plain(self) -> watchpost_proto::PlainEvent {
+        watchpost_proto::PlainEvent {
             source: self.source,
             host: self.host,
             message: self.message,
@@ -226,11 +183,6 @@ impl StoredEvent {
                 .collect(),
         }
     }
-}
-
-/// The bincode configuration of every record.
-pub fn bincode_config() -> bincode::config::Configuration {
-    bincode::config::standard()
 }
 
 /// Fixed-size summary of a block, kept apart from the block so scans can skip without reading it.
