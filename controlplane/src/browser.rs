@@ -17,11 +17,12 @@
 //! API answers are JSON, so their policy forbids everything a document could load or frame.
 
 use crate::error::ApiError;
-use crate::state::AppState;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use std::sync::Arc;
+use watchpost_proto::Config;
 
 /// Methods the API answers, for preflights.
 const METHODS: &str = "GET, POST, PATCH, DELETE, OPTIONS";
@@ -36,9 +37,9 @@ pub fn normalize_origin(o: &str) -> String {
     o.trim().trim_end_matches('/').to_ascii_lowercase()
 }
 
-fn allowed(st: &AppState, origin: &str) -> bool {
+fn allowed(config: &Config, origin: &str) -> bool {
     let o = normalize_origin(origin);
-    st.config
+    config
         .api_allowed_origins
         .iter()
         .any(|a| normalize_origin(a) == o)
@@ -74,7 +75,7 @@ fn same_origin(origin: &str, headers: &HeaderMap) -> bool {
 }
 
 /// The layer over every route.
-pub async fn layer(State(st): State<AppState>, req: Request, next: Next) -> Response {
+pub async fn layer(State(config): State<Arc<Config>>, req: Request, next: Next) -> Response {
     let origin = req
         .headers()
         .get(header::ORIGIN)
@@ -86,7 +87,7 @@ pub async fn layer(State(st): State<AppState>, req: Request, next: Next) -> Resp
             .contains_key(header::ACCESS_CONTROL_REQUEST_METHOD);
     let cors = origin
         .as_deref()
-        .filter(|o| allowed(&st, o))
+        .filter(|o| allowed(&config, o))
         .map(str::to_string);
     let unsafe_method = !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
     let cross_site_write = unsafe_method

@@ -44,30 +44,36 @@ pub fn router(state: AppState) -> Router {
         }
         let handler = match r.family {
             Family::None => handler,
-            Family::List => handler.route_layer(from_fn_with_state(state.clone(), ratelimit::list)),
+            Family::List => {
+                handler.route_layer(from_fn_with_state(state.limits.clone(), ratelimit::list))
+            }
             Family::Detail => {
-                handler.route_layer(from_fn_with_state(state.clone(), ratelimit::detail))
+                handler.route_layer(from_fn_with_state(state.limits.clone(), ratelimit::detail))
             }
-            Family::Coverage => {
-                handler.route_layer(from_fn_with_state(state.clone(), ratelimit::coverage))
-            }
+            Family::Coverage => handler.route_layer(from_fn_with_state(
+                state.limits.clone(),
+                ratelimit::coverage,
+            )),
         };
         // Routes of one path with other methods merge into one method router.
         api = api.route(r.path, handler);
     }
     let api = api
-        .route_layer(from_fn_with_state(state.clone(), metrics::track))
+        .route_layer(from_fn_with_state(
+            state.api_metrics.clone(),
+            metrics::track,
+        ))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed);
     Router::new()
         .nest("/api/v1", api)
-        .route("/metrics", get(metrics::scrape))
+        .route("/metrics", get(routes::metrics::scrape))
         .route("/", get(dashboard::index))
         .route("/assets/{name}", get(dashboard::asset))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
+            state.config.clone(),
             browser::layer,
         ))
         // Bodies are bounded by the ingest handler itself (api_max_body_bytes) with our error shape.
@@ -121,7 +127,7 @@ pub fn probe_router(state: AppState) -> Router {
     Router::new()
         .route("/health", get(routes::system::health))
         .route("/api/v1/health", get(routes::system::health))
-        .route("/metrics", get(metrics::scrape))
+        .route("/metrics", get(routes::metrics::scrape))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(hosts, host::layer))

@@ -41,6 +41,14 @@ pub struct AppState {
     pub started: Instant,
 }
 
+/// The stream's handler takes only the hub: the stream needs nothing else of the state, and so
+/// `ws` does not depend on `state`.
+impl axum::extract::FromRef<AppState> for Arc<crate::ws::Hub> {
+    fn from_ref(state: &AppState) -> Arc<crate::ws::Hub> {
+        Arc::clone(&state.ws)
+    }
+}
+
 /// Samples the received and stored totals once a second to report rates without the data plane
 /// doing any timing.
 #[derive(Default)]

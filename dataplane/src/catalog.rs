@@ -339,7 +339,7 @@ impl Catalog {
             let detections: Vec<Arc<Rule>> = s.detection.iter().map(|e| e.rule.clone()).collect();
             let plan = Plan::compile(&detections, &correlations, &self.mapping);
             if let Some((_, e)) = plan.errors().iter().find(|(id, _)| *id == rule.id) {
-                let pos = watchpost_rules::yaml::Pos { line: 1, column: 1 };
+                let pos = watchpost_rules::error::Pos { line: 1, column: 1 };
                 return Err(UploadError::Invalid(RuleError::at(
                     pos,
                     watchpost_rules::ErrorKind::Schema,

@@ -159,6 +159,20 @@ pub struct DetectCounters {
     pub last_save_ns: AtomicI64,
 }
 
+/// A pinned thread that has not reported for this long is stale: `/health` degrades and
+/// `watchpost_worker_up` reads 0. Workers report after every batch and at least once a second
+/// when idle, so ten seconds of silence means stuck, not quiet.
+pub const STALE_THREAD_NS: i64 = 10_000_000_000;
+
+/// One pinned thread as `/health` and `/metrics` judge it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ThreadState {
+    /// Running, and reported within [`STALE_THREAD_NS`].
+    pub up: bool,
+    /// Time since its last report, ns.
+    pub since_heartbeat_ns: i64,
+}
+
 /// Everything the data plane reports.
 #[derive(Debug)]
 pub struct Stats {
@@ -234,6 +248,16 @@ impl std::fmt::Debug for RingGauge {
 }
 
 impl Stats {
+    /// The stage A (parse) workers, in index order, as of `now_ns`.
+    pub fn parse_threads(&self, now_ns: i64) -> Vec<ThreadState> {
+        thread_states(&self.workers_alive, &self.worker_heartbeat_ns, now_ns)
+    }
+
+    /// The stage B (detect) workers, in index order, as of `now_ns`.
+    pub fn detect_threads(&self, now_ns: i64) -> Vec<ThreadState> {
+        thread_states(&self.detect_alive, &self.detect_heartbeat_ns, now_ns)
+    }
+
     /// Stats for `workers` stage A workers and `detectors` stage B workers.
     pub fn new(
         workers: usize,
@@ -372,6 +396,20 @@ pub struct RingSnapshot {
     pub depth: u64,
     /// Slots.
     pub capacity: u64,
+}
+
+fn thread_states(alive: &[AtomicBool], heartbeats: &[AtomicI64], now_ns: i64) -> Vec<ThreadState> {
+    alive
+        .iter()
+        .zip(heartbeats)
+        .map(|(alive, beat)| {
+            let since_heartbeat_ns = now_ns - beat.load(Ordering::Relaxed);
+            ThreadState {
+                up: alive.load(Ordering::Relaxed) && since_heartbeat_ns < STALE_THREAD_NS,
+                since_heartbeat_ns,
+            }
+        })
+        .collect()
 }
 
 /// Everything `/stats` reports from the data plane.

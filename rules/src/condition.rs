@@ -9,8 +9,8 @@
 //! [`MAX_CONDITION_DEPTH`]: a condition of a few thousand brackets would otherwise overflow the
 //! stack of the thread validating it (an API request's) and abort the whole process.
 
+use crate::error::Pos;
 use crate::error::{ErrorKind, RuleError};
-use crate::yaml::Pos;
 
 /// Deepest nesting of brackets and `not` in one condition. Public rules nest three or four deep;
 /// this leaves room for generated ones while keeping the parser's and the matcher's recursion

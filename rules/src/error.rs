@@ -1,7 +1,15 @@
 //! What is wrong with a rule, and where.
 
-use crate::yaml::Pos;
 use std::fmt;
+
+/// A position in the source: 1-based line and column.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Pos {
+    /// Line, from 1.
+    pub line: usize,
+    /// Column, from 1.
+    pub column: usize,
+}
 
 /// The class of a rule error (the `error` field of `watchpost rules validate` and of the API's 422).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]

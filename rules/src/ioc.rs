@@ -35,6 +35,7 @@
 //! ```
 
 mod csv;
+mod file;
 mod hash;
 mod load;
 mod parse;
@@ -43,7 +44,8 @@ mod stix;
 #[cfg(test)]
 mod tests;
 
-pub use load::{FileStats, Format, IocError, IocLoad};
+pub use file::{FileStats, Format, IocError};
+pub use load::IocLoad;
 pub use scan::names_a_hash;
 
 use hash::{KeyMap, StrHasher};

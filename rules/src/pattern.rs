@@ -8,8 +8,8 @@
 //! `base64offset`, `utf16*`/`wide`, `windash`) run first, left to right, and may turn one value into
 //! several alternatives, any of which may match.
 
+use crate::error::Pos;
 use crate::error::{ErrorKind, RuleError};
-use crate::yaml::Pos;
 use regex::{Regex, RegexBuilder};
 
 /// Where in the field a string must sit.

@@ -2,12 +2,13 @@
 //! logsource, searches (values compiled with their modifiers) and condition.
 
 use crate::condition::{self, Expr};
+use crate::error::Pos;
 use crate::error::{ErrorKind, RuleError};
 use crate::pattern::{
     NumOp, Pattern, Place, base64, base64_offsets, compile_regex, compile_text, parse_cidr,
     parse_number, utf16, windash,
 };
-use crate::yaml::{Node, Pos, Value, parse_documents};
+use crate::yaml::{Node, Value, parse_documents};
 
 /// Severity of a rule, as Sigma names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]

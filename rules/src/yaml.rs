@@ -5,7 +5,7 @@
 //! schema checks want the raw text of plain scalars (`0x17` must stay `0x17`, not become 23; `yes`
 //! stays a string). saphyr's event parser gives spans; this module folds its events into nodes.
 
-use crate::error::{ErrorKind, RuleError};
+use crate::error::{ErrorKind, Pos, RuleError};
 use saphyr_parser::{Event, Parser, ScalarStyle, Span};
 
 /// Deepest nesting of lists and mappings in one document. Sigma rules nest five or six levels.
@@ -13,15 +13,6 @@ use saphyr_parser::{Event, Parser, ScalarStyle, Span};
 /// schema, `Drop`, `Clone`): `[[[[...]]]]` a hundred thousand deep would overflow the stack of the
 /// thread that validates an upload.
 pub const MAX_YAML_DEPTH: usize = 64;
-
-/// A position in the source: 1-based line and column.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct Pos {
-    /// Line, from 1.
-    pub line: usize,
-    /// Column, from 1.
-    pub column: usize,
-}
 
 impl Pos {
     fn of(span: &Span) -> Pos {

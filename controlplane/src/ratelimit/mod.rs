@@ -21,13 +21,13 @@ pub mod resp;
 pub mod store;
 
 use crate::error::ApiError;
-use crate::state::AppState;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use gcra::Limiter;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::time::Instant;
 use store::SharedStore;
 use watchpost_proto::RateLimit;
@@ -188,34 +188,34 @@ fn forwarded_for(headers: &HeaderMap) -> Option<IpAddr> {
         .or_else(|| entry.parse::<SocketAddr>().ok().map(|s| s.ip()))
 }
 
-async fn limit(st: &AppState, f: Family, req: Request, next: Next) -> Response {
+async fn limit(limits: &RateLimits, f: Family, req: Request, next: Next) -> Response {
     let peer = req
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
         .map(|c| c.0);
-    let client = st.limits.client(req.headers(), peer);
-    match st.limits.check(f, client).await {
+    let client = limits.client(req.headers(), peer);
+    match limits.check(f, client).await {
         Ok(()) => next.run(req).await,
         Err(wait) => {
-            st.limits.refused[f as usize].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            st.limits.refusal(f, wait).into_response()
+            limits.refused[f as usize].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            limits.refusal(f, wait).into_response()
         }
     }
 }
 
 /// Middleware of the list family.
-pub async fn list(State(st): State<AppState>, req: Request, next: Next) -> Response {
-    limit(&st, Family::List, req, next).await
+pub async fn list(State(limits): State<Arc<RateLimits>>, req: Request, next: Next) -> Response {
+    limit(&limits, Family::List, req, next).await
 }
 
 /// Middleware of the detail family.
-pub async fn detail(State(st): State<AppState>, req: Request, next: Next) -> Response {
-    limit(&st, Family::Detail, req, next).await
+pub async fn detail(State(limits): State<Arc<RateLimits>>, req: Request, next: Next) -> Response {
+    limit(&limits, Family::Detail, req, next).await
 }
 
 /// Middleware of the coverage family.
-pub async fn coverage(State(st): State<AppState>, req: Request, next: Next) -> Response {
-    limit(&st, Family::Coverage, req, next).await
+pub async fn coverage(State(limits): State<Arc<RateLimits>>, req: Request, next: Next) -> Response {
+    limit(&limits, Family::Coverage, req, next).await
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ pub mod events;
 pub mod ingest;
 pub mod ioc;
 pub mod llm;
+pub mod metrics;
 pub mod sigma;
 pub mod system;
 

@@ -8,11 +8,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use std::sync::atomic::Ordering;
+use watchpost_dataplane::stats::ThreadState;
 use watchpost_proto::InputId;
 use watchpost_proto::now_ns;
-
-/// A worker that has not reported for this long is considered stuck.
-pub(crate) const STALE_WORKER_NS: i64 = 10_000_000_000;
 
 /// The store shows degraded for this long after a read failed. Reads that fail answer 500 at
 /// once; this keeps a failure visible to a probe that polls between them.
@@ -48,20 +46,8 @@ pub async fn health(State(st): State<AppState>) -> Response {
         );
     }
     let now = now_ns();
-    let workers = thread_health(
-        &st.stats.workers_alive,
-        &st.stats.worker_heartbeat_ns,
-        now,
-        "worker",
-        &mut degraded,
-    );
-    let detectors = thread_health(
-        &st.stats.detect_alive,
-        &st.stats.detect_heartbeat_ns,
-        now,
-        "detector",
-        &mut degraded,
-    );
+    let workers = thread_health(&st.stats.parse_threads(now), "worker", &mut degraded);
+    let detectors = thread_health(&st.stats.detect_threads(now), "detector", &mut degraded);
     let d = &st.stats.detect;
     let detection = json!({
         "workers": detectors,
@@ -143,26 +129,17 @@ pub async fn health(State(st): State<AppState>) -> Response {
 }
 
 /// The status of each pinned thread of one kind: degraded when it stopped or has not reported for
-/// [`STALE_WORKER_NS`] (named in `degraded` as `<label> <index>`).
-fn thread_health(
-    alive: &[std::sync::atomic::AtomicBool],
-    heartbeats: &[std::sync::atomic::AtomicI64],
-    now: i64,
-    label: &str,
-    degraded: &mut Vec<String>,
-) -> Vec<Value> {
-    alive
+/// [`STALE_THREAD_NS`](watchpost_dataplane::stats::STALE_THREAD_NS) (named in `degraded` as
+/// `<label> <index>`).
+fn thread_health(threads: &[ThreadState], label: &str, degraded: &mut Vec<String>) -> Vec<Value> {
+    threads
         .iter()
-        .zip(heartbeats)
         .enumerate()
-        .map(|(i, (alive, beat))| {
-            let alive = alive.load(Ordering::Relaxed);
-            let age_ns = now - beat.load(Ordering::Relaxed);
-            let ok = alive && age_ns < STALE_WORKER_NS;
-            if !ok {
+        .map(|(i, t)| {
+            if !t.up {
                 degraded.push(format!("{label} {i}"));
             }
-            json!({"worker": i, "status": if ok { "ok" } else { "degraded" }, "last_heartbeat_ms_ago": age_ns / 1_000_000})
+            json!({"worker": i, "status": if t.up { "ok" } else { "degraded" }, "last_heartbeat_ms_ago": t.since_heartbeat_ns / 1_000_000})
         })
         .collect()
 }

@@ -17,7 +17,6 @@ mod session;
 
 use crate::browser::normalize_origin;
 use crate::error::ApiError;
-use crate::state::AppState;
 use axum::extract::State;
 use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
@@ -323,11 +322,10 @@ impl Drop for Slot {
 
 /// `GET /api/v1/ws`: checks the Origin and the connection cap before upgrading.
 pub async fn upgrade(
-    State(st): State<AppState>,
+    State(hub): State<Arc<Hub>>,
     headers: HeaderMap,
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
-    let hub = Arc::clone(&st.ws);
     // Browsers always send Origin; a missing one is a non-browser client, which cross-site
     // hijacking cannot involve.
     if let Some(origin) = headers.get(header::ORIGIN) {

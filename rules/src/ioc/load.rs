@@ -5,72 +5,11 @@
 //! line, and [`FileStats`] says what each file gave, so an operator can see that a feed went bad.
 
 use super::csv::Records;
+use super::file::{FileCtx, FileStats, Format, IocError};
 use super::parse::{self, Hint};
-use super::{Added, IocSet, stix};
-use std::fmt;
+use super::{IocSet, stix};
 use std::path::Path;
-use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
-
-/// Errors kept per file; a file of garbage would otherwise give one per line. The count in
-/// [`FileStats::errors`] stays exact.
-const MAX_ERRORS_PER_FILE: usize = 100;
-
-/// How a file was read.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Format {
-    /// One indicator per line (`.txt`, `.list`, no extension, or text with another extension).
-    List,
-    /// A CSV export with a header row (`.csv`).
-    Csv,
-    /// A STIX 2.1 bundle (`.json`, `.stix`, or content that starts with `{` or `[`).
-    Stix,
-    /// Not read: unreadable, or binary.
-    Skipped,
-}
-
-/// What one file gave, for the load report.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct FileStats {
-    /// The file name.
-    pub file: String,
-    /// How it was read.
-    pub format: Format,
-    /// Indicators new to the set.
-    pub added: usize,
-    /// Indicators already in the set (from this file or an earlier one); the first is kept.
-    pub duplicates: usize,
-    /// Entries left out on purpose: revoked, expired, of a type or pattern this module does not
-    /// match.
-    pub skipped: usize,
-    /// Entries that could not be read (all of them, even past the ones listed in
-    /// [`IocLoad::errors`]).
-    pub errors: usize,
-}
-
-/// One entry that could not be used.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct IocError {
-    /// The file name.
-    pub file: String,
-    /// 1-based line; 0 when it concerns the whole file or the line is not known.
-    pub line: usize,
-    /// What is wrong, in words.
-    pub message: String,
-}
-
-impl fmt::Display for IocError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.line == 0 {
-            write!(f, "{}: {}", self.file, self.message)
-        } else {
-            write!(f, "{}:{}: {}", self.file, self.line, self.message)
-        }
-    }
-}
-
-impl std::error::Error for IocError {}
 
 /// The result of [`IocSet::load_dir`]: the set, whatever went wrong, and what each file gave.
 #[derive(Debug)]
@@ -81,63 +20,6 @@ pub struct IocLoad {
     pub files: Vec<FileStats>,
     /// Unusable entries, at most 100 per file.
     pub errors: Vec<IocError>,
-}
-
-/// One file being read: counts and errors go here, indicators through it into the set.
-pub(crate) struct FileCtx<'a> {
-    set: &'a mut IocSet,
-    source: Arc<str>,
-    /// The last label used, so rows repeating a description share one string.
-    last_label: Option<Arc<str>>,
-    pub(crate) stats: FileStats,
-    errors: Vec<IocError>,
-}
-
-impl FileCtx<'_> {
-    pub(crate) fn error(&mut self, line: usize, message: String) {
-        self.stats.errors += 1;
-        if self.errors.len() < MAX_ERRORS_PER_FILE {
-            self.errors.push(IocError {
-                file: self.stats.file.clone(),
-                line,
-                message,
-            });
-        }
-    }
-
-    pub(crate) fn label(&mut self, text: &str) -> Arc<str> {
-        match &self.last_label {
-            Some(l) if **l == *text => Arc::clone(l),
-            _ => {
-                let l: Arc<str> = Arc::from(text);
-                self.last_label = Some(Arc::clone(&l));
-                l
-            }
-        }
-    }
-
-    /// Adds one value; the error is for the caller to place.
-    pub(crate) fn add(
-        &mut self,
-        text: &str,
-        hint: Hint,
-        label: Option<&Arc<str>>,
-    ) -> Result<(), String> {
-        let parsed = parse::parse(text, hint)?;
-        match self.set.insert(parsed, &self.source, label)? {
-            Added::New(_) => self.stats.added += 1,
-            Added::Duplicate(_) => self.stats.duplicates += 1,
-        }
-        Ok(())
-    }
-
-    fn add_at(&mut self, line: usize, text: &str, hint: Hint, label: Option<&str>) {
-        let label = label.map(str::trim).filter(|l| !l.is_empty());
-        let label = label.map(|l| self.label(l));
-        if let Err(m) = self.add(text, hint, label.as_ref()) {
-            self.error(line, m);
-        }
-    }
 }
 
 fn format_of(name: &str, bytes: &[u8]) -> Format {
@@ -232,20 +114,7 @@ impl IocSet {
         now: SystemTime,
     ) -> (FileStats, Vec<IocError>) {
         let format = format_of(name, bytes);
-        let mut ctx = FileCtx {
-            set: self,
-            source: Arc::from(name),
-            last_label: None,
-            stats: FileStats {
-                file: name.to_string(),
-                format,
-                added: 0,
-                duplicates: 0,
-                skipped: 0,
-                errors: 0,
-            },
-            errors: Vec::new(),
-        };
+        let mut ctx = FileCtx::new(self, name, format);
         let bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
         match format {
             Format::List => read_list(&mut ctx, &String::from_utf8_lossy(bytes)),
@@ -253,7 +122,7 @@ impl IocSet {
             Format::Stix => stix::read(&mut ctx, bytes, unix_seconds(now)),
             Format::Skipped => ctx.error(0, "binary file, not read".to_string()),
         }
-        (ctx.stats, ctx.errors)
+        ctx.finish()
     }
 }
 

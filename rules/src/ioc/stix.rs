@@ -5,7 +5,7 @@
 //! needs more (`AND`, `FOLLOWEDBY`, other operators, qualifiers, other object paths) is skipped
 //! and counted, not reported: matching part of a conjunction would flag things the feed did not.
 
-use super::load::FileCtx;
+use super::file::FileCtx;
 use super::parse::Hint;
 use serde_json::Value;
 use std::collections::HashMap;
