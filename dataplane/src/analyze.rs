@@ -8,6 +8,7 @@
 //! Events are named `<file index><first line of batch>` + position, so an alert's
 //! `contributing_events` turn back into file and line numbers (`contributing_lines`).
 
+use crate::Error;
 use crate::batch::{Format, LineMeta};
 
 use crate::catalog::Catalog;
@@ -41,37 +42,22 @@ pub struct Summary {
     pub seconds: f64,
 }
 
-/// Why a run failed.
-#[derive(Debug, thiserror::Error)]
-pub enum AnalyzeError {
-    /// A file could not be read.
-    #[error("{0}: {1}")]
-    Io(PathBuf, std::io::Error),
-    /// A user mask does not compile.
-    #[error("templates.extra_masks: {0}")]
-    Mask(String),
-    /// The Sigma rules could not be loaded.
-    #[error("{0}")]
-    Rules(String),
-}
-
 /// Analyses `files` in order and returns every alert (final state, ordered by first event time)
 /// with the run's summary.
-pub fn analyze(cfg: &Config, files: &[PathBuf]) -> Result<(Vec<Alert>, Summary), AnalyzeError> {
+pub fn analyze(cfg: &Config, files: &[PathBuf]) -> Result<(Vec<Alert>, Summary), Error> {
     let started = std::time::Instant::now();
     let miner_cfg = MinerConfig::from_config(&cfg.templates);
-    let miner = TemplateMiner::new(&miner_cfg).map_err(|e| AnalyzeError::Mask(e.to_string()))?;
+    let miner = TemplateMiner::new(&miner_cfg)?;
     let mut norm = Normalizer::new(miner);
     let mut detector = Detector::new(DetectorParams::from_config(cfg));
     // The rules live ingestion would apply: bundled, configured folders, custom uploads.
-    let catalog = std::sync::Arc::new(Catalog::load(cfg, None).map_err(AnalyzeError::Rules)?);
+    let catalog = std::sync::Arc::new(Catalog::load(cfg, None)?);
     let (_, rules, (plan_version, plan)) = catalog.snapshot();
     norm.set_rules(Some(rules));
     norm.set_plan(plan_version, Some(plan));
     detector.set_catalog(Some(catalog));
     // The indicators live ingestion would match (none when the folder does not exist).
-    let iocs =
-        std::sync::Arc::new(crate::ioc::IocFeed::open(cfg, false).map_err(AnalyzeError::Rules)?);
+    let iocs = std::sync::Arc::new(crate::ioc::IocFeed::open(cfg, false)?);
     let (ioc_version, ioc_set) = iocs.current();
     norm.set_iocs(ioc_version, Some(ioc_set));
     detector.set_iocs(Some(iocs));
@@ -85,7 +71,10 @@ pub fn analyze(cfg: &Config, files: &[PathBuf]) -> Result<(Vec<Alert>, Summary),
     };
     let max_line = cfg.dataplane.max_line_bytes as usize;
     for (fi, path) in files.iter().enumerate() {
-        let file = std::fs::File::open(path).map_err(|e| AnalyzeError::Io(path.clone(), e))?;
+        let file = std::fs::File::open(path).map_err(|source| Error::ReadInput {
+            path: path.clone(),
+            source,
+        })?;
         // Year-less syslog timestamps are read relative to the file's modification time: the
         // lines were written before it. Deterministic for a given file.
         let reference_ns = file
@@ -103,8 +92,11 @@ pub fn analyze(cfg: &Config, files: &[PathBuf]) -> Result<(Vec<Alert>, Summary),
             // A skipped (empty) line ends the block, so that block position + first line is
             // always the line number.
             let mut skipped = false;
-            let (n, truncated) = read_line(&mut reader, &mut line, max_line)
-                .map_err(|e| AnalyzeError::Io(path.clone(), e))?;
+            let (n, truncated) =
+                read_line(&mut reader, &mut line, max_line).map_err(|source| Error::ReadInput {
+                    path: path.clone(),
+                    source,
+                })?;
             if n > 0 {
                 line_no += 1;
                 if !line.is_empty() {

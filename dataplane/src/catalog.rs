@@ -11,6 +11,7 @@
 //! Enabled flags live in the store's `rules` family, so a toggle survives restarts; uploads are
 //! files in `detection.sigma_custom_upload_dir`, read back at start.
 
+use crate::Error;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
@@ -20,34 +21,7 @@ use watchpost_rules::rule::Body;
 use watchpost_rules::{
     Mapping, Origin, Rule, RuleEntry, RuleError, RuleSet, bundled, load, parse_rule,
 };
-use watchpost_store::Store;
-
-/// Why an upload was refused.
-#[derive(Debug)]
-pub enum UploadError {
-    /// Not a valid rule: the error has its line and column.
-    Invalid(RuleError),
-    /// A rule with this id is loaded already.
-    Collision(String),
-    /// The upload folder holds `detection.sigma_custom_max_rules` rules already.
-    Full(u32),
-    /// Writing the file failed.
-    Io(std::io::Error),
-}
-
-impl std::fmt::Display for UploadError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            UploadError::Invalid(e) => write!(f, "{e}"),
-            UploadError::Collision(id) => write!(f, "a rule with id {id} is already loaded"),
-            UploadError::Full(n) => write!(
-                f,
-                "the custom rule folder holds {n} rules, detection.sigma_custom_max_rules"
-            ),
-            UploadError::Io(e) => write!(f, "cannot write the rule file: {e}"),
-        }
-    }
-}
+use watchpost_store::{Store, StoreError};
 
 struct State {
     /// Detection rules, numbered as the compiled set numbers them.
@@ -86,7 +60,7 @@ impl Catalog {
     /// uploads, with the enabled flags saved in `store`. A rule file that does not parse is
     /// logged and listed in [`Catalog::load_errors`] (a SigmaHQ checkout may hold rules of a
     /// newer specification); a configured folder that does not exist is an error.
-    pub fn load(cfg: &Config, store: Option<Arc<Store>>) -> Result<Catalog, String> {
+    pub fn load(cfg: &Config, store: Option<Arc<Store>>) -> Result<Catalog, Error> {
         let mapping = Mapping::configured(
             &cfg.detection.sigma_field_mappings,
             &cfg.detection.sigma_logsource_mappings,
@@ -108,10 +82,7 @@ impl Catalog {
         for dir in &cfg.detection.sigma_rules_dirs {
             let dir = PathBuf::from(dir);
             if !dir.is_dir() {
-                return Err(format!(
-                    "detection.sigma_rules_dirs: {} is not a readable folder",
-                    dir.display()
-                ));
+                return Err(Error::RulesDir(dir));
             }
             read_folder(&dir, Origin::Directory, &mapping, &mut entries, &mut errors)?;
         }
@@ -126,11 +97,12 @@ impl Catalog {
             )?;
         } else if store.is_some() {
             // The live service creates the folder; offline tools only read it when it exists.
-            std::fs::create_dir_all(&custom_dir).map_err(|e| {
-                format!(
-                    "detection.sigma_custom_upload_dir: cannot create {}: {e}",
+            std::fs::create_dir_all(&custom_dir).map_err(|source| Error::Content {
+                context: format!(
+                    "detection.sigma_custom_upload_dir: cannot create {}",
                     custom_dir.display()
-                )
+                ),
+                source,
             })?;
         }
         let mut state = State {
@@ -152,9 +124,12 @@ impl Catalog {
                 continue;
             }
             if let Some(s) = &store
-                && let Some(v) = s
-                    .rule_flag(&enabled_key(&id))
-                    .map_err(|e| format!("reading whether rule {id} is enabled: {e}"))?
+                && let Some(v) =
+                    s.rule_flag(&enabled_key(&id))
+                        .map_err(|source| Error::RuleFlag {
+                            rule_id: id.clone(),
+                            source,
+                        })?
             {
                 e.set_enabled(v == b"1");
             }
@@ -248,7 +223,7 @@ impl Catalog {
     }
 
     /// Turns a rule on or off, persistently. `Ok(None)` when no rule has that id.
-    pub fn set_enabled(&self, id: &str, on: bool) -> Result<Option<Arc<RuleEntry>>, String> {
+    pub fn set_enabled(&self, id: &str, on: bool) -> Result<Option<Arc<RuleEntry>>, StoreError> {
         let mut s = self.write();
         let Some(e) = s
             .detection
@@ -260,9 +235,7 @@ impl Catalog {
             return Ok(None);
         };
         if let Some(store) = &self.store {
-            store
-                .put_rule_flag(&enabled_key(id), if on { b"1" } else { b"0" })
-                .map_err(|e| e.to_string())?;
+            store.put_rule_flag(&enabled_key(id), if on { b"1" } else { b"0" })?;
         }
         if e.enabled() != on {
             e.set_enabled(on);
@@ -281,8 +254,8 @@ impl Catalog {
 
     /// Checks `yaml` as an upload would (valid, no id collision, room in the folder) without
     /// storing anything: dry runs.
-    pub fn check_upload(&self, yaml: &str) -> Result<Rule, UploadError> {
-        let rule = parse_rule(yaml).map_err(UploadError::Invalid)?;
+    pub fn check_upload(&self, yaml: &str) -> Result<Rule, Error> {
+        let rule = parse_rule(yaml).map_err(Error::InvalidRule)?;
         self.admit(&self.read(), rule).map(|(rule, _)| rule)
     }
 
@@ -304,7 +277,7 @@ impl Catalog {
     /// The checks of an uploaded rule against state `s`: the rule and the file it would be
     /// stored in. The rule is parsed before, outside the catalogue's lock: parsing a large rule
     /// takes a while, and matching and listing wait for the lock meanwhile.
-    fn admit(&self, s: &State, rule: Rule) -> Result<(Rule, PathBuf), UploadError> {
+    fn admit(&self, s: &State, rule: Rule) -> Result<(Rule, PathBuf), Error> {
         let loaded = s
             .detection
             .iter()
@@ -325,10 +298,10 @@ impl Catalog {
         // Two ids can share a file name (`a/b` and `a_b`): the second is refused rather than
         // replacing the first's file.
         if loaded || path.exists() {
-            return Err(UploadError::Collision(rule.id));
+            return Err(Error::RuleCollision(rule.id));
         }
-        if custom_files(&self.custom_dir).map_err(UploadError::Io)? >= self.custom_max as usize {
-            return Err(UploadError::Full(self.custom_max));
+        if custom_files(&self.custom_dir).map_err(Error::WriteRule)? >= self.custom_max as usize {
+            return Err(Error::RulesFull(self.custom_max));
         }
         if let Body::Correlation(_) = &rule.body {
             // A correlation that cannot be evaluated (an unknown rule, a cycle) is refused
@@ -340,7 +313,7 @@ impl Catalog {
             let plan = Plan::compile(&detections, &correlations, &self.mapping);
             if let Some((_, e)) = plan.errors().iter().find(|(id, _)| *id == rule.id) {
                 let pos = watchpost_rules::error::Pos { line: 1, column: 1 };
-                return Err(UploadError::Invalid(RuleError::at(
+                return Err(Error::InvalidRule(RuleError::at(
                     pos,
                     watchpost_rules::ErrorKind::Schema,
                     format!("correlation cannot be evaluated: {e}"),
@@ -352,8 +325,8 @@ impl Catalog {
 
     /// Validates and stores an upload as `<id>.yml` in the custom folder, and applies it at
     /// once.
-    pub fn upload(&self, yaml: &str) -> Result<Arc<RuleEntry>, UploadError> {
-        let rule = parse_rule(yaml).map_err(UploadError::Invalid)?;
+    pub fn upload(&self, yaml: &str) -> Result<Arc<RuleEntry>, Error> {
+        let rule = parse_rule(yaml).map_err(Error::InvalidRule)?;
         // Held across the check and the write: two uploads of one id cannot both pass.
         let mut s = self.write();
         let (rule, path) = self.admit(&s, rule)?;
@@ -361,7 +334,7 @@ impl Catalog {
         let tmp = path.with_extension("yml.tmp");
         std::fs::write(&tmp, yaml)
             .and_then(|()| std::fs::rename(&tmp, &path))
-            .map_err(UploadError::Io)?;
+            .map_err(Error::WriteRule)?;
         let entry = Arc::new(RuleEntry::new(
             rule,
             yaml.to_string(),
@@ -408,9 +381,11 @@ fn read_folder(
     mapping: &Mapping,
     entries: &mut Vec<RuleEntry>,
     errors: &mut Vec<(String, String)>,
-) -> Result<(), String> {
-    let files = load::rule_files(&[dir.to_path_buf()])
-        .map_err(|e| format!("cannot read rule folder {}: {e}", dir.display()))?;
+) -> Result<(), Error> {
+    let files = load::rule_files(&[dir.to_path_buf()]).map_err(|source| Error::Content {
+        context: format!("cannot read rule folder {}", dir.display()),
+        source,
+    })?;
     for f in files {
         let l = load::load_file(&f);
         match l.rule {

@@ -11,6 +11,7 @@
 //! each file's name, size and modification time: no inotify dependency, works on every
 //! filesystem, and a feed dropped in by `rsync` or a cron job is picked up within the interval.
 
+use crate::Error;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
@@ -61,12 +62,13 @@ pub struct IocStatus {
 impl IocFeed {
     /// Loads the folder of `cfg`; with `create`, makes it when missing (the live service), else
     /// a missing folder is an empty set (offline tools).
-    pub fn open(cfg: &watchpost_proto::Config, create: bool) -> Result<IocFeed, String> {
+    pub fn open(cfg: &watchpost_proto::Config, create: bool) -> Result<IocFeed, Error> {
         let dir = cfg.ioc_dir();
         if !dir.is_dir() {
             if create {
-                std::fs::create_dir_all(&dir).map_err(|e| {
-                    format!("detection.ioc_dir: cannot create {}: {e}", dir.display())
+                std::fs::create_dir_all(&dir).map_err(|source| Error::Content {
+                    context: format!("detection.ioc_dir: cannot create {}", dir.display()),
+                    source,
                 })?;
             } else {
                 return Ok(IocFeed::empty(dir));

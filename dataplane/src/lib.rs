@@ -26,6 +26,7 @@
 pub mod analyze;
 pub mod batch;
 pub mod catalog;
+mod error;
 pub mod input;
 pub mod ioc;
 pub mod live;
@@ -40,4 +41,5 @@ pub mod template;
 pub mod worker;
 pub mod writer;
 
-pub use pipeline::{Pipeline, StartError};
+pub use error::Error;
+pub use pipeline::Pipeline;

@@ -7,6 +7,7 @@
 //! workers drain and exit; that closes the writer's rings, and the writer commits the last blocks
 //! and flushes RocksDB.
 
+use crate::Error;
 use crate::batch::{Format, Pool, RawBatch};
 
 use crate::catalog::Catalog;
@@ -36,36 +37,6 @@ use watchpost_proto::Config;
 use watchpost_proto::InputId;
 use watchpost_store::{EncodedBlock, Store};
 
-/// Why the data plane could not start; each names the config key to look at.
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    /// A listener could not be bound.
-    #[error("{key}: cannot listen on {addr}: {source}")]
-    Bind {
-        /// Config key of the address.
-        key: &'static str,
-        /// The address.
-        addr: String,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The store could not be opened.
-    #[error("storage.data_dir: {0}")]
-    Store(#[from] watchpost_store::StoreError),
-    /// A core id in `dataplane.cores` does not exist.
-    #[error("dataplane.cores: core {0} is not available to this process (available: {1})")]
-    Core(u32, String),
-    /// A user mask does not compile.
-    #[error("templates.extra_masks: {0}")]
-    Mask(String),
-    /// The Sigma catalogue could not be loaded.
-    #[error("{0}")]
-    Rules(String),
-    /// A thread could not be started.
-    #[error("cannot start thread: {0}")]
-    Thread(#[from] std::io::Error),
-}
-
 /// The running data plane.
 pub struct Pipeline {
     stats: Arc<Stats>,
@@ -93,7 +64,7 @@ struct InputRings {
 
 impl Pipeline {
     /// Starts everything `cfg` enables.
-    pub fn start(cfg: &Config) -> Result<Pipeline, StartError> {
+    pub fn start(cfg: &Config) -> Result<Pipeline, Error> {
         let dp = &cfg.dataplane;
         let workers = dp.parse_workers as usize;
         let detectors = dp.detect_workers as usize;
@@ -103,7 +74,7 @@ impl Pipeline {
         // Bind first: failures here leave nothing running.
         let i = &cfg.inputs;
         let udp_socket = if i.syslog_udp.enabled {
-            let s = UdpSocket::bind(&i.syslog_udp.address).map_err(|source| StartError::Bind {
+            let s = UdpSocket::bind(&i.syslog_udp.address).map_err(|source| Error::Bind {
                 key: "inputs.syslog_udp.address",
                 addr: i.syslog_udp.address.clone(),
                 source,
@@ -113,21 +84,19 @@ impl Pipeline {
         } else {
             None
         };
-        let bind_tcp = |enabled: bool,
-                        addr: &str,
-                        key: &'static str|
-         -> Result<Option<TcpListener>, StartError> {
-            if !enabled {
-                return Ok(None);
-            }
-            TcpListener::bind(addr)
-                .map(Some)
-                .map_err(|source| StartError::Bind {
-                    key,
-                    addr: addr.to_string(),
-                    source,
-                })
-        };
+        let bind_tcp =
+            |enabled: bool, addr: &str, key: &'static str| -> Result<Option<TcpListener>, Error> {
+                if !enabled {
+                    return Ok(None);
+                }
+                TcpListener::bind(addr)
+                    .map(Some)
+                    .map_err(|source| Error::Bind {
+                        key,
+                        addr: addr.to_string(),
+                        source,
+                    })
+            };
         let syslog_tcp = bind_tcp(
             i.syslog_tcp.enabled,
             &i.syslog_tcp.address,
@@ -141,14 +110,13 @@ impl Pipeline {
 
         let store = Arc::new(Store::open(&cfg.data_dir(), &cfg.storage)?);
         let persisted = store.templates()?;
-        let catalog =
-            Arc::new(Catalog::load(cfg, Some(Arc::clone(&store))).map_err(StartError::Rules)?);
+        let catalog = Arc::new(Catalog::load(cfg, Some(Arc::clone(&store)))?);
         tracing::info!(
             "sigma: {} rules loaded ({} could not be read)",
             catalog.all().len(),
             catalog.load_errors.len()
         );
-        let iocs = Arc::new(IocFeed::open(cfg, true).map_err(StartError::Rules)?);
+        let iocs = Arc::new(IocFeed::open(cfg, true)?);
 
         // Rings: every enabled input to every worker, every worker to the writer.
         let ring_cap = dp.ring_capacity as usize;
@@ -250,10 +218,12 @@ impl Pipeline {
         }
         let stats = Stats::new(workers, detectors, watchpost_proto::now_ns(), gauges);
         let stop = Arc::new(AtomicBool::new(false));
-        let ioc_watcher = Arc::clone(&iocs).spawn_watcher(
-            Duration::from_secs(cfg.detection.ioc_reload_interval_seconds),
-            Arc::clone(&stop),
-        )?;
+        let ioc_watcher = Arc::clone(&iocs)
+            .spawn_watcher(
+                Duration::from_secs(cfg.detection.ioc_reload_interval_seconds),
+                Arc::clone(&stop),
+            )
+            .map_err(Error::Thread)?;
 
         let writer = spawn_writer(
             Arc::clone(&store),
@@ -262,7 +232,8 @@ impl Pipeline {
             Arc::clone(&stats),
             cfg.storage.retention_days,
             cores.get(workers).copied().flatten(),
-        )?;
+        )
+        .map_err(Error::Thread)?;
 
         let (detect, controls) = control_channels(detectors);
         let params = DetectorParams::from_config(cfg);
@@ -285,12 +256,10 @@ impl Pipeline {
                 core: cores.get(workers + 1 + b).copied().flatten(),
                 live: Arc::clone(&live),
             };
-            detector_handles.push(spawn_detector(
-                setup,
-                detector,
-                Arc::clone(&store),
-                Arc::clone(&stats),
-            )?);
+            detector_handles.push(
+                spawn_detector(setup, detector, Arc::clone(&store), Arc::clone(&stats))
+                    .map_err(Error::Thread)?,
+            );
         }
 
         let mut worker_handles = Vec::new();
@@ -300,8 +269,7 @@ impl Pipeline {
             .zip(to_detect.into_iter().zip(detect_free))
             .enumerate()
         {
-            let mut miner =
-                TemplateMiner::new(&miner_cfg).map_err(|e| StartError::Mask(e.to_string()))?;
+            let mut miner = TemplateMiner::new(&miner_cfg)?;
             for (id, text) in &persisted {
                 miner.restore(*id, text);
             }
@@ -320,7 +288,7 @@ impl Pipeline {
                 catalog: Some(Arc::clone(&catalog)),
                 iocs: Some(Arc::clone(&iocs)),
             };
-            worker_handles.push(spawn_worker(setup, Arc::clone(&stats))?);
+            worker_handles.push(spawn_worker(setup, Arc::clone(&stats)).map_err(Error::Thread)?);
         }
 
         let max_line = dp.max_line_bytes as usize;
@@ -339,7 +307,8 @@ impl Pipeline {
                     if let Ok(a) = s.local_addr() {
                         bound.push((r.id, a));
                     }
-                    udp::spawn(s, outlet, max_line, linger, Arc::clone(&stop))?
+                    udp::spawn(s, outlet, max_line, linger, Arc::clone(&stop))
+                        .map_err(Error::Thread)?
                 }
                 InputId::SyslogTcp | InputId::JsonTcp => {
                     let (listener, t) = if r.id == InputId::SyslogTcp {
@@ -365,7 +334,8 @@ impl Pipeline {
                         idle_timeout: Duration::from_secs(t.idle_timeout_s),
                         linger: Duration::from_millis(linger),
                     };
-                    tcp::spawn(l, outlet, settings, Arc::clone(&stats), Arc::clone(&stop))?
+                    tcp::spawn(l, outlet, settings, Arc::clone(&stats), Arc::clone(&stop))
+                        .map_err(Error::Thread)?
                 }
                 InputId::File => file::spawn(
                     file::FileSettings {
@@ -378,9 +348,11 @@ impl Pipeline {
                     Arc::clone(&store),
                     Arc::clone(&stats),
                     Arc::clone(&stop),
-                )?,
+                )
+                .map_err(Error::Thread)?,
                 InputId::Http => {
-                    let (handle, h) = http::spawn(outlet, max_line, linger, Arc::clone(&stop))?;
+                    let (handle, h) = http::spawn(outlet, max_line, linger, Arc::clone(&stop))
+                        .map_err(Error::Thread)?;
                     http_handle = Some(handle);
                     h
                 }
@@ -481,7 +453,7 @@ impl Pipeline {
 }
 
 /// Cores for each worker, then the writer (`None` = not pinned).
-fn assign_cores(cfg: &Config) -> Result<Vec<Option<core_affinity::CoreId>>, StartError> {
+fn assign_cores(cfg: &Config) -> Result<Vec<Option<core_affinity::CoreId>>, Error> {
     // Stage A workers, the writer, then stage B workers.
     let n = cfg.dataplane.parse_workers as usize + 1 + cfg.dataplane.detect_workers as usize;
     if !cfg.dataplane.pin_workers {
@@ -502,7 +474,10 @@ fn assign_cores(cfg: &Config) -> Result<Vec<Option<core_affinity::CoreId>>, Star
             Some(a) => chosen.push(*a),
             None => {
                 let list: Vec<String> = available.iter().map(|a| a.id.to_string()).collect();
-                return Err(StartError::Core(c, list.join(", ")));
+                return Err(Error::Core {
+                    core: c,
+                    available: list.join(", "),
+                });
             }
         }
     }

@@ -2,6 +2,7 @@
 //! in-place matching as stage A: `watchpost rules test` and the bundled rules' own tests use it,
 //! so what they report is what live ingestion would raise.
 
+use crate::Error;
 use crate::batch::{Format, LineMeta};
 
 use crate::normalize::{Normalizer, Tally};
@@ -20,9 +21,8 @@ pub struct LineMatcher {
 
 impl LineMatcher {
     /// A matcher for `rules` with the template settings of `cfg`.
-    pub fn new(rules: Arc<RuleSet>, cfg: &watchpost_proto::Config) -> Result<LineMatcher, String> {
-        let miner = TemplateMiner::new(&MinerConfig::from_config(&cfg.templates))
-            .map_err(|e| e.to_string())?;
+    pub fn new(rules: Arc<RuleSet>, cfg: &watchpost_proto::Config) -> Result<LineMatcher, Error> {
+        let miner = TemplateMiner::new(&MinerConfig::from_config(&cfg.templates))?;
         let mut norm = Normalizer::new(miner);
         norm.set_rules(Some(rules));
         Ok(LineMatcher {

@@ -120,19 +120,26 @@ impl Mapping {
     /// `rules/mappings/fields.yml` (a name given again replaces the bundled aliases), then
     /// `logsources` in the format of `logsources.yml` (entries add event shapes). Fields go
     /// first so that the added logsources can use the added names. Errors name the file.
-    pub fn configured(fields: &[String], logsources: &[String]) -> Result<Mapping, String> {
+    pub fn configured(fields: &[String], logsources: &[String]) -> Result<Mapping, MappingError> {
         let mut m = Mapping::bundled();
         let read = |key: &str, path: &String| {
             std::fs::read_to_string(path)
-                .map_err(|e| format!("detection.{key}: {path}: cannot read: {e}"))
+                .map_err(|e| MappingError(format!("detection.{key}: {path}: cannot read: {e}")))
         };
         for path in fields {
             m.add_fields(&read("sigma_field_mappings", path)?)
-                .map_err(|e| format!("detection.sigma_field_mappings: {path}: {}", e.0))?;
+                .map_err(|e| {
+                    MappingError(format!("detection.sigma_field_mappings: {path}: {}", e.0))
+                })?;
         }
         for path in logsources {
             m.add_logsources(&read("sigma_logsource_mappings", path)?)
-                .map_err(|e| format!("detection.sigma_logsource_mappings: {path}: {}", e.0))?;
+                .map_err(|e| {
+                    MappingError(format!(
+                        "detection.sigma_logsource_mappings: {path}: {}",
+                        e.0
+                    ))
+                })?;
         }
         Ok(m)
     }
@@ -351,11 +358,11 @@ mod tests {
         std::fs::write(&sources, "- events: []\n").unwrap();
         let e = Mapping::configured(&[], &[p(&sources)]).unwrap_err();
         assert!(
-            e.contains("sigma_logsource_mappings") && e.contains("product"),
+            e.0.contains("sigma_logsource_mappings") && e.0.contains("product"),
             "{e}"
         );
         let e = Mapping::configured(&[p(&dir.join("missing.yml"))], &[]).unwrap_err();
-        assert!(e.contains("cannot read"), "{e}");
+        assert!(e.0.contains("cannot read"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

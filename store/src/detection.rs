@@ -194,6 +194,14 @@ fn decode<'a, T: serde::Deserialize<'a>>(
 /// A saved detector-state entry: its key and its bincode bytes.
 pub type ModelEntry = (Vec<u8>, Vec<u8>);
 
+/// `value` as JSON for the store; a failure is returned, never written as an empty record.
+fn encode_json(what: &'static str, value: &impl serde::Serialize) -> Result<Vec<u8>, StoreError> {
+    serde_json::to_vec(value).map_err(|e| StoreError::Encode {
+        what,
+        reason: e.to_string(),
+    })
+}
+
 impl Store {
     /// Writes an alert (new, or a new state of an open one) and its entity index entries.
     pub fn put_alert(&self, a: &Alert) -> Result<(), StoreError> {
@@ -201,7 +209,7 @@ impl Store {
             return Ok(());
         };
         let mut wb = WriteBatch::default();
-        let json = serde_json::to_vec(a).unwrap_or_default();
+        let json = encode_json("alert", a)?;
         wb.put_cf(self.cf(CF_ALERTS), key, json);
         for e in a.entity.iter().chain(&a.related_entities) {
             let mut k = [0u8; 32];
@@ -318,7 +326,7 @@ impl Store {
             let excess = t.history.len() - MAX_TRIAGE_HISTORY;
             t.history.drain(..excess);
         }
-        let json = serde_json::to_vec(t).unwrap_or_default();
+        let json = encode_json("triage", t).map_err(TriageError::Store)?;
         self.db()
             .put_cf_opt(self.cf(CF_TRIAGE), key, json, &self.write_options())
             .map_err(|e| TriageError::Store(e.into()))?;
@@ -433,7 +441,7 @@ impl Store {
         let mut k = [0u8; 24];
         k[..16].copy_from_slice(&id);
         k[16..].copy_from_slice(&(f.created_ns.max(0) as u64).to_be_bytes());
-        let v = serde_json::to_vec(f).unwrap_or_default();
+        let v = encode_json("feedback", f)?;
         self.db()
             .put_cf_opt(self.cf(CF_FEEDBACK), k, v, &self.write_options())?;
         Ok(())

@@ -131,6 +131,14 @@ pub enum StoreError {
         /// Why.
         source: std::io::Error,
     },
+    /// A record could not be encoded for writing (nothing was written).
+    #[error("cannot encode a {what} for the store: {reason}")]
+    Encode {
+        /// What was written (`alert`, `triage`...).
+        what: &'static str,
+        /// Why it does not encode.
+        reason: String,
+    },
     /// A stored record does not decode: the store is damaged or was written by another layout.
     #[error("a stored {what} does not decode: {reason}")]
     Decode {

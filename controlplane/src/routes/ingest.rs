@@ -8,7 +8,7 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
-use watchpost_dataplane::input::IngestError;
+use watchpost_dataplane::Error;
 
 /// Accepts a body of events; 202 with how many were accepted.
 pub async fn ingest(
@@ -29,19 +29,20 @@ pub async fn ingest(
         .await
         .map_err(ApiError::internal)?
         .map_err(|e| match e {
-            IngestError::Invalid(m) => ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", m),
-            IngestError::Busy => ApiError::new(
+            Error::InvalidBody(m) => ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", m),
+            Error::IngestBusy => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "busy",
                 "ingestion is saturated; retry shortly",
             )
             .retry_after(1),
-            IngestError::Stopped => ApiError::new(
+            Error::Stopped => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "stopping",
                 "the service is shutting down",
             )
             .retry_after(5),
+            other => ApiError::internal(other),
         })?;
     Ok((
         StatusCode::ACCEPTED,

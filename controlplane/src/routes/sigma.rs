@@ -17,7 +17,8 @@ use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::Arc;
-use watchpost_dataplane::catalog::{Catalog, UploadError};
+use watchpost_dataplane::Error;
+use watchpost_dataplane::catalog::Catalog;
 use watchpost_proto::now_ns;
 use watchpost_proto::{AttackMapping, ListResponse};
 use watchpost_rules::RuleEntry;
@@ -364,8 +365,7 @@ pub async fn patch(
     let key = id.clone();
     let e = tokio::task::spawn_blocking(move || c.set_enabled(&key, t.enabled))
         .await
-        .map_err(ApiError::internal)?
-        .map_err(ApiError::internal)?
+        .map_err(ApiError::internal)??
         .ok_or_else(|| ApiError::not_found(format!("no rule {id}")))?;
     let fires = fires_24h(&st).await?;
     Ok(Json(summary(&e, fires.get(&e.key).copied().unwrap_or(0))))
@@ -396,9 +396,9 @@ pub struct DryRun {
     pub truncated: bool,
 }
 
-fn upload_error(e: UploadError) -> ApiError {
+fn upload_error(e: Error) -> ApiError {
     match e {
-        UploadError::Invalid(err) => {
+        Error::InvalidRule(err) => {
             let mut a = ApiError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "invalid_rule",
@@ -410,7 +410,7 @@ fn upload_error(e: UploadError) -> ApiError {
             }
             a
         }
-        UploadError::Collision(id) => {
+        Error::RuleCollision(id) => {
             let mut a = ApiError::new(
                 StatusCode::CONFLICT,
                 "rule_exists",
@@ -419,12 +419,12 @@ fn upload_error(e: UploadError) -> ApiError {
             a.body = a.body.with("rule_id", id);
             a
         }
-        e @ UploadError::Full(_) => ApiError::new(
+        e @ Error::RulesFull(_) => ApiError::new(
             StatusCode::INSUFFICIENT_STORAGE,
             "upload_dir_full",
             e.to_string(),
         ),
-        UploadError::Io(e) => ApiError::internal(e),
+        other => ApiError::internal(other),
     }
 }
 

@@ -6,6 +6,7 @@
 //! responsive under overload (the client retries) instead of queueing without bound.
 
 use super::outlet::Outlet;
+use crate::Error;
 use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,20 +23,6 @@ pub struct IngestReceipt {
     pub truncated: u64,
 }
 
-/// Why a body was refused.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum IngestError {
-    /// The body is neither a JSON array of objects nor JSON lines.
-    #[error("{0}")]
-    Invalid(String),
-    /// The ingest queue is full; try again shortly.
-    #[error("ingest queue is full")]
-    Busy,
-    /// The pipeline is shutting down.
-    #[error("ingestion is stopping")]
-    Stopped,
-}
-
 struct Job {
     body: Vec<u8>,
     reply: Sender<IngestReceipt>,
@@ -50,17 +37,17 @@ pub struct HttpIngest {
 impl HttpIngest {
     /// Submits a body (a JSON array of objects, or one JSON object per line) and waits until its
     /// events are in the pipeline. Blocking: call it from a blocking task.
-    pub fn submit(&self, body: Vec<u8>) -> Result<IngestReceipt, IngestError> {
+    pub fn submit(&self, body: Vec<u8>) -> Result<IngestReceipt, Error> {
         if first_non_space(&body) == Some(b'[') {
-            split_array(&body).map_err(IngestError::Invalid)?;
+            split_array(&body).map_err(Error::InvalidBody)?;
         }
         let (reply, answer) = bounded(1);
         match self.jobs.try_send(Job { body, reply }) {
             Ok(()) => {}
-            Err(TrySendError::Full(_)) => return Err(IngestError::Busy),
-            Err(TrySendError::Disconnected(_)) => return Err(IngestError::Stopped),
+            Err(TrySendError::Full(_)) => return Err(Error::IngestBusy),
+            Err(TrySendError::Disconnected(_)) => return Err(Error::Stopped),
         }
-        answer.recv().map_err(|_| IngestError::Stopped)
+        answer.recv().map_err(|_| Error::Stopped)
     }
 }
 

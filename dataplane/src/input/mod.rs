@@ -12,5 +12,5 @@ pub mod tcp;
 pub mod udp;
 
 pub use framing::{Frame, Framer, Framing};
-pub use http::{HttpIngest, IngestError, IngestReceipt};
+pub use http::{HttpIngest, IngestReceipt};
 pub use outlet::Outlet;
