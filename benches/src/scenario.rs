@@ -9,7 +9,7 @@
 //! connecting application servers to their databases). Seven attacks follow, each labelled with
 //! its lines and the entity it is about, so that alerts can be scored against them.
 
-use watchpost_detect::rng::SplitMix64;
+use watchpost_detect::SplitMix64;
 
 /// Nanoseconds per minute, hour, day.
 const MIN: i64 = 60_000_000_000;

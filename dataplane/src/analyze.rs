@@ -17,7 +17,7 @@ use crate::template::{MinerConfig, TemplateMiner};
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
-use watchpost_detect::engine::{Collect, Detector, DetectorParams};
+use watchpost_detect::{Collect, Detector, DetectorParams};
 use watchpost_proto::InputId;
 use watchpost_proto::{Alert, Config};
 use watchpost_store::{EncodedBlock, parse_event_id};

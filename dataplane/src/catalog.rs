@@ -407,7 +407,7 @@ fn custom_files(dir: &Path) -> std::io::Result<usize> {
 }
 
 /// Stage B names the rules stage A reports through the catalogue.
-impl watchpost_detect::names::RuleBook for Catalog {
+impl watchpost_detect::RuleBook for Catalog {
     fn plan(&self) -> (u64, Arc<Plan>) {
         Catalog::plan(self)
     }

@@ -225,7 +225,7 @@ fn fingerprint(dir: &Path) -> Fingerprint {
 }
 
 /// Stage B names the indicators stage A reports through the feed.
-impl watchpost_detect::names::IndicatorBook for IocFeed {
+impl watchpost_detect::IndicatorBook for IocFeed {
     fn indicators(&self, version: u64) -> Option<Arc<IocSet>> {
         self.get(version)
     }

@@ -16,11 +16,11 @@ use crate::template::{Change, TemplateMiner};
 use std::fmt::Write as _;
 use std::ops::Range;
 use std::sync::Arc;
-use watchpost_detect::record::{
+use watchpost_detect::{
     CorrelationHit, DetectBatch, DetectRecord, GROUP_TEXT_BYTES, NOT_SCORED, RECORD_ENTITIES,
     RecordEntity, SIGMA_PER_RECORD,
 };
-use watchpost_detect::ueba::{UebaType, ip_key, is_service_account};
+use watchpost_detect::{UebaType, ip_key, is_service_account};
 use watchpost_proto::InputId;
 use watchpost_proto::{EntityKind, Severity, canonicalize_into, entity_uuid};
 use watchpost_proto::{Role, bincode_config};

@@ -32,7 +32,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
-use watchpost_detect::engine::DetectorParams;
+use watchpost_detect::DetectorParams;
 use watchpost_proto::Config;
 use watchpost_proto::InputId;
 use watchpost_store::{EncodedBlock, Store};
@@ -239,7 +239,7 @@ impl Pipeline {
         let params = DetectorParams::from_config(cfg);
         // One kill-chain tracker for every stage B worker: an entity's alerts come from several.
         let killchain = Arc::new(std::sync::Mutex::new(
-            watchpost_detect::killchain::KillChain::from_config(cfg),
+            watchpost_detect::KillChain::from_config(cfg),
         ));
         let live = Arc::new(LiveAlerts::default());
         let mut detector_handles = Vec::new();

@@ -134,7 +134,7 @@ pub struct DetectCounters {
     pub alert_errors: Counter,
     /// Sigma rule matches (an event matching three rules counts three).
     pub sigma_matches: Counter,
-    /// Matches past the [`watchpost_detect::record::SIGMA_PER_RECORD`] an event carries to stage
+    /// Matches past the [`watchpost_detect::SIGMA_PER_RECORD`] an event carries to stage
     /// B: counted, not alerted on (the event matched that many other rules already).
     pub sigma_dropped: Counter,
     /// Events that matched an indicator of compromise.

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::time::Duration;
-use watchpost_detect::record::{DetectBatch, route, route_hits};
+use watchpost_detect::{DetectBatch, route, route_hits};
 use watchpost_proto::now_ns;
 use watchpost_store::{BlockKey, EncodedBlock, Store, block_key};
 

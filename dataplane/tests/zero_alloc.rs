@@ -319,9 +319,9 @@ fn the_counter_sees_allocations() {
 
 #[test]
 fn detectors_allocate_nothing_per_event_in_steady_state() {
-    use watchpost_detect::ensemble::{EventFeatures, SourceModel};
-    use watchpost_detect::time::EventTime;
-    use watchpost_detect::ueba::{Observation, Ueba, UebaParams, UebaType};
+    use watchpost_detect::EventTime;
+    use watchpost_detect::{EventFeatures, SourceModel};
+    use watchpost_detect::{Observation, Ueba, UebaParams, UebaType};
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut model = SourceModel::new(1e-4);
     let mut ueba = Ueba::new(UebaParams {

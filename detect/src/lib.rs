@@ -9,14 +9,13 @@
 //!
 //! The crate uses only `watchpost_proto` and `watchpost_rules`: the data plane runs it (stage B
 //! workers, `watchpost analyze`), the store keeps what it saves, and the engine names the rules
-//! and indicators stage A reports through the small traits of [`names`].
+//! and indicators stage A reports through two small traits, [`RuleBook`] and [`IndicatorBook`].
 //!
 //! A Half-Space Trees forest learns where points usually fall and scores a point far from them
 //! higher:
 //!
 //! ```
-//! use watchpost_detect::hst::{HalfSpaceTrees, HstConfig};
-//! use watchpost_detect::rng::SplitMix64;
+//! use watchpost_detect::{HalfSpaceTrees, HstConfig, SplitMix64};
 //!
 //! let mut forest = HalfSpaceTrees::new(HstConfig { dims: 2, ..HstConfig::default() });
 //! let mut rng = SplitMix64::new(7);
@@ -30,19 +29,44 @@
 //! assert!(outlier > inlier + 0.2, "outlier {outlier}, inlier {inlier}");
 //! ```
 
-pub mod dspot;
-pub mod engine;
-pub mod ensemble;
-pub mod fastmath;
-pub mod hst;
-pub mod killchain;
-pub mod markov;
-pub mod names;
-pub mod prefetch;
-pub mod record;
-pub mod rng;
-pub mod table;
-pub mod time;
-pub mod topk;
-pub mod ueba;
-pub mod volume;
+mod dspot;
+mod engine;
+mod ensemble;
+mod fastmath;
+mod hst;
+mod killchain;
+mod markov;
+mod names;
+mod prefetch;
+mod record;
+mod rng;
+mod table;
+mod time;
+mod topk;
+mod ueba;
+mod volume;
+
+pub use dspot::{Dspot, DspotConfig, Tail, Verdict, fit_gpd, moments};
+pub use engine::{
+    AlertSink, Collect, Detector, DetectorParams, FEEDBACK_STEP, LOOKAHEAD, SourceState,
+};
+pub use ensemble::{Contributions, EventFeatures, Scored, SourceModel, WEIGHTS};
+pub use fastmath::{log2, logistic4};
+pub use hst::{HalfSpaceTrees, HstConfig, MAX_DIMS, MAX_HEIGHT, MAX_TREES};
+pub use killchain::{DETECTOR, KillChain};
+pub use markov::Markov;
+pub use names::{IndicatorBook, RuleBook};
+pub use prefetch::{prefetch, prefetch_lines};
+pub use record::{
+    CorrelationHit, DetectBatch, DetectRecord, GROUP_TEXT_BYTES, NOT_SCORED, RECORD_ENTITIES,
+    RecordEntity, SIGMA_PER_RECORD, SOURCE_NAME_BYTES, route, route_hits, shard_of,
+};
+pub use rng::SplitMix64;
+pub use table::EntityTable;
+pub use time::{EventTime, NS_PER_HOUR, NS_PER_MINUTE};
+pub use topk::{Probe, TemplateChange, TopLists, network_of};
+pub use ueba::{
+    Baseline, Lifecycle, MIN_ALERT_SCORE, Observation, Outcome, SubScores, TemplateWeight, Ueba,
+    UebaAlert, UebaParams, UebaType, ip_key, is_service_account, source_text,
+};
+pub use volume::{Cusum, HoltWinters, Volume, VolumeScores, z_to_score};
