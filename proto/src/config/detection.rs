@@ -1,0 +1,133 @@
+//! The `[detection]` table.
+
+use super::Config;
+use super::problems::Problems;
+use serde::{Deserialize, Serialize};
+
+/// `[detection]`
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DetectionConfig {
+    /// Seconds between flushes of detector models and UEBA baselines to the store.
+    pub model_save_interval_seconds: u64,
+    /// Extra folders of Sigma rules loaded at start (for example a SigmaHQ checkout).
+    pub sigma_rules_dirs: Vec<String>,
+    /// Extra Sigma field alias files (the format of `rules/mappings/fields.yml`), read after the
+    /// bundled table: a name given again replaces the bundled aliases.
+    pub sigma_field_mappings: Vec<String>,
+    /// Extra logsource files (the format of `rules/mappings/logsources.yml`), read after the
+    /// bundled table: their entries add event shapes.
+    pub sigma_logsource_mappings: Vec<String>,
+    /// Folder of uploaded custom rules; empty = `<storage.data_dir>/sigma-custom`.
+    pub sigma_custom_upload_dir: String,
+    /// Custom rules the upload folder may hold before uploads answer 507.
+    pub sigma_custom_max_rules: u32,
+    /// Whether the content ensemble raises `ml` alerts (it always scores, for the anomaly
+    /// timeline).
+    pub ml_enabled: bool,
+    /// DSPOT risk of each source's `ml` threshold: the share of events expected above it.
+    pub ml_risk: f64,
+    /// Seconds an `ml` alert of one source stays open: repeats inside it bump its count.
+    pub ml_alert_cooldown_seconds: u64,
+    /// Seconds a `sigma` alert of one rule and entity stays open: repeats inside it bump its
+    /// count. Correlation alerts (per rule and group) use it too.
+    pub sigma_alert_cooldown_seconds: u64,
+    /// Correlation groups (rule and group-by values) one stage B worker holds windows for;
+    /// hits for new groups beyond it are dropped and counted.
+    pub correlation_max_groups: u32,
+    /// Distinct ATT&CK tactics of one entity's alerts that make a kill-chain progression.
+    pub killchain_min_tactics: u32,
+    /// Seconds the tactics of a kill-chain progression must fall within (and that its alert
+    /// stays open for).
+    pub killchain_window_seconds: u64,
+    /// Folder of indicator files (plain lists, CSV, STIX 2.1 bundles); empty =
+    /// `<storage.data_dir>/ioc`.
+    pub ioc_dir: String,
+    /// Seconds between checks of `ioc_dir` for changed files (a change reloads the set).
+    pub ioc_reload_interval_seconds: u64,
+    /// Seconds an `ioc` alert of one indicator and entity stays open: repeats bump its count.
+    pub ioc_alert_cooldown_seconds: u64,
+}
+
+impl Default for DetectionConfig {
+    fn default() -> DetectionConfig {
+        DetectionConfig {
+            model_save_interval_seconds: 300,
+            sigma_rules_dirs: Vec::new(),
+            sigma_field_mappings: Vec::new(),
+            sigma_logsource_mappings: Vec::new(),
+            sigma_custom_upload_dir: String::new(),
+            sigma_custom_max_rules: 1000,
+            ml_enabled: true,
+            ml_risk: 1e-4,
+            ml_alert_cooldown_seconds: 300,
+            sigma_alert_cooldown_seconds: 300,
+            correlation_max_groups: 100_000,
+            killchain_min_tactics: 3,
+            killchain_window_seconds: 86_400,
+            ioc_dir: String::new(),
+            ioc_reload_interval_seconds: 30,
+            ioc_alert_cooldown_seconds: 3600,
+        }
+    }
+}
+
+/// Checks the table's keys.
+pub(super) fn check(config: &Config, p: &mut Problems) {
+    let d = &config.detection;
+    p.range_u64(
+        "detection.model_save_interval_seconds",
+        d.model_save_interval_seconds,
+        1,
+        86_400,
+    );
+    p.range_u64(
+        "detection.sigma_custom_max_rules",
+        d.sigma_custom_max_rules.into(),
+        1,
+        1_000_000,
+    );
+    p.range_f64("detection.ml_risk", d.ml_risk, 1e-7, 0.1);
+    p.range_u64(
+        "detection.ml_alert_cooldown_seconds",
+        d.ml_alert_cooldown_seconds,
+        0,
+        86_400 * 7,
+    );
+    p.range_u64(
+        "detection.sigma_alert_cooldown_seconds",
+        d.sigma_alert_cooldown_seconds,
+        0,
+        86_400 * 7,
+    );
+    p.range_u64(
+        "detection.correlation_max_groups",
+        d.correlation_max_groups.into(),
+        100,
+        10_000_000,
+    );
+    p.range_u64(
+        "detection.killchain_min_tactics",
+        d.killchain_min_tactics.into(),
+        2,
+        14,
+    );
+    p.range_u64(
+        "detection.killchain_window_seconds",
+        d.killchain_window_seconds,
+        60,
+        86_400 * 30,
+    );
+    p.range_u64(
+        "detection.ioc_reload_interval_seconds",
+        d.ioc_reload_interval_seconds,
+        1,
+        86_400,
+    );
+    p.range_u64(
+        "detection.ioc_alert_cooldown_seconds",
+        d.ioc_alert_cooldown_seconds,
+        0,
+        86_400 * 7,
+    );
+}

@@ -1,0 +1,251 @@
+//! The service configuration: every key of the specification with its default, plus Watchpost's
+//! own `[dataplane]`, `[storage]`, `[inputs]` and `[templates]` tables.
+//!
+//! One TOML file (`--config PATH`); no file means every default, so a fresh checkout runs with no
+//! set-up. Unknown keys are errors rather than warnings: a misspelt key silently ignored is a
+//! setting the operator believes is on. Validation collects every problem at once, each naming the
+//! key, so a bad file is fixed in one pass. `deploy/watchpost.toml` documents every key.
+
+//!
+//! One file per table: each defines its table's types with their defaults and checks its keys;
+//! [`Config::validate`] runs every check and reports all problems together.
+
+mod dataplane;
+mod detection;
+mod inputs;
+mod llm;
+mod problems;
+mod rate_limit;
+mod service;
+mod storage;
+mod templates;
+#[cfg(test)]
+mod tests;
+mod ueba;
+
+pub use dataplane::DataplaneConfig;
+pub use detection::DetectionConfig;
+pub use inputs::{FileInputConfig, HttpInputConfig, InputsConfig, TcpInputConfig, UdpInputConfig};
+pub use llm::LlmConfig;
+pub use problems::{ConfigError, ConfigProblem};
+pub use rate_limit::RateLimit;
+pub use storage::StorageConfig;
+pub use templates::{MaskConfig, TemplatesConfig};
+pub use ueba::{SubScoreWeights, UebaConfig};
+
+use problems::{Problems, clipped_lines};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// What `config show` and `GET /config` print in place of a credential.
+pub const MASK: &str = "********";
+
+/// Keys whose values are credentials: masked wherever the configuration is echoed.
+pub const SECRET_KEYS: &[&str] = &["api_rate_limit_store_url", "llm.cloud_api_key"];
+
+/// The whole configuration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Port of the HTTP API, WebSocket and dashboard listener.
+    pub dashboard_port: u32,
+    /// Address the API listener binds; loopback by default (put a reverse proxy in front to expose it).
+    pub dashboard_bind_address: String,
+    /// Address health probes (`/health`, `/metrics`) are served on.
+    pub health_bind_address: String,
+    /// Port of the health probe listener; 0 = none (probes only on the API listener).
+    pub health_port: u32,
+    /// Browser origins allowed by CORS; empty = same origin only.
+    pub api_allowed_origins: Vec<String>,
+    /// `Host` names (`name` or `name:port`) the listeners answer besides `localhost`, `127.0.0.1`,
+    /// `[::1]` and their bind address at their port: a reverse proxy's or the sensor's DNS names.
+    /// Any other `Host` is refused, which stops DNS-rebinding pages.
+    pub api_allowed_hosts: Vec<String>,
+    /// Trust `X-Forwarded-For` for client addresses; only behind a trusted reverse proxy.
+    pub api_trust_proxy_headers: bool,
+    /// Shared rate-limit store (`redis://host:port/db`); empty = limits per process. A credential.
+    pub api_rate_limit_store_url: String,
+    /// Rate limit of list endpoints, `N/second|minute|hour`.
+    pub api_list_rate_limit: String,
+    /// Rate limit of detail endpoints.
+    pub api_detail_rate_limit: String,
+    /// Rate limit of `/attack/coverage`.
+    pub api_coverage_rate_limit: String,
+    /// Largest accepted request body, in bytes (HTTP ingest included).
+    pub api_max_body_bytes: u64,
+    /// Longest an event search reads before answering what it found, ms; 0 = no bound.
+    pub api_search_timeout_ms: u64,
+    /// Allowed WebSocket origins; empty = localhost and 127.0.0.1 on `dashboard_port`.
+    pub ws_allowed_origins: Vec<String>,
+    /// Concurrent WebSocket clients.
+    pub ws_max_connections: u32,
+    /// Most events in one `batch` frame.
+    pub ws_batch_max_events: u32,
+    /// Flush tick of `batch` and `alert_batch` frames, seconds.
+    pub ws_tick_interval_s: f64,
+    /// Interval of `status` frames, seconds.
+    pub ws_status_interval_s: f64,
+    /// Minimum interval between a client's filter updates, milliseconds.
+    pub ws_filter_min_interval_ms: u64,
+    /// Frames buffered per client before the oldest are dropped.
+    pub ws_queue_maxlen: u32,
+    /// Log verbosity of the service itself: error, warn, info, debug, trace.
+    pub log_level: String,
+    /// Per-entity behaviour analytics.
+    pub ueba: UebaConfig,
+    /// Optional LLM assistance.
+    pub llm: LlmConfig,
+    /// Detection engines.
+    pub detection: DetectionConfig,
+    /// Threads, cores, rings and batches of the data plane.
+    pub dataplane: DataplaneConfig,
+    /// Where and how long events are kept.
+    pub storage: StorageConfig,
+    /// Network and file inputs.
+    pub inputs: InputsConfig,
+    /// Template miner additions.
+    pub templates: TemplatesConfig,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            dashboard_port: 8080,
+            dashboard_bind_address: "127.0.0.1".into(),
+            health_bind_address: "127.0.0.1".into(),
+            health_port: 8081,
+            api_allowed_origins: Vec::new(),
+            api_allowed_hosts: Vec::new(),
+            api_trust_proxy_headers: false,
+            api_rate_limit_store_url: String::new(),
+            api_list_rate_limit: "60/minute".into(),
+            api_detail_rate_limit: "300/minute".into(),
+            api_coverage_rate_limit: "10/minute".into(),
+            api_max_body_bytes: 16 << 20,
+            api_search_timeout_ms: 5000,
+            ws_allowed_origins: Vec::new(),
+            ws_max_connections: 20,
+            ws_batch_max_events: 200,
+            ws_tick_interval_s: 1.0,
+            ws_status_interval_s: 10.0,
+            ws_filter_min_interval_ms: 100,
+            ws_queue_maxlen: 1000,
+            log_level: "info".into(),
+            ueba: UebaConfig::default(),
+            llm: LlmConfig::default(),
+            detection: DetectionConfig::default(),
+            dataplane: DataplaneConfig::default(),
+            storage: StorageConfig::default(),
+            inputs: InputsConfig::default(),
+            templates: TemplatesConfig::default(),
+        }
+    }
+}
+
+impl Config {
+    /// Parses a TOML text and validates it. Nesting is bounded by the TOML library (80 levels of
+    /// arrays and tables); deeper is a parse error with its line and column, not a crash.
+    pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
+        let config: Config = toml::from_str(text)
+            .map_err(|e| ConfigError::one("(file)", clipped_lines(e.to_string().trim_end())))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Reads, parses and validates a file; `None` gives the defaults.
+    pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
+        let Some(path) = path else {
+            return Ok(Config::default());
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            ConfigError::one("(file)", format!("cannot read {}: {e}", path.display()))
+        })?;
+        Config::from_toml(&text)
+    }
+
+    /// The data folder.
+    pub fn data_dir(&self) -> PathBuf {
+        PathBuf::from(&self.storage.data_dir)
+    }
+
+    /// The custom Sigma rule folder, resolved against the data folder when not set.
+    pub fn sigma_custom_upload_dir(&self) -> PathBuf {
+        if self.detection.sigma_custom_upload_dir.is_empty() {
+            self.data_dir().join("sigma-custom")
+        } else {
+            PathBuf::from(&self.detection.sigma_custom_upload_dir)
+        }
+    }
+
+    /// The indicator folder: `detection.ioc_dir`, or `<data_dir>/ioc` when empty.
+    pub fn ioc_dir(&self) -> PathBuf {
+        if self.detection.ioc_dir.is_empty() {
+            self.data_dir().join("ioc")
+        } else {
+            PathBuf::from(&self.detection.ioc_dir)
+        }
+    }
+
+    /// Replaces `env:VAR` values of credential keys with the variable's value.
+    pub fn resolve_secrets(&mut self) -> Result<(), ConfigError> {
+        let mut problems = Vec::new();
+        for (key, value) in [
+            (
+                "api_rate_limit_store_url",
+                &mut self.api_rate_limit_store_url,
+            ),
+            ("llm.cloud_api_key", &mut self.llm.cloud_api_key),
+        ] {
+            if let Some(var) = value.strip_prefix("env:") {
+                match std::env::var(var) {
+                    Ok(v) => *value = v,
+                    Err(_) => problems.push(ConfigProblem {
+                        key: key.into(),
+                        problem: format!("environment variable `{var}` is not set"),
+                    }),
+                }
+            }
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(ConfigError { problems })
+        }
+    }
+
+    /// The configuration as JSON with every credential masked; what `GET /config` returns.
+    pub fn masked_json(&self) -> serde_json::Value {
+        let mut v = serde_json::to_value(self).unwrap_or(serde_json::Value::Null);
+        for key in SECRET_KEYS {
+            let mut node = &mut v;
+            let parts: Vec<&str> = key.split('.').collect();
+            for part in &parts[..parts.len() - 1] {
+                node = &mut node[*part];
+            }
+            let leaf = &mut node[parts[parts.len() - 1]];
+            if leaf.as_str().is_some_and(|s| !s.is_empty()) {
+                *leaf = serde_json::Value::String(MASK.into());
+            }
+        }
+        v
+    }
+
+    /// The configuration as TOML with every credential masked; what `config show` prints.
+    pub fn masked_toml(&self) -> String {
+        toml::to_string(&self.masked_json()).unwrap_or_default()
+    }
+
+    /// Checks every value; returns all problems at once.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let mut problems = Problems::default();
+        service::check(self, &mut problems);
+        ueba::check(self, &mut problems);
+        llm::check(self, &mut problems);
+        detection::check(self, &mut problems);
+        dataplane::check(self, &mut problems);
+        storage::check(self, &mut problems);
+        inputs::check(self, &mut problems);
+        templates::check(self, &mut problems);
+        problems.finish()
+    }
+}

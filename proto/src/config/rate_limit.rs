@@ -1,0 +1,37 @@
+//! `N/unit` rate limits of the API's route families.
+
+/// A parsed `N/unit` rate limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RateLimit {
+    /// Requests allowed per period.
+    pub count: u32,
+    /// The period in seconds.
+    pub per_seconds: u32,
+}
+
+impl RateLimit {
+    /// Parses `60/minute`, `5/second`, `1000/hour` (also `s`, `m`, `h`, `min`, `sec`).
+    pub fn parse(s: &str) -> Result<RateLimit, String> {
+        let (n, unit) = s
+            .split_once('/')
+            .ok_or_else(|| format!("`{s}` is not of the form N/second, N/minute or N/hour"))?;
+        let count: u32 = n
+            .trim()
+            .parse()
+            .map_err(|_| format!("`{n}` in `{s}` is not a whole number"))?;
+        if count == 0 {
+            return Err(format!("`{s}`: the count must be at least 1"));
+        }
+        let per_seconds = match unit.trim() {
+            "second" | "sec" | "s" => 1,
+            "minute" | "min" | "m" => 60,
+            "hour" | "h" => 3600,
+            other => {
+                return Err(format!(
+                    "unknown unit `{other}` in `{s}` (second, minute, hour)"
+                ));
+            }
+        };
+        Ok(RateLimit { count, per_seconds })
+    }
+}

@@ -1,0 +1,99 @@
+//! The top-level keys: listeners, the API's limits and origins, the stream, the log level.
+
+use super::Config;
+use super::problems::Problems;
+use super::rate_limit::RateLimit;
+
+/// Checks the top-level keys.
+pub(super) fn check(config: &Config, p: &mut Problems) {
+    p.port("dashboard_port", config.dashboard_port);
+    p.ip("dashboard_bind_address", &config.dashboard_bind_address);
+    p.ip("health_bind_address", &config.health_bind_address);
+    if config.health_port != 0 {
+        p.port("health_port", config.health_port);
+        if config.health_port == config.dashboard_port {
+            p.add(
+                "health_port",
+                format!(
+                    "{} is dashboard_port too: the probe listener needs its own port (0 = no probe listener)",
+                    config.health_port
+                ),
+            );
+        }
+    }
+    for (i, o) in config.api_allowed_origins.iter().enumerate() {
+        p.origin(&format!("api_allowed_origins[{i}]"), o);
+    }
+    for (i, o) in config.ws_allowed_origins.iter().enumerate() {
+        p.origin(&format!("ws_allowed_origins[{i}]"), o);
+    }
+    for (i, h) in config.api_allowed_hosts.iter().enumerate() {
+        if let Err(e) = crate::Authority::parse(h) {
+            p.add(&format!("api_allowed_hosts[{i}]"), e);
+        }
+    }
+    let url = &config.api_rate_limit_store_url;
+    if !url.is_empty()
+        && !url.starts_with("env:")
+        && let Err(e) = crate::store_url::StoreUrl::parse(url)
+    {
+        p.add("api_rate_limit_store_url", e);
+    }
+    for (key, v) in [
+        ("api_list_rate_limit", &config.api_list_rate_limit),
+        ("api_detail_rate_limit", &config.api_detail_rate_limit),
+        ("api_coverage_rate_limit", &config.api_coverage_rate_limit),
+    ] {
+        if let Err(e) = RateLimit::parse(v) {
+            p.add(key, e);
+        }
+    }
+    p.range_u64(
+        "api_max_body_bytes",
+        config.api_max_body_bytes,
+        1024,
+        1 << 30,
+    );
+    p.range_u64(
+        "api_search_timeout_ms",
+        config.api_search_timeout_ms,
+        0,
+        600_000,
+    );
+    p.range_u64(
+        "ws_max_connections",
+        config.ws_max_connections.into(),
+        1,
+        10_000,
+    );
+    p.range_u64(
+        "ws_batch_max_events",
+        config.ws_batch_max_events.into(),
+        1,
+        10_000,
+    );
+    p.range_f64("ws_tick_interval_s", config.ws_tick_interval_s, 0.01, 60.0);
+    p.range_f64(
+        "ws_status_interval_s",
+        config.ws_status_interval_s,
+        0.1,
+        3600.0,
+    );
+    p.range_u64(
+        "ws_filter_min_interval_ms",
+        config.ws_filter_min_interval_ms,
+        0,
+        60_000,
+    );
+    p.range_u64(
+        "ws_queue_maxlen",
+        config.ws_queue_maxlen.into(),
+        1,
+        1_000_000,
+    );
+    p.one_of(
+        "log_level",
+        &config.log_level,
+        &["error", "warn", "info", "debug", "trace"],
+    );
+}

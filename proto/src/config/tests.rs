@@ -1,0 +1,173 @@
+use super::*;
+
+fn problems(text: &str) -> Vec<String> {
+    match Config::from_toml(text) {
+        Ok(_) => Vec::new(),
+        Err(e) => e
+            .problems
+            .iter()
+            .map(|p| format!("{}: {}", p.key, p.problem))
+            .collect(),
+    }
+}
+
+#[test]
+fn defaults_are_valid_and_match_the_spec() {
+    let c = Config::default();
+    c.validate().unwrap();
+    assert_eq!(c.dashboard_port, 8080);
+    assert_eq!(c.ws_max_connections, 20);
+    assert_eq!(c.ws_filter_min_interval_ms, 100);
+    assert_eq!(c.api_coverage_rate_limit, "10/minute");
+    assert_eq!(c.ueba.source_ip_cap, 64);
+    assert_eq!(c.ueba.template_top_k, 32);
+    assert_eq!(c.ueba.ema_alpha, 0.05);
+    assert_eq!(c.ueba.alert_cooldown_seconds, 900);
+    assert_eq!(c.ueba.max_entities, 100_000);
+    assert_eq!(c.ueba.dspot_risk, 0.0001);
+    assert_eq!(c.llm.backend, "");
+    assert_eq!(c.llm.explanation_max_contributing_events, 8);
+    assert_eq!(c.llm.explanation_timeout_s, 12.0);
+    assert_eq!(c.llm.hunt_timeout_s, 12.0);
+    assert_eq!(c.llm.rule_suggestion_timeout_s, 30.0);
+    assert_eq!(c.llm.hunt_max_query_chars, 512);
+    assert_eq!(c.llm.rule_suggestion_min_tp, 3);
+    assert_eq!(c.llm.rule_suggestion_window_days, 0);
+    assert_eq!(c.llm.rule_suggestion_cache_ttl_s, 21_600);
+    assert_eq!(Config::from_toml("").unwrap(), c);
+}
+
+#[test]
+fn the_example_file_documents_exactly_the_defaults() {
+    let example = Config::from_toml(include_str!("../../../deploy/watchpost.toml")).unwrap();
+    assert_eq!(example, Config::default());
+}
+
+#[test]
+fn weights_must_sum_to_one() {
+    let got = problems("[ueba.sub_score_weights]\ntime_of_day = 0.5\n");
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(
+        got[0].starts_with("ueba.sub_score_weights: the four weights must sum to 1.0"),
+        "{got:?}"
+    );
+}
+
+#[test]
+fn the_probe_listener_needs_its_own_port() {
+    let got = problems("dashboard_port = 9000\nhealth_port = 9000\n");
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(
+        got[0].starts_with("health_port: 9000 is dashboard_port too"),
+        "{got:?}"
+    );
+    assert!(problems("health_port = 70000\n")[0].starts_with("health_port: port 70000"));
+    assert!(problems("health_port = 0\n").is_empty());
+    assert_eq!(Config::default().health_port, 8081);
+}
+
+#[test]
+fn allowed_hosts_must_be_host_and_port() {
+    assert!(problems("api_allowed_hosts = [\"soc.corp.example\", \"[::1]:9000\"]\n").is_empty());
+    let got = problems("api_allowed_hosts = [\"ok.example\", \"https://soc.corp.example\"]\n");
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(
+        got[0].starts_with("api_allowed_hosts[1]: `https://soc.corp.example` is not a host[:port]"),
+        "{got:?}"
+    );
+}
+
+#[test]
+fn nested_values_are_parse_errors_with_their_place_and_short_lines() {
+    let nested = |depth: usize| {
+        format!(
+            "log_level = \"info\"\ndashboard_port = {}1{}\n",
+            "[".repeat(depth),
+            "]".repeat(depth)
+        )
+    };
+    let got = problems(&nested(70));
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(
+        got[0].starts_with("(file): TOML parse error at line 2"),
+        "{got:?}"
+    );
+    assert!(
+        got[0].contains("expected u32"),
+        "within the bound it parses: {got:?}"
+    );
+    let got = problems(&nested(100_000));
+    assert_eq!(got.len(), 1);
+    assert!(got[0].contains("max recursion depth"), "{}", &got[0][..300]);
+    assert!(
+        got[0].lines().all(|l| l.chars().count() <= 201),
+        "lines are clipped"
+    );
+}
+
+#[test]
+fn unknown_keys_are_errors_that_name_the_key() {
+    let got = problems("dashbord_port = 80\n");
+    assert_eq!(got.len(), 1);
+    assert!(got[0].contains("dashbord_port"), "{got:?}");
+    let got = problems("[ueba]\nwarmup = 3\n");
+    assert!(got[0].contains("warmup"), "{got:?}");
+}
+
+#[test]
+fn every_problem_is_reported_at_once() {
+    let got = problems(
+        "dashboard_port = 70000\napi_list_rate_limit = \"ten/minute\"\n[llm]\nbackend = \"cloud\"\n[inputs.syslog_tcp]\naddress = \"nowhere\"\n",
+    );
+    let keys: Vec<&str> = got.iter().map(|g| g.split(':').next().unwrap()).collect();
+    assert_eq!(
+        keys,
+        vec![
+            "dashboard_port",
+            "api_list_rate_limit",
+            "llm.cloud_provider",
+            "llm.cloud_model",
+            "llm.cloud_api_key",
+            "inputs.syslog_tcp.address"
+        ],
+        "{got:?}"
+    );
+}
+
+#[test]
+fn wrong_types_are_reported_with_their_line() {
+    let got = problems("[storage]\nretention_days = \"forever\"\n");
+    assert!(got[0].contains("line 2"), "{got:?}");
+}
+
+#[test]
+fn credentials_are_masked_and_env_references_resolved() {
+    let mut c = Config::from_toml(
+        "api_rate_limit_store_url = \"redis://:hunter2@10.0.0.1:6379/0\"\n[llm]\nbackend = \"cloud\"\ncloud_provider = \"openai\"\ncloud_model = \"m\"\ncloud_api_key = \"env:WATCHPOST_TEST_KEY_UNSET\"\n",
+    )
+    .unwrap();
+    let err = c.resolve_secrets().unwrap_err();
+    assert_eq!(err.problems[0].key, "llm.cloud_api_key");
+    c.llm.cloud_api_key = "sk-secret".into();
+    let shown = c.masked_toml();
+    assert!(
+        !shown.contains("hunter2") && !shown.contains("sk-secret"),
+        "{shown}"
+    );
+    assert_eq!(c.masked_json()["llm"]["cloud_api_key"], MASK);
+    // Masking must not touch the running value.
+    assert_eq!(c.llm.cloud_api_key, "sk-secret");
+}
+
+#[test]
+fn rate_limits_parse() {
+    assert_eq!(
+        RateLimit::parse("60/minute").unwrap(),
+        RateLimit {
+            count: 60,
+            per_seconds: 60
+        }
+    );
+    assert!(RateLimit::parse("0/minute").is_err());
+    assert!(RateLimit::parse("5/fortnight").is_err());
+}
