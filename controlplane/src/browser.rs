@@ -33,8 +33,8 @@ const PREFLIGHT_MAX_AGE: &str = "600";
 
 /// An origin as compared: trimmed, lower case, without a trailing slash (CORS here and the
 /// WebSocket Origin check alike).
-pub fn normalize_origin(o: &str) -> String {
-    o.trim().trim_end_matches('/').to_ascii_lowercase()
+pub fn normalize_origin(origin: &str) -> String {
+    origin.trim().trim_end_matches('/').to_ascii_lowercase()
 }
 
 fn allowed(config: &Config, origin: &str) -> bool {

@@ -180,7 +180,7 @@ pub fn analyze(cfg: &Config, files: &[PathBuf]) -> Result<(Vec<Alert>, Summary),
 /// the same way but skips empty lines, and analysis must count every line to report line
 /// numbers.)
 pub fn read_line(
-    r: &mut impl BufRead,
+    reader: &mut impl BufRead,
     line: &mut Vec<u8>,
     max: usize,
 ) -> std::io::Result<(usize, bool)> {
@@ -188,7 +188,7 @@ pub fn read_line(
     let mut consumed = 0;
     let mut truncated = false;
     loop {
-        let buf = r.fill_buf()?;
+        let buf = reader.fill_buf()?;
         if buf.is_empty() {
             break;
         }
@@ -200,7 +200,7 @@ pub fn read_line(
         let room = max.saturating_sub(line.len());
         truncated |= chunk.len() > room;
         line.extend_from_slice(&chunk[..chunk.len().min(room)]);
-        r.consume(done);
+        reader.consume(done);
         consumed += done;
         if newline.is_some() {
             break;

@@ -107,15 +107,15 @@ impl RawBatch {
         });
     }
 
-    /// The bytes of line `i`.
-    pub fn line(&self, i: usize) -> &[u8] {
-        let m = &self.lines[i];
+    /// The bytes of line `index`.
+    pub fn line(&self, index: usize) -> &[u8] {
+        let m = &self.lines[index];
         &self.bytes[m.start as usize..(m.start + m.len) as usize]
     }
 
-    /// Byte range of line `i`.
-    pub fn range(&self, i: usize) -> Range<usize> {
-        let m = &self.lines[i];
+    /// Byte range of line `index`.
+    pub fn range(&self, index: usize) -> Range<usize> {
+        let m = &self.lines[index];
         m.start as usize..(m.start + m.len) as usize
     }
 }

@@ -196,9 +196,9 @@ impl Catalog {
         self.state.write().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Detection rule number `i` (as the compiled set and stage A number it).
-    pub fn detection(&self, i: u32) -> Option<Arc<RuleEntry>> {
-        self.read().detection.get(i as usize).cloned()
+    /// Detection rule number `index` (as the compiled set and stage A number it).
+    pub fn detection(&self, index: u32) -> Option<Arc<RuleEntry>> {
+        self.read().detection.get(index as usize).cloned()
     }
 
     /// Every rule: detection rules in number order, then correlation rules.

@@ -189,8 +189,8 @@ pub struct DetectSetup {
 }
 
 /// The control channel and its receiver, one per stage B worker.
-pub fn control_channels(n: usize) -> (DetectHandle, Vec<Receiver<Control>>) {
-    let (tx, rx): (Vec<_>, Vec<_>) = (0..n).map(|_| crossbeam_channel::bounded(64)).unzip();
+pub fn control_channels(workers: usize) -> (DetectHandle, Vec<Receiver<Control>>) {
+    let (tx, rx): (Vec<_>, Vec<_>) = (0..workers).map(|_| crossbeam_channel::bounded(64)).unzip();
     (DetectHandle { controls: tx }, rx)
 }
 
@@ -304,22 +304,22 @@ pub fn restore(
 /// Saves what changed since the last save: every source model, the thresholds, and the
 /// baselines that learned something.
 pub fn save(
-    d: &mut Detector,
+    detector: &mut Detector,
     store: &Store,
     index: usize,
 ) -> Result<usize, watchpost_store::StoreError> {
     let cfg = bincode_config();
     let mut models = Vec::new();
-    for (h, s) in d.sources() {
+    for (h, s) in detector.sources() {
         if let Ok(v) = bincode::encode_to_vec(s, cfg) {
             models.push((source_key(h), v));
         }
     }
-    if let Ok(v) = bincode::encode_to_vec(d.ueba().thresholds(), cfg) {
+    if let Ok(v) = bincode::encode_to_vec(detector.ueba().thresholds(), cfg) {
         models.push((thresholds_key(index), v));
     }
     let mut baselines = Vec::new();
-    d.ueba_mut().save_dirty(|h, b| {
+    detector.ueba_mut().save_dirty(|h, b| {
         if let Ok(v) = bincode::encode_to_vec(b, cfg) {
             baselines.push((h, v));
         }

@@ -15,11 +15,11 @@ use watchpost_proto::InputId;
 pub struct Counter(AtomicU64);
 
 impl Counter {
-    /// Adds `n`.
+    /// Adds `count`.
     #[inline]
-    pub fn add(&self, n: u64) {
-        if n != 0 {
-            self.0.fetch_add(n, Ordering::Relaxed);
+    pub fn add(&self, count: u64) {
+        if count != 0 {
+            self.0.fetch_add(count, Ordering::Relaxed);
         }
     }
     /// Current value.

@@ -205,8 +205,8 @@ impl Dspot {
 
     /// Takes one value and says what it was.
     #[inline]
-    pub fn update(&mut self, x: f64) -> Verdict {
-        if !x.is_finite() {
+    pub fn update(&mut self, value: f64) -> Verdict {
+        if !value.is_finite() {
             return if self.calibrated {
                 Verdict::Normal
             } else {
@@ -215,13 +215,13 @@ impl Dspot {
         }
         if self.cfg.depth > 0 && self.window.len() < self.cfg.depth {
             // Filling the drift window comes before calibration, as in the paper.
-            self.push_window(x);
+            self.push_window(value);
             return Verdict::Calibrating;
         }
-        let v = x - self.drift_mean();
+        let v = value - self.drift_mean();
         if !self.calibrated {
             self.calib.push(v);
-            self.push_window(x);
+            self.push_window(value);
             if self.calib.len() >= self.cfg.calibration {
                 self.calibrate();
             }
@@ -235,7 +235,7 @@ impl Dspot {
             }
             return Verdict::Alarm;
         }
-        self.push_window(x);
+        self.push_window(value);
         if v > self.t {
             self.learn_peak(v - self.t);
             Verdict::Peak
@@ -247,11 +247,11 @@ impl Dspot {
         }
     }
 
-    /// How far past the threshold `x` would be, as a ratio of the threshold's distance from the
+    /// How far past the threshold `value` would be, as a ratio of the threshold's distance from the
     /// initial level (1.0 = exactly at the threshold). For alert explanations.
-    pub fn exceedance(&self, x: f64) -> f64 {
+    pub fn exceedance(&self, value: f64) -> f64 {
         let span = (self.z - self.t).max(f64::EPSILON);
-        (x - self.drift_mean() - self.t) / span
+        (value - self.drift_mean() - self.t) / span
     }
 
     /// Adds a peak, refits when enough have come since the last fit, and moves `z`.

@@ -82,21 +82,21 @@ pub struct DetectorParams {
 
 impl DetectorParams {
     /// From the configuration.
-    pub fn from_config(c: &watchpost_proto::Config) -> DetectorParams {
+    pub fn from_config(config: &watchpost_proto::Config) -> DetectorParams {
         DetectorParams {
-            ml_enabled: c.detection.ml_enabled,
-            ml_risk: c.detection.ml_risk,
-            ml_cooldown_ns: (c.detection.ml_alert_cooldown_seconds as i64)
+            ml_enabled: config.detection.ml_enabled,
+            ml_risk: config.detection.ml_risk,
+            ml_cooldown_ns: (config.detection.ml_alert_cooldown_seconds as i64)
                 .saturating_mul(1_000_000_000),
-            sigma_cooldown_ns: (c.detection.sigma_alert_cooldown_seconds as i64)
+            sigma_cooldown_ns: (config.detection.sigma_alert_cooldown_seconds as i64)
                 .saturating_mul(1_000_000_000),
-            ioc_cooldown_ns: (c.detection.ioc_alert_cooldown_seconds as i64)
+            ioc_cooldown_ns: (config.detection.ioc_alert_cooldown_seconds as i64)
                 .saturating_mul(1_000_000_000),
-            correlation_max_groups: c.detection.correlation_max_groups as usize,
-            killchain_min_tactics: c.detection.killchain_min_tactics as usize,
-            killchain_window_ns: (c.detection.killchain_window_seconds as i64)
+            correlation_max_groups: config.detection.correlation_max_groups as usize,
+            killchain_min_tactics: config.detection.killchain_min_tactics as usize,
+            killchain_window_ns: (config.detection.killchain_window_seconds as i64)
                 .saturating_mul(1_000_000_000),
-            ueba: UebaParams::from_config(&c.ueba),
+            ueba: UebaParams::from_config(&config.ueba),
         }
     }
 }
@@ -231,9 +231,9 @@ impl Detector {
         self.tumbling.clear();
     }
 
-    /// Shares `k` (one tracker for every stage B worker: an entity's alerts come from several).
-    pub fn set_killchain(&mut self, k: Arc<Mutex<KillChain>>) {
-        self.killchain = k;
+    /// Shares `killchain` (one tracker for every stage B worker: an entity's alerts come from several).
+    pub fn set_killchain(&mut self, killchain: Arc<Mutex<KillChain>>) {
+        self.killchain = killchain;
     }
 
     /// Correlation hits dropped because the group table was full.
@@ -275,8 +275,8 @@ impl Detector {
     }
 
     /// Puts back a saved source (at start).
-    pub fn restore_source(&mut self, source: u64, s: SourceState) {
-        self.sources.insert(source, s);
+    pub fn restore_source(&mut self, source: u64, state: SourceState) {
+        self.sources.insert(source, state);
     }
 
     /// Latest event time seen (the detector's clock).
@@ -305,14 +305,14 @@ impl Detector {
         }
     }
 
-    /// Runs the prefetch stage for the owned entities of `r`, an event `ahead` places on (see
+    /// Runs the prefetch stage for the owned entities of `record`, an event `ahead` places on (see
     /// [`Ueba::prefetch`]). Always inlined: in [`Detector::process_all`]'s unrolled loop `ahead`
     /// is then a constant and each call is its one stage, where a call of its own chose the
     /// stage at run time for every entity.
     #[inline(always)]
-    pub fn prefetch(&self, r: &DetectRecord, ahead: usize) {
-        for (i, e) in r.entities().iter().enumerate() {
-            if r.owned & (2 << i) != 0 {
+    pub fn prefetch(&self, record: &DetectRecord, ahead: usize) {
+        for (i, e) in record.entities().iter().enumerate() {
+            if record.owned & (2 << i) != 0 {
                 self.ueba.prefetch(e.hash, ahead);
             }
         }
@@ -320,20 +320,20 @@ impl Detector {
 
     /// Scores and learns one event; alerts go to `sink`.
     #[inline]
-    pub fn process(&mut self, r: &DetectRecord, sink: &mut impl AlertSink) {
-        self.now_ns = self.now_ns.max(r.ts_ns);
-        let time = EventTime::new(r.ts_ns);
-        if r.owned & 1 != 0 {
-            self.ensemble(r, &time, sink);
-            for &rule in r.sigma() {
-                self.raise_sigma(r, rule, sink);
+    pub fn process(&mut self, record: &DetectRecord, sink: &mut impl AlertSink) {
+        self.now_ns = self.now_ns.max(record.ts_ns);
+        let time = EventTime::new(record.ts_ns);
+        if record.owned & 1 != 0 {
+            self.ensemble(record, &time, sink);
+            for &rule in record.sigma() {
+                self.raise_sigma(record, rule, sink);
             }
-            if r.ioc != 0 {
-                self.raise_ioc(r, sink);
+            if record.ioc != 0 {
+                self.raise_ioc(record, sink);
             }
         }
-        for (i, e) in r.entities().iter().enumerate() {
-            if r.owned & (2 << i) == 0 {
+        for (i, e) in record.entities().iter().enumerate() {
+            if record.owned & (2 << i) == 0 {
                 continue;
             }
             let Some(kind) = e.ueba_type() else { continue };
@@ -341,26 +341,27 @@ impl Detector {
                 // An address's counterpart is the host it reached: a new pair is a new path.
                 // The hash sits in the high bits, so each host is its own "network" (see
                 // `network_of`), with the top bit marking a host rather than an address.
-                (r.reporter != 0).then_some((u128::from(r.reporter) << 64) | (1u128 << 127))
+                (record.reporter != 0)
+                    .then_some((u128::from(record.reporter) << 64) | (1u128 << 127))
             } else {
-                (r.client_ip != 0).then_some(r.client_ip)
+                (record.client_ip != 0).then_some(record.client_ip)
             };
             let o = Observation {
                 time,
                 entity: e.hash,
                 kind,
                 source: counterpart,
-                template: r.template,
+                template: record.template,
             };
             match self.ueba.observe(&o) {
-                Outcome::Alert(a) => self.raise_ueba(r, i, &a, sink),
+                Outcome::Alert(a) => self.raise_ueba(record, i, &a, sink),
                 Outcome::Scored {
                     suppressed: true,
                     score,
                 } => {
                     let own = e.hash ^ UEBA_SALT;
                     let key = self.alias.get(&own).copied().unwrap_or(own);
-                    self.repeat(key, r, score, None);
+                    self.repeat(key, record, score, None);
                 }
                 _ => {}
             }

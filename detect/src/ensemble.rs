@@ -96,27 +96,27 @@ impl SourceModel {
 
     /// Scores one event and learns it.
     #[inline]
-    pub fn observe(&mut self, e: &EventFeatures) -> Scored {
-        let ts_ns = e.time.ts_ns;
-        let rarity = self.markov.rarity(e.template);
+    pub fn observe(&mut self, event: &EventFeatures) -> Scored {
+        let ts_ns = event.time.ts_ns;
+        let rarity = self.markov.rarity(event.template);
         let gap_ms = if self.last_ts_ns == i64::MIN {
             0.0
         } else {
             (ts_ns.saturating_sub(self.last_ts_ns).max(0) / 1_000_000) as f64
         };
         self.last_ts_ns = self.last_ts_ns.max(ts_ns);
-        let hour = f32::from(e.time.hour_of_day);
+        let hour = f32::from(event.time.hour_of_day);
         let x = [
-            f32::from(e.severity) / 5.0,
-            (log2(1.0 + e.message_len as f32) / 12.0).min(1.0),
-            f32::from(e.entities) / 8.0,
+            f32::from(event.severity) / 5.0,
+            (log2(1.0 + event.message_len as f32) / 12.0).min(1.0),
+            f32::from(event.entities) / 8.0,
             hour / 24.0,
             (log2(1.0 + gap_ms as f32) / 20.0).min(1.0),
             rarity as f32,
         ];
         let hst = self.hst.score_and_learn(&x);
-        let markov = self.markov.score_and_learn(e.template);
-        let v = self.volume.observe(&e.time);
+        let markov = self.markov.score_and_learn(event.template);
+        let v = self.volume.observe(&event.time);
         let (hw, cu) = if v.holt_winters >= v.cusum {
             (v.holt_winters, 0.0)
         } else {

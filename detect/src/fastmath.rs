@@ -71,10 +71,10 @@ const fn const_exp(x: f64) -> f64 {
 /// `log2(x)` to within 3e-6 plus the rounding of the result. Zero, negative, subnormal, infinite
 /// and NaN arguments (which no score produces) take libm's answer.
 #[inline]
-pub fn log2(x: f32) -> f32 {
-    let bits = x.to_bits();
+pub fn log2(value: f32) -> f32 {
+    let bits = value.to_bits();
     if !(0x0080_0000..0x7f80_0000).contains(&bits) {
-        return x.log2();
+        return value.log2();
     }
     let exponent = (bits >> 23) as i32 - 127;
     let mantissa = bits & 0x007f_ffff;
@@ -113,8 +113,8 @@ static LOGISTIC_TABLE: [f32; LOGISTIC_STEPS + 1] = {
 /// `1 / (1 + exp(4 - z))`, the logistic centred on z = 4, to within 1.5e-5; exactly 0 for z
 /// at or below -12 and exactly 1 at or above 20; NaN reads 0 (no deviation).
 #[inline]
-pub fn logistic4(z: f32) -> f64 {
-    let u = ((z - LOGISTIC_LO) * LOGISTIC_PER_UNIT)
+pub fn logistic4(value: f32) -> f64 {
+    let u = ((value - LOGISTIC_LO) * LOGISTIC_PER_UNIT)
         .max(0.0)
         .min(LOGISTIC_STEPS as f32);
     // `u` is in [0, LOGISTIC_STEPS] by now (`max` drops a NaN for its other operand); the top

@@ -502,7 +502,7 @@ impl HalfSpaceTrees {
         self.windows > 0
     }
 
-    /// Scores `x` and learns it. The score is in [0, 1]: 0 for a point whose every node down to
+    /// Scores `point` and learns it. The score is in [0, 1]: 0 for a point whose every node down to
     /// its leaf held the whole window, 1 for one whose first cut already leads where the
     /// reference window had too little mass to go on.
     ///
@@ -512,7 +512,7 @@ impl HalfSpaceTrees {
     /// `1 - log2(1 + s) / log2(2^(height + 1) - 1)`, so each halving of the mass met costs the
     /// same.
     #[inline]
-    pub fn score_and_learn<const N: usize>(&mut self, x: &[f32; N]) -> f64 {
+    pub fn score_and_learn<const N: usize>(&mut self, point: &[f32; N]) -> f64 {
         let trees = self.cfg.trees;
         let height = self.cfg.height;
         let leaves = 1usize << height;
@@ -521,7 +521,7 @@ impl HalfSpaceTrees {
         // that the copy is a few moves: a slice of run-time length was copied by a call to
         // `memcpy`, 2% of the per-event bench's samples.
         let mut v = [0f32; MAX_DIMS];
-        for (slot, &value) in v.iter_mut().zip(x) {
+        for (slot, &value) in v.iter_mut().zip(point) {
             *slot = value;
         }
         let mut at = [0i32; MAX_TREES];

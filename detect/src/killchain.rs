@@ -56,11 +56,11 @@ impl KillChain {
     }
 
     /// From the configuration.
-    pub fn from_config(c: &watchpost_proto::Config) -> KillChain {
+    pub fn from_config(config: &watchpost_proto::Config) -> KillChain {
         KillChain::new(
-            c.detection.killchain_min_tactics as usize,
-            (c.detection.killchain_window_seconds as i64).saturating_mul(1_000_000_000),
-            c.detection.correlation_max_groups as usize,
+            config.detection.killchain_min_tactics as usize,
+            (config.detection.killchain_window_seconds as i64).saturating_mul(1_000_000_000),
+            config.detection.correlation_max_groups as usize,
         )
     }
 

@@ -9,15 +9,15 @@ pub fn prefetch_lines<T>(value: &T) {
     }
 }
 
-/// A hint to load the cache line at `p`; never faults, whatever `p` is.
+/// A hint to load the cache line at `address`; never faults, whatever `address` is.
 #[inline(always)]
-pub fn prefetch<T>(p: *const T) {
+pub fn prefetch<T>(address: *const T) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch is only a hint: it never dereferences in the language's sense and cannot
     // fault, even for an address outside any allocation.
     unsafe {
-        std::arch::x86_64::_mm_prefetch(p.cast::<i8>(), std::arch::x86_64::_MM_HINT_T0);
+        std::arch::x86_64::_mm_prefetch(address.cast::<i8>(), std::arch::x86_64::_MM_HINT_T0);
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
+    let _ = address;
 }

@@ -224,14 +224,14 @@ pub fn route_hits(hits: &[CorrelationHit], out: &mut [Box<DetectBatch>]) {
     }
 }
 
-/// The stage B worker that owns key `k` among `shards`. Keys are hashes already; mixing them
+/// The stage B worker that owns key `key` among `shards`. Keys are hashes already; mixing them
 /// once more keeps the shard independent of the bits a hash map uses inside the worker.
 #[inline]
-pub fn shard_of(k: u64, shards: usize) -> usize {
+pub fn shard_of(key: u64, shards: usize) -> usize {
     if shards <= 1 {
         0
     } else {
-        (fmix64(k ^ 0x5bd1_e995) % shards as u64) as usize
+        (fmix64(key ^ 0x5bd1_e995) % shards as u64) as usize
     }
 }
 

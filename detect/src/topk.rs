@@ -381,15 +381,15 @@ impl TopLists {
         usize::from(self.sources)
     }
 
-    /// Template id in slot `i`.
-    pub fn template(&self, i: usize) -> u64 {
-        self.words[i]
+    /// Template id in slot `index`.
+    pub fn template(&self, index: usize) -> u64 {
+        self.words[index]
     }
 
-    /// LFU weight of the template in slot `i`.
+    /// LFU weight of the template in slot `index`.
     #[inline]
-    pub fn weight(&self, i: usize) -> f32 {
-        f32::from_bits(lane32(&self.words[self.weights_at()..], i))
+    pub fn weight(&self, index: usize) -> f32 {
+        f32::from_bits(lane32(&self.words[self.weights_at()..], index))
     }
 
     fn set_weight(&mut self, i: usize, w: f32) {
@@ -397,11 +397,11 @@ impl TopLists {
         set_lane32(&mut self.words[at..], i, w.to_bits());
     }
 
-    /// Source in slot `i`.
-    pub fn source(&self, i: usize) -> u128 {
-        match self.v6.as_ref().map(|full| full[i]) {
+    /// Source in slot `index`.
+    pub fn source(&self, index: usize) -> u128 {
+        match self.v6.as_ref().map(|full| full[index]) {
             Some(key) if ipv4_of(key).is_none() => key,
-            _ => IPV4_SLOT | u128::from(lane32(&self.words[self.keys_at()..], i)),
+            _ => IPV4_SLOT | u128::from(lane32(&self.words[self.keys_at()..], index)),
         }
     }
 
@@ -419,9 +419,9 @@ impl TopLists {
         }
     }
 
-    /// Space-Saving count of the source in slot `i`.
-    pub fn count(&self, i: usize) -> u32 {
-        u32::from(lane16(&self.words[self.counts_at()..], i))
+    /// Space-Saving count of the source in slot `index`.
+    pub fn count(&self, index: usize) -> u32 {
+        u32::from(lane16(&self.words[self.counts_at()..], index))
     }
 
     fn set_count(&mut self, i: usize, c: u16) {
@@ -446,7 +446,7 @@ impl TopLists {
     /// Learns a template as `probe` found it: its weight grows by one, or it takes a free slot, or
     /// (LFU, the Space-Saving rule) it replaces the lightest and inherits its weight plus one, so
     /// a burst of new templates cannot push out the regular ones.
-    pub fn learn_template(&mut self, t: u64, probe: &Probe) -> TemplateChange {
+    pub fn learn_template(&mut self, template: u64, probe: &Probe) -> TemplateChange {
         if let Some(i) = probe.template {
             let i = usize::from(i);
             self.set_weight(i, self.weight(i) + 1.0);
@@ -454,7 +454,7 @@ impl TopLists {
         }
         let n = usize::from(self.templates);
         if n < usize::from(self.template_cap) {
-            self.words[n] = t;
+            self.words[n] = template;
             self.set_weight(n, 1.0);
             self.templates += 1;
             TemplateChange::Added
@@ -463,7 +463,7 @@ impl TopLists {
                 .min_by(|&a, &b| self.weight(a).total_cmp(&self.weight(b)))
                 .unwrap_or(0);
             let old = self.words[i];
-            self.words[i] = t;
+            self.words[i] = template;
             self.set_weight(i, self.weight(i) + 1.0);
             TemplateChange::Replaced(old)
         }
@@ -479,7 +479,7 @@ impl TopLists {
     /// Learns a source as `probe` found it (Space-Saving top-K, Metwally et al. 2005): a known
     /// one counts one more, a new one takes a free slot or replaces the least counted and inherits
     /// its count plus one.
-    pub fn learn_source(&mut self, s: u128, probe: &Probe) {
+    pub fn learn_source(&mut self, source: u128, probe: &Probe) {
         let i = match probe.source {
             Some(i) => usize::from(i),
             None => {
@@ -491,7 +491,7 @@ impl TopLists {
                 } else {
                     (0..n).min_by_key(|&i| self.count(i)).unwrap_or(0)
                 };
-                self.set_source(i, s);
+                self.set_source(i, source);
                 i
             }
         };

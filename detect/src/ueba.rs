@@ -136,19 +136,19 @@ pub struct UebaParams {
 
 impl UebaParams {
     /// From the `[ueba]` section of the configuration.
-    pub fn from_config(c: &watchpost_proto::config::UebaConfig) -> UebaParams {
-        let w = &c.sub_score_weights;
+    pub fn from_config(config: &watchpost_proto::config::UebaConfig) -> UebaParams {
+        let w = &config.sub_score_weights;
         UebaParams {
-            enabled: c.enabled,
-            warmup_ns: (c.warmup_days * 86_400e9) as i64,
-            warmup_min_events: c.warmup_min_events,
-            source_cap: c.source_ip_cap.max(1) as usize,
-            template_k: c.template_top_k.max(1) as usize,
-            ema_alpha: c.ema_alpha,
-            cooldown_ns: c.alert_cooldown_seconds as i64 * 1_000_000_000,
-            max_entities: c.max_entities.max(1) as usize,
+            enabled: config.enabled,
+            warmup_ns: (config.warmup_days * 86_400e9) as i64,
+            warmup_min_events: config.warmup_min_events,
+            source_cap: config.source_ip_cap.max(1) as usize,
+            template_k: config.template_top_k.max(1) as usize,
+            ema_alpha: config.ema_alpha,
+            cooldown_ns: config.alert_cooldown_seconds as i64 * 1_000_000_000,
+            max_entities: config.max_entities.max(1) as usize,
             weights: [w.time_of_day, w.source_novelty, w.volume, w.pattern_novelty],
-            risk: c.dspot_risk,
+            risk: config.dspot_risk,
         }
     }
 }
@@ -354,14 +354,14 @@ impl Baseline {
     }
 
     /// Warming up at `now_ns`?
-    pub fn warming_up(&self, now_ns: i64, p: &UebaParams) -> bool {
-        now_ns.saturating_sub(self.first_seen_ns) < p.warmup_ns
-            || self.event_count < p.warmup_min_events
+    pub fn warming_up(&self, now_ns: i64, params: &UebaParams) -> bool {
+        now_ns.saturating_sub(self.first_seen_ns) < params.warmup_ns
+            || self.event_count < params.warmup_min_events
     }
 
     /// Lifecycle state at `now_ns`.
-    pub fn lifecycle(&self, now_ns: i64, p: &UebaParams) -> Lifecycle {
-        if self.warming_up(now_ns, p) {
+    pub fn lifecycle(&self, now_ns: i64, params: &UebaParams) -> Lifecycle {
+        if self.warming_up(now_ns, params) {
             Lifecycle::WarmingUp
         } else if now_ns < self.cooldown_until_ns {
             Lifecycle::Cooldown
@@ -371,10 +371,10 @@ impl Baseline {
     }
 
     /// Events still needed and nanoseconds still to pass before scoring starts at `now_ns`.
-    pub fn warmup_remaining(&self, now_ns: i64, p: &UebaParams) -> (u64, i64) {
+    pub fn warmup_remaining(&self, now_ns: i64, params: &UebaParams) -> (u64, i64) {
         (
-            p.warmup_min_events.saturating_sub(self.event_count),
-            (self.first_seen_ns.saturating_add(p.warmup_ns) - now_ns).max(0),
+            params.warmup_min_events.saturating_sub(self.event_count),
+            (self.first_seen_ns.saturating_add(params.warmup_ns) - now_ns).max(0),
         )
     }
 
@@ -551,13 +551,13 @@ pub fn ip_key(ip: std::net::IpAddr) -> u128 {
 
 /// A source key as text: an address (see [`ip_key`]), or `host:<hash>` for the host an IP
 /// entity reached (top bit set, the host's name hash in the high 64 bits).
-pub fn source_text(k: u128) -> String {
-    if k >> 127 == 1 {
-        format!("host:{:016x}", (k >> 64) as u64)
-    } else if k >> 32 == 0xffff {
-        std::net::Ipv4Addr::from(k as u32).to_string()
+pub fn source_text(key: u128) -> String {
+    if key >> 127 == 1 {
+        format!("host:{:016x}", (key >> 64) as u64)
+    } else if key >> 32 == 0xffff {
+        std::net::Ipv4Addr::from(key as u32).to_string()
     } else {
-        std::net::Ipv6Addr::from(k).to_string()
+        std::net::Ipv6Addr::from(key).to_string()
     }
 }
 
@@ -646,25 +646,25 @@ impl Ueba {
         out.append(&mut self.risk_points);
     }
 
-    /// Calls `f` with every baseline changed since the last save, and marks them saved.
-    pub fn save_dirty(&mut self, mut f: impl FnMut(u64, &Baseline)) {
+    /// Calls `save` with every baseline changed since the last save, and marks them saved.
+    pub fn save_dirty(&mut self, mut save: impl FnMut(u64, &Baseline)) {
         for (k, b) in self.entities.iter_mut() {
             if b.dirty {
                 b.dirty = false;
-                f(k, b);
+                save(k, b);
             }
         }
     }
 
     /// Puts back a saved baseline (at start).
-    pub fn restore(&mut self, entity: u64, mut b: Baseline) {
+    pub fn restore(&mut self, entity: u64, mut baseline: Baseline) {
         if self.entities.len() < self.params.max_entities {
-            b.dirty = false;
-            self.count_type(b.kind, true);
-            for i in 0..b.lists.template_len() {
-                self.add_peer(b.lists.template(i), b.kind);
+            baseline.dirty = false;
+            self.count_type(baseline.kind, true);
+            for i in 0..baseline.lists.template_len() {
+                self.add_peer(baseline.lists.template(i), baseline.kind);
             }
-            self.entities.insert(entity, b);
+            self.entities.insert(entity, baseline);
         }
     }
 
@@ -674,8 +674,8 @@ impl Ueba {
     }
 
     /// Puts back saved thresholds (at start).
-    pub fn restore_thresholds(&mut self, t: [Dspot; 4]) {
-        self.thresholds = t;
+    pub fn restore_thresholds(&mut self, thresholds: [Dspot; 4]) {
+        self.thresholds = thresholds;
     }
 
     /// Its settings.
@@ -738,35 +738,37 @@ impl Ueba {
     }
 
     /// Scores one entity occurrence, then learns it.
-    pub fn observe(&mut self, o: &Observation) -> Outcome {
-        let at = match self.entities.position(o.entity) {
+    pub fn observe(&mut self, observation: &Observation) -> Outcome {
+        let at = match self.entities.position(observation.entity) {
             Some(at) => at,
             None => {
                 if self.entities.len() >= self.params.max_entities {
                     self.evict();
                 }
-                self.count_type(o.kind, true);
-                self.entities
-                    .insert(o.entity, Baseline::new(o.kind, o.time.ts_ns, &self.params))
+                self.count_type(observation.kind, true);
+                self.entities.insert(
+                    observation.entity,
+                    Baseline::new(observation.kind, observation.time.ts_ns, &self.params),
+                )
             }
         };
-        let peer_share = self.peer_share(o.template, o.kind);
+        let peer_share = self.peer_share(observation.template, observation.kind);
         let p = &self.params;
         let Some(b) = self.entities.at_mut(at) else {
             return Outcome::Learned;
         };
-        let probe = b.lists.probe(o.template, o.source);
-        let state = b.lifecycle(o.time.ts_ns, p);
+        let probe = b.lists.probe(observation.template, observation.source);
+        let state = b.lifecycle(observation.time.ts_ns, p);
         let outcome = if state == Lifecycle::WarmingUp {
             Outcome::Learned
         } else {
-            let sub = b.score_probed(o, &probe, peer_share);
+            let sub = b.score_probed(observation, &probe, peer_share);
             let score = sub.blend(&p.weights);
-            let hour = o.time.hour;
+            let hour = observation.time.hour;
             if hour != b.risk_hour {
                 if b.risk_max > 0.0 {
                     self.risk_points.push(RiskPoint {
-                        entity: o.entity,
+                        entity: observation.entity,
                         hour_ns: i64::from(b.risk_hour) * NS_PER_HOUR,
                         max: b.risk_max,
                     });
@@ -780,11 +782,11 @@ impl Ueba {
             let verdict = dspot.update(score);
             let alarm = verdict == Verdict::Alarm && score >= MIN_ALERT_SCORE;
             if alarm && p.enabled && state == Lifecycle::Scoring {
-                b.cooldown_until_ns = o.time.ts_ns.saturating_add(p.cooldown_ns);
+                b.cooldown_until_ns = observation.time.ts_ns.saturating_add(p.cooldown_ns);
                 Outcome::Alert(UebaAlert {
-                    entity: o.entity,
+                    entity: observation.entity,
                     kind: b.kind,
-                    ts_ns: o.time.ts_ns,
+                    ts_ns: observation.time.ts_ns,
                     score,
                     threshold,
                     sub_scores: sub,
@@ -797,11 +799,11 @@ impl Ueba {
             }
         };
         let kind = b.kind;
-        match b.learn(o, &probe, p) {
+        match b.learn(observation, &probe, p) {
             TemplateChange::Counted => {}
-            TemplateChange::Added => self.add_peer(o.template, kind),
+            TemplateChange::Added => self.add_peer(observation.template, kind),
             TemplateChange::Replaced(old) => {
-                self.add_peer(o.template, kind);
+                self.add_peer(observation.template, kind);
                 self.remove_peer(old, kind);
             }
         }

@@ -14,8 +14,8 @@ use bincode::{Decode, Encode};
 
 /// Maps a standardised deviation to [0, 1]: about 0.02 at z = 0, 0.5 at z = 4, 0.98 at z = 8.
 #[inline]
-pub fn z_to_score(z: f64) -> f64 {
-    logistic4(z as f32)
+pub fn z_to_score(z_score: f64) -> f64 {
+    logistic4(z_score as f32)
 }
 
 /// Additive Holt-Winters with 24 hourly seasonal slots, fed per-minute counts.

@@ -46,8 +46,8 @@ impl AlertType {
     }
 
     /// Parses an API name.
-    pub fn parse(s: &str) -> Option<AlertType> {
-        AlertType::ALL.into_iter().find(|t| t.name() == s)
+    pub fn parse(text: &str) -> Option<AlertType> {
+        AlertType::ALL.into_iter().find(|t| t.name() == text)
     }
 }
 
@@ -142,8 +142,8 @@ impl TriageStatus {
     }
 
     /// Parses an API name.
-    pub fn parse(s: &str) -> Option<TriageStatus> {
-        TriageStatus::ALL.into_iter().find(|t| t.name() == s)
+    pub fn parse(text: &str) -> Option<TriageStatus> {
+        TriageStatus::ALL.into_iter().find(|t| t.name() == text)
     }
 }
 
@@ -185,8 +185,8 @@ impl CloseReason {
     }
 
     /// Parses an API name.
-    pub fn parse(s: &str) -> Option<CloseReason> {
-        CloseReason::ALL.into_iter().find(|t| t.name() == s)
+    pub fn parse(text: &str) -> Option<CloseReason> {
+        CloseReason::ALL.into_iter().find(|t| t.name() == text)
     }
 }
 

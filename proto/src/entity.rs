@@ -47,8 +47,8 @@ impl EntityKind {
     }
 
     /// The inverse of `kind as u8`.
-    pub fn from_u8(v: u8) -> Option<EntityKind> {
-        EntityKind::ALL.get(v as usize).copied()
+    pub fn from_u8(value: u8) -> Option<EntityKind> {
+        EntityKind::ALL.get(value as usize).copied()
     }
 
     /// The UUID5 namespace of this kind.
@@ -276,8 +276,8 @@ impl Role {
     }
 
     /// Inverse of `as u8`; unknown values read as `Other`.
-    pub fn from_u8(v: u8) -> Role {
-        match v {
+    pub fn from_u8(value: u8) -> Role {
+        match value {
             0 => Role::Source,
             1 => Role::Destination,
             2 => Role::Subject,

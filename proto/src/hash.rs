@@ -40,12 +40,12 @@ pub fn hash64_seeded(bytes: &[u8], seed: u64) -> u64 {
 /// murmur3's 64-bit finaliser: mixes every input bit into every output bit. For combining values
 /// that are already hashes (a pair of template ids, say) without hashing bytes again.
 #[inline]
-pub fn fmix64(mut k: u64) -> u64 {
-    k ^= k >> 33;
-    k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    k ^= k >> 33;
-    k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    k ^ (k >> 33)
+pub fn fmix64(mut key: u64) -> u64 {
+    key ^= key >> 33;
+    key = key.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    key ^= key >> 33;
+    key = key.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    key ^ (key >> 33)
 }
 
 /// A `Hasher` for keys that are already well-mixed 64-bit hashes (entity, template and node

@@ -49,7 +49,7 @@ impl InputId {
     }
 
     /// Inverse of `as u8`.
-    pub fn from_u8(v: u8) -> Option<InputId> {
-        InputId::ALL.get(v as usize).copied()
+    pub fn from_u8(value: u8) -> Option<InputId> {
+        InputId::ALL.get(value as usize).copied()
     }
 }

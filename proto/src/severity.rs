@@ -79,8 +79,8 @@ impl Severity {
 
     /// Maps a number as JSON producers send it: 0..=5 is taken as this scale. ECS `event.severity`
     /// is free-form; values above 5 are clamped to critical.
-    pub fn from_number(n: i64) -> Severity {
-        Severity::try_from(n.clamp(0, 5) as u8).unwrap_or(Severity::Info)
+    pub fn from_number(number: i64) -> Severity {
+        Severity::try_from(number.clamp(0, 5) as u8).unwrap_or(Severity::Info)
     }
 
     /// The lower-case name used in documentation and logs.

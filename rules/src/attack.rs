@@ -113,13 +113,13 @@ impl Attack {
     }
 
     /// The technique's full name: a sub-technique is named `Parent: Sub`, as ATT&CK shows it.
-    pub fn technique_name(&self, t: &Technique) -> String {
-        match t.id.split_once('.') {
+    pub fn technique_name(&self, technique: &Technique) -> String {
+        match technique.id.split_once('.') {
             Some((parent, _)) => match self.technique(parent) {
-                Some(p) => format!("{}: {}", p.name, t.name),
-                None => t.name.clone(),
+                Some(p) => format!("{}: {}", p.name, technique.name),
+                None => technique.name.clone(),
             },
-            None => t.name.clone(),
+            None => technique.name.clone(),
         }
     }
 

@@ -140,18 +140,18 @@ pub struct Tap {
 }
 
 impl Tap {
-    /// The group key and, for `value_count`, the value key of `e`; `None` when a group-by field
+    /// The group key and, for `value_count`, the value key of `event`; `None` when a group-by field
     /// (or the counted field) is missing.
-    pub fn keys<E: EventFields>(&self, e: &E) -> Option<(u64, u64)> {
+    pub fn keys<E: EventFields>(&self, event: &E) -> Option<(u64, u64)> {
         let mut h = Fold::new();
         for (_, f) in &self.group {
-            let v = f.get(e).filter(|v| !v.is_empty())?;
+            let v = f.get(event).filter(|v| !v.is_empty())?;
             h.add(v);
         }
         let value = match &self.value {
             Some(f) => {
                 let mut v = Fold::new();
-                v.add(f.get(e).filter(|v| !v.is_empty())?);
+                v.add(f.get(event).filter(|v| !v.is_empty())?);
                 v.finish()
             }
             None => 0,
@@ -161,7 +161,7 @@ impl Tap {
 
     /// Writes `name=value, ...` of the group into `buf` (cut on a character boundary when it
     /// does not fit); returns the bytes written. For alert titles.
-    pub fn group_text<E: EventFields>(&self, e: &E, buf: &mut [u8]) -> usize {
+    pub fn group_text<E: EventFields>(&self, event: &E, buf: &mut [u8]) -> usize {
         let mut n = 0;
         let mut put = |s: &str, n: &mut usize| {
             let room = buf.len() - *n;
@@ -178,7 +178,7 @@ impl Tap {
             }
             put(name, &mut n);
             put("=", &mut n);
-            put(f.get(e).unwrap_or(""), &mut n);
+            put(f.get(event).unwrap_or(""), &mut n);
         }
         n
     }
@@ -405,9 +405,9 @@ impl Plan {
         &self.corrs
     }
 
-    /// Correlation number `i`.
-    pub fn correlation(&self, i: u32) -> Option<&CompiledCorrelation> {
-        self.corrs.get(i as usize)
+    /// Correlation number `index`.
+    pub fn correlation(&self, index: u32) -> Option<&CompiledCorrelation> {
+        self.corrs.get(index as usize)
     }
 
     /// How the correlations read events matched by detection rule `rule`.
@@ -566,13 +566,13 @@ impl<R: Copy + Default> Default for Joined<R> {
 }
 
 impl<R: Copy + Default> Joined<R> {
-    /// Appends `r`, dropping the oldest when full.
-    pub fn push(&mut self, r: R) {
+    /// Appends `item`, dropping the oldest when full.
+    pub fn push(&mut self, item: R) {
         if self.len as usize == MAX_EVENTS {
             self.items.copy_within(1.., 0);
-            self.items[MAX_EVENTS - 1] = r;
+            self.items[MAX_EVENTS - 1] = item;
         } else {
-            self.items[self.len as usize] = r;
+            self.items[self.len as usize] = item;
             self.len += 1;
         }
     }

@@ -674,14 +674,14 @@ impl RuleSet {
         self.rules.is_empty()
     }
 
-    /// Rule number `i`.
-    pub fn rule(&self, i: u32) -> &Arc<Rule> {
-        &self.rules[i as usize].rule
+    /// Rule number `index`.
+    pub fn rule(&self, index: u32) -> &Arc<Rule> {
+        &self.rules[index as usize].rule
     }
 
-    /// Whether rule `i`'s logsource maps onto events.
-    pub fn is_mapped(&self, i: u32) -> bool {
-        !self.unmapped.contains(&i)
+    /// Whether rule `index`'s logsource maps onto events.
+    pub fn is_mapped(&self, index: u32) -> bool {
+        !self.unmapped.contains(&index)
     }
 
     /// Turns rule `id` on or off; false when no rule has that id.
@@ -694,8 +694,8 @@ impl RuleSet {
         found
     }
 
-    /// Appends the index of every enabled rule that `e` matches to `out` (each once).
-    pub fn matches<E: EventFields>(&self, e: &E, out: &mut Vec<u32>) {
+    /// Appends the index of every enabled rule that `event` matches to `out` (each once).
+    pub fn matches<E: EventFields>(&self, event: &E, out: &mut Vec<u32>) {
         CANDIDATES.with(|c| {
             let mut bits = c.borrow_mut();
             bits.clear();
@@ -711,7 +711,7 @@ impl RuleSet {
                 if r.gated {
                     if !scanned {
                         scanned = true;
-                        self.scan(e, bits);
+                        self.scan(event, bits);
                     }
                     if bits[i as usize / 64] & (1 << (i % 64)) == 0 {
                         return None;
@@ -721,7 +721,7 @@ impl RuleSet {
             };
             let start = out.len();
             let mut values = FieldValues {
-                event: e,
+                event,
                 fields: &self.fields,
                 cache: [None; FIELDS_CACHED],
                 hashes: [None; FIELDS_CACHED],

@@ -188,24 +188,24 @@ fn place_match(v: &str, text: &str, place: Place, cased: bool) -> bool {
 }
 
 /// A number in decimal, or hexadecimal with `0x`.
-pub fn parse_number(s: &str) -> Option<f64> {
-    let s = s.trim();
-    if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+pub fn parse_number(text: &str) -> Option<f64> {
+    let text = text.trim();
+    if let Some(h) = text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
         return u64::from_str_radix(h, 16).ok().map(|n| n as f64);
     }
-    if s.is_empty()
-        || !s
+    if text.is_empty()
+        || !text
             .bytes()
             .all(|b| b.is_ascii_digit() || b"+-.eE".contains(&b))
     {
         return None;
     }
-    s.parse::<f64>().ok().filter(|n| n.is_finite())
+    text.parse::<f64>().ok().filter(|n| n.is_finite())
 }
 
 /// An address as 128 bits, IPv4 mapped into IPv6.
-pub fn parse_ip(s: &str) -> Option<u128> {
-    match s.trim().parse::<std::net::IpAddr>().ok()? {
+pub fn parse_ip(text: &str) -> Option<u128> {
+    match text.trim().parse::<std::net::IpAddr>().ok()? {
         std::net::IpAddr::V4(a) => Some(u128::from(a.to_ipv6_mapped())),
         std::net::IpAddr::V6(a) => Some(u128::from(a)),
     }
@@ -221,10 +221,10 @@ fn prefix_eq(a: u128, net: u128, bits: u32) -> bool {
 }
 
 /// Parses a CIDR (`10.0.0.0/8`, `2001:db8::/32`, or a bare address).
-pub fn parse_cidr(s: &str) -> Option<(u128, u32)> {
-    let (addr, len) = match s.split_once('/') {
+pub fn parse_cidr(text: &str) -> Option<(u128, u32)> {
+    let (addr, len) = match text.split_once('/') {
         Some((a, l)) => (a, Some(l.parse::<u32>().ok()?)),
-        None => (s, None),
+        None => (text, None),
     };
     let ip: std::net::IpAddr = addr.trim().parse().ok()?;
     match ip {
@@ -412,10 +412,10 @@ pub fn base64_offsets(bytes: &[u8]) -> Vec<String> {
         .collect()
 }
 
-/// `s` in UTF-16, little or big endian.
-pub fn utf16(s: &str, little: bool) -> Vec<u8> {
-    let mut out = Vec::with_capacity(s.len() * 2);
-    for u in s.encode_utf16() {
+/// `text` in UTF-16, little or big endian.
+pub fn utf16(text: &str, little: bool) -> Vec<u8> {
+    let mut out = Vec::with_capacity(text.len() * 2);
+    for u in text.encode_utf16() {
         out.extend_from_slice(&if little {
             u.to_le_bytes()
         } else {
@@ -427,25 +427,26 @@ pub fn utf16(s: &str, little: bool) -> Vec<u8> {
 
 /// Sigma's `windash`: every `-` or `/` that starts a command-line option may be written with any
 /// of the dashes Windows tools accept.
-pub fn windash(s: &str) -> Vec<String> {
+pub fn windash(text: &str) -> Vec<String> {
     const DASHES: [char; 5] = ['-', '/', '\u{2013}', '\u{2014}', '\u{2015}'];
-    let positions: Vec<usize> = s
+    let positions: Vec<usize> = text
         .char_indices()
         .filter(|&(i, c)| {
-            (c == '-' || c == '/') && (i == 0 || s[..i].ends_with(' ') || s[..i].ends_with('*'))
+            (c == '-' || c == '/')
+                && (i == 0 || text[..i].ends_with(' ') || text[..i].ends_with('*'))
         })
         .map(|(i, _)| i)
         .collect();
     if positions.is_empty() {
-        return vec![s.to_string()];
+        return vec![text.to_string()];
     }
     // One variant per dash, applied to every option position alike (as pySigma does); the
     // combinations across positions would grow as 5^n for little gain.
     DASHES
         .iter()
         .map(|d| {
-            let mut out = String::with_capacity(s.len() + 4);
-            for (i, c) in s.char_indices() {
+            let mut out = String::with_capacity(text.len() + 4);
+            for (i, c) in text.char_indices() {
                 if positions.binary_search(&i).is_ok() {
                     out.push(*d);
                 } else {

@@ -28,8 +28,8 @@ pub enum Level {
 
 impl Level {
     /// From its name.
-    pub fn parse(s: &str) -> Option<Level> {
-        Some(match s {
+    pub fn parse(text: &str) -> Option<Level> {
+        Some(match text {
             "informational" => Level::Informational,
             "low" => Level::Low,
             "medium" => Level::Medium,
@@ -966,10 +966,10 @@ fn correlation_of(c: &Node, doc: &Node) -> Result<Correlation, RuleError> {
 }
 
 /// `30s`, `5m`, `1h`, `2d`, `1w` (and `1M`, `1y` as 30 and 365 days) in seconds.
-pub fn parse_timespan(s: &str) -> Option<u64> {
-    let s = s.trim();
-    let unit = s.chars().last()?;
-    let n: u64 = s[..s.len() - unit.len_utf8()].parse().ok()?;
+pub fn parse_timespan(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let unit = text.chars().last()?;
+    let n: u64 = text[..text.len() - unit.len_utf8()].parse().ok()?;
     let mult = match unit {
         's' => 1,
         'm' => 60,

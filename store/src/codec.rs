@@ -212,14 +212,14 @@ impl BlockMeta {
         }
     }
 
-    /// Reads it back; `None` if `b` is too short.
-    pub fn decode(b: &[u8]) -> Option<BlockMeta> {
-        if b.len() < BLOCK_META_LEN {
+    /// Reads it back; `None` if `bytes` is too short.
+    pub fn decode(bytes: &[u8]) -> Option<BlockMeta> {
+        if bytes.len() < BLOCK_META_LEN {
             return None;
         }
-        let u16_at = |i: usize| u16::from_le_bytes([b[i], b[i + 1]]);
-        let i64_at = |i: usize| i64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
-        let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap_or([0; 4]));
+        let u16_at = |i: usize| u16::from_le_bytes([bytes[i], bytes[i + 1]]);
+        let i64_at = |i: usize| i64::from_le_bytes(bytes[i..i + 8].try_into().unwrap_or([0; 8]));
+        let u32_at = |i: usize| u32::from_le_bytes(bytes[i..i + 4].try_into().unwrap_or([0; 4]));
         let mut severity_counts = [0u32; 6];
         for (n, c) in severity_counts.iter_mut().enumerate() {
             *c = u32_at(18 + 4 * n);
@@ -305,18 +305,18 @@ impl<'a> BlockReader<'a> {
         self.count == 0
     }
 
-    /// Decodes record `i`.
-    pub fn get(&self, i: usize) -> Option<StoredEvent> {
-        if i >= self.count {
+    /// Decodes record `index`.
+    pub fn get(&self, index: usize) -> Option<StoredEvent> {
+        if index >= self.count {
             return None;
         }
         let off = |n: usize| {
             let p = self.offsets_at + 4 * n;
             u32::from_le_bytes(self.payload[p..p + 4].try_into().unwrap_or([0; 4])) as usize
         };
-        let start = self.records.start + off(i);
-        let end = if i + 1 < self.count {
-            self.records.start + off(i + 1)
+        let start = self.records.start + off(index);
+        let end = if index + 1 < self.count {
+            self.records.start + off(index + 1)
         } else {
             self.records.end
         };

@@ -204,14 +204,14 @@ fn encode_json(what: &'static str, value: &impl serde::Serialize) -> Result<Vec<
 
 impl Store {
     /// Writes an alert (new, or a new state of an open one) and its entity index entries.
-    pub fn put_alert(&self, a: &Alert) -> Result<(), StoreError> {
-        let Some(key) = alert_key(&a.id) else {
+    pub fn put_alert(&self, alert: &Alert) -> Result<(), StoreError> {
+        let Some(key) = alert_key(&alert.id) else {
             return Ok(());
         };
         let mut wb = WriteBatch::default();
-        let json = encode_json("alert", a)?;
+        let json = encode_json("alert", alert)?;
         wb.put_cf(self.cf(CF_ALERTS), key, json);
-        for e in a.entity.iter().chain(&a.related_entities) {
+        for e in alert.entity.iter().chain(&alert.related_entities) {
             let mut k = [0u8; 32];
             k[..16].copy_from_slice(e.uuid.as_bytes());
             k[16..].copy_from_slice(&key);
@@ -333,10 +333,10 @@ impl Store {
         Ok(Some(alert))
     }
 
-    /// Alerts matching `q`, newest first, one page, with the total: exact up to
+    /// Alerts matching `query`, newest first, one page, with the total: exact up to
     /// [`TOTAL_EXACT_UP_TO`] matches (or the end of the page), a lower bound past that.
-    pub fn search_alerts(&self, q: &AlertQuery) -> Result<AlertPage, StoreError> {
-        self.counted(self.alerts_page(q))
+    pub fn search_alerts(&self, query: &AlertQuery) -> Result<AlertPage, StoreError> {
+        self.counted(self.alerts_page(query))
     }
 
     fn alerts_page(&self, q: &AlertQuery) -> Result<AlertPage, StoreError> {
@@ -434,14 +434,14 @@ impl Store {
     }
 
     /// Records a feedback entry.
-    pub fn put_feedback(&self, f: &Feedback) -> Result<(), StoreError> {
-        let Some(id) = alert_key(&f.alert_id) else {
+    pub fn put_feedback(&self, feedback: &Feedback) -> Result<(), StoreError> {
+        let Some(id) = alert_key(&feedback.alert_id) else {
             return Ok(());
         };
         let mut k = [0u8; 24];
         k[..16].copy_from_slice(&id);
-        k[16..].copy_from_slice(&(f.created_ns.max(0) as u64).to_be_bytes());
-        let v = encode_json("feedback", f)?;
+        k[16..].copy_from_slice(&(feedback.created_ns.max(0) as u64).to_be_bytes());
+        let v = encode_json("feedback", feedback)?;
         self.db()
             .put_cf_opt(self.cf(CF_FEEDBACK), k, v, &self.write_options())?;
         Ok(())
@@ -515,13 +515,13 @@ impl Store {
         )
     }
 
-    /// Calls `f` with every saved baseline.
-    pub fn for_each_baseline(&self, mut f: impl FnMut(u64, &[u8])) -> Result<(), StoreError> {
+    /// Calls `visit` with every saved baseline.
+    pub fn for_each_baseline(&self, mut visit: impl FnMut(u64, &[u8])) -> Result<(), StoreError> {
         let mut it = self.db().raw_iterator_cf(self.cf(CF_BASELINES));
         it.seek_to_first();
         while let (Some(k), Some(v)) = (it.key(), it.value()) {
             if let Ok(k) = <[u8; 8]>::try_from(k) {
-                f(u64::from_be_bytes(k), v);
+                visit(u64::from_be_bytes(k), v);
             }
             it.next();
         }

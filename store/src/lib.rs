@@ -96,8 +96,8 @@ pub fn block_key(received_ns: i64, seq: u64) -> BlockKey {
 }
 
 /// Receive time of a block key.
-pub fn block_key_time(k: &[u8]) -> i64 {
-    k.get(..8)
+pub fn block_key_time(key: &[u8]) -> i64 {
+    key.get(..8)
         .and_then(|b| b.try_into().ok())
         .map(|b: [u8; 8]| u64::from_be_bytes(b) as i64)
         .unwrap_or(0)

@@ -93,9 +93,9 @@ impl From<rocksdb::Error> for IndexScan {
 type Positions = Option<Vec<u16>>;
 
 impl Store {
-    /// Runs `q`.
-    pub fn search_events(&self, q: &EventQuery) -> Result<EventPage, StoreError> {
-        self.counted(self.events_page(q))
+    /// Runs `query`.
+    pub fn search_events(&self, query: &EventQuery) -> Result<EventPage, StoreError> {
+        self.counted(self.events_page(query))
     }
 
     fn events_page(&self, q: &EventQuery) -> Result<EventPage, StoreError> {
@@ -482,17 +482,17 @@ pub struct EntityHit {
 }
 
 impl Store {
-    /// Calls `f` with the id and contents (handed over) of each stored event whose time is in
-    /// `[since_ns, until_ns)`, newest block first, until `f` returns false or `max_events` have
+    /// Calls `visit` with the id and contents (handed over) of each stored event whose time is in
+    /// `[since_ns, until_ns)`, newest block first, until `visit` returns false or `max_events` have
     /// been read. Returns how many were read.
     pub fn scan_events(
         &self,
         since_ns: i64,
         until_ns: i64,
         max_events: u64,
-        f: impl FnMut(&str, StoredEvent) -> bool,
+        visit: impl FnMut(&str, StoredEvent) -> bool,
     ) -> Result<u64, StoreError> {
-        self.counted(self.events_scanned(since_ns, until_ns, max_events, f))
+        self.counted(self.events_scanned(since_ns, until_ns, max_events, visit))
     }
 
     fn events_scanned(
@@ -597,9 +597,9 @@ impl Store {
         })())
     }
 
-    /// Entities whose canonical name contains `q` (ASCII case-insensitive), best first.
-    pub fn search_entities(&self, q: &str, limit: usize) -> Result<Vec<EntityHit>, StoreError> {
-        self.counted(self.entities_matching(q, limit))
+    /// Entities whose canonical name contains `query` (ASCII case-insensitive), best first.
+    pub fn search_entities(&self, query: &str, limit: usize) -> Result<Vec<EntityHit>, StoreError> {
+        self.counted(self.entities_matching(query, limit))
     }
 
     fn entities_matching(&self, q: &str, limit: usize) -> Result<Vec<EntityHit>, StoreError> {

@@ -210,9 +210,9 @@ impl Llm {
     }
 
     /// Caches an explanation and returns it as served.
-    pub fn store_explanation(&self, e: Explanation) -> Explanation {
-        let key = e.alert_id.clone();
-        served(self.explanations.put(&key, e), false)
+    pub fn store_explanation(&self, explanation: Explanation) -> Explanation {
+        let key = explanation.alert_id.clone();
+        served(self.explanations.put(&key, explanation), false)
     }
 
     /// The cached answer of a hunt (key: [`hunt::canonical`] question and limit), if live.
@@ -221,8 +221,8 @@ impl Llm {
     }
 
     /// Caches a hunt's answer and returns it as served.
-    pub fn store_hunt(&self, key: &str, a: HuntAnswer) -> HuntAnswer {
-        served(self.hunts.put(key, a), false)
+    pub fn store_hunt(&self, key: &str, answer: HuntAnswer) -> HuntAnswer {
+        served(self.hunts.put(key, answer), false)
     }
 
     /// The cached draft of a pattern, if live.
@@ -236,9 +236,9 @@ impl Llm {
     }
 
     /// Caches a draft and returns it as served.
-    pub fn store_suggestion(&self, s: Suggestion) -> Suggestion {
-        let key = s.pattern_key.clone();
-        served(self.suggestions.put(&key, s), false)
+    pub fn store_suggestion(&self, suggestion: Suggestion) -> Suggestion {
+        let key = suggestion.pattern_key.clone();
+        served(self.suggestions.put(&key, suggestion), false)
     }
 
     /// Drops a pattern's cached draft; true when there was one.

@@ -140,8 +140,8 @@ pub fn explanation(alert: &Alert, events: &[Event], max_chars: usize) -> Prompt 
 }
 
 /// Text that cannot close the fence around it.
-pub fn fence_safe(s: &str) -> String {
-    s.replace("```", "'''")
+pub fn fence_safe(text: &str) -> String {
+    text.replace("```", "'''")
 }
 
 /// `YYYY-MM-DDTHH:MM:SSZ` of ns since the epoch (proleptic Gregorian, UTC).

@@ -195,7 +195,7 @@ pub fn patterns(
 /// The drafting prompt: the pattern, the logsources and fields a rule can use, the evidence
 /// events fenced, within `max_chars`.
 pub fn draft_prompt(
-    p: &Pattern,
+    pattern: &Pattern,
     rule_id: &str,
     logsources: &[Logsource],
     events: &[Event],
@@ -207,21 +207,21 @@ pub fn draft_prompt(
         t,
         "Pattern {}: {} alerts confirmed as true positives ({} alert type, raised by {}, \
          log source {}); latest title: {}",
-        p.pattern_key,
-        p.tp_count,
-        p.alert_type.name(),
-        p.detector,
-        p.source,
-        fence_safe(&p.title)
+        pattern.pattern_key,
+        pattern.tp_count,
+        pattern.alert_type.name(),
+        pattern.detector,
+        pattern.source,
+        fence_safe(&pattern.title)
     );
-    if let Some(tpl) = &p.template {
+    if let Some(tpl) = &pattern.template {
         let _ = writeln!(
             t,
             "Template of their triggering events (<*> marks variable parts):\n```\n{}\n```",
             fence_safe(tpl)
         );
     }
-    let tags: Vec<String> = p
+    let tags: Vec<String> = pattern
         .attack
         .iter()
         .map(|m| format!("attack.{}", m.technique_id.to_ascii_lowercase()))
@@ -275,7 +275,7 @@ pub fn draft_prompt(
             fields.join(", ")
         }
     );
-    for f in p
+    for f in pattern
         .feedback
         .iter()
         .filter(|f| !f.note.trim().is_empty())
@@ -340,9 +340,9 @@ pub struct Evidence {
 
 /// The evidence events of a pattern: the triggering event of each confirmed alert, newest alert
 /// first, then further contributing events while there is room.
-pub fn evidence_events(store: &Store, p: &Pattern) -> Result<Vec<Event>, StoreError> {
+pub fn evidence_events(store: &Store, pattern: &Pattern) -> Result<Vec<Event>, StoreError> {
     let mut alerts: Vec<watchpost_proto::Alert> = Vec::new();
-    for id in &p.alert_ids {
+    for id in &pattern.alert_ids {
         // An alert retention removed is left out; a failed read is an error.
         if let Some(a) = store.alert(id)? {
             alerts.push(a);

@@ -96,23 +96,26 @@ pub struct RateLimits {
 
 impl RateLimits {
     /// From the configuration (validated at start); an unusable store URL is an error.
-    pub fn from_config(c: &watchpost_proto::Config) -> Result<RateLimits, String> {
+    pub fn from_config(config: &watchpost_proto::Config) -> Result<RateLimits, String> {
         let rate = |key: &str, s: &str| RateLimit::parse(s).map_err(|e| format!("{key}: {e}"));
-        let store = if c.api_rate_limit_store_url.is_empty() {
+        let store = if config.api_rate_limit_store_url.is_empty() {
             None
         } else {
-            let url = watchpost_proto::store_url::StoreUrl::parse(&c.api_rate_limit_store_url)
+            let url = watchpost_proto::store_url::StoreUrl::parse(&config.api_rate_limit_store_url)
                 .map_err(|e| format!("api_rate_limit_store_url: {e}"))?;
             Some(SharedStore::new(url))
         };
         Ok(RateLimits {
-            list: FamilyLimit::new(rate("api_list_rate_limit", &c.api_list_rate_limit)?),
-            detail: FamilyLimit::new(rate("api_detail_rate_limit", &c.api_detail_rate_limit)?),
+            list: FamilyLimit::new(rate("api_list_rate_limit", &config.api_list_rate_limit)?),
+            detail: FamilyLimit::new(rate(
+                "api_detail_rate_limit",
+                &config.api_detail_rate_limit,
+            )?),
             coverage: FamilyLimit::new(rate(
                 "api_coverage_rate_limit",
-                &c.api_coverage_rate_limit,
+                &config.api_coverage_rate_limit,
             )?),
-            trust_proxy: c.api_trust_proxy_headers,
+            trust_proxy: config.api_trust_proxy_headers,
             store,
             refused: Default::default(),
         })

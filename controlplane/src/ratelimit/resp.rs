@@ -78,10 +78,10 @@ impl Connection {
 }
 
 /// `Ok` for a non-error reply; an error reply becomes an I/O error with its text.
-pub fn ok_or_error(r: Reply) -> std::io::Result<Reply> {
-    match r {
+pub fn ok_or_error(reply: Reply) -> std::io::Result<Reply> {
+    match reply {
         Reply::Error(e) => Err(protocol(e)),
-        r => Ok(r),
+        reply => Ok(reply),
     }
 }
 

@@ -224,19 +224,23 @@ fn triage_update(bytes: &[u8]) -> Result<TriageUpdate, ApiError> {
 
 /// The UUIDs an `entity` parameter may mean: the UUID itself, or the value read as every kind
 /// that accepts it.
-pub fn entity_uuids(v: &str) -> Vec<Uuid> {
-    if let Ok(u) = Uuid::parse_str(v) {
+pub fn entity_uuids(value: &str) -> Vec<Uuid> {
+    if let Ok(u) = Uuid::parse_str(value) {
         return vec![u];
     }
     EntityKind::ALL
         .iter()
-        .filter_map(|k| entity_uuid_of(*k, v))
+        .filter_map(|k| entity_uuid_of(*k, value))
         .collect()
 }
 
 /// Fills entity names the detector left empty (it carries UUIDs only) from the entity table.
-pub fn resolve_names(store: &Store, a: &mut Alert) -> Result<(), StoreError> {
-    for e in a.entity.iter_mut().chain(a.related_entities.iter_mut()) {
+pub fn resolve_names(store: &Store, alert: &mut Alert) -> Result<(), StoreError> {
+    for e in alert
+        .entity
+        .iter_mut()
+        .chain(alert.related_entities.iter_mut())
+    {
         if e.value.is_empty()
             && let Some((_, _, name)) = store.entity(e.uuid.as_bytes())?
         {

@@ -151,8 +151,8 @@ pub async fn timeline(
 }
 
 /// A `range` value in ns.
-pub fn range_ns(p: &Params, default: &str) -> Result<(String, i64), ApiError> {
-    let r = p.get("range").unwrap_or(default).to_string();
+pub fn range_ns(params: &Params, default: &str) -> Result<(String, i64), ApiError> {
+    let r = params.get("range").unwrap_or(default).to_string();
     let ns = match r.as_str() {
         "1h" => 3_600,
         "6h" => 6 * 3_600,

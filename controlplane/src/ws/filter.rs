@@ -69,23 +69,30 @@ impl Filter {
         Ok(f)
     }
 
-    /// Whether `e` passes.
-    pub fn event(&self, e: &Event) -> bool {
-        self.min_severity.is_none_or(|m| e.severity >= m)
-            && self.source.as_ref().is_none_or(|s| s.contains(&e.source))
+    /// Whether `event` passes.
+    pub fn event(&self, event: &Event) -> bool {
+        self.min_severity.is_none_or(|m| event.severity >= m)
+            && self
+                .source
+                .as_ref()
+                .is_none_or(|s| s.contains(&event.source))
             && self
                 .entity
-                .is_none_or(|u| e.entities.iter().any(|r| r.uuid == u))
+                .is_none_or(|u| event.entities.iter().any(|r| r.uuid == u))
     }
 
-    /// Whether `a` passes (its entity or a related one for the entity criterion).
-    pub fn alert(&self, a: &Alert) -> bool {
-        self.min_severity.is_none_or(|m| a.severity >= m)
-            && self.source.as_ref().is_none_or(|s| s.contains(&a.source))
+    /// Whether `alert` passes (its entity or a related one for the entity criterion).
+    pub fn alert(&self, alert: &Alert) -> bool {
+        self.min_severity.is_none_or(|m| alert.severity >= m)
+            && self
+                .source
+                .as_ref()
+                .is_none_or(|s| s.contains(&alert.source))
             && self.entity.is_none_or(|u| {
-                a.entity
+                alert
+                    .entity
                     .iter()
-                    .chain(&a.related_entities)
+                    .chain(&alert.related_entities)
                     .any(|r| r.uuid == u)
             })
     }

@@ -86,27 +86,28 @@ pub struct WsConfig {
 impl WsConfig {
     /// From the configuration; the default origins are localhost and 127.0.0.1 (and `[::1]`) on
     /// `dashboard_port`, over http and https.
-    pub fn from_config(c: &Config) -> WsConfig {
-        let allowed_origins = if c.ws_allowed_origins.is_empty() {
-            let p = c.dashboard_port;
+    pub fn from_config(config: &Config) -> WsConfig {
+        let allowed_origins = if config.ws_allowed_origins.is_empty() {
+            let p = config.dashboard_port;
             ["localhost", "127.0.0.1", "[::1]"]
                 .iter()
                 .flat_map(|h| [format!("http://{h}:{p}"), format!("https://{h}:{p}")])
                 .collect()
         } else {
-            c.ws_allowed_origins
+            config
+                .ws_allowed_origins
                 .iter()
                 .map(|o| normalize_origin(o))
                 .collect()
         };
         WsConfig {
             allowed_origins,
-            max_connections: c.ws_max_connections as usize,
-            batch_max_events: c.ws_batch_max_events as usize,
-            tick: Duration::from_secs_f64(c.ws_tick_interval_s),
-            status_every: Duration::from_secs_f64(c.ws_status_interval_s),
-            filter_min_interval: Duration::from_millis(c.ws_filter_min_interval_ms),
-            queue_maxlen: c.ws_queue_maxlen as usize,
+            max_connections: config.ws_max_connections as usize,
+            batch_max_events: config.ws_batch_max_events as usize,
+            tick: Duration::from_secs_f64(config.ws_tick_interval_s),
+            status_every: Duration::from_secs_f64(config.ws_status_interval_s),
+            filter_min_interval: Duration::from_millis(config.ws_filter_min_interval_ms),
+            queue_maxlen: config.ws_queue_maxlen as usize,
         }
     }
 }

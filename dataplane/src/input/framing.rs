@@ -72,8 +72,8 @@ impl Framer {
         self.end - self.start
     }
 
-    /// Reads once from `r` into free space; `Ok(0)` is end of stream.
-    pub fn read_from(&mut self, r: &mut impl Read) -> io::Result<usize> {
+    /// Reads once from `reader` into free space; `Ok(0)` is end of stream.
+    pub fn read_from(&mut self, reader: &mut impl Read) -> io::Result<usize> {
         if self.start > 0 && (self.end == self.buf.len() || self.start == self.end) {
             self.buf.copy_within(self.start..self.end, 0);
             self.end -= self.start;
@@ -83,7 +83,7 @@ impl Framer {
             // Cannot happen: a full buffer always holds a frame or an oversized message to cut.
             return Err(io::Error::other("framer buffer full"));
         }
-        let n = r.read(&mut self.buf[self.end..])?;
+        let n = reader.read(&mut self.buf[self.end..])?;
         self.end += n;
         Ok(n)
     }

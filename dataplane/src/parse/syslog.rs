@@ -336,10 +336,10 @@ fn parse_two_word_tag(line: &[u8], p: usize, end: usize) -> Option<Tag> {
 /// Walks the parameters of RFC 5424 structured data (the text in
 /// [`SyslogRecord::structured_data`]), calling `f(sd_id, param_name, raw_value)` for each. Values are
 /// passed raw so that the common escape-free case costs nothing; use [`unescape_sd_value`] when a
-/// value contains a backslash. Returns `false` if the text is malformed; `f` may already have been
+/// value contains a backslash. Returns `false` if the text is malformed; `visit` may already have been
 /// called for the parameters before the error, which callers should discard.
 #[allow(clippy::type_complexity)] // the callback's shape is the API: (sd-id, name, raw value)
-pub fn for_each_sd_param(sd: &[u8], f: &mut dyn FnMut(&[u8], &[u8], &[u8])) -> bool {
+pub fn for_each_sd_param(sd: &[u8], visit: &mut dyn FnMut(&[u8], &[u8], &[u8])) -> bool {
     let is_name_byte = |b: u8| (33..=126).contains(&b) && !matches!(b, b'=' | b']' | b'"');
     let mut i = 0;
     if sd.is_empty() {
@@ -385,7 +385,7 @@ pub fn for_each_sd_param(sd: &[u8], f: &mut dyn FnMut(&[u8], &[u8], &[u8])) -> b
                         }
                     }
                     // `i` may have stepped past the end on a trailing backslash: `get` caught that.
-                    f(id, name, &sd[value_start..i]);
+                    visit(id, name, &sd[value_start..i]);
                     i += 1;
                     if !matches!(sd.get(i), Some(b' ' | b']')) {
                         return false;

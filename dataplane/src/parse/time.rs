@@ -23,15 +23,19 @@ const MAX_YEAR: i64 = 9999;
 /// The arguments are not validated, because the parsers validate first and then need the raw
 /// arithmetic: out-of-range months or days give a meaningless but panic-free result, and years
 /// beyond about ±2.5e16 wrap.
-pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let m = i64::from(m);
-    let d = i64::from(d);
+pub fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
+    let month = i64::from(month);
+    let day = i64::from(day);
     // Shift the year to start in March so that the leap day is the last day of the year.
-    let y = if m <= 2 { y.wrapping_sub(1) } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y.wrapping_sub(era.wrapping_mul(400)); // [0, 399]
-    let mp = (m.rem_euclid(12) + 9) % 12; // March = 0
-    let doy = (153 * mp + 2) / 5 + d - 1;
+    let year = if month <= 2 {
+        year.wrapping_sub(1)
+    } else {
+        year
+    };
+    let era = year.div_euclid(400);
+    let yoe = year.wrapping_sub(era.wrapping_mul(400)); // [0, 399]
+    let mp = (month.rem_euclid(12) + 9) % 12; // March = 0
+    let doy = (153 * mp + 2) / 5 + day - 1;
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
     era.wrapping_mul(146_097)
         .wrapping_add(doe)
@@ -155,25 +159,26 @@ fn fraction(s: &[u8], at: usize) -> Option<(u32, usize)> {
 /// (Windows event forwarding, many JSON loggers) log in UTC far more often than in local time, and
 /// the parser has no local zone to apply anyway. Second 60 (a leap second) is accepted and lands on
 /// the next minute's first second. The whole input must be the timestamp.
-pub fn parse_rfc3339(s: &[u8]) -> Option<i64> {
-    if s.len() < 19 || s[4] != b'-' || s[7] != b'-' || s[13] != b':' || s[16] != b':' {
+pub fn parse_rfc3339(text: &[u8]) -> Option<i64> {
+    if text.len() < 19 || text[4] != b'-' || text[7] != b'-' || text[13] != b':' || text[16] != b':'
+    {
         return None;
     }
-    if !matches!(s[10], b'T' | b't' | b' ') {
+    if !matches!(text[10], b'T' | b't' | b' ') {
         return None;
     }
     let civil = Civil {
-        year: i64::from(digits(s, 0, 4)?),
-        month: digits(s, 5, 2)?,
-        day: digits(s, 8, 2)?,
-        hour: digits(s, 11, 2)?,
-        min: digits(s, 14, 2)?,
-        sec: digits(s, 17, 2)?,
+        year: i64::from(digits(text, 0, 4)?),
+        month: digits(text, 5, 2)?,
+        day: digits(text, 8, 2)?,
+        hour: digits(text, 11, 2)?,
+        min: digits(text, 14, 2)?,
+        sec: digits(text, 17, 2)?,
         nanos: 0,
     };
-    let (nanos, i) = fraction(s, 19)?;
+    let (nanos, i) = fraction(text, 19)?;
     let civil = Civil { nanos, ..civil };
-    let offset = match &s[i..] {
+    let offset = match &text[i..] {
         [] | [b'Z' | b'z'] => 0,
         [sign @ (b'+' | b'-'), rest @ ..] => {
             let (h, m) = match rest.len() {
@@ -203,19 +208,19 @@ const EPOCH_MICROS_BELOW: u64 = 100_000_000_000_000_000;
 /// which also covers Windows' `2026-11-21 10:00:00.1234567` as UTC), or a non-negative epoch
 /// number whose unit is inferred from its magnitude (seconds, millis, micros or nanos), optionally
 /// with a fraction of that unit. Surrounding ASCII whitespace is ignored.
-pub fn parse_timestamp(s: &[u8]) -> Option<i64> {
-    let s = s.trim_ascii();
-    if s.len() >= 19 && s[4] == b'-' {
-        return parse_rfc3339(s);
+pub fn parse_timestamp(text: &[u8]) -> Option<i64> {
+    let text = text.trim_ascii();
+    if text.len() >= 19 && text[4] == b'-' {
+        return parse_rfc3339(text);
     }
-    let (int_part, frac_part) = match memchr::memchr(b'.', s) {
-        Some(dot) => (&s[..dot], &s[dot + 1..]),
-        None => (s, &s[s.len()..]),
+    let (int_part, frac_part) = match memchr::memchr(b'.', text) {
+        Some(dot) => (&text[..dot], &text[dot + 1..]),
+        None => (text, &text[text.len()..]),
     };
     if int_part.is_empty() || int_part.len() > 19 || !int_part.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    if memchr::memchr(b'.', s).is_some()
+    if memchr::memchr(b'.', text).is_some()
         && (frac_part.is_empty() || !frac_part.iter().all(u8::is_ascii_digit))
     {
         return None;
@@ -337,8 +342,8 @@ pub(crate) fn resolve_bsd_year(t: BsdTime, now_ns: i64) -> Option<i64> {
 /// The format has no year and no zone. UTC is assumed because the receiver cannot know the sender's
 /// zone; the year is `now`'s, or the previous year's when that would put the event more than a day
 /// in the future, which handles logs read across New Year and tolerates small clock skew.
-pub fn parse_bsd_timestamp(s: &[u8], now_ns: i64) -> Option<(i64, usize)> {
-    let (t, used) = scan_bsd_timestamp(s)?;
+pub fn parse_bsd_timestamp(text: &[u8], now_ns: i64) -> Option<(i64, usize)> {
+    let (t, used) = scan_bsd_timestamp(text)?;
     Some((resolve_bsd_year(t, now_ns)?, used))
 }
 

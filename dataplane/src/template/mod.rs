@@ -119,9 +119,9 @@ pub struct MinerConfig {
 
 impl MinerConfig {
     /// The default tuning with the user masks of `templates.extra_masks`.
-    pub fn from_config(t: &watchpost_proto::config::TemplatesConfig) -> MinerConfig {
+    pub fn from_config(templates: &watchpost_proto::config::TemplatesConfig) -> MinerConfig {
         MinerConfig {
-            extra_masks: t
+            extra_masks: templates
                 .extra_masks
                 .iter()
                 .map(|m| MaskRule {

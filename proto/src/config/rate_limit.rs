@@ -10,17 +10,17 @@ pub struct RateLimit {
 }
 
 impl RateLimit {
-    /// Parses `60/minute`, `5/second`, `1000/hour` (also `s`, `m`, `h`, `min`, `sec`).
-    pub fn parse(s: &str) -> Result<RateLimit, String> {
-        let (n, unit) = s
+    /// Parses `60/minute`, `5/second`, `1000/hour` (also `text`, `m`, `h`, `min`, `sec`).
+    pub fn parse(text: &str) -> Result<RateLimit, String> {
+        let (n, unit) = text
             .split_once('/')
-            .ok_or_else(|| format!("`{s}` is not of the form N/second, N/minute or N/hour"))?;
+            .ok_or_else(|| format!("`{text}` is not of the form N/second, N/minute or N/hour"))?;
         let count: u32 = n
             .trim()
             .parse()
-            .map_err(|_| format!("`{n}` in `{s}` is not a whole number"))?;
+            .map_err(|_| format!("`{n}` in `{text}` is not a whole number"))?;
         if count == 0 {
-            return Err(format!("`{s}`: the count must be at least 1"));
+            return Err(format!("`{text}`: the count must be at least 1"));
         }
         let per_seconds = match unit.trim() {
             "second" | "sec" | "s" => 1,
@@ -28,7 +28,7 @@ impl RateLimit {
             "hour" | "h" => 3600,
             other => {
                 return Err(format!(
-                    "unknown unit `{other}` in `{s}` (second, minute, hour)"
+                    "unknown unit `{other}` in `{text}` (second, minute, hour)"
                 ));
             }
         };

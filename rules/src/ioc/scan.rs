@@ -145,7 +145,7 @@ impl IocSet {
         None
     }
 
-    /// Calls `f` with every indicator found in `text`: IPv4 and IPv6 addresses (with or without
+    /// Calls `found` with every indicator found in `text`: IPv4 and IPv6 addresses (with or without
     /// a port), `http`/`https`/`ftp` URLs, domain-like tokens (a dot and a top-level label that
     /// starts with a letter) and 32/40/64-digit hex tokens.
     ///
@@ -153,7 +153,7 @@ impl IocSet {
     /// repeated indicator may be reported again. A URL that matches a URL indicator is also read
     /// for its host, so one URL can report both a URL and a domain or address indicator.
     /// Allocates nothing; returns at once when the set is empty.
-    pub fn scan_text(&self, text: &str, mut f: impl FnMut(IocId)) {
+    pub fn scan_text(&self, text: &str, mut found: impl FnMut(IocId)) {
         if self.is_empty() {
             return;
         }
@@ -173,7 +173,7 @@ impl IocSet {
                 seen.ids[seen.n] = id.0;
                 seen.n += 1;
             }
-            f(id);
+            found(id);
         };
         let b = text.as_bytes();
         let mut url_run_end = 0;
