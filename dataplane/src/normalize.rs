@@ -93,7 +93,7 @@ pub struct Normalizer {
     miner: TemplateMiner,
     /// What is derived from an entity's name once, when it is first recorded, not per event.
     seen: U64Map<Known>,
-    /// Sigma rules evaluated on each event as it is built; matches go to the block's `sigma`.
+    /// Sigma rules evaluated on each event as it is built; its matches go to `hits`.
     rules: Option<Arc<RuleSet>>,
     /// Matches of the current event (reused).
     hits: Vec<u32>,
@@ -570,6 +570,8 @@ impl Normalizer {
         self.attr(key, v);
     }
 
+    /// Completes one event: resolves its header fields and template, evaluates the rules on it
+    /// in place, appends its record and index entries to `out`, and keeps what detection needs.
     fn finish(
         &mut self,
         f: Fields,
@@ -579,6 +581,110 @@ impl Normalizer {
         out: &mut EncodedBlock,
         tally: &mut Tally,
     ) {
+        let head = self.resolve(f, received_ns, input, out);
+        let pos = out.offsets.len() as u16;
+        let view = EventView {
+            timestamp_ns: head.timestamp_ns,
+            received_ns,
+            input: input as u8,
+            severity: head.severity,
+            flags,
+            template_id: head.template_id,
+            arena: &self.arena,
+            source: head.source.clone(),
+            host: head.host,
+            message: head.message.clone(),
+            entities: &self.entities,
+            attributes: &self.attributes,
+        };
+        self.hits.clear();
+        if let Some(rules) = &self.rules {
+            rules.matches(&view, &mut self.hits);
+        }
+        let src = self
+            .arena
+            .get(head.source.start as usize..head.source.end as usize)
+            .unwrap_or("");
+        append_event(&view, pos, hash64(src.as_bytes()), out);
+
+        let mut rec = DetectRecord {
+            pos,
+            ts_ns: head.timestamp_ns,
+            source: hash64(src.as_bytes()),
+            template: head.template_id,
+            message_len: head.message.end - head.message.start,
+            severity: head.severity,
+            entity_count: self.entities.len().min(255) as u8,
+            ..DetectRecord::default()
+        };
+        rec.set_source_name(src);
+        let kept = self.hits.len().min(SIGMA_PER_RECORD);
+        rec.sigma[..kept].copy_from_slice(&self.hits[..kept]);
+        rec.n_sigma = kept as u8;
+        tally.sigma_matches += self.hits.len() as u64;
+        tally.sigma_dropped += (self.hits.len() - kept) as u64;
+        for slot in &self.entities {
+            out.postings.push(Posting {
+                kind: PostingKind::Entity,
+                tag: slot.kind,
+                hash: slot.hash,
+                pos,
+            });
+            let Some(kind) = EntityKind::from_u8(slot.kind) else {
+                continue;
+            };
+            let name = self
+                .arena
+                .get(slot.name.start as usize..slot.name.end as usize)
+                .unwrap_or("");
+            let seen_key = slot.hash ^ u64::from(slot.kind).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            let known = remember(&mut self.seen, seen_key, kind, name, received_ns, out);
+            if let Some((version, set)) = &self.iocs
+                && rec.ioc == 0
+            {
+                let version = *version as u32;
+                let ioc =
+                    entity_indicator(&mut self.seen, seen_key, known, set, version, kind, name);
+                if ioc != 0 {
+                    rec.ioc = ioc;
+                    rec.ioc_version = version;
+                }
+            }
+            add_record_entity(&mut rec, slot, kind, known);
+        }
+        if let Some((version, set)) = &self.iocs
+            && rec.ioc == 0
+            && let Some(id) = self.first_indicator(set, &view)
+        {
+            rec.ioc = id.index() as u32 + 1;
+            rec.ioc_version = *version as u32;
+        }
+        if rec.ioc != 0 {
+            tally.ioc_matches += 1;
+        }
+        if let Some((version, plan)) = &self.plan {
+            correlation_hits(
+                *version,
+                plan,
+                &self.hits,
+                &view,
+                &rec,
+                &mut self.detect.hits,
+            );
+        }
+        self.detect.records.push(rec);
+    }
+
+    /// The event's header: its source (the input's name when it has none), host (recorded as
+    /// the reporting entity), message and its template (new or changed templates go to `out`),
+    /// severity and time.
+    fn resolve(
+        &mut self,
+        f: Fields,
+        received_ns: i64,
+        input: InputId,
+        out: &mut EncodedBlock,
+    ) -> Head {
         let source = match f.source {
             Some((r, _)) if r.start != r.end => r,
             _ => self.put(input.event_input()),
@@ -616,200 +722,202 @@ impl Normalizer {
             }
             outcome.id
         };
-        let severity = f.severity.map_or(Severity::Info, |(s, _)| s) as u8;
-        let timestamp_ns = f.timestamp_ns.map_or(received_ns, |(t, _)| t);
-
-        let pos = out.offsets.len() as u16;
-        if out.offsets.is_empty() {
-            out.first_received_ns = received_ns;
-            out.meta.min_ts = timestamp_ns;
-            out.meta.max_ts = timestamp_ns;
-        }
-        out.offsets.push(out.records.len() as u32);
-        let view = EventView {
-            timestamp_ns,
-            received_ns,
-            input: input as u8,
-            severity,
-            flags,
-            template_id,
-            arena: &self.arena,
-            source: source.clone(),
+        Head {
+            source,
             host,
-            message: message.clone(),
-            entities: &self.entities,
-            attributes: &self.attributes,
-        };
-        self.hits.clear();
-        if let Some(rules) = &self.rules {
-            rules.matches(&view, &mut self.hits);
+            message,
+            template_id,
+            severity: f.severity.map_or(Severity::Info, |(s, _)| s) as u8,
+            timestamp_ns: f.timestamp_ns.map_or(received_ns, |(t, _)| t),
         }
-        // Encoding into a Vec cannot fail for lack of space; any error would be a bug in the view.
-        let _ = bincode::encode_into_std_write(&view, &mut out.records, bincode_config());
-        out.meta.count += 1;
-        out.meta.min_ts = out.meta.min_ts.min(timestamp_ns);
-        out.meta.max_ts = out.meta.max_ts.max(timestamp_ns);
-        out.meta.severity_counts[severity as usize] += 1;
+    }
+}
 
-        let src = self
-            .arena
-            .get(source.start as usize..source.end as usize)
-            .unwrap_or("");
+/// An event's resolved header fields (ranges in the worker's arena).
+struct Head {
+    source: Range<u32>,
+    host: Range<u32>,
+    message: Range<u32>,
+    template_id: u64,
+    severity: u8,
+    timestamp_ns: i64,
+}
+
+/// Appends the encoded event at `pos` to the block, with its summary and its source and
+/// template index entries.
+#[inline]
+fn append_event(view: &EventView<'_>, pos: u16, source_hash: u64, out: &mut EncodedBlock) {
+    if out.offsets.is_empty() {
+        out.first_received_ns = view.received_ns;
+        out.meta.min_ts = view.timestamp_ns;
+        out.meta.max_ts = view.timestamp_ns;
+    }
+    out.offsets.push(out.records.len() as u32);
+    // Encoding into a Vec cannot fail for lack of space; any error would be a bug in the view.
+    let _ = bincode::encode_into_std_write(view, &mut out.records, bincode_config());
+    out.meta.count += 1;
+    out.meta.min_ts = out.meta.min_ts.min(view.timestamp_ns);
+    out.meta.max_ts = out.meta.max_ts.max(view.timestamp_ns);
+    out.meta.severity_counts[view.severity as usize] += 1;
+    out.postings.push(Posting {
+        kind: PostingKind::Source,
+        tag: 0,
+        hash: source_hash,
+        pos,
+    });
+    if view.template_id != 0 {
         out.postings.push(Posting {
-            kind: PostingKind::Source,
+            kind: PostingKind::Template,
             tag: 0,
-            hash: hash64(src.as_bytes()),
+            hash: view.template_id,
             pos,
         });
-        if template_id != 0 {
-            out.postings.push(Posting {
-                kind: PostingKind::Template,
-                tag: 0,
-                hash: template_id,
-                pos,
-            });
-        }
-        let mut rec = DetectRecord {
-            pos,
-            ts_ns: timestamp_ns,
-            source: hash64(src.as_bytes()),
-            template: template_id,
-            message_len: message.end - message.start,
-            severity,
-            entity_count: self.entities.len().min(255) as u8,
-            ..DetectRecord::default()
+    }
+}
+
+/// What the worker knows of an entity, computed from its name the first time the worker sees
+/// it (which is also when the block records it as new, with `first_seen_ns`).
+#[inline]
+fn remember(
+    seen: &mut U64Map<Known>,
+    seen_key: u64,
+    kind: EntityKind,
+    name: &str,
+    first_seen_ns: i64,
+    out: &mut EncodedBlock,
+) -> Known {
+    if seen.len() >= SEEN_CAPACITY {
+        seen.clear();
+    }
+    if let Some(known) = seen.get(&seen_key) {
+        return *known;
+    }
+    first_sight(seen, seen_key, kind, name, first_seen_ns, out)
+}
+
+/// An entity the worker has not seen (or has forgotten): its UUID and name facts, recorded as
+/// new in the block. Out of line: in steady state nearly every entity is known.
+#[cold]
+#[inline(never)]
+fn first_sight(
+    seen: &mut U64Map<Known>,
+    seen_key: u64,
+    kind: EntityKind,
+    name: &str,
+    first_seen_ns: i64,
+    out: &mut EncodedBlock,
+) -> Known {
+    let known = Known {
+        uuid: *entity_uuid(kind, name).as_bytes(),
+        service_account: kind == EntityKind::User && is_service_account(name),
+        ip: if kind == EntityKind::Ip {
+            name.parse().map(ip_key).unwrap_or(0)
+        } else {
+            0
+        },
+        ioc: 0,
+        ioc_version: 0,
+    };
+    seen.insert(seen_key, known);
+    let start = out.names.len() as u32;
+    out.names.push_str(name);
+    out.new_entities.push(NewEntity {
+        uuid: known.uuid,
+        kind: kind as u8,
+        first_seen_ns,
+        name: start..out.names.len() as u32,
+    });
+    known
+}
+
+/// The indicator (number + 1, 0: none) of IOC set `version` the entity matches, looked up once
+/// per entity and set version and remembered with the entity.
+#[inline]
+fn entity_indicator(
+    seen: &mut U64Map<Known>,
+    seen_key: u64,
+    known: Known,
+    set: &IocSet,
+    version: u32,
+    kind: EntityKind,
+    name: &str,
+) -> u32 {
+    if known.ioc_version == version {
+        return known.ioc;
+    }
+    let hit = match kind {
+        EntityKind::Ip => set.match_ip(std::net::IpAddr::V6(known.ip.into())),
+        EntityKind::Host | EntityKind::Domain => set.match_domain(name),
+        EntityKind::User => None,
+    };
+    let ioc = hit.map_or(0, |id| id.index() as u32 + 1);
+    if let Some(k) = seen.get_mut(&seen_key) {
+        k.ioc = ioc;
+        k.ioc_version = version;
+    }
+    ioc
+}
+
+/// Adds an entity to the detect record: its UEBA type (by kind and role), the client address
+/// and reporter the record keys on, and a slot of the record's entity list while one is free.
+#[inline]
+fn add_record_entity(rec: &mut DetectRecord, slot: &EntitySlot, kind: EntityKind, known: Known) {
+    let role = Role::from_u8(slot.role);
+    let ueba = match (kind, role) {
+        (EntityKind::User, _) if known.service_account => UebaType::ServiceAccount as u8,
+        (EntityKind::User, _) => UebaType::User as u8,
+        (EntityKind::Host, Role::Reporter) => UebaType::Host as u8,
+        (EntityKind::Ip, Role::Source) => UebaType::Ip as u8,
+        _ => NOT_SCORED,
+    };
+    if kind == EntityKind::Ip && role == Role::Source && rec.client_ip == 0 {
+        rec.client_ip = known.ip;
+    }
+    if role == Role::Reporter && rec.reporter == 0 {
+        rec.reporter = slot.hash;
+    }
+    if (rec.n_entities as usize) < RECORD_ENTITIES {
+        rec.entities[rec.n_entities as usize] = RecordEntity {
+            hash: slot.hash,
+            uuid: known.uuid,
+            kind: slot.kind,
+            role: slot.role,
+            ueba,
         };
-        rec.set_source_name(src);
-        let kept = self.hits.len().min(SIGMA_PER_RECORD);
-        rec.sigma[..kept].copy_from_slice(&self.hits[..kept]);
-        rec.n_sigma = kept as u8;
-        tally.sigma_matches += self.hits.len() as u64;
-        tally.sigma_dropped += (self.hits.len() - kept) as u64;
-        for e in &self.entities {
-            out.postings.push(Posting {
-                kind: PostingKind::Entity,
-                tag: e.kind,
-                hash: e.hash,
-                pos,
-            });
-            let seen_key = e.hash ^ u64::from(e.kind).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-            if self.seen.len() >= SEEN_CAPACITY {
-                self.seen.clear();
-            }
-            let Some(kind) = EntityKind::from_u8(e.kind) else {
+        rec.n_entities += 1;
+    }
+}
+
+/// The correlation hits of one event: for each rule it matched, each correlation that rule
+/// feeds (a tap of `plan`, numbered by catalogue `version`) whose group and value fields the
+/// event has.
+#[inline]
+fn correlation_hits(
+    version: u64,
+    plan: &Plan,
+    matched: &[u32],
+    view: &EventView<'_>,
+    rec: &DetectRecord,
+    hits: &mut Vec<CorrelationHit>,
+) {
+    for &rule in matched {
+        for tap in plan.taps(rule) {
+            let Some((group, value)) = tap.keys(view) else {
                 continue;
             };
-            let name = self
-                .arena
-                .get(e.name.start as usize..e.name.end as usize)
-                .unwrap_or("");
-            let known = match self.seen.get(&seen_key) {
-                Some(k) => *k,
-                None => {
-                    let known = Known {
-                        uuid: *entity_uuid(kind, name).as_bytes(),
-                        service_account: kind == EntityKind::User && is_service_account(name),
-                        ip: if kind == EntityKind::Ip {
-                            name.parse().map(ip_key).unwrap_or(0)
-                        } else {
-                            0
-                        },
-                        ioc: 0,
-                        ioc_version: 0,
-                    };
-                    self.seen.insert(seen_key, known);
-                    let start = out.names.len() as u32;
-                    out.names.push_str(name);
-                    out.new_entities.push(NewEntity {
-                        uuid: known.uuid,
-                        kind: e.kind,
-                        first_seen_ns: received_ns,
-                        name: start..out.names.len() as u32,
-                    });
-                    known
-                }
+            let mut hit = CorrelationHit {
+                record: *rec,
+                version,
+                corr: tap.corr,
+                slot: tap.slot,
+                group,
+                value,
+                text: [0; GROUP_TEXT_BYTES],
+                text_len: 0,
             };
-            if let Some((version, set)) = &self.iocs
-                && rec.ioc == 0
-            {
-                let version = *version as u32;
-                let ioc = if known.ioc_version == version {
-                    known.ioc
-                } else {
-                    let hit = match kind {
-                        EntityKind::Ip => set.match_ip(std::net::IpAddr::V6(known.ip.into())),
-                        EntityKind::Host | EntityKind::Domain => set.match_domain(name),
-                        EntityKind::User => None,
-                    };
-                    let ioc = hit.map_or(0, |id| id.index() as u32 + 1);
-                    if let Some(k) = self.seen.get_mut(&seen_key) {
-                        k.ioc = ioc;
-                        k.ioc_version = version;
-                    }
-                    ioc
-                };
-                if ioc != 0 {
-                    rec.ioc = ioc;
-                    rec.ioc_version = version;
-                }
-            }
-            let role = Role::from_u8(e.role);
-            let ueba = match (kind, role) {
-                (EntityKind::User, _) if known.service_account => UebaType::ServiceAccount as u8,
-                (EntityKind::User, _) => UebaType::User as u8,
-                (EntityKind::Host, Role::Reporter) => UebaType::Host as u8,
-                (EntityKind::Ip, Role::Source) => UebaType::Ip as u8,
-                _ => NOT_SCORED,
-            };
-            if kind == EntityKind::Ip && role == Role::Source && rec.client_ip == 0 {
-                rec.client_ip = known.ip;
-            }
-            if role == Role::Reporter && rec.reporter == 0 {
-                rec.reporter = e.hash;
-            }
-            if (rec.n_entities as usize) < RECORD_ENTITIES {
-                rec.entities[rec.n_entities as usize] = RecordEntity {
-                    hash: e.hash,
-                    uuid: known.uuid,
-                    kind: e.kind,
-                    role: e.role,
-                    ueba,
-                };
-                rec.n_entities += 1;
-            }
+            hit.text_len = tap.group_text(view, &mut hit.text) as u8;
+            hits.push(hit);
         }
-        if let Some((version, set)) = &self.iocs
-            && rec.ioc == 0
-            && let Some(id) = self.first_indicator(set, &view)
-        {
-            rec.ioc = id.index() as u32 + 1;
-            rec.ioc_version = *version as u32;
-        }
-        if rec.ioc != 0 {
-            tally.ioc_matches += 1;
-        }
-        if let Some((version, plan)) = &self.plan {
-            for &rule in &self.hits {
-                for tap in plan.taps(rule) {
-                    let Some((group, value)) = tap.keys(&view) else {
-                        continue;
-                    };
-                    let mut hit = CorrelationHit {
-                        record: rec,
-                        version: *version,
-                        corr: tap.corr,
-                        slot: tap.slot,
-                        group,
-                        value,
-                        text: [0; GROUP_TEXT_BYTES],
-                        text_len: 0,
-                    };
-                    hit.text_len = tap.group_text(&view, &mut hit.text) as u8;
-                    self.detect.hits.push(hit);
-                }
-            }
-        }
-        self.detect.records.push(rec);
     }
 }
 
