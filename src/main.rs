@@ -329,7 +329,7 @@ fn hunt(
 
 /// `watchpost rules validate`.
 fn rules_validate(paths: &[PathBuf]) -> ExitCode {
-    let files = match watchpost_rules::load::rule_files(paths) {
+    let files = match watchpost_rules::rule_files(paths) {
         Ok(f) => f,
         Err(e) => {
             eprintln!("cannot read the rule paths: {e}");
@@ -340,11 +340,11 @@ fn rules_validate(paths: &[PathBuf]) -> ExitCode {
     let mut out = std::io::stdout().lock();
     let (mut valid, mut invalid) = (0usize, 0usize);
     for path in files {
-        let loaded = watchpost_rules::load::load_file(&path);
+        let loaded = watchpost_rules::load_file(&path);
         let line = match &loaded.rule {
             Ok(rule) => {
                 valid += 1;
-                let mapped = matches!(rule.body, watchpost_rules::rule::Body::Correlation(_))
+                let mapped = matches!(rule.body, watchpost_rules::Body::Correlation(_))
                     || mapping.shapes(&rule.logsource).is_some();
                 let mut warnings = rule.warnings.clone();
                 if !mapped {
@@ -387,7 +387,7 @@ fn rules_validate(paths: &[PathBuf]) -> ExitCode {
 
 /// `watchpost rules test`.
 fn rules_test(cfg: &Config, rule_paths: &[PathBuf], events: &PathBuf) -> ExitCode {
-    let files = match watchpost_rules::load::rule_files(rule_paths) {
+    let files = match watchpost_rules::rule_files(rule_paths) {
         Ok(f) => f,
         Err(e) => {
             eprintln!("cannot read the rule paths: {e}");
@@ -396,7 +396,7 @@ fn rules_test(cfg: &Config, rule_paths: &[PathBuf], events: &PathBuf) -> ExitCod
     };
     let mut rules = Vec::new();
     for path in files {
-        match watchpost_rules::load::load_file(&path).rule {
+        match watchpost_rules::load_file(&path).rule {
             Ok(r) => rules.push(Arc::new(r)),
             Err(e) => eprintln!("{}: skipped: {e}", path.display()),
         }

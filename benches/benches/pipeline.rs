@@ -13,7 +13,7 @@ use watchpost_dataplane::normalize::{Normalizer, Tally};
 use watchpost_dataplane::parse::syslog::parse_syslog;
 use watchpost_dataplane::template::{MinerConfig, TemplateMiner};
 use watchpost_proto::InputId;
-use watchpost_rules::ioc::IocSet;
+use watchpost_rules::IocSet;
 use watchpost_store::EncodedBlock;
 
 const LINES: usize = 8192;

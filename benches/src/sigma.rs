@@ -7,9 +7,9 @@ use watchpost_dataplane::batch::{Format, LineMeta};
 use watchpost_dataplane::normalize::{Normalizer, Tally};
 use watchpost_dataplane::template::{MinerConfig, TemplateMiner};
 use watchpost_proto::InputId;
-use watchpost_rules::load::{load_file, rule_files};
-use watchpost_rules::rule::Body;
-use watchpost_rules::{PlainEvent, Rule, bundled, parse_rule};
+use watchpost_rules::Body;
+use watchpost_rules::{BUNDLED, PlainEvent, Rule, parse_rule};
+use watchpost_rules::{load_file, rule_files};
 use watchpost_store::{BlockReader, EncodedBlock};
 
 const NOW_S: i64 = 1_795_000_000;
@@ -69,11 +69,7 @@ fn detection(rules: impl IntoIterator<Item = Rule>) -> Vec<Arc<Rule>> {
 
 /// The bundled detection rules.
 pub fn bundled_rules() -> Vec<Arc<Rule>> {
-    detection(
-        bundled::BUNDLED
-            .iter()
-            .filter_map(|(_, y)| parse_rule(y).ok()),
-    )
+    detection(BUNDLED.iter().filter_map(|(_, y)| parse_rule(y).ok()))
 }
 
 /// The detection rules of the SigmaHQ subset (`WATCHPOST_SIGMAHQ`, else

@@ -16,10 +16,11 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use watchpost_proto::Config;
-use watchpost_rules::correlation::Plan;
-use watchpost_rules::rule::Body;
+use watchpost_rules::Body;
+use watchpost_rules::Plan;
 use watchpost_rules::{
-    Mapping, Origin, Rule, RuleEntry, RuleError, RuleSet, bundled, load, parse_rule,
+    BUNDLED, Mapping, Origin, Rule, RuleEntry, RuleError, RuleSet, load_file, parse_rule,
+    rule_files,
 };
 use watchpost_store::{Store, StoreError};
 
@@ -67,7 +68,7 @@ impl Catalog {
         )?;
         let mut errors = Vec::new();
         let mut entries: Vec<RuleEntry> = Vec::new();
-        for (path, text) in bundled::BUNDLED {
+        for (path, text) in BUNDLED {
             match parse_rule(text) {
                 Ok(r) => entries.push(RuleEntry::new(
                     r,
@@ -312,7 +313,7 @@ impl Catalog {
             let detections: Vec<Arc<Rule>> = s.detection.iter().map(|e| e.rule.clone()).collect();
             let plan = Plan::compile(&detections, &correlations, &self.mapping);
             if let Some((_, e)) = plan.errors().iter().find(|(id, _)| *id == rule.id) {
-                let pos = watchpost_rules::error::Pos { line: 1, column: 1 };
+                let pos = watchpost_rules::Pos { line: 1, column: 1 };
                 return Err(Error::InvalidRule(RuleError::at(
                     pos,
                     watchpost_rules::ErrorKind::Schema,
@@ -382,12 +383,12 @@ fn read_folder(
     entries: &mut Vec<RuleEntry>,
     errors: &mut Vec<(String, String)>,
 ) -> Result<(), Error> {
-    let files = load::rule_files(&[dir.to_path_buf()]).map_err(|source| Error::Content {
+    let files = rule_files(&[dir.to_path_buf()]).map_err(|source| Error::Content {
         context: format!("cannot read rule folder {}", dir.display()),
         source,
     })?;
     for f in files {
-        let l = load::load_file(&f);
+        let l = load_file(&f);
         match l.rule {
             Ok(r) => entries.push(RuleEntry::new(
                 r,
@@ -403,7 +404,7 @@ fn read_folder(
 }
 
 fn custom_files(dir: &Path) -> std::io::Result<usize> {
-    Ok(load::rule_files(&[dir.to_path_buf()])?.len())
+    Ok(rule_files(&[dir.to_path_buf()])?.len())
 }
 
 /// Stage B names the rules stage A reports through the catalogue.

@@ -18,7 +18,7 @@ use std::sync::{Arc, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 use watchpost_proto::now_ns;
-use watchpost_rules::ioc::{FileStats, IocError, IocKind, IocSet};
+use watchpost_rules::{FileStats, IocError, IocKind, IocSet};
 
 /// What a folder looked like: (name, size, modification time) per file, sorted.
 type Fingerprint = Vec<(String, u64, Option<SystemTime>)>;

@@ -25,9 +25,9 @@ use watchpost_proto::InputId;
 use watchpost_proto::{EntityKind, Severity, canonicalize_into, entity_uuid};
 use watchpost_proto::{Role, bincode_config};
 use watchpost_proto::{U64Map, hash64, hash64_seeded};
+use watchpost_rules::Plan;
 use watchpost_rules::RuleSet;
-use watchpost_rules::correlation::Plan;
-use watchpost_rules::ioc::{IocId, IocKind, IocSet};
+use watchpost_rules::{IocId, IocKind, IocSet};
 use watchpost_store::{
     EncodedBlock, EntitySlot, EventView, FLAG_INVALID_UTF8, FLAG_MALFORMED, FLAG_TRUNCATED,
     NewEntity, Posting, PostingKind,
@@ -183,7 +183,7 @@ impl Normalizer {
         // characters at least, a URL more than `a://b`.
         view.attributes.iter().find_map(|(k, v)| {
             let v = text(v);
-            let hashes = hashes && v.len() >= 32 && watchpost_rules::ioc::names_a_hash(text(k));
+            let hashes = hashes && v.len() >= 32 && watchpost_rules::names_a_hash(text(k));
             let urls = urls && v.len() > 5;
             (hashes || urls).then(|| set.find_hash_or_url(v, hashes, urls))?
         })

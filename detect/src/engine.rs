@@ -30,8 +30,8 @@ use watchpost_proto::{RuleFires, event_id};
 use watchpost_proto::{U64Map, fmix64};
 use watchpost_rules::Level;
 use watchpost_rules::RuleEntry;
-use watchpost_rules::correlation::{Correlator, Fired, Hit, Kind as CorrelationKind};
-use watchpost_rules::ioc::{IocId, IocKind};
+use watchpost_rules::{CorrelationKind, Correlator, Fired, Hit};
+use watchpost_rules::{IocId, IocKind};
 
 /// How many events ahead [`Detector::process_all`] prefetches baselines: one per prefetch stage
 /// (slot, baseline, lists), each event's work giving the previous stage's loads time to land.
@@ -1019,7 +1019,7 @@ fn ioc_attack(kind: IocKind) -> Vec<AttackMapping> {
         IocKind::Md5 | IocKind::Sha1 | IocKind::Sha256 => ["attack.execution", "attack.t1204.002"],
         _ => ["attack.command-and-control", "attack.t1071"],
     };
-    watchpost_rules::attack::Attack::get().mappings(&tag.map(String::from))
+    watchpost_rules::Attack::get().mappings(&tag.map(String::from))
 }
 
 /// The entity a rule alert is about: the event's first scored entity (user, reporting host,

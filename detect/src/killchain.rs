@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, HashMap};
 use watchpost_proto::{Alert, AlertType, AttackMapping, MAX_CONTRIBUTING, Uuid};
 use watchpost_proto::{fmix64, hash64};
-use watchpost_rules::attack::Attack;
+use watchpost_rules::Attack;
 
 /// `detector` of kill-chain alerts.
 pub const DETECTOR: &str = "killchain";

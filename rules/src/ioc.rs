@@ -18,7 +18,7 @@
 //! false match.
 //!
 //! ```
-//! use watchpost_rules::ioc::{IocKind, IocSet};
+//! use watchpost_rules::{IocKind, IocSet};
 //!
 //! let mut set = IocSet::new();
 //! set.add("evil.com", None, "feed.txt", Some("phishing kit")).unwrap();

@@ -1,14 +1,11 @@
-//! The Sigma engine of Watchpost.
+//! The Sigma engine of Watchpost: rules checked against the Sigma specification (v2) with every
+//! error at its line and column ([`RuleError`]), compiled into a [`RuleSet`] that matches events
+//! in place without allocating; correlation rules compiled into a [`Plan`] a [`Correlator`]
+//! evaluates; the field and logsource [`Mapping`] (data files in `rules/mappings/`); the embedded
+//! MITRE ATT&CK catalogue ([`Attack`]); indicator sets ([`IocSet`]); reading rule files and
+//! folders ([`load_file`], [`rule_files`]); and the project's own rules ([`BUNDLED`]).
 //!
-//! - [`yaml`]: YAML into a tree that remembers line and column of every node;
-//! - [`rule`]: a rule checked against the Sigma specification (v2), values compiled with their
-//!   modifiers ([`pattern`]) and the condition parsed ([`condition`]), every error with its place;
-//! - [`mapping`]: which events a logsource covers and where a Sigma field is found (data files in
-//!   `rules/mappings/`);
-//! - [`engine`]: the compiled [`RuleSet`] that matches events without allocating;
-//! - [`load`]: reading rule files and folders;
-//! - [`bundled`]: the project's own rules, embedded;
-//! - [`attack`]: the embedded MITRE ATT&CK catalogue and the mapping of rule tags onto it.
+//! Modules are private; everything another crate may use is re-exported here, in one list.
 //!
 //! The bundled rules live as YAML under `rules/sigma/`, each with a `.tests.jsonl` of events it
 //! must and must not match.
@@ -53,24 +50,31 @@
 
 #![deny(missing_docs)]
 
-pub mod attack;
-pub mod bundled;
-pub mod condition;
-pub mod correlation;
-pub mod engine;
+mod attack;
+mod bundled;
+mod condition;
+mod correlation;
+mod engine;
 mod entry;
-pub mod error;
-pub mod ioc;
-pub mod load;
-pub mod mapping;
-pub mod pattern;
-pub mod rule;
-pub mod yaml;
+mod error;
+mod ioc;
+mod load;
+mod mapping;
+mod pattern;
+mod rule;
+mod yaml;
 
+pub use attack::{Attack, LICENSE as ATTACK_LICENSE, Tactic, Technique};
+pub use bundled::BUNDLED;
+pub use correlation::{Correlator, Fired, Hit, Kind as CorrelationKind, Plan};
 pub use engine::RuleSet;
 pub use entry::{Origin, RuleEntry};
-pub use error::{ErrorKind, RuleError};
-pub use mapping::Mapping;
-pub use rule::{Level, Rule, parse_rule};
+pub use error::{ErrorKind, Pos, RuleError};
+pub use ioc::{
+    FileStats, Format as IocFormat, IocError, IocId, IocKind, IocLoad, IocSet, names_a_hash,
+};
+pub use load::{Loaded, load_file, rule_files};
+pub use mapping::{Mapping, MappingError};
+pub use rule::{Body, Level, Logsource, Rule, parse_rule};
 /// Rules read events through this trait; defined with the shared types (see `watchpost_proto`).
 pub use watchpost_proto::{EventFields, PlainEvent};

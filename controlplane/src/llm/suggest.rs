@@ -20,7 +20,7 @@ use std::fmt::Write;
 use watchpost_dataplane::catalog::Catalog;
 use watchpost_proto::hash64;
 use watchpost_proto::{AlertType, AttackMapping, Event, Feedback, Verdict};
-use watchpost_rules::rule::{Body, Logsource};
+use watchpost_rules::{Body, Logsource};
 use watchpost_rules::{PlainEvent, parse_rule};
 use watchpost_store::{Store, StoreError};
 

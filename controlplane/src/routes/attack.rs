@@ -13,7 +13,7 @@ use axum::extract::{RawQuery, State};
 use serde::Serialize;
 use std::collections::HashMap;
 use watchpost_proto::now_ns;
-use watchpost_rules::attack::Attack;
+use watchpost_rules::Attack;
 
 /// Default window: 30 days.
 const DEFAULT_WINDOW_NS: i64 = 30 * 86_400_000_000_000;

@@ -21,8 +21,8 @@ use watchpost_dataplane::Error;
 use watchpost_dataplane::catalog::Catalog;
 use watchpost_proto::now_ns;
 use watchpost_proto::{AttackMapping, ListResponse};
+use watchpost_rules::Body as RuleBody;
 use watchpost_rules::RuleEntry;
-use watchpost_rules::rule::Body as RuleBody;
 
 /// Nanoseconds per hour.
 const HOUR_NS: i64 = 3_600_000_000_000;
@@ -223,7 +223,7 @@ pub async fn list(
     let tactic = match p.text("tactic", 128)? {
         None => None,
         Some(t) => Some(
-            watchpost_rules::attack::Attack::get()
+            watchpost_rules::Attack::get()
                 .tactic(&t)
                 .map(|x| x.id.clone())
                 .ok_or_else(|| {

@@ -1,0 +1,655 @@
+//! The API's routers: the route table of `/api/v1` ([`ROUTES`], the one list of the API, which
+//! the OpenAPI document is built from), the main listener's router and the probe listener's.
+
+use crate::error::ApiError;
+use crate::openapi::{self, Family, Param, Route};
+use crate::state::AppState;
+use crate::{browser, dashboard, host, metrics, query, ratelimit, routes};
+use axum::extract::DefaultBodyLimit;
+use axum::http::StatusCode;
+use axum::routing::{delete, get, patch, post};
+use axum::{Json, Router};
+use serde_json::Value;
+use std::sync::OnceLock;
+
+/// Every route of the API ([`ROUTES`]), each in its rate-limit family (see
+/// [`ratelimit`](crate::ratelimit)), plus `/metrics` and the dashboard ([`dashboard`](crate::dashboard)) at the root; only for the
+/// `Host` names of the listener at `dashboard_bind_address:dashboard_port` ([`host`](crate::host)).
+pub fn router(state: AppState) -> Router {
+    let c = &state.config;
+    let hosts = host_guard(&state, &c.dashboard_bind_address, c.dashboard_port);
+    use axum::middleware::from_fn_with_state;
+    let mut api = Router::new();
+    for r in ROUTES {
+        let mut handler = (r.handler)();
+        if r.query.is_empty() {
+            // Routes with parameters refuse unknown ones in their handler; these take none.
+            handler = handler.route_layer(axum::middleware::from_fn(no_query_parameters));
+        }
+        let handler = match r.family {
+            Family::None => handler,
+            Family::List => {
+                handler.route_layer(from_fn_with_state(state.limits.clone(), ratelimit::list))
+            }
+            Family::Detail => {
+                handler.route_layer(from_fn_with_state(state.limits.clone(), ratelimit::detail))
+            }
+            Family::Coverage => handler.route_layer(from_fn_with_state(
+                state.limits.clone(),
+                ratelimit::coverage,
+            )),
+        };
+        // Routes of one path with other methods merge into one method router.
+        api = api.route(r.path, handler);
+    }
+    let api = api
+        .route_layer(from_fn_with_state(
+            state.api_metrics.clone(),
+            metrics::track,
+        ))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed);
+    Router::new()
+        .nest("/api/v1", api)
+        .route("/metrics", get(routes::metrics::scrape))
+        .route("/", get(dashboard::index))
+        .route("/assets/{name}", get(dashboard::asset))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(
+            state.config.clone(),
+            browser::layer,
+        ))
+        // Bodies are bounded by the ingest handler itself (api_max_body_bytes) with our error shape.
+        .layer(DefaultBodyLimit::disable())
+        // Outermost: a request for another Host reaches nothing, not even CORS preflights.
+        .layer(axum::middleware::from_fn_with_state(hosts, host::layer))
+        .with_state(state)
+}
+
+/// The `Host` check of the listener at `bind_address:port` (a configured port: validation keeps
+/// it in 1-65535).
+fn host_guard(state: &AppState, bind_address: &str, port: u32) -> host::HostGuard {
+    let allowed = watchpost_proto::AllowedHosts::for_listener(
+        bind_address,
+        u16::try_from(port).unwrap_or(0),
+        &state.config.api_allowed_hosts,
+    );
+    host::HostGuard::new(allowed, state.api_metrics.clone())
+}
+
+/// Refuses any query parameter with the same 422 as a handler's own parsing.
+async fn no_query_parameters(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    match query::Params::parse(req.uri().query(), &[]) {
+        Ok(_) => next.run(req).await,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn not_found() -> ApiError {
+    ApiError::not_found("no such route")
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "method not allowed on this route",
+    )
+}
+
+/// The probe listener's routes (`health_bind_address:health_port`): health and metrics only, no
+/// rate limits (a probe must never be refused for asking often), no CORS (no browser calls it),
+/// and the `Host` check of its own address and port ([`host`](crate::host)).
+pub fn probe_router(state: AppState) -> Router {
+    let c = &state.config;
+    let hosts = host_guard(&state, &c.health_bind_address, c.health_port);
+    Router::new()
+        .route("/health", get(routes::system::health))
+        .route("/api/v1/health", get(routes::system::health))
+        .route("/metrics", get(routes::metrics::scrape))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(hosts, host::layer))
+        .with_state(state)
+}
+
+const fn p(
+    name: &'static str,
+    kind: &'static str,
+    description: &'static str,
+    example: &'static str,
+) -> Param {
+    Param {
+        name,
+        kind,
+        description,
+        example,
+    }
+}
+
+const PAGE: Param = p("page", "integer", "1-based page (at most 1,000,000)", "1");
+const LIMIT: Param = p(
+    "limit",
+    "integer",
+    "Items per page: default 50, at most 1,000",
+    "10",
+);
+const SINCE: Param = p(
+    "since",
+    "string",
+    "ISO-8601 (RFC 3339) lower bound, inclusive; 422 when malformed",
+    "2026-01-01T00:00:00Z",
+);
+const UNTIL: Param = p(
+    "until",
+    "string",
+    "ISO-8601 upper bound, exclusive; 422 when malformed or not after `since`",
+    "2026-01-02T00:00:00Z",
+);
+const SEVERITY: Param = p(
+    "severity",
+    "string",
+    "Least severity: 0-5 or a name (`info`, `low`, `medium`, `high`, `critical`)",
+    "2",
+);
+const ENTITY: Param = p(
+    "entity",
+    "string",
+    "An entity UUID, or a value (IP address, user, host or domain name)",
+    "alice",
+);
+const TACTIC: Param = p(
+    "tactic",
+    "string",
+    "ATT&CK tactic name or id, case-insensitive",
+    "TA0001",
+);
+const TECHNIQUE: Param = p(
+    "technique",
+    "string",
+    "ATT&CK technique id prefix (`T1078` matches `T1078.003`)",
+    "T1078",
+);
+const RANGE: Param = p("range", "string", "`1h`, `6h`, `24h` or `7d`", "7d");
+
+/// Every route of `/api/v1`.
+pub static ROUTES: &[Route] = &[
+    Route {
+        method: "GET",
+        path: "/health",
+        family: Family::None,
+        summary: "Health of every component; 503 when one is degraded",
+        query: &[],
+        body: None,
+        ok: &[(200, "Health")],
+        errors: &[503],
+        handler: || get(crate::routes::system::health),
+    },
+    Route {
+        method: "GET",
+        path: "/stats",
+        family: Family::None,
+        summary: "Pipeline counters and live rates",
+        query: &[],
+        body: None,
+        ok: &[(200, "Stats")],
+        errors: &[],
+        handler: || get(crate::routes::system::stats),
+    },
+    Route {
+        method: "GET",
+        path: "/config",
+        family: Family::None,
+        summary: "The running configuration, credentials masked",
+        query: &[],
+        body: None,
+        ok: &[(200, "Config")],
+        errors: &[],
+        handler: || get(crate::routes::system::config),
+    },
+    Route {
+        method: "GET",
+        path: "/openapi.json",
+        family: Family::None,
+        summary: "This document",
+        query: &[],
+        body: None,
+        ok: &[(200, "OpenApi")],
+        errors: &[],
+        handler: || get(serve_openapi),
+    },
+    Route {
+        method: "GET",
+        path: "/events",
+        family: Family::List,
+        summary: "Stored events, newest received first, filtered",
+        query: &[
+            SINCE,
+            UNTIL,
+            p("source", "string", "Exact source (`sshd`)", "sshd"),
+            SEVERITY,
+            p(
+                "template_id",
+                "string",
+                "Template id, 16 hex digits",
+                "00000000000000ff",
+            ),
+            ENTITY,
+            p(
+                "q",
+                "string",
+                "1-256 characters: case-insensitive substring of message, source, host or any attribute",
+                "failed",
+            ),
+            PAGE,
+            LIMIT,
+        ],
+        body: None,
+        ok: &[(200, "EventList")],
+        errors: &[422],
+        handler: || get(crate::routes::events::list),
+    },
+    Route {
+        method: "POST",
+        path: "/ingest",
+        family: Family::None,
+        summary: "Ingest a JSON array of objects or JSON lines",
+        query: &[],
+        body: Some("IngestBody"),
+        ok: &[(202, "IngestResult")],
+        errors: &[400, 413, 503],
+        handler: || post(crate::routes::ingest::ingest),
+    },
+    Route {
+        method: "GET",
+        path: "/alerts",
+        family: Family::List,
+        summary: "Alerts, newest first, filtered",
+        query: &[
+            SINCE,
+            UNTIL,
+            p(
+                "type",
+                "string",
+                "`ml`, `sigma`, `correlation`, `ueba` or `ioc`",
+                "ueba",
+            ),
+            SEVERITY,
+            ENTITY,
+            TACTIC,
+            TECHNIQUE,
+            p(
+                "status",
+                "string",
+                "Triage status, one or several comma-separated: `open`, `acknowledged`, `closed`",
+                "open,acknowledged",
+            ),
+            p("assignee", "string", "Exact assignee", "alice"),
+            PAGE,
+            LIMIT,
+        ],
+        body: None,
+        ok: &[(200, "AlertList")],
+        errors: &[422],
+        handler: || get(crate::routes::alerts::list),
+    },
+    Route {
+        method: "GET",
+        path: "/alerts/{alert_id}",
+        family: Family::Detail,
+        summary: "One alert with its contributing events and feedback",
+        query: &[],
+        body: None,
+        ok: &[(200, "AlertDetail")],
+        errors: &[404],
+        handler: || get(crate::routes::alerts::get),
+    },
+    Route {
+        method: "PATCH",
+        path: "/alerts/{alert_id}",
+        family: Family::Detail,
+        summary: "Triage: status, close reason, assignee, note",
+        query: &[],
+        body: Some("TriageBody"),
+        ok: &[(200, "Alert")],
+        errors: &[404, 413, 422],
+        handler: || patch(crate::routes::alerts::patch),
+    },
+    Route {
+        method: "POST",
+        path: "/alerts/{alert_id}/feedback",
+        family: Family::Detail,
+        summary: "A tp/fp verdict; moves the threshold that raised the alert",
+        query: &[],
+        body: Some("FeedbackBody"),
+        ok: &[(204, "")],
+        errors: &[404, 413, 422],
+        handler: || post(crate::routes::alerts::post_feedback),
+    },
+    Route {
+        method: "GET",
+        path: "/alerts/{alert_id}/feedback",
+        family: Family::List,
+        summary: "Feedback on one alert, newest first",
+        query: &[PAGE, LIMIT],
+        body: None,
+        ok: &[(200, "FeedbackList")],
+        errors: &[404, 422],
+        handler: || get(crate::routes::alerts::get_feedback),
+    },
+    Route {
+        method: "POST",
+        path: "/alerts/{alert_id}/explain",
+        family: Family::Detail,
+        summary: "The alert explained in Markdown by the LLM: the cached explanation while it lives, else a new one",
+        query: &[],
+        body: Some("RefreshBody"),
+        ok: &[(200, "Explanation")],
+        errors: &[404, 413, 422, 502, 503],
+        handler: || post(crate::routes::llm::explain),
+    },
+    Route {
+        method: "GET",
+        path: "/alerts/{alert_id}/explanation",
+        family: Family::Detail,
+        summary: "The cached explanation only; never calls the LLM",
+        query: &[],
+        body: None,
+        ok: &[(200, "Explanation")],
+        errors: &[404, 503],
+        handler: || get(crate::routes::llm::explanation),
+    },
+    Route {
+        method: "GET",
+        path: "/entities/search",
+        family: Family::List,
+        summary: "Entities by UUID or name, best match first",
+        query: &[
+            p(
+                "q",
+                "string",
+                "Required, 1-256 characters: a UUID or part of a canonical name",
+                "alice",
+            ),
+            PAGE,
+            LIMIT,
+        ],
+        body: None,
+        ok: &[(200, "EntityList")],
+        errors: &[422],
+        handler: || get(crate::routes::entities::search),
+    },
+    Route {
+        method: "GET",
+        path: "/entities/{entity_uuid}/timeline",
+        family: Family::Detail,
+        summary: "An entity's events across sources, with the entities seen alongside",
+        query: &[
+            p(
+                "start_ns",
+                "integer",
+                "Earliest event time, ns",
+                "1767225600000000000",
+            ),
+            p(
+                "end_ns",
+                "integer",
+                "Latest event time (exclusive), ns; after `start_ns`",
+                "1767312000000000000",
+            ),
+            p("source_type", "string", "Exact source", "sshd"),
+            p(
+                "severity_min",
+                "string",
+                "Least severity: 0-5 or a name",
+                "1",
+            ),
+            p(
+                "limit",
+                "integer",
+                "Events: default 100, at most 10,000",
+                "10",
+            ),
+        ],
+        body: None,
+        ok: &[(200, "EntityTimeline")],
+        errors: &[404, 422],
+        handler: || get(crate::routes::entities::timeline),
+    },
+    Route {
+        method: "GET",
+        path: "/entities/{entity_uuid}/risk-history",
+        family: Family::Detail,
+        summary: "Highest UEBA score per hour",
+        query: &[RANGE],
+        body: None,
+        ok: &[(200, "RiskHistory")],
+        errors: &[404, 422],
+        handler: || get(crate::routes::entities::risk_history),
+    },
+    Route {
+        method: "GET",
+        path: "/entities/{entity_uuid}/baseline",
+        family: Family::Detail,
+        summary: "The entity's UEBA baseline; 404 with status warming_up inside the warmup",
+        query: &[],
+        body: None,
+        ok: &[(200, "Baseline")],
+        errors: &[404, 503],
+        handler: || get(crate::routes::entities::baseline),
+    },
+    Route {
+        method: "GET",
+        path: "/anomaly/timeline",
+        family: Family::List,
+        summary: "Ensemble scores, alarms and alerts per time bucket",
+        query: &[
+            p(
+                "range",
+                "string",
+                "`1h`, `6h`, `24h` or `7d`; default `24h`",
+                "24h",
+            ),
+            p(
+                "resolution",
+                "string",
+                "`1m`, `5m`, `15m` or `1h`; at most 2,016 buckets",
+                "1h",
+            ),
+            p("source", "string", "Exact source", "sshd"),
+        ],
+        body: None,
+        ok: &[(200, "AnomalyTimeline")],
+        errors: &[422],
+        handler: || get(crate::routes::anomaly::timeline),
+    },
+    Route {
+        method: "POST",
+        path: "/hunt",
+        family: Family::Detail,
+        summary: "Natural-language hunt: a question naming an entity is that entity's events (no LLM); any other is translated by the LLM into an event query that runs against the store",
+        query: &[],
+        body: Some("HuntBody"),
+        ok: &[(200, "HuntAnswer")],
+        errors: &[400, 413, 502, 503],
+        handler: || post(crate::routes::llm::hunt),
+    },
+    Route {
+        method: "GET",
+        path: "/sigma/rule-suggestions",
+        family: Family::List,
+        summary: "Patterns of confirmed alerts eligible for an LLM Sigma draft, most confirmed first",
+        query: &[PAGE, LIMIT],
+        body: None,
+        ok: &[(200, "RulePatternList")],
+        errors: &[422],
+        handler: || get(crate::routes::llm::suggestions),
+    },
+    Route {
+        method: "POST",
+        path: "/sigma/rule-suggestions/{pattern_key}",
+        family: Family::Detail,
+        summary: "A validated Sigma draft for an eligible pattern, with its evidence: the cached draft while it lives, else a new one",
+        query: &[],
+        body: Some("RefreshBody"),
+        ok: &[(200, "RuleSuggestion")],
+        errors: &[404, 413, 422, 502, 503],
+        handler: || post(crate::routes::llm::draft),
+    },
+    Route {
+        method: "DELETE",
+        path: "/sigma/rule-suggestions/{pattern_key}",
+        family: Family::Detail,
+        summary: "Drop a pattern's cached draft",
+        query: &[],
+        body: None,
+        ok: &[(204, "")],
+        errors: &[404],
+        handler: || delete(crate::routes::llm::forget),
+    },
+    Route {
+        method: "GET",
+        path: "/sigma/rules",
+        family: Family::List,
+        summary: "Loaded Sigma rules in catalogue order, filtered",
+        query: &[
+            p("enabled", "boolean", "`true` or `false`", "true"),
+            p(
+                "level",
+                "string",
+                "`informational`, `low`, `medium`, `high`, `critical`",
+                "high",
+            ),
+            p(
+                "tactic",
+                "string",
+                "ATT&CK tactic by id, name or shortname",
+                "credential-access",
+            ),
+            TECHNIQUE,
+            p(
+                "source",
+                "string",
+                "`bundled`, `directory` or `custom`",
+                "bundled",
+            ),
+            p(
+                "kind",
+                "string",
+                "`detection` or `correlation`",
+                "detection",
+            ),
+            p(
+                "q",
+                "string",
+                "Case-insensitive substring of id, title, description or a tag",
+                "ssh",
+            ),
+            PAGE,
+            LIMIT,
+        ],
+        body: None,
+        ok: &[(200, "SigmaRuleList")],
+        errors: &[422, 503],
+        handler: || get(crate::routes::sigma::list),
+    },
+    Route {
+        method: "POST",
+        path: "/sigma/rules",
+        family: Family::Detail,
+        summary: "Upload a custom Sigma rule (or validate and test it with dry_run)",
+        query: &[],
+        body: Some("SigmaUpload"),
+        ok: &[(201, "SigmaRuleDetail"), (200, "SigmaDryRun")],
+        errors: &[409, 413, 422, 503, 507],
+        handler: || post(crate::routes::sigma::post),
+    },
+    Route {
+        method: "GET",
+        path: "/sigma/rules/{rule_id}",
+        family: Family::Detail,
+        summary: "One rule with its YAML",
+        query: &[],
+        body: None,
+        ok: &[(200, "SigmaRuleDetail")],
+        errors: &[404, 503],
+        handler: || get(crate::routes::sigma::get),
+    },
+    Route {
+        method: "PATCH",
+        path: "/sigma/rules/{rule_id}",
+        family: Family::Detail,
+        summary: "Enable or disable a rule",
+        query: &[],
+        body: Some("SigmaToggle"),
+        ok: &[(200, "SigmaRule")],
+        errors: &[404, 413, 422, 503],
+        handler: || patch(crate::routes::sigma::patch),
+    },
+    Route {
+        method: "GET",
+        path: "/sigma/rules/{rule_id}/timeline",
+        family: Family::Detail,
+        summary: "A rule's matches per hour over the last 24 hours",
+        query: &[],
+        body: None,
+        ok: &[(200, "RuleTimeline")],
+        errors: &[404, 503],
+        handler: || get(crate::routes::sigma::timeline),
+    },
+    Route {
+        method: "GET",
+        path: "/attack/coverage",
+        family: Family::Coverage,
+        summary: "The ATT&CK matrix with rule coverage and fires",
+        query: &[SINCE, UNTIL],
+        body: None,
+        ok: &[(200, "Coverage")],
+        errors: &[422, 503],
+        handler: || get(crate::routes::attack::coverage),
+    },
+    Route {
+        method: "GET",
+        path: "/ioc",
+        family: Family::Detail,
+        summary: "The indicator feed's status",
+        query: &[],
+        body: None,
+        ok: &[(200, "IocStatus")],
+        errors: &[503],
+        handler: || get(crate::routes::ioc::status),
+    },
+    Route {
+        method: "POST",
+        path: "/ioc/reload",
+        family: Family::Detail,
+        summary: "Reload the indicator folder now",
+        query: &[],
+        body: None,
+        ok: &[(200, "IocStatus")],
+        errors: &[503],
+        handler: || post(crate::routes::ioc::reload),
+    },
+    Route {
+        method: "GET",
+        path: "/ws",
+        family: Family::None,
+        summary: "The WebSocket stream (frames in docs/websocket.md)",
+        query: &[],
+        body: None,
+        ok: &[(101, "")],
+        errors: &[400, 403, 426, 503],
+        handler: || get(crate::ws::upgrade),
+    },
+];
+
+/// `GET /api/v1/openapi.json`, built once.
+async fn serve_openapi() -> Json<&'static Value> {
+    static DOC: OnceLock<Value> = OnceLock::new();
+    Json(DOC.get_or_init(|| openapi::document(ROUTES)))
+}
