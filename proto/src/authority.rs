@@ -11,6 +11,7 @@
 //! Matching is exact: names compare without regard to case, addresses by value (`[::1]` and
 //! `[0:0::1]` are one address), and a name with no port in `Host` means port 80, as in HTTP.
 
+use crate::ParseError;
 use std::fmt;
 use std::net::IpAddr;
 
@@ -38,8 +39,13 @@ const MAX_NAME_LEN: usize = 253;
 impl Authority {
     /// Parses `name`, `name:port`, `1.2.3.4[:port]` or `[v6][:port]`. Refuses anything else:
     /// user information, paths, empty or over-long names, characters a DNS name cannot hold.
-    pub fn parse(text: &str) -> Result<Authority, String> {
-        let bad = |why: &str| Err(format!("`{text}` is not a host[:port] ({why})"));
+    pub fn parse(text: &str) -> Result<Authority, ParseError> {
+        let bad = |reason: &'static str| {
+            Err(ParseError::Authority {
+                text: text.to_string(),
+                reason,
+            })
+        };
         let (host, port) = if let Some(rest) = text.strip_prefix('[') {
             let Some((inside, after)) = rest.split_once(']') else {
                 return bad("`[` without `]`");

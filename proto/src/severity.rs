@@ -4,6 +4,7 @@
 //! one integer to filter and sort on. The scale (0 debug .. 5 critical) and every mapping onto it are
 //! documented in `docs/event.md`.
 
+use crate::ParseError;
 use serde::{Deserialize, Serialize};
 
 /// Event and alert severity, 0 (debug) to 5 (critical).
@@ -103,12 +104,12 @@ impl From<Severity> for u8 {
 }
 
 impl TryFrom<u8> for Severity {
-    type Error = String;
-    fn try_from(v: u8) -> Result<Severity, String> {
+    type Error = ParseError;
+    fn try_from(number: u8) -> Result<Severity, ParseError> {
         Severity::ALL
-            .get(v as usize)
+            .get(number as usize)
             .copied()
-            .ok_or_else(|| format!("severity must be 0 to 5, got {v}"))
+            .ok_or(ParseError::Severity(number))
     }
 }
 

@@ -1,6 +1,7 @@
 //! The address of the shared rate-limit store (`api_rate_limit_store_url`), parsed once at start
 //! so that a bad URL is a configuration error with a message, not a failure on the first request.
 
+use crate::ParseError;
 use std::path::PathBuf;
 
 /// Where the store listens.
@@ -28,7 +29,11 @@ pub struct StoreUrl {
 impl StoreUrl {
     /// Parses the store URL. `rediss://` (TLS) is refused with a message: put the store on a
     /// private network or a Unix socket, or terminate TLS in a local tunnel.
-    pub fn parse(url: &str) -> Result<StoreUrl, String> {
+    pub fn parse(url: &str) -> Result<StoreUrl, ParseError> {
+        Self::parse_text(url).map_err(ParseError::StoreUrl)
+    }
+
+    fn parse_text(url: &str) -> Result<StoreUrl, String> {
         if url.starts_with("rediss://") {
             return Err(
                 "rediss:// (TLS) is not supported: use redis:// on a private network, \
@@ -111,7 +116,12 @@ mod tests {
             (t.address, t.db),
             (StoreAddress::Unix("/run/redis.sock".into()), 3)
         );
-        assert!(StoreUrl::parse("rediss://h").unwrap_err().contains("TLS"));
+        assert!(
+            StoreUrl::parse("rediss://h")
+                .unwrap_err()
+                .to_string()
+                .contains("TLS")
+        );
         assert!(StoreUrl::parse("redis://h/x").is_err());
         assert!(StoreUrl::parse("redis://").is_err());
     }

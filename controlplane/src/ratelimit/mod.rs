@@ -30,7 +30,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Instant;
 use store::SharedStore;
-use watchpost_proto::RateLimit;
+use watchpost_proto::config::{ConfigError, ConfigProblem};
+use watchpost_proto::{ParseError, RateLimit};
 
 /// Who a request is counted against: an address, or `None` when unknown.
 pub type Client = Option<IpAddr>;
@@ -95,14 +96,21 @@ pub struct RateLimits {
 }
 
 impl RateLimits {
-    /// From the configuration (validated at start); an unusable store URL is an error.
-    pub fn from_config(config: &watchpost_proto::Config) -> Result<RateLimits, String> {
-        let rate = |key: &str, s: &str| RateLimit::parse(s).map_err(|e| format!("{key}: {e}"));
+    /// From the configuration (validated at start); an unusable value is a configuration
+    /// problem naming its key.
+    pub fn from_config(config: &watchpost_proto::Config) -> Result<RateLimits, ConfigError> {
+        let problem = |key: &str, error: ParseError| ConfigError {
+            problems: vec![ConfigProblem {
+                key: key.to_string(),
+                problem: error.to_string(),
+            }],
+        };
+        let rate = |key: &str, text: &str| RateLimit::parse(text).map_err(|e| problem(key, e));
         let store = if config.api_rate_limit_store_url.is_empty() {
             None
         } else {
             let url = watchpost_proto::store_url::StoreUrl::parse(&config.api_rate_limit_store_url)
-                .map_err(|e| format!("api_rate_limit_store_url: {e}"))?;
+                .map_err(|e| problem("api_rate_limit_store_url", e))?;
             Some(SharedStore::new(url))
         };
         Ok(RateLimits {

@@ -1,5 +1,7 @@
 //! `N/unit` rate limits of the API's route families.
 
+use crate::ParseError;
+
 /// A parsed `N/unit` rate limit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RateLimit {
@@ -11,7 +13,11 @@ pub struct RateLimit {
 
 impl RateLimit {
     /// Parses `60/minute`, `5/second`, `1000/hour` (also `text`, `m`, `h`, `min`, `sec`).
-    pub fn parse(text: &str) -> Result<RateLimit, String> {
+    pub fn parse(text: &str) -> Result<RateLimit, ParseError> {
+        Self::parse_text(text).map_err(ParseError::RateLimit)
+    }
+
+    fn parse_text(text: &str) -> Result<RateLimit, String> {
         let (n, unit) = text
             .split_once('/')
             .ok_or_else(|| format!("`{text}` is not of the form N/second, N/minute or N/hour"))?;

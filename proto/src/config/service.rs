@@ -29,7 +29,7 @@ pub(super) fn check(config: &Config, p: &mut Problems) {
     }
     for (i, h) in config.api_allowed_hosts.iter().enumerate() {
         if let Err(e) = crate::Authority::parse(h) {
-            p.add(&format!("api_allowed_hosts[{i}]"), e);
+            p.add(&format!("api_allowed_hosts[{i}]"), e.to_string());
         }
     }
     let url = &config.api_rate_limit_store_url;
@@ -37,7 +37,7 @@ pub(super) fn check(config: &Config, p: &mut Problems) {
         && !url.starts_with("env:")
         && let Err(e) = crate::store_url::StoreUrl::parse(url)
     {
-        p.add("api_rate_limit_store_url", e);
+        p.add("api_rate_limit_store_url", e.to_string());
     }
     for (key, v) in [
         ("api_list_rate_limit", &config.api_list_rate_limit),
@@ -45,7 +45,7 @@ pub(super) fn check(config: &Config, p: &mut Problems) {
         ("api_coverage_rate_limit", &config.api_coverage_rate_limit),
     ] {
         if let Err(e) = RateLimit::parse(v) {
-            p.add(key, e);
+            p.add(key, e.to_string());
         }
     }
     p.range_u64(
