@@ -405,7 +405,7 @@ fn rules_test(cfg: &Config, rule_paths: &[PathBuf], events: &PathBuf) -> ExitCod
         rules,
         &watchpost_rules::Mapping::bundled(),
     ));
-    let mut matcher = match watchpost_dataplane::sigma::LineMatcher::new(set.clone(), cfg) {
+    let mut matcher = match watchpost_dataplane::LineMatcher::new(set.clone(), cfg) {
         Ok(m) => m,
         Err(e) => {
             eprintln!("{e}");
@@ -427,7 +427,7 @@ fn rules_test(cfg: &Config, rule_paths: &[PathBuf], events: &PathBuf) -> ExitCod
     // Lines longer than `dataplane.max_line_bytes` are cut as live ingestion cuts them.
     let max = cfg.dataplane.max_line_bytes as usize;
     loop {
-        match watchpost_dataplane::analyze::read_line(&mut reader, &mut line, max) {
+        match watchpost_dataplane::read_line(&mut reader, &mut line, max) {
             Ok((0, _)) => break,
             Ok(_) => n += 1,
             Err(e) => {
@@ -627,8 +627,8 @@ impl ShutdownSignals {
 }
 
 fn analyze(cfg: &Config, files: &[PathBuf]) -> ExitCode {
-    use watchpost_dataplane::analyze;
-    let (alerts, summary) = match analyze::analyze(cfg, files) {
+    use watchpost_dataplane::{analyze, write_alerts};
+    let (alerts, summary) = match analyze(cfg, files) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("{e}");
@@ -636,7 +636,7 @@ fn analyze(cfg: &Config, files: &[PathBuf]) -> ExitCode {
         }
     };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    if analyze::write_alerts(&mut out, files, &alerts).is_err() || out.flush().is_err() {
+    if write_alerts(&mut out, files, &alerts).is_err() || out.flush().is_err() {
         return ExitCode::from(1);
     }
     eprintln!("{}", serde_json::to_string(&summary).unwrap_or_default());
@@ -644,7 +644,7 @@ fn analyze(cfg: &Config, files: &[PathBuf]) -> ExitCode {
 }
 
 fn mine(cfg: &Config, file: &std::path::Path, syslog: bool) -> ExitCode {
-    use watchpost_dataplane::template::{MinerConfig, TemplateMiner};
+    use watchpost_dataplane::{MinerConfig, TemplateMiner};
     let mcfg = MinerConfig::from_config(&cfg.templates);
     let mut miner = match TemplateMiner::new(&mcfg) {
         Ok(m) => m,
@@ -671,7 +671,7 @@ fn mine(cfg: &Config, file: &std::path::Path, syslog: bool) -> ExitCode {
         let text = String::from_utf8_lossy(&line);
         let text = text.trim_end_matches('\r');
         let msg = if syslog {
-            let rec = watchpost_dataplane::parse::syslog::parse_syslog(text.as_bytes(), now);
+            let rec = watchpost_dataplane::parse_syslog(text.as_bytes(), now);
             text.get(rec.msg).unwrap_or(text)
         } else {
             text

@@ -3,9 +3,9 @@
 use crate::Traffic;
 use std::path::PathBuf;
 use std::sync::Arc;
-use watchpost_dataplane::batch::{Format, LineMeta};
-use watchpost_dataplane::normalize::{Normalizer, Tally};
-use watchpost_dataplane::template::{MinerConfig, TemplateMiner};
+use watchpost_dataplane::{Format, LineMeta};
+use watchpost_dataplane::{MinerConfig, TemplateMiner};
+use watchpost_dataplane::{Normalizer, Tally};
 use watchpost_proto::InputId;
 use watchpost_rules::Body;
 use watchpost_rules::{BUNDLED, PlainEvent, Rule, parse_rule};

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
-use watchpost_dataplane::stats::Histogram;
+use watchpost_dataplane::Histogram;
 
 /// Requests and latencies of one route and method.
 #[derive(Default)]

@@ -3,10 +3,10 @@
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use watchpost_dataplane::catalog::Catalog;
-use watchpost_dataplane::input::HttpIngest;
-use watchpost_dataplane::stage::DetectHandle;
-use watchpost_dataplane::stats::Stats;
+use watchpost_dataplane::Catalog;
+use watchpost_dataplane::DetectHandle;
+use watchpost_dataplane::HttpIngest;
+use watchpost_dataplane::Stats;
 use watchpost_proto::Config;
 use watchpost_store::Store;
 
@@ -26,7 +26,7 @@ pub struct AppState {
     /// The live Sigma catalogue; `None` without a running pipeline.
     pub catalog: Option<Arc<Catalog>>,
     /// The live indicator feed; `None` without a running pipeline.
-    pub iocs: Option<Arc<watchpost_dataplane::ioc::IocFeed>>,
+    pub iocs: Option<Arc<watchpost_dataplane::IocFeed>>,
     /// Rates over the last seconds.
     pub rates: Arc<RateSampler>,
     /// Per-client rate limits of the API.

@@ -6,7 +6,6 @@
 //! bounded by the pool size, which the ring capacities bound.
 
 use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
-use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use watchpost_proto::InputId;
@@ -111,12 +110,6 @@ impl RawBatch {
     pub fn line(&self, index: usize) -> &[u8] {
         let m = &self.lines[index];
         &self.bytes[m.start as usize..(m.start + m.len) as usize]
-    }
-
-    /// Byte range of line `index`.
-    pub fn range(&self, index: usize) -> Range<usize> {
-        let m = &self.lines[index];
-        m.start as usize..(m.start + m.len) as usize
     }
 }
 

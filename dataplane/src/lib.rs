@@ -9,11 +9,14 @@
 //!
 //! Batches, not events, cross threads; every buffer is pooled; each worker owns its state. So the
 //! steady state allocates nothing and takes no lock per event, and the control plane reads only
-//! atomics ([`stats`]) and the store ([`watchpost_store::Store`]), never the workers' state.
+//! atomics ([`Stats`]) and the store ([`watchpost_store::Store`]), never the workers' state.
 //!
 //! This crate is the runtime: threads, rings, sockets, files and the live content. What it runs
 //! lives below it: the detection mathematics in `watchpost_detect` (no I/O), the RocksDB schema
 //! and queries in `watchpost_store`, the rules in `watchpost_rules`.
+//!
+//! Modules are private; what the control plane, the binary and the benches use is re-exported
+//! here, in one list.
 //!
 //! ```no_run
 //! let config = watchpost_proto::Config::default();
@@ -23,23 +26,38 @@
 //! ```
 #![deny(missing_docs)]
 
-pub mod analyze;
-pub mod batch;
-pub mod catalog;
+mod analyze;
+mod batch;
+mod catalog;
 mod error;
-pub mod input;
-pub mod ioc;
-pub mod live;
-pub mod normalize;
-pub mod parse;
-pub mod pipeline;
-pub mod ring;
-pub mod sigma;
-pub mod stage;
-pub mod stats;
-pub mod template;
-pub mod worker;
-pub mod writer;
+mod input;
+mod ioc;
+mod live;
+mod normalize;
+mod parse;
+mod pipeline;
+mod ring;
+mod sigma;
+mod stage;
+mod stats;
+mod template;
+mod worker;
+mod writer;
 
+pub use analyze::{Summary, analyze, event_line, read_line, write_alerts};
+pub use batch::{Format, LineMeta};
+pub use catalog::Catalog;
 pub use error::Error;
+pub use input::{HttpIngest, IngestReceipt};
+pub use ioc::{IocFeed, IocStatus};
+pub use live::{AlertChange, LiveAlerts};
+pub use normalize::{Normalizer, Tally};
+pub use parse::syslog::parse_syslog;
+pub use parse::time::{Rfc3339, parse_rfc3339};
 pub use pipeline::Pipeline;
+pub use sigma::LineMatcher;
+pub use stage::DetectHandle;
+pub use stats::{
+    Histogram, InputSnapshot, LATENCY_BOUNDS_S, STALE_THREAD_NS, Stats, StatsSnapshot, ThreadState,
+};
+pub use template::{Change, MinerConfig, TemplateId, TemplateMiner};

@@ -7,8 +7,7 @@
 //! reading, so senders slow down instead of data being lost. The producer/consumer split is
 //! enforced by the types: [`Producer`] and [`Consumer`] are not `Clone`.
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError, TrySendError, bounded};
-use std::time::Duration;
+use crossbeam_channel::{Receiver, Sender, TryRecvError, TrySendError, bounded};
 
 /// The sending end; exactly one per ring.
 pub struct Producer<T> {
@@ -44,13 +43,9 @@ impl<T> Producer<T> {
     }
 
     /// Items waiting in the ring.
+    #[cfg(test)]
     pub fn depth(&self) -> usize {
         self.tx.len()
-    }
-
-    /// Slots in the ring.
-    pub fn capacity(&self) -> usize {
-        self.tx.capacity().unwrap_or(0)
     }
 }
 
@@ -75,17 +70,14 @@ impl<T> Consumer<T> {
     }
 
     /// Waits up to `timeout` for an item.
-    pub fn pop_timeout(&self, timeout: Duration) -> Pop<T> {
+    #[cfg(test)]
+    pub fn pop_timeout(&self, timeout: std::time::Duration) -> Pop<T> {
+        use crossbeam_channel::RecvTimeoutError;
         match self.rx.recv_timeout(timeout) {
             Ok(v) => Pop::Item(v),
             Err(RecvTimeoutError::Timeout) => Pop::Empty,
             Err(RecvTimeoutError::Disconnected) => Pop::Closed,
         }
-    }
-
-    /// Items waiting in the ring.
-    pub fn depth(&self) -> usize {
-        self.rx.len()
     }
 
     /// The channel, for `crossbeam_channel::Select` over several rings.
@@ -97,6 +89,7 @@ impl<T> Consumer<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn full_ring_refuses_without_waiting_and_closes_when_producer_drops() {

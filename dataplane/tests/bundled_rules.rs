@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use watchpost_dataplane::sigma::LineMatcher;
+use watchpost_dataplane::LineMatcher;
 use watchpost_rules::Body;
 use watchpost_rules::{Mapping, RuleSet};
 use watchpost_rules::{load_file, rule_files};
@@ -71,7 +71,7 @@ fn correlation_cases(
             .collect();
         let file = dir.path().join(format!("case{n}.log"));
         std::fs::write(&file, lines.join("\n") + "\n").unwrap();
-        let (alerts, _) = watchpost_dataplane::analyze::analyze(cfg, &[file]).unwrap();
+        let (alerts, _) = watchpost_dataplane::analyze(cfg, &[file]).unwrap();
         let got = alerts
             .iter()
             .any(|a| a.alert_type == watchpost_proto::AlertType::Correlation && a.detector == id);

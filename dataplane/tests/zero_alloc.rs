@@ -15,9 +15,9 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use watchpost_dataplane::Pipeline;
-use watchpost_dataplane::batch::{Format, LineMeta};
-use watchpost_dataplane::normalize::{Normalizer, Tally};
-use watchpost_dataplane::template::{Change, MinerConfig, TemplateMiner};
+use watchpost_dataplane::{Change, MinerConfig, TemplateMiner};
+use watchpost_dataplane::{Format, LineMeta};
+use watchpost_dataplane::{Normalizer, Tally};
 use watchpost_proto::InputId;
 use watchpost_store::EncodedBlock;
 

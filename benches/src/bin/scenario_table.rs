@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
 use watchpost_benches::scenario::{Attack, generate};
-use watchpost_dataplane::analyze::{analyze, event_line};
+use watchpost_dataplane::{analyze, event_line};
 use watchpost_proto::{Alert, Config};
 
 #[global_allocator]
@@ -49,7 +49,7 @@ fn main() {
     let (alerts, summary) = analyze(&cfg, &files).expect("analyze");
     {
         let mut f = std::fs::File::create(out.join("alerts.jsonl")).expect("create alerts");
-        watchpost_dataplane::analyze::write_alerts(&mut f, &files, &alerts).expect("write");
+        watchpost_dataplane::write_alerts(&mut f, &files, &alerts).expect("write");
     }
 
     let line_of = |a: &Alert| -> Vec<u64> {

@@ -285,7 +285,7 @@ pub fn parse_translation(text: &str, now_ns: i64) -> Result<HuntQuery, String> {
     let time = |key: &str| -> Result<Option<i64>, String> {
         match string(key)? {
             None => Ok(None),
-            Some(s) => watchpost_dataplane::parse::time::parse_rfc3339(s.as_bytes())
+            Some(s) => watchpost_dataplane::parse_rfc3339(s.as_bytes())
                 .map(Some)
                 .ok_or_else(|| format!("`{key}` is not an RFC 3339 time: {s}")),
         }

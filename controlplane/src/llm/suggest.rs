@@ -17,7 +17,7 @@ use super::prompt::{fence_safe, rfc3339};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::fmt::Write;
-use watchpost_dataplane::catalog::Catalog;
+use watchpost_dataplane::Catalog;
 use watchpost_proto::hash64;
 use watchpost_proto::{AlertType, AttackMapping, Event, Feedback, Verdict};
 use watchpost_rules::{Body, Logsource};

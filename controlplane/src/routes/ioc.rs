@@ -8,7 +8,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use std::sync::Arc;
-use watchpost_dataplane::ioc::{IocFeed, IocStatus};
+use watchpost_dataplane::{IocFeed, IocStatus};
 
 fn feed(st: &AppState) -> Result<Arc<IocFeed>, ApiError> {
     st.iocs.clone().ok_or_else(|| {

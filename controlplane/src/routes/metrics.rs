@@ -10,7 +10,7 @@ use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
-use watchpost_dataplane::stats::{Histogram, LATENCY_BOUNDS_S, StatsSnapshot};
+use watchpost_dataplane::{Histogram, LATENCY_BOUNDS_S, StatsSnapshot};
 
 /// `GET /metrics`, in the Prometheus text format 0.0.4.
 pub async fn scrape(State(st): State<AppState>) -> Response {
@@ -126,7 +126,7 @@ fn build_info(e: &mut Exposition, st: &AppState) {
 /// Per-input counters.
 fn inputs(e: &mut Exposition, s: &StatsSnapshot) {
     // Inputs.
-    type InputField = fn(&watchpost_dataplane::stats::InputSnapshot) -> u64;
+    type InputField = fn(&watchpost_dataplane::InputSnapshot) -> u64;
     let input_counters: [(&str, &str, InputField); 11] = [
         ("received", "Lines taken in.", |i| i.received),
         ("bytes", "Bytes of the lines taken in.", |i| i.bytes),

@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use std::sync::atomic::Ordering;
-use watchpost_dataplane::stats::ThreadState;
+use watchpost_dataplane::ThreadState;
 use watchpost_proto::InputId;
 use watchpost_proto::now_ns;
 
@@ -129,7 +129,7 @@ pub async fn health(State(st): State<AppState>) -> Response {
 }
 
 /// The status of each pinned thread of one kind: degraded when it stopped or has not reported for
-/// [`STALE_THREAD_NS`](watchpost_dataplane::stats::STALE_THREAD_NS) (named in `degraded` as
+/// [`STALE_THREAD_NS`](watchpost_dataplane::STALE_THREAD_NS) (named in `degraded` as
 /// `<label> <index>`).
 fn thread_health(threads: &[ThreadState], label: &str, degraded: &mut Vec<String>) -> Vec<Value> {
     threads

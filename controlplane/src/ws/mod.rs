@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::sync::broadcast;
-use watchpost_dataplane::live::{AlertChange, LiveAlerts};
+use watchpost_dataplane::{AlertChange, LiveAlerts};
 use watchpost_proto::{Config, Event};
 use watchpost_store::{BlockKey, Store, block_key_time};
 

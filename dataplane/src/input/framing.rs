@@ -68,6 +68,7 @@ impl Framer {
     }
 
     /// Bytes buffered but not yet framed.
+    #[cfg(test)]
     pub fn pending(&self) -> usize {
         self.end - self.start
     }
@@ -88,7 +89,8 @@ impl Framer {
         Ok(n)
     }
 
-    /// Appends bytes directly (HTTP bodies, tests). Returns how many fitted.
+    /// Appends bytes directly (tests). Returns how many fitted.
+    #[cfg(test)]
     pub fn feed(&mut self, bytes: &[u8]) -> usize {
         if self.start > 0 {
             self.buf.copy_within(self.start..self.end, 0);

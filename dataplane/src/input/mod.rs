@@ -11,6 +11,4 @@ pub mod outlet;
 pub mod tcp;
 pub mod udp;
 
-pub use framing::{Frame, Framer, Framing};
 pub use http::{HttpIngest, IngestReceipt};
-pub use outlet::Outlet;

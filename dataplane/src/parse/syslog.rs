@@ -18,7 +18,7 @@
 //!   `-- root[2421]: ROOT LOGIN ON tty2` (app `-- root`). A two-word tag is only accepted when its
 //!   second word carries a `[pid]` or is a version number, so `host disk error: x` still has no tag.
 //! - **Timestamps** are UTC (the sender's zone is unknown); yearless BSD stamps take the year from
-//!   `now_ns` (see [`super::time::parse_bsd_timestamp`]). A malformed RFC 5424 timestamp leaves
+//!   `now_ns` (see `parse::time::parse_bsd_timestamp`). A malformed RFC 5424 timestamp leaves
 //!   `timestamp_ns` as `None` but the rest of the header is still parsed.
 //! - Trailing ASCII whitespace and NULs are stripped from every line; leading spaces are stripped
 //!   from 3164 messages (they only carry column alignment, such as kernel `kernel:  BIOS-e820`).

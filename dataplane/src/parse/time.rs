@@ -342,6 +342,7 @@ pub(crate) fn resolve_bsd_year(t: BsdTime, now_ns: i64) -> Option<i64> {
 /// The format has no year and no zone. UTC is assumed because the receiver cannot know the sender's
 /// zone; the year is `now`'s, or the previous year's when that would put the event more than a day
 /// in the future, which handles logs read across New Year and tolerates small clock skew.
+#[cfg(test)]
 pub fn parse_bsd_timestamp(text: &[u8], now_ns: i64) -> Option<(i64, usize)> {
     let (t, used) = scan_bsd_timestamp(text)?;
     Some((resolve_bsd_year(t, now_ns)?, used))
