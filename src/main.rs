@@ -218,7 +218,7 @@ fn hunt(
     refresh: bool,
     as_json: bool,
 ) -> ExitCode {
-    use watchpost_controlplane::llm::http::{Endpoint, request};
+    use watchpost_controlplane::{Endpoint, request};
     let url = url.unwrap_or_else(|| {
         let host = match cfg.dashboard_bind_address.as_str() {
             "0.0.0.0" | "" => "127.0.0.1".to_string(),
@@ -318,7 +318,7 @@ fn hunt(
         let _ = writeln!(
             out,
             "{}  {}  {}  {}",
-            watchpost_controlplane::llm::prompt::rfc3339(ts),
+            watchpost_controlplane::rfc3339(ts),
             e["source"].as_str().unwrap_or("-"),
             e["host"].as_str().unwrap_or("-"),
             e["message"].as_str().unwrap_or("")
@@ -532,7 +532,7 @@ fn run(config: Option<PathBuf>) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let limits = match watchpost_controlplane::ratelimit::RateLimits::from_config(&cfg) {
+    let limits = match watchpost_controlplane::RateLimits::from_config(&cfg) {
         Ok(l) => Arc::new(l),
         Err(e) => {
             eprintln!("invalid configuration: {e}");
@@ -540,12 +540,12 @@ fn run(config: Option<PathBuf>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let ws = Arc::new(watchpost_controlplane::ws::Hub::new(
-        watchpost_controlplane::ws::WsConfig::from_config(&cfg),
+    let ws = Arc::new(watchpost_controlplane::Hub::new(
+        watchpost_controlplane::WsConfig::from_config(&cfg),
         pipeline.store(),
         Some(pipeline.live_alerts()),
     ));
-    let llm = Arc::new(watchpost_controlplane::llm::Llm::new(&cfg.llm));
+    let llm = Arc::new(watchpost_controlplane::Llm::new(&cfg.llm));
     let state = watchpost_controlplane::AppState {
         api_metrics: Default::default(),
         ws,

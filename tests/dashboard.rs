@@ -35,7 +35,7 @@ fn the_page_and_its_assets_carry_the_strict_policy() {
     assert!(body.starts_with("<!doctype html>"), "{body}");
     assert_eq!(
         header(&head, "content-security-policy"),
-        Some(watchpost_controlplane::dashboard::CSP)
+        Some(watchpost_controlplane::CSP)
     );
     for (name, want) in [
         ("content-type", "text/html; charset=utf-8"),
@@ -49,7 +49,7 @@ fn the_page_and_its_assets_carry_the_strict_policy() {
         assert_eq!(header(&head, name), Some(want), "{name}: {head}");
     }
     assert!(header(&head, "permissions-policy").is_some_and(|p| p.contains("camera=()")));
-    let csp = watchpost_controlplane::dashboard::CSP;
+    let csp = watchpost_controlplane::CSP;
     for directive in [
         "default-src 'none'",
         "script-src 'self'",
@@ -73,7 +73,7 @@ fn the_page_and_its_assets_carry_the_strict_policy() {
         assert_eq!(body.as_bytes(), a.body, "{}", a.name);
         assert_eq!(
             header(&head, "content-security-policy"),
-            Some(watchpost_controlplane::dashboard::CSP)
+            Some(watchpost_controlplane::CSP)
         );
         let tag = header(&head, "etag").unwrap().to_string();
         let (code, head, body) = request(

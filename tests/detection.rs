@@ -11,7 +11,7 @@ use common::{Service, free_port, http, json, send_lines, wait_for};
 
 /// RFC 3339 of ns since the epoch, as the API's own formatter writes it.
 fn iso(ns: i64) -> String {
-    watchpost_controlplane::llm::prompt::rfc3339(ns)
+    watchpost_controlplane::rfc3339(ns)
 }
 
 fn login(ts: i64, user: &str, ip: &str) -> String {

@@ -2,27 +2,36 @@
 //!
 //! It reads the data plane's atomic counters and the RocksDB store and never touches worker
 //! state, so no request can slow ingestion beyond the CPU it uses. Every error has one JSON shape
-//! ([`error::ApiError`]); routes are listed in one place, `router::ROUTES`, which both
-//! [`router`] and the OpenAPI document are built from.
+//! ([`ApiError`]); routes are listed in one place, `router::ROUTES`, which both [`router()`]
+//! and the OpenAPI document are built from.
+//!
+//! Modules are private; what the binary and the tests use is re-exported here, in one list.
 #![deny(missing_docs)]
 
-pub mod browser;
-pub mod dashboard;
-pub mod error;
-pub mod host;
-pub mod llm;
-pub mod metrics;
-pub mod openapi;
-pub mod query;
-pub mod ratelimit;
+mod browser;
+mod dashboard;
+mod error;
+mod host;
+mod llm;
+mod metrics;
+mod openapi;
+mod query;
+mod ratelimit;
 mod router;
-pub mod routes;
-pub mod state;
-pub mod ws;
+mod routes;
+mod state;
+mod ws;
 
+pub use dashboard::CSP;
+pub use error::ApiError;
+pub use llm::Llm;
+pub use llm::http::{Endpoint, request};
+pub use llm::prompt::rfc3339;
+pub use ratelimit::RateLimits;
 pub use router::{probe_router, router};
 pub use state::{AppState, RateSampler};
 use std::future::Future;
+pub use ws::{Hub, WsConfig};
 
 /// Serves the API on `listener`, and the probes on `probes` when given, until `shutdown`
 /// completes; then both finish their in-flight requests.

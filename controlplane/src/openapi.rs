@@ -7,22 +7,10 @@
 //! parameters are a 422) are held to the described parameters by `tests/openapi.rs`, which calls
 //! every route of the served document with every parameter it lists.
 
+use crate::ratelimit::Family;
 use crate::state::AppState;
 use axum::routing::MethodRouter;
 use serde_json::{Map, Value, json};
-
-/// Which rate-limit family guards a route (see [`crate::ratelimit`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Family {
-    /// Not limited: system routes, ingest (it has backpressure), the stream.
-    None,
-    /// `api_list_rate_limit`.
-    List,
-    /// `api_detail_rate_limit`, and every write.
-    Detail,
-    /// `api_coverage_rate_limit`.
-    Coverage,
-}
 
 /// A query parameter.
 #[derive(Debug)]
@@ -43,8 +31,9 @@ pub struct Route {
     pub method: &'static str,
     /// Path under `/api/v1`, in axum's and OpenAPI's shared `{name}` syntax.
     pub path: &'static str,
-    /// Its rate-limit family.
-    pub family: Family,
+    /// The rate-limit family that guards it; `None` for routes not limited: system routes,
+    /// ingest (it has backpressure), the stream. Every write is in the detail family.
+    pub family: Option<Family>,
     /// One line.
     pub summary: &'static str,
     /// Query parameters (a request naming any other is refused with 422).
@@ -120,7 +109,7 @@ fn operation(r: &Route) -> Value {
         }
         responses.insert(status.to_string(), resp);
     }
-    let limited = r.family != Family::None;
+    let limited = r.family.is_some();
     // Writes from a browser page of another origin are refused by the browser layer.
     let write = !matches!(r.method, "GET" | "HEAD" | "OPTIONS");
     for status in r
@@ -155,13 +144,8 @@ fn operation(r: &Route) -> Value {
             "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{b}")}}},
         });
     }
-    if limited {
-        let family = match r.family {
-            Family::List => "list",
-            Family::Detail => "detail",
-            _ => "coverage",
-        };
-        op["x-rate-limit-family"] = json!(family);
+    if let Some(family) = r.family {
+        op["x-rate-limit-family"] = json!(family.name());
     }
     op
 }
@@ -932,7 +916,7 @@ mod tests {
             let op = &doc["paths"][r.path][r.method.to_ascii_lowercase()];
             assert_eq!(
                 op["responses"].get("429").is_some(),
-                r.family != Family::None,
+                r.family.is_some(),
                 "{} {}",
                 r.method,
                 r.path

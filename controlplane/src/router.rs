@@ -2,7 +2,8 @@
 //! the OpenAPI document is built from), the main listener's router and the probe listener's.
 
 use crate::error::ApiError;
-use crate::openapi::{self, Family, Param, Route};
+use crate::openapi::{self, Param, Route};
+use crate::ratelimit::Family;
 use crate::state::AppState;
 use crate::{browser, dashboard, host, metrics, query, ratelimit, routes};
 use axum::extract::DefaultBodyLimit;
@@ -27,14 +28,14 @@ pub fn router(state: AppState) -> Router {
             handler = handler.route_layer(axum::middleware::from_fn(no_query_parameters));
         }
         let handler = match r.family {
-            Family::None => handler,
-            Family::List => {
+            None => handler,
+            Some(Family::List) => {
                 handler.route_layer(from_fn_with_state(state.limits.clone(), ratelimit::list))
             }
-            Family::Detail => {
+            Some(Family::Detail) => {
                 handler.route_layer(from_fn_with_state(state.limits.clone(), ratelimit::detail))
             }
-            Family::Coverage => handler.route_layer(from_fn_with_state(
+            Some(Family::Coverage) => handler.route_layer(from_fn_with_state(
                 state.limits.clone(),
                 ratelimit::coverage,
             )),
@@ -182,7 +183,7 @@ pub static ROUTES: &[Route] = &[
     Route {
         method: "GET",
         path: "/health",
-        family: Family::None,
+        family: None,
         summary: "Health of every component; 503 when one is degraded",
         query: &[],
         body: None,
@@ -193,7 +194,7 @@ pub static ROUTES: &[Route] = &[
     Route {
         method: "GET",
         path: "/stats",
-        family: Family::None,
+        family: None,
         summary: "Pipeline counters and live rates",
         query: &[],
         body: None,
@@ -204,7 +205,7 @@ pub static ROUTES: &[Route] = &[
     Route {
         method: "GET",
         path: "/config",
-        family: Family::None,
+        family: None,
         summary: "The running configuration, credentials masked",
         query: &[],
         body: None,
@@ -215,7 +216,7 @@ pub static ROUTES: &[Route] = &[
     Route {
         method: "GET",
         path: "/openapi.json",
-        family: Family::None,
+        family: None,
         summary: "This document",
         query: &[],
         body: None,
@@ -226,7 +227,7 @@ pub static ROUTES: &[Route] = &[
     Route {
         method: "GET",
         path: "/events",
-        family: Family::List,
+        family: Some(Family::List),
         summary: "Stored events, newest received first, filtered",
         query: &[
             SINCE,
@@ -257,7 +258,7 @@ pub static ROUTES: &[Route] = &[
     Route {
         method: "POST",
         path: "/ingest",
-        family: Family::None,
+        family: None,
         summary: "Ingest a JSON array of objects or JSON lines",
         query: &[],
         body: Some("IngestBody"),
@@ -268,7 +269,7 @@ pub static ROUTES: &[Route] = &[
     Route {
         method: "GET",
         path: "/alerts",
-        family: Family::List,
+        family: Some(Family::List),
         summary: "Alerts, newest first, filtered",
         query: &[
             SINCE,
@@ -301,7 +302,7 @@ pub static ROUTES: &[Route] = &[
     Route {
         method: "GET",
         path: "/alerts/{alert_id}",
-        family: Family::Detail,
+        family: Some(Family::Detail),
         summary: "One alert with its contributing events and feedback",
         query: &[],
         body: None,
@@ -312,7 +313,7 @@ pub static ROUTES: &[Route] = &[
     Route {
         method: "PATCH",
         path: "/alerts/{alert_id}",
-        family: Family::Detail,
+        family: Some(Family::Detail),
         summary: "Triage: status, close reason, assignee, note",
         query: &[],
         body: Some("TriageBody"),
@@ -323,7 +324,7 @@ pub static ROUTES: &[Route] = &[
     Route {
         method: "POST",
         path: "/alerts/{alert_id}/feedback",
-        family: Family::Detail,
+        family: Some(Family::Detail),
         summary: "A tp/fp verdict; moves the threshold that raised the alert",
         query: &[],
         body: Some("FeedbackBody"),
@@ -334,7 +335,7 @@ pub static ROUTES: &[Route] = &[
     Route {
         method: "GET",
         path: "/alerts/{alert_id}/feedback",
-        family: Family::List,
+        family: Some(Family::List),
         summary: "Feedback on one alert, newest first",
         query: &[PAGE, LIMIT],
         body: None,
@@ -345,7 +346,7 @@ pub static ROUTES: &[Route] = &[
     Route {
         method: "POST",
         path: "/alerts/{alert_id}/explain",
-        family: Family::Detail,
+        family: Some(Family::Detail),
         summary: "The alert explained in Markdown by the LLM: the cached explanation while it lives, else a new one",
         query: &[],
         body: Some("RefreshBody"),
@@ -356,7 +357,7 @@ pub static ROUTES: &[Route] = &[
     Route {
         method: "GET",
         path: "/alerts/{alert_id}/explanation",
-        family: Family::Detail,
+        family: Some(Family::Detail),
         summary: "The cached explanation only; never calls the LLM",
         query: &[],
         body: None,
@@ -367,7 +368,7 @@ pub static ROUTES: &[Route] = &[
     Route {
         method: "GET",
         path: "/entities/search",
-        family: Family::List,
+        family: Some(Family::List),
         summary: "Entities by UUID or name, best match first",
         query: &[
             p(
@@ -387,7 +388,7 @@ pub static ROUTES: &[Route] = &[
     Route {
         method: "GET",
         path: "/entities/{entity_uuid}/timeline",
-        family: Family::Detail,
+        family: Some(Family::Detail),
         summary: "An entity's events across sources, with the entities seen alongside",
         query: &[
             p(
@@ -424,7 +425,7 @@ pub static ROUTES: &[Route] = &[
     Route {
         method: "GET",
         path: "/entities/{entity_uuid}/risk-history",
-        family: Family::Detail,
+        family: Some(Family::Detail),
         summary: "Highest UEBA score per hour",
         query: &[RANGE],
         body: None,
@@ -435,7 +436,7 @@ pub static ROUTES: &[Route] = &[
     Route {
         method: "GET",
         path: "/entities/{entity_uuid}/baseline",
-        family: Family::Detail,
+        family: Some(Family::Detail),
         summary: "The entity's UEBA baseline; 404 with status warming_up inside the warmup",
         query: &[],
         body: None,
@@ -446,7 +447,7 @@ pub static ROUTES: &[Route] = &[
     Route {
         method: "GET",
         path: "/anomaly/timeline",
-        family: Family::List,
+        family: Some(Family::List),
         summary: "Ensemble scores, alarms and alerts per time bucket",
         query: &[
             p(
@@ -471,7 +472,7 @@ pub static ROUTES: &[Route] = &[
     Route {
         method: "POST",
         path: "/hunt",
-        family: Family::Detail,
+        family: Some(Family::Detail),
         summary: "Natural-language hunt: a question naming an entity is that entity's events (no LLM); any other is translated by the LLM into an event query that runs against the store",
         query: &[],
         body: Some("HuntBody"),
@@ -482,7 +483,7 @@ pub static ROUTES: &[Route] = &[
     Route {
         method: "GET",
         path: "/sigma/rule-suggestions",
-        family: Family::List,
+        family: Some(Family::List),
         summary: "Patterns of confirmed alerts eligible for an LLM Sigma draft, most confirmed first",
         query: &[PAGE, LIMIT],
         body: None,
@@ -493,7 +494,7 @@ pub static ROUTES: &[Route] = &[
     Route {
         method: "POST",
         path: "/sigma/rule-suggestions/{pattern_key}",
-        family: Family::Detail,
+        family: Some(Family::Detail),
         summary: "A validated Sigma draft for an eligible pattern, with its evidence: the cached draft while it lives, else a new one",
         query: &[],
         body: Some("RefreshBody"),
@@ -504,7 +505,7 @@ pub static ROUTES: &[Route] = &[
     Route {
         method: "DELETE",
         path: "/sigma/rule-suggestions/{pattern_key}",
-        family: Family::Detail,
+        family: Some(Family::Detail),
         summary: "Drop a pattern's cached draft",
         query: &[],
         body: None,
@@ -515,7 +516,7 @@ pub static ROUTES: &[Route] = &[
     Route {
         method: "GET",
         path: "/sigma/rules",
-        family: Family::List,
+        family: Some(Family::List),
         summary: "Loaded Sigma rules in catalogue order, filtered",
         query: &[
             p("enabled", "boolean", "`true` or `false`", "true"),
@@ -561,7 +562,7 @@ pub static ROUTES: &[Route] = &[
     Route {
         method: "POST",
         path: "/sigma/rules",
-        family: Family::Detail,
+        family: Some(Family::Detail),
         summary: "Upload a custom Sigma rule (or validate and test it with dry_run)",
         query: &[],
         body: Some("SigmaUpload"),
@@ -572,7 +573,7 @@ pub static ROUTES: &[Route] = &[
     Route {
         method: "GET",
         path: "/sigma/rules/{rule_id}",
-        family: Family::Detail,
+        family: Some(Family::Detail),
         summary: "One rule with its YAML",
         query: &[],
         body: None,
@@ -583,7 +584,7 @@ pub static ROUTES: &[Route] = &[
     Route {
         method: "PATCH",
         path: "/sigma/rules/{rule_id}",
-        family: Family::Detail,
+        family: Some(Family::Detail),
         summary: "Enable or disable a rule",
         query: &[],
         body: Some("SigmaToggle"),
@@ -594,7 +595,7 @@ pub static ROUTES: &[Route] = &[
     Route {
         method: "GET",
         path: "/sigma/rules/{rule_id}/timeline",
-        family: Family::Detail,
+        family: Some(Family::Detail),
         summary: "A rule's matches per hour over the last 24 hours",
         query: &[],
         body: None,
@@ -605,7 +606,7 @@ pub static ROUTES: &[Route] = &[
     Route {
         method: "GET",
         path: "/attack/coverage",
-        family: Family::Coverage,
+        family: Some(Family::Coverage),
         summary: "The ATT&CK matrix with rule coverage and fires",
         query: &[SINCE, UNTIL],
         body: None,
@@ -616,7 +617,7 @@ pub static ROUTES: &[Route] = &[
     Route {
         method: "GET",
         path: "/ioc",
-        family: Family::Detail,
+        family: Some(Family::Detail),
         summary: "The indicator feed's status",
         query: &[],
         body: None,
@@ -627,7 +628,7 @@ pub static ROUTES: &[Route] = &[
     Route {
         method: "POST",
         path: "/ioc/reload",
-        family: Family::Detail,
+        family: Some(Family::Detail),
         summary: "Reload the indicator folder now",
         query: &[],
         body: None,
@@ -638,7 +639,7 @@ pub static ROUTES: &[Route] = &[
     Route {
         method: "GET",
         path: "/ws",
-        family: Family::None,
+        family: None,
         summary: "The WebSocket stream (frames in docs/websocket.md)",
         query: &[],
         body: None,

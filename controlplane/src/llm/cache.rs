@@ -103,11 +103,6 @@ impl<V: Clone> TtlCache<V> {
     pub fn len(&self) -> usize {
         self.inner.lock().map(|m| m.len()).unwrap_or(0)
     }
-
-    /// Holds nothing.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 #[cfg(test)]
@@ -129,6 +124,6 @@ mod tests {
         short.put("x", 1);
         std::thread::sleep(Duration::from_millis(5));
         assert!(short.get("x").is_none());
-        assert!(short.is_empty());
+        assert_eq!(short.len(), 0);
     }
 }

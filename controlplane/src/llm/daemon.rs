@@ -43,11 +43,6 @@ impl Daemon {
         })
     }
 
-    /// The protocol chosen from the URL.
-    pub fn protocol(&self) -> Protocol {
-        self.protocol
-    }
-
     /// The model asked.
     pub fn model(&self) -> &str {
         &self.model
