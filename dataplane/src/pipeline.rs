@@ -35,6 +35,7 @@ use std::time::Duration;
 use watchpost_detect::DetectorParams;
 use watchpost_proto::Config;
 use watchpost_proto::InputId;
+use watchpost_proto::config::InputsConfig;
 use watchpost_store::{EncodedBlock, Store};
 
 /// The running data plane.
@@ -63,50 +64,16 @@ struct InputRings {
 }
 
 impl Pipeline {
-    /// Starts everything `cfg` enables.
+    /// Starts everything `cfg` enables: binds the listeners (failures here leave nothing
+    /// running), opens the store and the live content, wires the rings, then starts the writer,
+    /// the stage B workers, the stage A workers and the inputs, in the order data flows back
+    /// from.
     pub fn start(cfg: &Config) -> Result<Pipeline, Error> {
         let dp = &cfg.dataplane;
         let workers = dp.parse_workers as usize;
         let detectors = dp.detect_workers as usize;
         let cores = assign_cores(cfg)?;
-        let miner_cfg = MinerConfig::from_config(&cfg.templates);
-
-        // Bind first: failures here leave nothing running.
-        let i = &cfg.inputs;
-        let udp_socket = if i.syslog_udp.enabled {
-            let s = UdpSocket::bind(&i.syslog_udp.address).map_err(|source| Error::Bind {
-                key: "inputs.syslog_udp.address",
-                addr: i.syslog_udp.address.clone(),
-                source,
-            })?;
-            udp::set_recv_buffer(&s, i.syslog_udp.recv_buffer_bytes);
-            Some(s)
-        } else {
-            None
-        };
-        let bind_tcp =
-            |enabled: bool, addr: &str, key: &'static str| -> Result<Option<TcpListener>, Error> {
-                if !enabled {
-                    return Ok(None);
-                }
-                TcpListener::bind(addr)
-                    .map(Some)
-                    .map_err(|source| Error::Bind {
-                        key,
-                        addr: addr.to_string(),
-                        source,
-                    })
-            };
-        let syslog_tcp = bind_tcp(
-            i.syslog_tcp.enabled,
-            &i.syslog_tcp.address,
-            "inputs.syslog_tcp.address",
-        )?;
-        let json_tcp = bind_tcp(
-            i.json_tcp.enabled,
-            &i.json_tcp.address,
-            "inputs.json_tcp.address",
-        )?;
+        let listeners = Listeners::bind(&cfg.inputs)?;
 
         let store = Arc::new(Store::open(&cfg.data_dir(), &cfg.storage)?);
         let persisted = store.templates()?;
@@ -118,258 +85,48 @@ impl Pipeline {
         );
         let iocs = Arc::new(IocFeed::open(cfg, true)?);
 
-        // Rings: every enabled input to every worker, every worker to the writer.
-        let ring_cap = dp.ring_capacity as usize;
-        let pool_cap = ring_cap * workers + 2 * workers + 2;
-        let mut enabled: Vec<(InputId, Format)> = Vec::new();
-        if udp_socket.is_some() {
-            enabled.push((InputId::SyslogUdp, Format::Syslog));
-        }
-        if syslog_tcp.is_some() {
-            enabled.push((InputId::SyslogTcp, Format::Syslog));
-        }
-        if json_tcp.is_some() {
-            enabled.push((InputId::JsonTcp, Format::Json));
-        }
-        if i.file.enabled {
-            let format = match i.file.format.as_str() {
-                "json" => Format::Json,
-                "syslog" => Format::Syslog,
-                _ => Format::Auto,
-            };
-            enabled.push((InputId::File, format));
-        }
-        if i.http.enabled {
-            enabled.push((InputId::Http, Format::Json));
-        }
-        let mut gauges = Vec::new();
-        let mut worker_inputs: Vec<Vec<WorkerInput>> = (0..workers).map(|_| Vec::new()).collect();
-        let mut input_rings = Vec::new();
-        for &(id, format) in &enabled {
-            let pool = Pool::new(
-                id,
-                format,
-                pool_cap,
-                dp.batch_size as usize,
-                dp.batch_bytes as usize,
-            );
-            let mut producers = Vec::new();
-            for (w, inputs) in worker_inputs.iter_mut().enumerate() {
-                let (p, c): (Producer<Box<RawBatch>>, Consumer<Box<RawBatch>>) = ring(ring_cap);
-                let probe = c.receiver().clone();
-                gauges.push(RingGauge::new(
-                    format!("{}->worker{w}", id.name()),
-                    ring_cap,
-                    move || probe.len(),
-                ));
-                producers.push(p);
-                inputs.push(WorkerInput {
-                    ring: c,
-                    pool: pool.clone(),
-                });
-            }
-            input_rings.push(InputRings {
-                id,
-                producers,
-                pool,
-            });
-        }
-        let mut to_writer = Vec::new();
-        let mut writer_inputs = Vec::new();
-        let mut returns = Vec::new();
-        let mut free_blocks = Vec::new();
-        for w in 0..workers {
-            let (p, c) = ring::<Box<EncodedBlock>>(ring_cap);
-            let probe = c.receiver().clone();
-            gauges.push(RingGauge::new(
-                format!("worker{w}->writer"),
-                ring_cap,
-                move || probe.len(),
-            ));
-            to_writer.push(p);
-            writer_inputs.push(c);
-            let (tx, rx) = crossbeam_channel::bounded(ring_cap + 4);
-            returns.push(tx);
-            free_blocks.push(rx);
-        }
-        // Stage A to stage B: one ring per pair, and a way back for the emptied vectors.
-        let mut to_detect: Vec<Vec<Producer<RecordBatch>>> =
-            (0..workers).map(|_| Vec::new()).collect();
-        let mut detect_free: Vec<Vec<crossbeam_channel::Receiver<RecordBatch>>> =
-            (0..workers).map(|_| Vec::new()).collect();
-        let mut detect_inputs: Vec<Vec<DetectInput>> = (0..detectors).map(|_| Vec::new()).collect();
-        for w in 0..workers {
-            for (b, inputs) in detect_inputs.iter_mut().enumerate() {
-                let (p, c) = ring::<RecordBatch>(ring_cap);
-                let probe = c.receiver().clone();
-                gauges.push(RingGauge::new(
-                    format!("worker{w}->detect{b}"),
-                    ring_cap,
-                    move || probe.len(),
-                ));
-                let (tx, rx) = crossbeam_channel::bounded(ring_cap + 4);
-                to_detect[w].push(p);
-                detect_free[w].push(rx);
-                inputs.push(DetectInput {
-                    ring: c,
-                    returns: tx,
-                });
-            }
-        }
-        let stats = Stats::new(workers, detectors, watchpost_proto::now_ns(), gauges);
+        let wiring = Wiring::new(cfg, &listeners.enabled(&cfg.inputs), workers, detectors);
+        let stats = Stats::new(workers, detectors, watchpost_proto::now_ns(), wiring.gauges);
         let stop = Arc::new(AtomicBool::new(false));
+        let shared = Shared {
+            cfg,
+            store: &store,
+            catalog: &catalog,
+            iocs: &iocs,
+            stats: &stats,
+            stop: &stop,
+            cores: &cores,
+        };
         let ioc_watcher = Arc::clone(&iocs)
             .spawn_watcher(
                 Duration::from_secs(cfg.detection.ioc_reload_interval_seconds),
                 Arc::clone(&stop),
             )
             .map_err(Error::Thread)?;
-
         let writer = spawn_writer(
             Arc::clone(&store),
-            writer_inputs,
-            returns,
+            wiring.writer_inputs,
+            wiring.returns,
             Arc::clone(&stats),
             cfg.storage.retention_days,
             cores.get(workers).copied().flatten(),
         )
         .map_err(Error::Thread)?;
-
-        let (detect, controls) = control_channels(detectors);
-        let params = DetectorParams::from_config(cfg);
-        // One kill-chain tracker for every stage B worker: an entity's alerts come from several.
-        let killchain = Arc::new(std::sync::Mutex::new(
-            watchpost_detect::KillChain::from_config(cfg),
-        ));
         let live = Arc::new(LiveAlerts::default());
-        let mut detector_handles = Vec::new();
-        for (b, (inputs, control)) in detect_inputs.into_iter().zip(controls).enumerate() {
-            let mut detector = restore(&store, b, detectors, params.clone())?;
-            detector.set_catalog(Some(catalog.clone()));
-            detector.set_iocs(Some(iocs.clone()));
-            detector.set_killchain(Arc::clone(&killchain));
-            let setup = DetectSetup {
-                index: b,
-                inputs,
-                control,
-                save_interval: Duration::from_secs(cfg.detection.model_save_interval_seconds),
-                core: cores.get(workers + 1 + b).copied().flatten(),
-                live: Arc::clone(&live),
-            };
-            detector_handles.push(
-                spawn_detector(setup, detector, Arc::clone(&store), Arc::clone(&stats))
-                    .map_err(Error::Thread)?,
-            );
-        }
-
-        let mut worker_handles = Vec::new();
-        for (w, ((inputs, (to_writer, free)), (to_detect, detect_free))) in worker_inputs
-            .into_iter()
-            .zip(to_writer.into_iter().zip(free_blocks))
-            .zip(to_detect.into_iter().zip(detect_free))
-            .enumerate()
-        {
-            let mut miner = TemplateMiner::new(&miner_cfg)?;
-            for (id, text) in &persisted {
-                miner.restore(*id, text);
-            }
-            let setup = WorkerSetup {
-                index: w,
-                inputs,
-                to_writer,
-                free_blocks: free,
-                max_blocks: ring_cap + 2,
-                batch_size: dp.batch_size as usize,
-                normalizer: Normalizer::new(miner),
-                core: cores.get(w).copied().flatten(),
-                to_detect,
-                detect_free,
-                store: Arc::clone(&store),
-                catalog: Some(Arc::clone(&catalog)),
-                iocs: Some(Arc::clone(&iocs)),
-            };
-            worker_handles.push(spawn_worker(setup, Arc::clone(&stats)).map_err(Error::Thread)?);
-        }
-
-        let max_line = dp.max_line_bytes as usize;
-        let linger = dp.batch_linger_ms;
-        let mut input_handles = Vec::new();
-        let mut bound = Vec::new();
-        let mut http_handle = None;
-        for r in input_rings {
-            let outlet = Outlet::new(r.producers, r.pool, linger, Arc::clone(&stats), r.id);
-            let counters = stats.input(r.id);
-            counters.up.store(true, Ordering::Relaxed);
-            let h = match r.id {
-                InputId::SyslogUdp => {
-                    let s = udp_socket.as_ref().and_then(|s| s.try_clone().ok());
-                    let Some(s) = s else { continue };
-                    if let Ok(a) = s.local_addr() {
-                        bound.push((r.id, a));
-                    }
-                    udp::spawn(s, outlet, max_line, linger, Arc::clone(&stop))
-                        .map_err(Error::Thread)?
-                }
-                InputId::SyslogTcp | InputId::JsonTcp => {
-                    let (listener, t) = if r.id == InputId::SyslogTcp {
-                        (syslog_tcp.as_ref(), &i.syslog_tcp)
-                    } else {
-                        (json_tcp.as_ref(), &i.json_tcp)
-                    };
-                    let Some(l) = listener.and_then(|l| l.try_clone().ok()) else {
-                        continue;
-                    };
-                    if let Ok(a) = l.local_addr() {
-                        bound.push((r.id, a));
-                    }
-                    let settings = TcpSettings {
-                        input: r.id,
-                        framing: if r.id == InputId::SyslogTcp {
-                            Framing::Syslog
-                        } else {
-                            Framing::Newline
-                        },
-                        max_line,
-                        max_connections: t.max_connections as usize,
-                        idle_timeout: Duration::from_secs(t.idle_timeout_s),
-                        linger: Duration::from_millis(linger),
-                    };
-                    tcp::spawn(l, outlet, settings, Arc::clone(&stats), Arc::clone(&stop))
-                        .map_err(Error::Thread)?
-                }
-                InputId::File => file::spawn(
-                    file::FileSettings {
-                        patterns: i.file.paths.clone(),
-                        from_beginning: i.file.start_at == "beginning",
-                        poll: Duration::from_millis(i.file.poll_interval_ms),
-                        max_line,
-                    },
-                    outlet,
-                    Arc::clone(&store),
-                    Arc::clone(&stats),
-                    Arc::clone(&stop),
-                )
-                .map_err(Error::Thread)?,
-                InputId::Http => {
-                    let (handle, h) = http::spawn(outlet, max_line, linger, Arc::clone(&stop))
-                        .map_err(Error::Thread)?;
-                    http_handle = Some(handle);
-                    h
-                }
-            };
-            input_handles.push(h);
-        }
+        let (detect, detector_handles) = spawn_detectors(&shared, wiring.detect_inputs, &live)?;
+        let worker_handles = spawn_workers(&shared, wiring.workers, &persisted)?;
+        let inputs = spawn_inputs(&shared, &listeners, wiring.input_rings)?;
         tracing::info!(
             "data plane started: {} worker(s), inputs {:?}, store {}",
             workers,
-            bound,
+            inputs.bound,
             store.path().display()
         );
         Ok(Pipeline {
             stats,
             store,
             stop,
-            inputs: input_handles,
+            inputs: inputs.handles,
             workers: worker_handles,
             detectors: detector_handles,
             detect,
@@ -378,8 +135,8 @@ impl Pipeline {
             live,
             ioc_watcher: Some(ioc_watcher),
             writer: Some(writer),
-            http: http_handle,
-            bound,
+            http: inputs.http,
+            bound: inputs.bound,
         })
     }
 
@@ -450,6 +207,392 @@ impl Pipeline {
             self.stats.writer.stored.get()
         );
     }
+}
+
+/// The sockets of the enabled network inputs, bound before anything starts.
+struct Listeners {
+    syslog_udp: Option<UdpSocket>,
+    syslog_tcp: Option<TcpListener>,
+    json_tcp: Option<TcpListener>,
+}
+
+impl Listeners {
+    /// Binds every enabled network input; the error names the key of the address that failed.
+    fn bind(inputs: &InputsConfig) -> Result<Listeners, Error> {
+        let syslog_udp = if inputs.syslog_udp.enabled {
+            let s = UdpSocket::bind(&inputs.syslog_udp.address).map_err(|source| Error::Bind {
+                key: "inputs.syslog_udp.address",
+                addr: inputs.syslog_udp.address.clone(),
+                source,
+            })?;
+            udp::set_recv_buffer(&s, inputs.syslog_udp.recv_buffer_bytes);
+            Some(s)
+        } else {
+            None
+        };
+        let bind_tcp =
+            |enabled: bool, addr: &str, key: &'static str| -> Result<Option<TcpListener>, Error> {
+                if !enabled {
+                    return Ok(None);
+                }
+                TcpListener::bind(addr)
+                    .map(Some)
+                    .map_err(|source| Error::Bind {
+                        key,
+                        addr: addr.to_string(),
+                        source,
+                    })
+            };
+        Ok(Listeners {
+            syslog_udp,
+            syslog_tcp: bind_tcp(
+                inputs.syslog_tcp.enabled,
+                &inputs.syslog_tcp.address,
+                "inputs.syslog_tcp.address",
+            )?,
+            json_tcp: bind_tcp(
+                inputs.json_tcp.enabled,
+                &inputs.json_tcp.address,
+                "inputs.json_tcp.address",
+            )?,
+        })
+    }
+
+    /// Every enabled input with the format its lines are read in.
+    fn enabled(&self, inputs: &InputsConfig) -> Vec<(InputId, Format)> {
+        let mut enabled: Vec<(InputId, Format)> = Vec::new();
+        if self.syslog_udp.is_some() {
+            enabled.push((InputId::SyslogUdp, Format::Syslog));
+        }
+        if self.syslog_tcp.is_some() {
+            enabled.push((InputId::SyslogTcp, Format::Syslog));
+        }
+        if self.json_tcp.is_some() {
+            enabled.push((InputId::JsonTcp, Format::Json));
+        }
+        if inputs.file.enabled {
+            let format = match inputs.file.format.as_str() {
+                "json" => Format::Json,
+                "syslog" => Format::Syslog,
+                _ => Format::Auto,
+            };
+            enabled.push((InputId::File, format));
+        }
+        if inputs.http.enabled {
+            enabled.push((InputId::Http, Format::Json));
+        }
+        enabled
+    }
+}
+
+/// What every thread the pipeline starts shares.
+struct Shared<'a> {
+    cfg: &'a Config,
+    store: &'a Arc<Store>,
+    catalog: &'a Arc<Catalog>,
+    iocs: &'a Arc<IocFeed>,
+    stats: &'a Arc<Stats>,
+    stop: &'a Arc<AtomicBool>,
+    /// Core of each pinned thread: stage A workers, the writer, then stage B workers.
+    cores: &'a [Option<core_affinity::CoreId>],
+}
+
+/// One stage A worker's ends of the rings: its inputs, its ring to the writer and the blocks
+/// coming back, its rings to every stage B worker and the vectors coming back.
+struct WorkerRings {
+    inputs: Vec<WorkerInput>,
+    to_writer: Producer<Box<EncodedBlock>>,
+    free_blocks: crossbeam_channel::Receiver<Box<EncodedBlock>>,
+    to_detect: Vec<Producer<RecordBatch>>,
+    detect_free: Vec<crossbeam_channel::Receiver<RecordBatch>>,
+}
+
+/// Every ring of the pipeline: every enabled input to every stage A worker, every stage A
+/// worker to the writer and to every stage B worker, each with a gauge for `/stats`.
+struct Wiring {
+    input_rings: Vec<InputRings>,
+    workers: Vec<WorkerRings>,
+    writer_inputs: Vec<Consumer<Box<EncodedBlock>>>,
+    returns: Vec<crossbeam_channel::Sender<Box<EncodedBlock>>>,
+    detect_inputs: Vec<Vec<DetectInput>>,
+    gauges: Vec<RingGauge>,
+}
+
+impl Wiring {
+    fn new(
+        cfg: &Config,
+        enabled: &[(InputId, Format)],
+        workers: usize,
+        detectors: usize,
+    ) -> Wiring {
+        let dp = &cfg.dataplane;
+        let ring_cap = dp.ring_capacity as usize;
+        let pool_cap = ring_cap * workers + 2 * workers + 2;
+        let mut worker_inputs: Vec<Vec<WorkerInput>> = (0..workers).map(|_| Vec::new()).collect();
+        let mut input_rings = Vec::new();
+        let mut gauges = Vec::new();
+        for &(id, format) in enabled {
+            let pool = Pool::new(
+                id,
+                format,
+                pool_cap,
+                dp.batch_size as usize,
+                dp.batch_bytes as usize,
+            );
+            let mut producers = Vec::new();
+            for (w, inputs) in worker_inputs.iter_mut().enumerate() {
+                let (p, c): (Producer<Box<RawBatch>>, Consumer<Box<RawBatch>>) = ring(ring_cap);
+                let probe = c.receiver().clone();
+                gauges.push(RingGauge::new(
+                    format!("{}->worker{w}", id.name()),
+                    ring_cap,
+                    move || probe.len(),
+                ));
+                producers.push(p);
+                inputs.push(WorkerInput {
+                    ring: c,
+                    pool: pool.clone(),
+                });
+            }
+            input_rings.push(InputRings {
+                id,
+                producers,
+                pool,
+            });
+        }
+        let mut to_writer = Vec::new();
+        let mut writer_inputs = Vec::new();
+        let mut returns = Vec::new();
+        let mut free_blocks = Vec::new();
+        for w in 0..workers {
+            let (p, c) = ring::<Box<EncodedBlock>>(ring_cap);
+            let probe = c.receiver().clone();
+            gauges.push(RingGauge::new(
+                format!("worker{w}->writer"),
+                ring_cap,
+                move || probe.len(),
+            ));
+            to_writer.push(p);
+            writer_inputs.push(c);
+            let (tx, rx) = crossbeam_channel::bounded(ring_cap + 4);
+            returns.push(tx);
+            free_blocks.push(rx);
+        }
+        // Stage A to stage B: one ring per pair, and a way back for the emptied vectors.
+        let mut to_detect: Vec<Vec<Producer<RecordBatch>>> =
+            (0..workers).map(|_| Vec::new()).collect();
+        let mut detect_free: Vec<Vec<crossbeam_channel::Receiver<RecordBatch>>> =
+            (0..workers).map(|_| Vec::new()).collect();
+        let mut detect_inputs: Vec<Vec<DetectInput>> = (0..detectors).map(|_| Vec::new()).collect();
+        for w in 0..workers {
+            for (b, inputs) in detect_inputs.iter_mut().enumerate() {
+                let (p, c) = ring::<RecordBatch>(ring_cap);
+                let probe = c.receiver().clone();
+                gauges.push(RingGauge::new(
+                    format!("worker{w}->detect{b}"),
+                    ring_cap,
+                    move || probe.len(),
+                ));
+                let (tx, rx) = crossbeam_channel::bounded(ring_cap + 4);
+                to_detect[w].push(p);
+                detect_free[w].push(rx);
+                inputs.push(DetectInput {
+                    ring: c,
+                    returns: tx,
+                });
+            }
+        }
+        let workers = worker_inputs
+            .into_iter()
+            .zip(to_writer.into_iter().zip(free_blocks))
+            .zip(to_detect.into_iter().zip(detect_free))
+            .map(
+                |((inputs, (to_writer, free_blocks)), (to_detect, detect_free))| WorkerRings {
+                    inputs,
+                    to_writer,
+                    free_blocks,
+                    to_detect,
+                    detect_free,
+                },
+            )
+            .collect();
+        Wiring {
+            input_rings,
+            workers,
+            writer_inputs,
+            returns,
+            detect_inputs,
+            gauges,
+        }
+    }
+}
+
+/// Starts the stage B workers, each with its detector restored from the store; returns the
+/// handle the API reaches them through.
+fn spawn_detectors(
+    shared: &Shared<'_>,
+    detect_inputs: Vec<Vec<DetectInput>>,
+    live: &Arc<LiveAlerts>,
+) -> Result<(DetectHandle, Vec<JoinHandle<()>>), Error> {
+    let cfg = shared.cfg;
+    let workers = cfg.dataplane.parse_workers as usize;
+    let detectors = detect_inputs.len();
+    let (detect, controls) = control_channels(detectors);
+    let params = DetectorParams::from_config(cfg);
+    // One kill-chain tracker for every stage B worker: an entity's alerts come from several.
+    let killchain = Arc::new(std::sync::Mutex::new(
+        watchpost_detect::KillChain::from_config(cfg),
+    ));
+    let mut handles = Vec::new();
+    for (b, (inputs, control)) in detect_inputs.into_iter().zip(controls).enumerate() {
+        let mut detector = restore(shared.store, b, detectors, params.clone())?;
+        detector.set_catalog(Some(shared.catalog.clone()));
+        detector.set_iocs(Some(shared.iocs.clone()));
+        detector.set_killchain(Arc::clone(&killchain));
+        let setup = DetectSetup {
+            index: b,
+            inputs,
+            control,
+            save_interval: Duration::from_secs(cfg.detection.model_save_interval_seconds),
+            core: shared.cores.get(workers + 1 + b).copied().flatten(),
+            live: Arc::clone(live),
+        };
+        handles.push(
+            spawn_detector(
+                setup,
+                detector,
+                Arc::clone(shared.store),
+                Arc::clone(shared.stats),
+            )
+            .map_err(Error::Thread)?,
+        );
+    }
+    Ok((detect, handles))
+}
+
+/// Starts the stage A workers, each with a template miner that knows the stored templates.
+fn spawn_workers(
+    shared: &Shared<'_>,
+    rings: Vec<WorkerRings>,
+    persisted: &[(u64, String)],
+) -> Result<Vec<JoinHandle<()>>, Error> {
+    let dp = &shared.cfg.dataplane;
+    let miner_cfg = MinerConfig::from_config(&shared.cfg.templates);
+    let mut handles = Vec::new();
+    for (w, r) in rings.into_iter().enumerate() {
+        let mut miner = TemplateMiner::new(&miner_cfg)?;
+        for (id, text) in persisted {
+            miner.restore(*id, text);
+        }
+        let setup = WorkerSetup {
+            index: w,
+            inputs: r.inputs,
+            to_writer: r.to_writer,
+            free_blocks: r.free_blocks,
+            max_blocks: dp.ring_capacity as usize + 2,
+            batch_size: dp.batch_size as usize,
+            normalizer: Normalizer::new(miner),
+            core: shared.cores.get(w).copied().flatten(),
+            to_detect: r.to_detect,
+            detect_free: r.detect_free,
+            store: Arc::clone(shared.store),
+            catalog: Some(Arc::clone(shared.catalog)),
+            iocs: Some(Arc::clone(shared.iocs)),
+        };
+        handles.push(spawn_worker(setup, Arc::clone(shared.stats)).map_err(Error::Thread)?);
+    }
+    Ok(handles)
+}
+
+/// The running inputs: their threads, the addresses they bound, the HTTP ingest handle.
+struct Inputs {
+    handles: Vec<JoinHandle<()>>,
+    bound: Vec<(InputId, SocketAddr)>,
+    http: Option<HttpIngest>,
+}
+
+/// Starts one thread per enabled input, feeding its rings.
+fn spawn_inputs(
+    shared: &Shared<'_>,
+    listeners: &Listeners,
+    input_rings: Vec<InputRings>,
+) -> Result<Inputs, Error> {
+    let i = &shared.cfg.inputs;
+    let dp = &shared.cfg.dataplane;
+    let (stats, stop) = (shared.stats, shared.stop);
+    let max_line = dp.max_line_bytes as usize;
+    let linger = dp.batch_linger_ms;
+    let mut out = Inputs {
+        handles: Vec::new(),
+        bound: Vec::new(),
+        http: None,
+    };
+    for r in input_rings {
+        let outlet = Outlet::new(r.producers, r.pool, linger, Arc::clone(stats), r.id);
+        let counters = stats.input(r.id);
+        counters.up.store(true, Ordering::Relaxed);
+        let h = match r.id {
+            InputId::SyslogUdp => {
+                let s = listeners
+                    .syslog_udp
+                    .as_ref()
+                    .and_then(|s| s.try_clone().ok());
+                let Some(s) = s else { continue };
+                if let Ok(a) = s.local_addr() {
+                    out.bound.push((r.id, a));
+                }
+                udp::spawn(s, outlet, max_line, linger, Arc::clone(stop)).map_err(Error::Thread)?
+            }
+            InputId::SyslogTcp | InputId::JsonTcp => {
+                let (listener, t) = if r.id == InputId::SyslogTcp {
+                    (listeners.syslog_tcp.as_ref(), &i.syslog_tcp)
+                } else {
+                    (listeners.json_tcp.as_ref(), &i.json_tcp)
+                };
+                let Some(l) = listener.and_then(|l| l.try_clone().ok()) else {
+                    continue;
+                };
+                if let Ok(a) = l.local_addr() {
+                    out.bound.push((r.id, a));
+                }
+                let settings = TcpSettings {
+                    input: r.id,
+                    framing: if r.id == InputId::SyslogTcp {
+                        Framing::Syslog
+                    } else {
+                        Framing::Newline
+                    },
+                    max_line,
+                    max_connections: t.max_connections as usize,
+                    idle_timeout: Duration::from_secs(t.idle_timeout_s),
+                    linger: Duration::from_millis(linger),
+                };
+                tcp::spawn(l, outlet, settings, Arc::clone(stats), Arc::clone(stop))
+                    .map_err(Error::Thread)?
+            }
+            InputId::File => file::spawn(
+                file::FileSettings {
+                    patterns: i.file.paths.clone(),
+                    from_beginning: i.file.start_at == "beginning",
+                    poll: Duration::from_millis(i.file.poll_interval_ms),
+                    max_line,
+                },
+                outlet,
+                Arc::clone(shared.store),
+                Arc::clone(stats),
+                Arc::clone(stop),
+            )
+            .map_err(Error::Thread)?,
+            InputId::Http => {
+                let (handle, h) = http::spawn(outlet, max_line, linger, Arc::clone(stop))
+                    .map_err(Error::Thread)?;
+                out.http = Some(handle);
+                h
+            }
+        };
+        out.handles.push(h);
+    }
+    Ok(out)
 }
 
 /// Cores for each worker, then the writer (`None` = not pinned).
