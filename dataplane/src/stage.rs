@@ -492,11 +492,13 @@ fn publish(
     d.take_minutes(minutes);
     d.take_risk_points(risk);
     if let Err(e) = store.put_series(minutes, risk) {
+        stats.detect.series_errors.add(1);
         tracing::warn!("cannot store anomaly series: {e}");
     }
     let mut fires = Vec::new();
     d.take_rule_fires(&mut fires);
     if let Err(e) = store.add_rule_fires(index as u8, &fires) {
+        stats.detect.series_errors.add(1);
         tracing::warn!("cannot store rule fire counts: {e}");
     }
     minutes.clear();

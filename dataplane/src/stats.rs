@@ -155,6 +155,9 @@ pub struct DetectCounters {
     pub saves: Counter,
     /// Saves that failed.
     pub save_errors: Counter,
+    /// Writes of closed series points (anomaly minutes, risk hours) and rule fire counts that
+    /// failed: those points are missing from `/anomaly` and the fire counts.
+    pub series_errors: Counter,
     /// Time of the last completed save, ns (0 = none yet).
     pub last_save_ns: AtomicI64,
 }
@@ -340,6 +343,7 @@ impl Stats {
                 sources: self.detect.sources.load(Ordering::Relaxed),
                 saves: self.detect.saves.get(),
                 save_errors: self.detect.save_errors.get(),
+                series_errors: self.detect.series_errors.get(),
                 last_save_ns: self.detect.last_save_ns.load(Ordering::Relaxed),
             },
             inputs,
@@ -472,6 +476,8 @@ pub struct DetectSnapshot {
     pub saves: u64,
     /// See [`DetectCounters`].
     pub save_errors: u64,
+    /// See [`DetectCounters`].
+    pub series_errors: u64,
     /// See [`DetectCounters`].
     pub last_save_ns: i64,
 }

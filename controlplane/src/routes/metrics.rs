@@ -372,6 +372,12 @@ fn detection(e: &mut Exposition, s: &StatsSnapshot) {
         "Model and baseline saves that failed.",
         d.save_errors,
     );
+    e.single(
+        "watchpost_series_write_errors_total",
+        "counter",
+        "Writes of closed anomaly and risk series points and rule fire counts that failed (those points are lost).",
+        d.series_errors,
+    );
 }
 
 /// The API itself: requests, latencies, refusals, scrapes.

@@ -59,6 +59,7 @@ pub async fn health(State(st): State<AppState>) -> Response {
         "model_save_errors": d.save_errors.get(),
         "last_model_save_ns": d.last_save_ns.load(Ordering::Relaxed),
         "alert_write_errors": d.alert_errors.get(),
+        "series_write_errors": d.series_errors.get(),
     });
     let writer_alive = st.stats.writer_alive.load(Ordering::Relaxed);
     let writer_error = st
