@@ -24,9 +24,9 @@ mod ws;
 
 pub use dashboard::CSP;
 pub use error::ApiError;
-pub use llm::Llm;
 pub use llm::http::{Endpoint, request};
 pub use llm::prompt::rfc3339;
+pub use llm::{Llm, LlmError};
 pub use ratelimit::RateLimits;
 pub use router::{probe_router, router};
 pub use state::{AppState, RateSampler};

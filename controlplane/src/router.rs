@@ -13,9 +13,9 @@ use axum::{Json, Router};
 use serde_json::Value;
 use std::sync::OnceLock;
 
-/// Every route of the API ([`ROUTES`]), each in its rate-limit family (see
-/// [`ratelimit`](crate::ratelimit)), plus `/metrics` and the dashboard ([`dashboard`](crate::dashboard)) at the root; only for the
-/// `Host` names of the listener at `dashboard_bind_address:dashboard_port` ([`host`](crate::host)).
+/// Every route of the API (the route table), each in its rate-limit family, plus `/metrics` and
+/// the dashboard at the root; only for the `Host` names of the listener at
+/// `dashboard_bind_address:dashboard_port`.
 pub fn router(state: AppState) -> Router {
     let c = &state.config;
     let hosts = host_guard(&state, &c.dashboard_bind_address, c.dashboard_port);
@@ -105,7 +105,7 @@ async fn method_not_allowed() -> ApiError {
 
 /// The probe listener's routes (`health_bind_address:health_port`): health and metrics only, no
 /// rate limits (a probe must never be refused for asking often), no CORS (no browser calls it),
-/// and the `Host` check of its own address and port ([`host`](crate::host)).
+/// and the `Host` check of its own address and port.
 pub fn probe_router(state: AppState) -> Router {
     let c = &state.config;
     let hosts = host_guard(&state, &c.health_bind_address, c.health_port);

@@ -26,7 +26,7 @@ pub enum Format {
 /// Where one line sits in a batch, and what is known of it before parsing.
 #[derive(Clone, Copy, Debug)]
 pub struct LineMeta {
-    /// Start of the line in [`RawBatch::bytes`].
+    /// Start of the line in its batch's bytes.
     pub start: u32,
     /// Length in bytes.
     pub len: u32,

@@ -58,6 +58,7 @@ pub use pipeline::Pipeline;
 pub use sigma::LineMatcher;
 pub use stage::DetectHandle;
 pub use stats::{
-    Histogram, InputSnapshot, LATENCY_BOUNDS_S, STALE_THREAD_NS, Stats, StatsSnapshot, ThreadState,
+    Counter, DetectCounters, Histogram, InputCounters, InputSnapshot, LATENCY_BOUNDS_S,
+    STALE_THREAD_NS, Stats, StatsSnapshot, ThreadState, WriterCounters,
 };
 pub use template::{Change, MinerConfig, TemplateId, TemplateMiner};

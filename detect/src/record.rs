@@ -74,13 +74,13 @@ pub struct DetectRecord {
     pub entities: [RecordEntity; RECORD_ENTITIES],
     /// The source name, cut to [`SOURCE_NAME_BYTES`].
     pub source_name: [u8; SOURCE_NAME_BYTES],
-    /// Sigma rules the event matched, by catalogue number (see [`crate::catalog`]).
+    /// Sigma rules the event matched, by catalogue number (see [`crate::RuleBook`]).
     pub sigma: [u32; SIGMA_PER_RECORD],
     /// Matches kept in `sigma`.
     pub n_sigma: u8,
     /// First indicator matched: its number in the IOC set + 1 (0: none).
     pub ioc: u32,
-    /// Version of the IOC set `ioc` numbers into (see [`crate::ioc::IocFeed`]).
+    /// Version of the IOC set `ioc` numbers into (see [`crate::IndicatorBook`]).
     pub ioc_version: u32,
 }
 

@@ -548,7 +548,7 @@ pub struct Hit<R> {
     pub event: R,
 }
 
-/// Up to [`MAX_EVENTS`] values, oldest first; pushing onto a full one drops the oldest. Fixed
+/// Up to `MAX_EVENTS` values, oldest first; pushing onto a full one drops the oldest. Fixed
 /// size and `Copy`: windows and fires hold their events without allocating.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Joined<R> {
@@ -606,7 +606,7 @@ pub struct Fired<R> {
     pub last_ns: i64,
     /// The measure the condition read: events, distinct values or distinct rules.
     pub measure: u64,
-    /// The events joined, oldest first (at most [`MAX_EVENTS`]).
+    /// The events joined, oldest first (at most `MAX_EVENTS`).
     pub events: Joined<R>,
 }
 
@@ -695,7 +695,7 @@ impl<R: Copy + Default> Correlator<R> {
     }
 
     /// Hits dropped because the group table was full, or because one event's chained
-    /// correlations went past [`MAX_CASCADE_HITS`].
+    /// correlations went past `MAX_CASCADE_HITS`.
     pub fn dropped(&self) -> u64 {
         self.dropped
     }

@@ -215,7 +215,7 @@ impl Llm {
         served(self.explanations.put(&key, explanation), false)
     }
 
-    /// The cached answer of a hunt (key: [`hunt::canonical`] question and limit), if live.
+    /// The cached answer of a hunt (key: the canonical question and the limit), if live.
     pub fn cached_hunt(&self, key: &str) -> Option<HuntAnswer> {
         self.hunts.get(key).map(|c| served(c, true))
     }
