@@ -19,6 +19,9 @@ pub enum ParseError {
     /// Not an `N/second`, `N/minute` or `N/hour` rate.
     #[error("{0}")]
     RateLimit(String),
+    /// Not an `http://host[:port][/prefix]` URL (an LLM daemon, the service for `watchpost hunt`).
+    #[error("{0}")]
+    HttpUrl(String),
     /// A severity number outside the scale.
     #[error("severity must be 0 to 5, got {0}")]
     Severity(u8),

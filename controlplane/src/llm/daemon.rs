@@ -9,6 +9,7 @@ use super::LlmError;
 use super::http::{Endpoint, request};
 use serde_json::{Value, json};
 use std::time::Duration;
+use watchpost_proto::ParseError;
 
 /// Which protocol an endpoint speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,7 +30,7 @@ pub struct Daemon {
 
 impl Daemon {
     /// From `llm.daemon_url` and `llm.daemon_model`.
-    pub fn new(url: &str, model: &str) -> Result<Daemon, String> {
+    pub fn new(url: &str, model: &str) -> Result<Daemon, ParseError> {
         let endpoint = Endpoint::parse(url)?;
         let protocol = if endpoint.prefix.ends_with("/v1") {
             Protocol::OpenAi

@@ -10,6 +10,7 @@ use super::LlmError;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use watchpost_proto::ParseError;
 
 /// Largest answer read (headers and body): a model's reply is text, a few kilobytes.
 const MAX_ANSWER_BYTES: usize = 4 << 20;
@@ -27,7 +28,11 @@ pub struct Endpoint {
 
 impl Endpoint {
     /// Parses an `http://` URL; `https://` is refused with the reason (no TLS in this build).
-    pub fn parse(url: &str) -> Result<Endpoint, String> {
+    pub fn parse(url: &str) -> Result<Endpoint, ParseError> {
+        Self::parse_text(url).map_err(ParseError::HttpUrl)
+    }
+
+    fn parse_text(url: &str) -> Result<Endpoint, String> {
         let rest = match url.split_once("://") {
             Some(("http", rest)) => rest,
             Some(("https", _)) => {
@@ -324,7 +329,12 @@ mod tests {
         );
         assert_eq!(e.host_header(), "[::1]:8080");
         assert_eq!(Endpoint::parse("http://models.lan").unwrap().port, 80);
-        assert!(Endpoint::parse("https://x").unwrap_err().contains("TLS"));
+        assert!(
+            Endpoint::parse("https://x")
+                .unwrap_err()
+                .to_string()
+                .contains("TLS")
+        );
         assert!(Endpoint::parse("ftp://x").is_err());
         assert!(Endpoint::parse("http://:80").is_err());
         assert!(Endpoint::parse("http://h:99999").is_err());
