@@ -5,7 +5,9 @@
 
 mod common;
 
-use common::{Service, free_port, http, json};
+use common::{
+    Service, free_port, http, invalid_user_lines, json, send_lines, syslog_config, wait_for,
+};
 
 #[test]
 fn every_described_operation_is_served_with_its_parameters() {
@@ -95,4 +97,130 @@ fn every_described_operation_is_served_with_its_parameters() {
         }
     }
     assert!(operations >= 25, "{operations}");
+}
+
+/// What the document says each answer looks like is what the service sends: every 2xx JSON answer
+/// of a GET, over a store holding events and a Sigma alert, is checked against its described
+/// schema. An object may not carry a field its schema does not list (unless the schema allows
+/// any), must carry its required ones, and every value must have the described type. So a field
+/// added, renamed or retyped in the code without the document fails here.
+#[test]
+fn every_answer_matches_its_described_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let (api, tcp) = (free_port(), free_port());
+    let config = syslog_config(dir.path(), api, Some(tcp), "");
+    let _svc = Service::start(dir.path(), &config, api);
+    send_lines(tcp, &invalid_user_lines());
+    let alerts = wait_for(api, "/api/v1/alerts?type=sigma", |v| {
+        v["items"].as_array().is_some_and(|a| !a.is_empty())
+    });
+    let alert = &alerts["items"][0];
+    let alert_id = alert["id"].as_str().unwrap().to_string();
+    let entity_uuid = alert["entity"]["uuid"].as_str().unwrap().to_string();
+    let (_, body) = http(api, "GET", "/api/v1/sigma/rules?limit=1", "");
+    let rule_id = json(&body)["items"][0]["id"].as_str().unwrap().to_string();
+
+    let (_, body) = http(api, "GET", "/api/v1/openapi.json", "");
+    let doc = json(&body);
+    let mut problems = Vec::new();
+    let mut checked = 0;
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        let Some(op) = item.get("get") else { continue };
+        let url = format!("/api/v1{path}")
+            .replace("{alert_id}", &alert_id)
+            .replace("{entity_uuid}", &entity_uuid)
+            .replace("{rule_id}", &rule_id);
+        let (status, answer) = http(api, "GET", &url, "");
+        let Some(schema) =
+            op["responses"][status.to_string()].pointer("/content/application~1json/schema")
+        else {
+            continue;
+        };
+        if !(200..300).contains(&status) {
+            continue;
+        }
+        checked += 1;
+        conforms(
+            &doc,
+            schema,
+            &json(&answer),
+            &format!("GET {url}"),
+            &mut problems,
+        );
+    }
+    assert!(checked >= 15, "only {checked} answers had a described body");
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// Checks `value` against `schema` (the subset the document uses: `$ref`, `type` (one or a list),
+/// `properties`, `required`, `additionalProperties`, `items`, `enum`), naming each mismatch by
+/// its place.
+fn conforms(
+    doc: &serde_json::Value,
+    schema: &serde_json::Value,
+    value: &serde_json::Value,
+    at: &str,
+    problems: &mut Vec<String>,
+) {
+    use serde_json::Value;
+    if let Some(r) = schema["$ref"].as_str() {
+        let target = doc
+            .pointer(r.trim_start_matches('#'))
+            .unwrap_or_else(|| panic!("dangling {r}"));
+        return conforms(doc, target, value, at, problems);
+    }
+    let kind = match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    };
+    let allowed: Vec<&str> = match &schema["type"] {
+        Value::String(t) => vec![t.as_str()],
+        Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    };
+    let fits = |t: &&str| *t == kind || (*t == "number" && kind == "integer");
+    if !allowed.is_empty() && !allowed.iter().any(fits) {
+        problems.push(format!("{at}: a {kind}, described as {allowed:?}"));
+        return;
+    }
+    if let Some(values) = schema["enum"].as_array()
+        && !values.contains(value)
+    {
+        problems.push(format!("{at}: {value} is not one of {values:?}"));
+    }
+    match value {
+        Value::Object(map) => {
+            let properties = schema["properties"].as_object();
+            if let Some(required) = schema["required"].as_array() {
+                for r in required.iter().filter_map(Value::as_str) {
+                    if !map.contains_key(r) {
+                        problems.push(format!("{at}: required `{r}` is missing"));
+                    }
+                }
+            }
+            let open = schema["additionalProperties"] == Value::Bool(true);
+            for (k, v) in map {
+                match properties.and_then(|p| p.get(k)) {
+                    Some(s) => conforms(doc, s, v, &format!("{at}.{k}"), problems),
+                    None if properties.is_some() && !open => {
+                        problems.push(format!("{at}: `{k}` is not described"))
+                    }
+                    None => {}
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(s) = schema.get("items") {
+                for (i, v) in items.iter().take(5).enumerate() {
+                    conforms(doc, s, v, &format!("{at}[{i}]"), problems);
+                }
+            }
+        }
+        _ => {}
+    }
 }
