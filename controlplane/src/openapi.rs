@@ -835,14 +835,119 @@ fn schemas() -> Value {
                 ("write_errors", "integer"),
                 ("templates", "integer"),
                 ("uptime_s", "integer"),
-                ("store_reads", "object"),
-                ("inputs", "array"),
-                ("rings", "array"),
-                ("rates", "object"),
-                ("detection", "object"),
+                ("store_reads", "StoreReads"),
+                ("inputs", "[InputStats]"),
+                ("rings", "[RingStats]"),
+                ("rates", "Rates"),
+                ("detection", "DetectionStats"),
                 ("feedback", "object"),
-                ("api", "object"),
-                ("websocket", "object"),
+                ("api", "ApiStats"),
+                ("websocket", "StreamStats"),
+            ],
+        ),
+    );
+    put(
+        "StoreReads",
+        object(
+            "Failed store reads (docs/api.md, errors)",
+            &[
+                ("read_errors", "integer"),
+                ("last_read_error", "string?"),
+                ("last_read_error_ns", "integer"),
+            ],
+        ),
+    );
+    put(
+        "InputStats",
+        object(
+            "One input's counters",
+            &[
+                ("name", "string"),
+                ("up", "boolean"),
+                ("received", "integer"),
+                ("bytes", "integer"),
+                ("parsed", "integer"),
+                ("malformed", "integer"),
+                ("invalid_utf8", "integer"),
+                ("truncated", "integer"),
+                ("dropped", "integer"),
+                ("connections", "integer"),
+                ("connections_refused", "integer"),
+                ("connection_errors", "integer"),
+                ("connections_idle_closed", "integer"),
+            ],
+        ),
+    );
+    put(
+        "RingStats",
+        object(
+            "One ring between pipeline stages",
+            &[
+                ("name", "string"),
+                ("depth", "integer"),
+                ("capacity", "integer"),
+            ],
+        ),
+    );
+    put(
+        "Rates",
+        object(
+            "Events per second over the last seconds",
+            &[
+                ("received_per_s", "number"),
+                ("stored_per_s", "number"),
+                ("window_s", "number"),
+            ],
+        ),
+    );
+    put(
+        "DetectionStats",
+        object(
+            "Detection counters (docs/api.md)",
+            &[
+                ("scored", "integer"),
+                ("alerts", "object"),
+                ("alert_updates", "integer"),
+                ("alert_errors", "integer"),
+                ("sigma_matches", "integer"),
+                ("sigma_dropped", "integer"),
+                ("ioc_matches", "integer"),
+                ("correlation_hits", "integer"),
+                ("correlation_groups", "integer"),
+                ("correlation_dropped", "integer"),
+                ("ueba_entities", "integer"),
+                ("ueba_evicted", "integer"),
+                ("sources", "integer"),
+                ("saves", "integer"),
+                ("save_errors", "integer"),
+                ("series_errors", "integer"),
+                ("last_save_ns", "integer"),
+            ],
+        ),
+    );
+    put(
+        "ApiStats",
+        object(
+            "The API's refusals",
+            &[("rate_limited", "object"), ("refused_host", "integer")],
+        ),
+    );
+    put(
+        "StreamStats",
+        object(
+            "The WebSocket stream's counters (docs/websocket.md)",
+            &[
+                ("connections", "integer"),
+                ("max_connections", "integer"),
+                ("accepted", "integer"),
+                ("refused_capacity", "integer"),
+                ("refused_origin", "integer"),
+                ("frames_sent", "integer"),
+                ("frames_dropped", "integer"),
+                ("filters_applied", "integer"),
+                ("filters_throttled", "integer"),
+                ("invalid_frames", "integer"),
+                ("tail_skipped_events", "integer"),
             ],
         ),
     );
