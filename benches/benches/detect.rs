@@ -8,14 +8,10 @@
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
-use watchpost_detect::EventTime;
-use watchpost_detect::LOOKAHEAD;
-use watchpost_detect::Markov;
-use watchpost_detect::SplitMix64;
-use watchpost_detect::{Dspot, DspotConfig};
-use watchpost_detect::{EventFeatures, SourceModel};
-use watchpost_detect::{HalfSpaceTrees, HstConfig};
-use watchpost_detect::{Observation, Ueba, UebaParams, UebaType};
+use watchpost_detect::{
+    Dspot, DspotConfig, EventFeatures, EventTime, HalfSpaceTrees, HstConfig, LOOKAHEAD, Markov,
+    Observation, SourceModel, SplitMix64, Ueba, UebaParams, UebaType,
+};
 
 // The allocator the service ships with: where it places the baselines' blocks decides how many
 // lines an observation touches. Of 100,000 768-byte blocks, mimalloc put every one on a cache-line

@@ -8,10 +8,9 @@ use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_mai
 use std::hint::black_box;
 use std::sync::Arc;
 use watchpost_benches::Traffic;
-use watchpost_dataplane::parse_syslog;
-use watchpost_dataplane::{Format, LineMeta};
-use watchpost_dataplane::{MinerConfig, TemplateMiner};
-use watchpost_dataplane::{Normalizer, Tally};
+use watchpost_dataplane::{
+    Format, LineMeta, MinerConfig, Normalizer, Tally, TemplateMiner, parse_syslog,
+};
 use watchpost_proto::InputId;
 use watchpost_rules::IocSet;
 use watchpost_store::EncodedBlock;

@@ -3,13 +3,9 @@
 use crate::Traffic;
 use std::path::PathBuf;
 use std::sync::Arc;
-use watchpost_dataplane::{Format, LineMeta};
-use watchpost_dataplane::{MinerConfig, TemplateMiner};
-use watchpost_dataplane::{Normalizer, Tally};
+use watchpost_dataplane::{Format, LineMeta, MinerConfig, Normalizer, Tally, TemplateMiner};
 use watchpost_proto::InputId;
-use watchpost_rules::Body;
-use watchpost_rules::{BUNDLED, PlainEvent, Rule, parse_rule};
-use watchpost_rules::{load_file, rule_files};
+use watchpost_rules::{BUNDLED, Body, PlainEvent, Rule, load_file, parse_rule, rule_files};
 use watchpost_store::{BlockReader, EncodedBlock};
 
 const NOW_S: i64 = 1_795_000_000;

@@ -3,10 +3,7 @@
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use watchpost_dataplane::Catalog;
-use watchpost_dataplane::DetectHandle;
-use watchpost_dataplane::HttpIngest;
-use watchpost_dataplane::Stats;
+use watchpost_dataplane::{Catalog, DetectHandle, HttpIngest, Stats};
 use watchpost_proto::Config;
 use watchpost_store::Store;
 

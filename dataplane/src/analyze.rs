@@ -10,7 +10,6 @@
 
 use crate::Error;
 use crate::batch::{Format, LineMeta};
-
 use crate::catalog::Catalog;
 use crate::normalize::{Normalizer, Tally};
 use crate::template::{MinerConfig, TemplateMiner};
@@ -18,8 +17,7 @@ use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use watchpost_detect::{Collect, Detector, DetectorParams};
-use watchpost_proto::InputId;
-use watchpost_proto::{Alert, Config};
+use watchpost_proto::{Alert, Config, InputId};
 use watchpost_store::{EncodedBlock, parse_event_id};
 
 /// Lines per block (as a worker's batch).

@@ -16,11 +16,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use watchpost_proto::Config;
-use watchpost_rules::Body;
-use watchpost_rules::Plan;
 use watchpost_rules::{
-    BUNDLED, Mapping, Origin, Rule, RuleEntry, RuleError, RuleSet, load_file, parse_rule,
-    rule_files,
+    BUNDLED, Body, Mapping, Origin, Plan, Rule, RuleEntry, RuleError, RuleSet, load_file,
+    parse_rule, rule_files,
 };
 use watchpost_store::{Store, StoreError};
 

@@ -9,8 +9,7 @@
 
 use crate::template::MinerError;
 use std::path::PathBuf;
-use watchpost_rules::MappingError;
-use watchpost_rules::RuleError;
+use watchpost_rules::{MappingError, RuleError};
 use watchpost_store::StoreError;
 
 /// Why a data-plane operation failed.

@@ -7,7 +7,6 @@
 //! the host, a user...) are documented in `docs/event.md`.
 
 use crate::batch::{Format, LineMeta};
-
 use crate::parse::extract::{self, TextEntity};
 use crate::parse::json::{JsonScalar, JsonScratch, scan_object};
 use crate::parse::syslog::{SyslogFormat, for_each_sd_param, parse_syslog, unescape_sd_value};
@@ -18,16 +17,13 @@ use std::ops::Range;
 use std::sync::Arc;
 use watchpost_detect::{
     CorrelationHit, DetectBatch, DetectRecord, GROUP_TEXT_BYTES, NOT_SCORED, RECORD_ENTITIES,
-    RecordEntity, SIGMA_PER_RECORD,
+    RecordEntity, SIGMA_PER_RECORD, UebaType, ip_key, is_service_account,
 };
-use watchpost_detect::{UebaType, ip_key, is_service_account};
-use watchpost_proto::InputId;
-use watchpost_proto::{EntityKind, Severity, canonicalize_into, entity_uuid};
-use watchpost_proto::{Role, bincode_config};
-use watchpost_proto::{U64Map, hash64, hash64_seeded};
-use watchpost_rules::Plan;
-use watchpost_rules::RuleSet;
-use watchpost_rules::{IocId, IocKind, IocSet};
+use watchpost_proto::{
+    EntityKind, InputId, Role, Severity, U64Map, bincode_config, canonicalize_into, entity_uuid,
+    hash64, hash64_seeded,
+};
+use watchpost_rules::{IocId, IocKind, IocSet, Plan, RuleSet};
 use watchpost_store::{
     EncodedBlock, EntitySlot, EventView, FLAG_INVALID_UTF8, FLAG_MALFORMED, FLAG_TRUNCATED,
     NewEntity, Posting, PostingKind,

@@ -9,7 +9,6 @@
 
 use crate::Error;
 use crate::batch::{Format, Pool, RawBatch};
-
 use crate::catalog::Catalog;
 use crate::input::framing::Framing;
 use crate::input::http::HttpIngest;
@@ -33,9 +32,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 use watchpost_detect::DetectorParams;
-use watchpost_proto::Config;
-use watchpost_proto::InputId;
 use watchpost_proto::config::InputsConfig;
+use watchpost_proto::{Config, InputId};
 use watchpost_store::{EncodedBlock, Store};
 
 /// The running data plane.

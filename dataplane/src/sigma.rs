@@ -4,7 +4,6 @@
 
 use crate::Error;
 use crate::batch::{Format, LineMeta};
-
 use crate::normalize::{Normalizer, Tally};
 use crate::template::{MinerConfig, TemplateMiner};
 use std::sync::Arc;

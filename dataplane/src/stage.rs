@@ -18,15 +18,13 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use watchpost_detect::Dspot;
-use watchpost_detect::{AlertSink, Detector, DetectorParams, SourceState};
-use watchpost_detect::{Baseline, source_text};
-use watchpost_detect::{DetectBatch, shard_of};
-use watchpost_proto::MinutePoint;
-use watchpost_proto::RiskPoint;
-use watchpost_proto::bincode_config;
-use watchpost_proto::now_ns;
-use watchpost_proto::{Alert, AlertType, ThresholdChange, Verdict};
+use watchpost_detect::{
+    AlertSink, Baseline, DetectBatch, Detector, DetectorParams, Dspot, SourceState, shard_of,
+    source_text,
+};
+use watchpost_proto::{
+    Alert, AlertType, MinutePoint, RiskPoint, ThresholdChange, Verdict, bincode_config, now_ns,
+};
 use watchpost_store::Store;
 
 /// How often repeats folded into open alerts are written out (and cooldowns expire).

@@ -5,9 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use watchpost_dataplane::LineMatcher;
-use watchpost_rules::Body;
-use watchpost_rules::{Mapping, RuleSet};
-use watchpost_rules::{load_file, rule_files};
+use watchpost_rules::{Body, Mapping, RuleSet, load_file, rule_files};
 
 fn bundled() -> PathBuf {
     PathBuf::from(

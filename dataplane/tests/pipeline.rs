@@ -7,8 +7,7 @@ use common::*;
 use std::io::Write;
 use std::net::{TcpStream, UdpSocket};
 use watchpost_dataplane::Pipeline;
-use watchpost_proto::EntityKind;
-use watchpost_proto::InputId;
+use watchpost_proto::{EntityKind, InputId};
 use watchpost_store::{EntityFilter, EventQuery, Store};
 
 #[test]

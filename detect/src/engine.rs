@@ -20,18 +20,11 @@ use bincode::{Decode, Encode};
 use std::collections::BTreeMap;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use watchpost_proto::MinutePoint;
-use watchpost_proto::RiskPoint;
 use watchpost_proto::{
-    Alert, AlertType, AttackMapping, EntityKind, EntityRef, MAX_CONTRIBUTING, ThresholdChange,
-    Uuid, Verdict,
+    Alert, AlertType, AttackMapping, EntityKind, EntityRef, MAX_CONTRIBUTING, MinutePoint,
+    RiskPoint, RuleFires, ThresholdChange, U64Map, Uuid, Verdict, event_id, fmix64,
 };
-use watchpost_proto::{RuleFires, event_id};
-use watchpost_proto::{U64Map, fmix64};
-use watchpost_rules::Level;
-use watchpost_rules::RuleEntry;
-use watchpost_rules::{CorrelationKind, Correlator, Fired, Hit};
-use watchpost_rules::{IocId, IocKind};
+use watchpost_rules::{CorrelationKind, Correlator, Fired, Hit, IocId, IocKind, Level, RuleEntry};
 
 /// How many events ahead [`Detector::process_all`] prefetches baselines: one per prefetch stage
 /// (slot, baseline, lists), each event's work giving the previous stage's loads time to land.

@@ -8,8 +8,7 @@
 //! on the per-event path touches it.
 
 use std::collections::{BTreeMap, HashMap};
-use watchpost_proto::{Alert, AlertType, AttackMapping, MAX_CONTRIBUTING, Uuid};
-use watchpost_proto::{fmix64, hash64};
+use watchpost_proto::{Alert, AlertType, AttackMapping, MAX_CONTRIBUTING, Uuid, fmix64, hash64};
 use watchpost_rules::Attack;
 
 /// `detector` of kill-chain alerts.

@@ -7,9 +7,7 @@
 //! so detection depends on neither (and `watchpost analyze` can hand it any holder).
 
 use std::sync::Arc;
-use watchpost_rules::IocSet;
-use watchpost_rules::Plan;
-use watchpost_rules::RuleEntry;
+use watchpost_rules::{IocSet, Plan, RuleEntry};
 
 /// The rules stage A numbers its matches by.
 pub trait RuleBook: Send + Sync {

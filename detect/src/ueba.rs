@@ -26,8 +26,7 @@ use bincode::de::Decoder;
 use bincode::enc::Encoder;
 use bincode::error::{DecodeError, EncodeError};
 use bincode::{Decode, Encode};
-use watchpost_proto::RiskPoint;
-use watchpost_proto::U64Map;
+use watchpost_proto::{RiskPoint, U64Map};
 
 /// The least blended score that may alert, whatever the threshold. An entity type whose normal
 /// scores are all alike (a fleet of identical service accounts) gets a DSPOT threshold just above

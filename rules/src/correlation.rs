@@ -21,7 +21,6 @@
 //! - A correlation that refers to another correlation must group by the same fields.
 
 use crate::engine::{Field, resolve};
-
 use crate::mapping::Mapping;
 use crate::rule::{Body, Correlation, Rule};
 use std::collections::{HashMap, VecDeque};

@@ -5,8 +5,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use watchpost_rules::{Mapping, RuleSet};
-use watchpost_rules::{load_file, rule_files};
+use watchpost_rules::{Mapping, RuleSet, load_file, rule_files};
 
 fn corpus() -> Option<PathBuf> {
     let candidates = [

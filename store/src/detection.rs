@@ -21,12 +21,9 @@
 
 use crate::{Store, StoreError};
 use rocksdb::{Direction, IteratorMode, WriteBatch};
-use watchpost_proto::MinutePoint;
-use watchpost_proto::RiskPoint;
-use watchpost_proto::RuleFires;
 use watchpost_proto::{
-    Alert, AlertType, CloseReason, Feedback, MAX_TRIAGE_HISTORY, TOTAL_EXACT_UP_TO, Triage,
-    TriageChange, TriageStatus, Uuid,
+    Alert, AlertType, CloseReason, Feedback, MAX_TRIAGE_HISTORY, MinutePoint, RiskPoint, RuleFires,
+    TOTAL_EXACT_UP_TO, Triage, TriageChange, TriageStatus, Uuid,
 };
 
 pub(crate) const CF_ALERTS: &str = "alerts";

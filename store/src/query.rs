@@ -18,13 +18,11 @@ use crate::{
     CF_IDX_SOURCE, CF_IDX_TEMPLATE, INDEX_PREFIX_LEN, Store, StoreError, StoredEvent, day_of,
     index_prefix,
 };
-
 use std::collections::BTreeMap;
-use watchpost_proto::InputId;
-use watchpost_proto::now_ns;
-use watchpost_proto::{EntityKind, EntityRef, Event, TOTAL_EXACT_UP_TO, entity_uuid};
-use watchpost_proto::{Role, event_id};
-use watchpost_proto::{hash64, hash64_seeded};
+use watchpost_proto::{
+    EntityKind, EntityRef, Event, InputId, Role, TOTAL_EXACT_UP_TO, entity_uuid, event_id, hash64,
+    hash64_seeded, now_ns,
+};
 
 /// An entity to filter on: one or more (kind, canonical name) alternatives (a bare value such as
 /// `web-01` may be a host or a user).

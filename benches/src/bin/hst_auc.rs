@@ -11,8 +11,7 @@
 //! the forest's layout when the change keeps the scores bit-identical).
 
 use std::io::Write;
-use watchpost_detect::SplitMix64;
-use watchpost_detect::{HalfSpaceTrees, HstConfig};
+use watchpost_detect::{HalfSpaceTrees, HstConfig, SplitMix64};
 
 /// Points per stream.
 const POINTS: usize = 60_000;

@@ -8,8 +8,7 @@
 //!
 //! `cargo run --release -p watchpost-benches --bin ueba_memory [ENTITIES] [--ipv6]`
 
-use watchpost_detect::EventTime;
-use watchpost_detect::{Observation, Ueba, UebaParams, UebaType};
+use watchpost_detect::{EventTime, Observation, Ueba, UebaParams, UebaType};
 
 fn rss_bytes() -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();

@@ -18,10 +18,8 @@ use serde::Serialize;
 use std::collections::HashMap;
 use std::fmt::Write;
 use watchpost_dataplane::Catalog;
-use watchpost_proto::hash64;
-use watchpost_proto::{AlertType, AttackMapping, Event, Feedback, Verdict};
-use watchpost_rules::{Body, Logsource};
-use watchpost_rules::{PlainEvent, parse_rule};
+use watchpost_proto::{AlertType, AttackMapping, Event, Feedback, Verdict, hash64};
+use watchpost_rules::{Body, Logsource, PlainEvent, parse_rule};
 use watchpost_store::{Store, StoreError};
 
 /// Alert ids kept per pattern as evidence.

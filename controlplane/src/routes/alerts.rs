@@ -10,10 +10,9 @@ use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
-use watchpost_proto::now_ns;
 use watchpost_proto::{
     Alert, AlertType, CloseReason, EntityKind, Event, Feedback, ListMeta, ListResponse,
-    TriageStatus, Uuid, Verdict, entity_uuid_of,
+    TriageStatus, Uuid, Verdict, entity_uuid_of, now_ns,
 };
 use watchpost_store::{AlertQuery, Store, StoreError, TriageError, TriageUpdate};
 

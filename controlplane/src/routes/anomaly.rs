@@ -7,8 +7,7 @@ use crate::state::AppState;
 use axum::Json;
 use axum::extract::{RawQuery, State};
 use serde_json::{Value, json};
-use watchpost_proto::hash64;
-use watchpost_proto::now_ns;
+use watchpost_proto::{hash64, now_ns};
 use watchpost_store::AlertQuery;
 
 /// Most buckets in one answer (7 days at 5 minutes).

@@ -8,9 +8,7 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use watchpost_proto::hash64_seeded;
-use watchpost_proto::now_ns;
-use watchpost_proto::{EntityKind, ListResponse, Uuid};
+use watchpost_proto::{EntityKind, ListResponse, Uuid, hash64_seeded, now_ns};
 use watchpost_store::{EntityFilter, EntityHit, EventQuery, Store, StoreError};
 
 /// Entities by name or UUID, best match first.

@@ -14,8 +14,7 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use serde::Deserialize;
 use std::sync::Arc;
-use watchpost_proto::now_ns;
-use watchpost_proto::{ListResponse, Uuid};
+use watchpost_proto::{ListResponse, Uuid, now_ns};
 use watchpost_store::{EntityFilter, EventPage, EventQuery, Store, StoreError};
 
 impl From<LlmError> for ApiError {

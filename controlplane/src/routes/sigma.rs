@@ -17,12 +17,9 @@ use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::Arc;
-use watchpost_dataplane::Catalog;
-use watchpost_dataplane::Error;
-use watchpost_proto::now_ns;
-use watchpost_proto::{AttackMapping, ListResponse};
-use watchpost_rules::Body as RuleBody;
-use watchpost_rules::RuleEntry;
+use watchpost_dataplane::{Catalog, Error};
+use watchpost_proto::{AttackMapping, ListResponse, now_ns};
+use watchpost_rules::{Body as RuleBody, RuleEntry};
 
 /// Nanoseconds per hour.
 const HOUR_NS: i64 = 3_600_000_000_000;

@@ -9,8 +9,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use std::sync::atomic::Ordering;
 use watchpost_dataplane::ThreadState;
-use watchpost_proto::InputId;
-use watchpost_proto::now_ns;
+use watchpost_proto::{InputId, now_ns};
 
 /// The store shows degraded for this long after a read failed. Reads that fail answer 500 at
 /// once; this keeps a failure visible to a probe that polls between them.

@@ -18,10 +18,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
-use watchpost_proto::hash64;
-use watchpost_proto::now_ns;
-use watchpost_store::Checkpoint;
-use watchpost_store::Store;
+use watchpost_proto::{hash64, now_ns};
+use watchpost_store::{Checkpoint, Store};
 
 /// Settings of the file input.
 pub struct FileSettings {

@@ -6,7 +6,6 @@
 //! make its senders wait, so it uses [`Outlet::push_line_or_drop`] and counts what it drops.
 
 use crate::batch::{Pool, RawBatch};
-
 use crate::ring::Producer;
 use crate::stats::InputCounters;
 use std::sync::Arc;

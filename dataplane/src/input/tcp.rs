@@ -15,8 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use watchpost_proto::InputId;
-use watchpost_proto::now_ns;
+use watchpost_proto::{InputId, now_ns};
 
 const LISTENER: Token = Token(usize::MAX);
 
