@@ -34,6 +34,7 @@
 //! numbering to cell numbering, built from per-dimension tables of the path bits each cell
 //! decides.
 
+use crate::error::Error;
 use crate::fastmath::log2;
 use crate::rng::SplitMix64;
 use bincode::de::Decoder;
@@ -610,7 +611,7 @@ impl HalfSpaceTrees {
 
     /// Why this forest cannot be used, if it cannot: a saved model is decoded into this, and one
     /// saved with another layout must be refused rather than indexed out of bounds.
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), Error> {
         let c = &self.cfg;
         let leaves = 1usize << c.height.min(MAX_HEIGHT);
         let bad = c.trees == 0
@@ -635,9 +636,10 @@ impl HalfSpaceTrees {
                 }) || !g.fields_fit(leaves)
             });
         if bad {
-            Err(format!(
-                "a forest whose parts do not match its settings {c:?}"
-            ))
+            Err(Error::Inconsistent {
+                model: "Half-Space Trees",
+                detail: format!("a forest whose parts do not match its settings {c:?}"),
+            })
         } else {
             Ok(())
         }
@@ -659,12 +661,14 @@ impl Encode for HalfSpaceTrees {
 
 impl<C> Decode<C> for HalfSpaceTrees {
     fn decode<D: Decoder<Context = C>>(d: &mut D) -> Result<Self, DecodeError> {
-        let refuse = |why: String| DecodeError::OtherString(format!("Half-Space Trees: {why}"));
         let layout: u8 = Decode::decode(d)?;
         if layout != LAYOUT {
-            return Err(refuse(format!(
-                "saved in another layout ({layout:#x}, this one is {LAYOUT:#x})"
-            )));
+            return Err(Error::Layout {
+                model: "Half-Space Trees",
+                found: layout,
+                expected: LAYOUT,
+            }
+            .into());
         }
         let mut forest = HalfSpaceTrees {
             cfg: Decode::decode(d)?,
@@ -678,9 +682,13 @@ impl<C> Decode<C> for HalfSpaceTrees {
             in_window: Decode::decode(d)?,
             windows: Decode::decode(d)?,
         };
-        forest.check().map_err(refuse)?;
+        forest.check()?;
         if !forest.derive() {
-            return Err(refuse("cell tables that do not number every leaf".into()));
+            return Err(Error::Inconsistent {
+                model: "Half-Space Trees",
+                detail: "cell tables that do not number every leaf".into(),
+            }
+            .into());
         }
         Ok(forest)
     }

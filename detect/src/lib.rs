@@ -32,6 +32,7 @@
 mod dspot;
 mod engine;
 mod ensemble;
+mod error;
 mod fastmath;
 mod hst;
 mod killchain;
@@ -51,6 +52,7 @@ pub use engine::{
     AlertSink, Collect, Detector, DetectorParams, FEEDBACK_STEP, LOOKAHEAD, SourceState,
 };
 pub use ensemble::{Contributions, EventFeatures, Scored, SourceModel, WEIGHTS};
+pub use error::Error;
 pub use fastmath::{log2, logistic4};
 pub use hst::{HalfSpaceTrees, HstConfig, MAX_DIMS, MAX_HEIGHT, MAX_TREES};
 pub use killchain::{DETECTOR, KillChain};

@@ -33,6 +33,7 @@
 //! Lookups go through a [`Probe`] made once per observation and used by both scoring and learning,
 //! so each list is scanned once per observation rather than once per question.
 
+use crate::error::Error;
 use crate::prefetch::prefetch;
 use bincode::de::Decoder;
 use bincode::error::DecodeError;
@@ -500,29 +501,34 @@ impl TopLists {
 
     /// Why these lists cannot be used, if they cannot: a saved baseline is decoded into this, and
     /// one saved with another layout must be refused rather than read at the wrong offsets.
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), Error> {
+        let inconsistent = |detail: String| Error::Inconsistent {
+            model: "top-K lists",
+            detail,
+        };
         let (k, cap) = (usize::from(self.template_cap), usize::from(self.source_cap));
         if k == 0
             || cap == 0
             || self.templates > self.template_cap
             || self.sources > self.source_cap
         {
-            return Err(format!(
+            return Err(inconsistent(format!(
                 "{}/{} templates and {}/{} sources",
                 self.templates, k, self.sources, cap
-            ));
+            )));
         }
         if self.words.len() != Self::words_for(k, cap) {
-            return Err(format!(
+            return Err(inconsistent(format!(
                 "{} words where this layout has {}",
                 self.words.len(),
                 Self::words_for(k, cap)
-            ));
+            )));
         }
         match &self.v6 {
-            Some(full) if full.len() != cap => {
-                Err(format!("{} IPv6 keys for {cap} slots", full.len()))
-            }
+            Some(full) if full.len() != cap => Err(inconsistent(format!(
+                "{} IPv6 keys for {cap} slots",
+                full.len()
+            ))),
             _ => Ok(()),
         }
     }
@@ -538,9 +544,7 @@ impl<C> Decode<C> for TopLists {
             templates: Decode::decode(d)?,
             sources: Decode::decode(d)?,
         };
-        lists
-            .check()
-            .map_err(|why| DecodeError::OtherString(format!("top-K lists: {why}")))?;
+        lists.check()?;
         Ok(lists)
     }
 }

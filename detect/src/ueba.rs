@@ -18,6 +18,7 @@
 //! so scoring a known entity allocates nothing.
 
 use crate::dspot::{Dspot, DspotConfig, Verdict};
+use crate::error::Error;
 use crate::fastmath::{log2, logistic4};
 use crate::table::EntityTable;
 use crate::time::{EventTime, NS_PER_HOUR};
@@ -261,10 +262,12 @@ impl<C> Decode<C> for BaselineLayout {
     fn decode<D: Decoder<Context = C>>(d: &mut D) -> Result<Self, DecodeError> {
         let layout = u8::decode(d)?;
         if layout != BASELINE_LAYOUT {
-            return Err(DecodeError::OtherString(format!(
-                "baseline saved in another layout (first byte {layout:#x}, this one is \
-                 {BASELINE_LAYOUT:#x})"
-            )));
+            return Err(Error::Layout {
+                model: "UEBA baseline",
+                found: layout,
+                expected: BASELINE_LAYOUT,
+            }
+            .into());
         }
         Ok(BaselineLayout)
     }

@@ -217,7 +217,7 @@ pub struct Plan {
     taps: Vec<Vec<Tap>>,
     /// Detection rules referred to without `generate: true`, by number.
     suppressed: Vec<bool>,
-    errors: Vec<(String, String)>,
+    errors: Vec<(String, CorrelationError)>,
 }
 
 /// What a reference in `rules` points at.
@@ -276,17 +276,17 @@ impl Plan {
                 Body::Detection { .. } => None,
             })
             .collect();
-        let mut targets: Vec<Result<Vec<Target>, String>> = Vec::new();
+        let mut targets: Vec<Result<Vec<Target>, CorrelationError>> = Vec::new();
         for def in &defs {
             let Some(c) = def else {
-                targets.push(Err("not a correlation rule".into()));
+                targets.push(Err(CorrelationError::NotCorrelation));
                 continue;
             };
             targets.push(
                 c.rules
                     .iter()
                     .map(|name| {
-                        find(name).ok_or_else(|| format!("no rule has id or name `{name}`"))
+                        find(name).ok_or_else(|| CorrelationError::UnknownRule(name.clone()))
                     })
                     .collect(),
             );
@@ -328,10 +328,8 @@ impl Plan {
                 None
             };
             if bounds.iter().any(|(_, v)| *v > MAX_BOUND) {
-                plan.errors.push((
-                    rule.id.clone(),
-                    format!("count bounds above {MAX_BOUND} are not supported"),
-                ));
+                plan.errors
+                    .push((rule.id.clone(), CorrelationError::BoundTooLarge));
                 number[i] = None;
                 continue;
             }
@@ -421,7 +419,7 @@ impl Plan {
     }
 
     /// Correlations left out, with why: (rule id, message).
-    pub fn errors(&self) -> &[(String, String)] {
+    pub fn errors(&self) -> &[(String, CorrelationError)] {
         &self.errors
     }
 
@@ -431,6 +429,34 @@ impl Plan {
     }
 }
 
+/// Why a correlation rule is left out of the plan (it loads, and is listed as not evaluated).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CorrelationError {
+    /// The rule is in the correlation list but is not a correlation.
+    #[error("not a correlation rule")]
+    NotCorrelation,
+    /// A name in `rules:` matches no rule's id or name.
+    #[error("no rule has id or name `{0}`")]
+    UnknownRule(String),
+    /// Correlations refer to each other in a loop.
+    #[error("correlations refer to each other in a cycle")]
+    Cycle,
+    /// A chained correlation groups by other fields.
+    #[error("it chains a correlation that groups by {theirs:?}, not by its own {ours:?}")]
+    GroupByMismatch {
+        /// The chained correlation's `group-by`.
+        theirs: Vec<String>,
+        /// This one's.
+        ours: Vec<String>,
+    },
+    /// The chain is deeper than the most correlations one chain may hold (8).
+    #[error("it chains {0} correlations deep; at most {MAX_CHAIN_DEPTH}")]
+    TooDeep(usize),
+    /// A count bound over the largest one supported.
+    #[error("count bounds above {MAX_BOUND} are not supported")]
+    BoundTooLarge,
+}
+
 /// What the walk over the chains knows of a correlation.
 #[derive(Clone)]
 enum Mark {
@@ -438,7 +464,7 @@ enum Mark {
     /// On the walk's current path: meeting it again closes a cycle.
     Open,
     /// Checked: its height (correlations in its longest chain, itself included) or why not.
-    Done(Result<usize, String>),
+    Done(Result<usize, CorrelationError>),
 }
 
 /// For each correlation, whether its chain holds: every reference resolves, no cycle, every
@@ -447,9 +473,9 @@ enum Mark {
 /// recursive walk that checked shared links again for every path through them took minutes for
 /// five correlations listing each other a hundred times, and overflowed the stack on long chains.
 fn check_chains(
-    targets: &[Result<Vec<Target>, String>],
+    targets: &[Result<Vec<Target>, CorrelationError>],
     defs: &[Option<&Correlation>],
-) -> Vec<Result<(), String>> {
+) -> Vec<Result<(), CorrelationError>> {
     let mut mark = vec![Mark::Unseen; targets.len()];
     for root in 0..targets.len() {
         if !matches!(mark[root], Mark::Unseen) {
@@ -487,7 +513,7 @@ fn check_chains(
     mark.into_iter()
         .map(|m| match m {
             Mark::Done(r) => r.map(|_| ()),
-            _ => Err("correlations refer to each other in a cycle".into()),
+            _ => Err(CorrelationError::Cycle),
         })
         .collect()
 }
@@ -498,7 +524,7 @@ fn chain_of(
     ts: &[Target],
     defs: &[Option<&Correlation>],
     mark: &[Mark],
-) -> Result<usize, String> {
+) -> Result<usize, CorrelationError> {
     let mut height = 1;
     for t in ts {
         let Target::Correlation(j) = *t else {
@@ -509,23 +535,21 @@ fn chain_of(
             continue;
         };
         if a.group_by != b.group_by {
-            return Err(format!(
-                "it chains a correlation that groups by {:?}, not by its own {:?}",
-                b.group_by, a.group_by
-            ));
+            return Err(CorrelationError::GroupByMismatch {
+                theirs: b.group_by.clone(),
+                ours: a.group_by.clone(),
+            });
         }
         match &mark[j] {
             Mark::Done(Ok(h)) => height = height.max(h + 1),
             Mark::Done(Err(e)) => return Err(e.clone()),
             Mark::Open | Mark::Unseen => {
-                return Err("correlations refer to each other in a cycle".into());
+                return Err(CorrelationError::Cycle);
             }
         }
     }
     if height > MAX_CHAIN_DEPTH {
-        return Err(format!(
-            "it chains {height} correlations deep; at most {MAX_CHAIN_DEPTH}"
-        ));
+        return Err(CorrelationError::TooDeep(height));
     }
     Ok(height)
 }
@@ -1192,7 +1216,7 @@ mod tests {
         let ids: Vec<&str> = p.errors().iter().map(|(id, _)| id.as_str()).collect();
         assert_eq!(ids, vec!["x", "y", "z", "w"]);
         assert_eq!(p.correlations().len(), 1);
-        assert!(p.errors()[3].1.contains("groups by"));
+        assert!(p.errors()[3].1.to_string().contains("groups by"));
     }
 
     /// `levels` levels of `width` correlations, each counting every correlation of the level
@@ -1227,7 +1251,7 @@ mod tests {
         let p = Plan::compile(&dets, &ladder(MAX_CHAIN_DEPTH + 1, 2), &Mapping::bundled());
         assert_eq!(p.errors().len(), 2, "{:?}", p.errors());
         assert!(
-            p.errors()[0].1.contains("9 correlations deep"),
+            p.errors()[0].1.to_string().contains("9 correlations deep"),
             "{:?}",
             p.errors()
         );

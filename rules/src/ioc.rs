@@ -49,6 +49,7 @@ pub use load::IocLoad;
 pub use scan::names_a_hash;
 
 use hash::{KeyMap, StrHasher};
+pub use parse::IndicatorError;
 use parse::{Hint, Parsed, UrlParts};
 use std::collections::hash_map::Entry;
 use std::hash::{BuildHasher, Hash};
@@ -359,7 +360,7 @@ impl IocSet {
         kind: Option<IocKind>,
         source: &str,
         label: Option<&str>,
-    ) -> Result<Added, String> {
+    ) -> Result<Added, IndicatorError> {
         let parsed = parse::parse(text, kind.map_or(Hint::Auto, Hint::from))?;
         let source: Arc<str> = Arc::from(source);
         let label: Option<Arc<str>> = label.map(Arc::from);
@@ -371,11 +372,11 @@ impl IocSet {
         parsed: Parsed,
         source: &Arc<str>,
         label: Option<&Arc<str>>,
-    ) -> Result<Added, String> {
+    ) -> Result<Added, IndicatorError> {
         let next = u32::try_from(self.indicators.len())
             .ok()
             .filter(|&n| n < u32::MAX)
-            .ok_or_else(|| "too many indicators (the limit is 2^32 - 1)".to_string())?;
+            .ok_or(IndicatorError::SetFull)?;
         let kind = parsed.kind();
         let value = parsed.canonical();
         let seed = self.seed;
@@ -400,7 +401,10 @@ impl IocSet {
             }
             Parsed::Url(u) => {
                 // The canonical text splits into the same pieces as the text it came from.
-                let parts = parse::split_url(u).ok_or_else(|| format!("`{u}` is not a URL"))?;
+                let parts = parse::split_url(u).ok_or_else(|| IndicatorError::NotA {
+                    text: parse::short(u).into_owned(),
+                    expected: "a URL",
+                })?;
                 let inds = &self.indicators;
                 self.urls.claim(url_hash(seed, &parts), next, |id| {
                     *inds[id as usize].value == **u

@@ -66,13 +66,15 @@ mod yaml;
 
 pub use attack::{Attack, LICENSE as ATTACK_LICENSE, Tactic, Technique};
 pub use bundled::BUNDLED;
-pub use correlation::{Correlator, Fired, Hit, Kind as CorrelationKind, Plan, Tap};
+pub use correlation::{
+    CorrelationError, Correlator, Fired, Hit, Kind as CorrelationKind, Plan, Tap,
+};
 pub use engine::RuleSet;
 pub use entry::{Origin, RuleEntry};
 pub use error::{ErrorKind, Pos, RuleError};
 pub use ioc::{
-    FileStats, Format as IocFormat, Indicator, IocError, IocId, IocKind, IocLoad, IocSet,
-    names_a_hash,
+    FileStats, Format as IocFormat, Indicator, IndicatorError, IocError, IocId, IocKind, IocLoad,
+    IocSet, names_a_hash,
 };
 pub use load::{Loaded, load_file, rule_files};
 pub use mapping::{Mapping, MappingError};

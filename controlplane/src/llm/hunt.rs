@@ -231,27 +231,53 @@ pub fn translation_prompt(query: &str, now_ns: i64, sources: &[String]) -> Strin
     )
 }
 
+/// Why a model's query translation was refused (the hunt answers 502 with it).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TranslationError {
+    /// No `{...}` in the text.
+    #[error("the answer holds no JSON object")]
+    NoObject,
+    /// The `{...}` does not parse.
+    #[error("the answer's JSON does not read: {0}")]
+    BadJson(String),
+    /// It parses to something other than an object.
+    #[error("the answer is not a JSON object")]
+    NotObject,
+    /// A known key with a value the hunt cannot use.
+    #[error("`{key}` {problem}")]
+    BadValue {
+        /// The key.
+        key: &'static str,
+        /// What is wrong with its value.
+        problem: String,
+    },
+    /// `until` is not after `since`.
+    #[error("`until` is not later than `since`")]
+    EmptyRange,
+}
+
 /// Reads the model's translation: the first JSON object in its text (models like to wrap it in a
 /// code fence), each known key checked; unknown keys are ignored. `Err` says what was wrong.
-pub fn parse_translation(text: &str, now_ns: i64) -> Result<HuntQuery, String> {
+pub fn parse_translation(text: &str, now_ns: i64) -> Result<HuntQuery, TranslationError> {
     let (start, end) = match (text.find('{'), text.rfind('}')) {
         (Some(s), Some(e)) if s < e => (s, e),
-        _ => return Err("the answer holds no JSON object".into()),
+        _ => return Err(TranslationError::NoObject),
     };
     let v: Value = serde_json::from_str(&text[start..=end])
-        .map_err(|e| format!("the answer's JSON does not read: {e}"))?;
-    let obj = v
-        .as_object()
-        .ok_or_else(|| "the answer is not a JSON object".to_string())?;
-    let string = |key: &str| -> Result<Option<String>, String> {
+        .map_err(|e| TranslationError::BadJson(e.to_string()))?;
+    let obj = v.as_object().ok_or(TranslationError::NotObject)?;
+    let bad = |key: &'static str, problem: String| TranslationError::BadValue { key, problem };
+    let string = |key: &'static str| -> Result<Option<String>, TranslationError> {
         match obj.get(key) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
             Some(Value::String(s)) if s.chars().count() <= MAX_VALUE_CHARS => {
                 Ok(Some(s.trim().to_string()))
             }
-            Some(Value::String(_)) => Err(format!("`{key}` is over {MAX_VALUE_CHARS} characters")),
-            Some(other) => Err(format!("`{key}` is not a string: {other}")),
+            Some(Value::String(_)) => {
+                Err(bad(key, format!("is over {MAX_VALUE_CHARS} characters")))
+            }
+            Some(other) => Err(bad(key, format!("is not a string: {other}"))),
         }
     };
     let mut q = HuntQuery {
@@ -266,28 +292,28 @@ pub fn parse_translation(text: &str, now_ns: i64) -> Result<HuntQuery, String> {
             .iter()
             .map(|e| match e {
                 Value::String(s) if s.chars().count() <= MAX_VALUE_CHARS => Ok(s.trim().into()),
-                other => Err(format!("`entities` holds {other}, not a name")),
+                other => Err(bad("entities", format!("holds {other}, not a name"))),
             })
             .filter(|e| !matches!(e, Ok(s) if String::is_empty(s)))
             .collect::<Result<_, _>>()?,
-        Some(other) => Err(format!("`entities` is not a list: {other}"))?,
+        Some(other) => Err(bad("entities", format!("is not a list: {other}")))?,
     };
     if q.entities.len() > MAX_ENTITIES {
-        return Err(format!("`entities` names over {MAX_ENTITIES}"));
+        return Err(bad("entities", format!("names over {MAX_ENTITIES}")));
     }
     q.min_severity = match obj.get("min_severity") {
         None | Some(Value::Null) => None,
         Some(v) => match v.as_u64() {
             Some(n) if n <= 5 => Some(n as u8),
-            _ => return Err(format!("`min_severity` is not 0 to 5: {v}")),
+            _ => return Err(bad("min_severity", format!("is not 0 to 5: {v}"))),
         },
     };
-    let time = |key: &str| -> Result<Option<i64>, String> {
+    let time = |key: &'static str| -> Result<Option<i64>, TranslationError> {
         match string(key)? {
             None => Ok(None),
             Some(s) => watchpost_dataplane::parse_rfc3339(s.as_bytes())
                 .map(Some)
-                .ok_or_else(|| format!("`{key}` is not an RFC 3339 time: {s}")),
+                .ok_or_else(|| bad(key, format!("is not an RFC 3339 time: {s}"))),
         }
     };
     q.since_ns = time("since")?;
@@ -300,13 +326,13 @@ pub fn parse_translation(text: &str, now_ns: i64) -> Result<HuntQuery, String> {
                 // An absolute start the model also gave wins if it is the later one.
                 q.since_ns = Some(q.since_ns.unwrap_or(i64::MIN).max(now_ns - back));
             }
-            _ => return Err(format!("`last_hours` is not a number of hours: {v}")),
+            _ => return Err(bad("last_hours", format!("is not a number of hours: {v}"))),
         },
     }
     if let (Some(s), Some(u)) = (q.since_ns, q.until_ns)
         && s >= u
     {
-        return Err("`until` is not later than `since`".into());
+        return Err(TranslationError::EmptyRange);
     }
     Ok(q)
 }
@@ -364,7 +390,7 @@ mod tests {
             ("{\"text\": {\"a\": 1}", "does not read"),
         ] {
             let e = parse_translation(bad, NOW).unwrap_err();
-            assert!(e.contains(why), "{bad}: {e}");
+            assert!(e.to_string().contains(why), "{bad}: {e}");
         }
     }
 

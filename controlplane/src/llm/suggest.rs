@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::fmt::Write;
 use watchpost_dataplane::Catalog;
 use watchpost_proto::{AlertType, AttackMapping, Event, Feedback, Verdict, hash64};
-use watchpost_rules::{Body, Logsource, PlainEvent, parse_rule};
+use watchpost_rules::{Body, Logsource, PlainEvent, RuleError, parse_rule};
 use watchpost_store::{Store, StoreError};
 
 /// Alert ids kept per pattern as evidence.
@@ -393,6 +393,38 @@ pub struct CheckedDraft {
     pub warnings: Vec<String>,
 }
 
+/// Why a draft was refused: said to the model in the repair round, and to the analyst when the
+/// repair fails too.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum DraftError {
+    /// The YAML is not a valid Sigma rule.
+    #[error("{}", invalid_rule_text(.0))]
+    Invalid(RuleError),
+    /// A correlation was drafted.
+    #[error("a correlation rule was drafted; a detection rule is needed")]
+    Correlation,
+    /// The mapping has no logsource entry for the rule's.
+    #[error("no logsource entry covers {0}: the rule would match no events")]
+    UncoveredLogsource(String),
+    /// Evidence was given and the rule matches none of it.
+    #[error("the rule matches none of the {0} evidence events")]
+    MatchesNoEvidence(usize),
+}
+
+/// A rule error with its position, as the model is told it.
+fn invalid_rule_text(error: &RuleError) -> String {
+    match error.pos {
+        Some(p) => format!(
+            "line {}, column {}: {} ({})",
+            p.line,
+            p.column,
+            error.message,
+            error.kind.as_str()
+        ),
+        None => format!("{} ({})", error.message, error.kind.as_str()),
+    }
+}
+
 /// Checks a draft: valid Sigma, a detection rule, a logsource the mapping covers, and (when there
 /// is evidence) at least one evidence event matched. `Err` says what is wrong, for the repair
 /// round.
@@ -400,25 +432,16 @@ pub fn check_draft(
     catalog: &Catalog,
     yaml: &str,
     events: &[Event],
-) -> Result<CheckedDraft, String> {
-    let rule = parse_rule(yaml).map_err(|e| match e.pos {
-        Some(p) => format!(
-            "line {}, column {}: {} ({})",
-            p.line,
-            p.column,
-            e.message,
-            e.kind.as_str()
-        ),
-        None => format!("{} ({})", e.message, e.kind.as_str()),
-    })?;
+) -> Result<CheckedDraft, DraftError> {
+    let rule = parse_rule(yaml).map_err(DraftError::Invalid)?;
     if matches!(rule.body, Body::Correlation(_)) {
-        return Err("a correlation rule was drafted; a detection rule is needed".into());
+        return Err(DraftError::Correlation);
     }
     if catalog.mapping().shapes(&rule.logsource).is_none() {
-        return Err(format!(
-            "no logsource entry covers {:?}: the rule would match no events",
+        return Err(DraftError::UncoveredLogsource(format!(
+            "{:?}",
             rule.logsource
-        ));
+        )));
     }
     let (rule_id, title) = (rule.id.clone(), rule.title.clone());
     let level = rule.level.map(|l| l.as_str().to_string());
@@ -432,10 +455,7 @@ pub fn check_draft(
         matched += usize::from(!hits.is_empty());
     }
     if !events.is_empty() && matched == 0 {
-        return Err(format!(
-            "the rule matches none of the {} evidence events",
-            events.len()
-        ));
+        return Err(DraftError::MatchesNoEvidence(events.len()));
     }
     Ok(CheckedDraft {
         yaml: yaml.to_string(),

@@ -41,6 +41,32 @@ pub const RETRY_EVERY: Duration = Duration::from_secs(1);
 /// Idle connections kept for reuse.
 const POOL: usize = 8;
 
+/// Why a round trip to the shared store gave no answer; the check falls back and `/health`
+/// shows the text.
+#[derive(Debug, thiserror::Error)]
+enum CallError {
+    /// A recent failure holds new connections back until [`RETRY_EVERY`] has passed.
+    #[error("{0}")]
+    Waiting(String),
+    /// No connection could be opened.
+    #[error("cannot connect to {address}: {source}")]
+    Connect {
+        /// Where.
+        address: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Connecting took longer than [`TIMEOUT`].
+    #[error("cannot connect to {0} within 250 ms")]
+    ConnectTimeout(String),
+    /// The connection failed mid-call, or the store answered with an error.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// The call took longer than [`TIMEOUT`].
+    #[error("no answer within 250 ms")]
+    Timeout,
+}
+
 /// The shared store and what is known of its health.
 pub struct SharedStore {
     url: StoreUrl,
@@ -167,7 +193,7 @@ impl SharedStore {
         }
     }
 
-    async fn eval(&self, args: &[&[u8]]) -> Result<Reply, String> {
+    async fn eval(&self, args: &[&[u8]]) -> Result<Reply, CallError> {
         let (mut c, sha) = self.connection().await?;
         let mut call: Vec<&[u8]> = Vec::with_capacity(args.len() + 2);
         call.push(b"EVALSHA");
@@ -175,43 +201,43 @@ impl SharedStore {
         call.extend_from_slice(args);
         let reply = match tokio::time::timeout(TIMEOUT, c.call(&call)).await {
             Ok(Ok(r)) => r,
-            Ok(Err(e)) => return Err(e.to_string()),
-            Err(_) => return Err("no answer within 250 ms".into()),
+            Ok(Err(e)) => return Err(e.into()),
+            Err(_) => return Err(CallError::Timeout),
         };
         let reply = match reply {
             // The store lost its script cache (restart, SCRIPT FLUSH): load it again, once.
             Reply::Error(e) if e.starts_with("NOSCRIPT") => {
-                let sha = load_script(&mut c).await.map_err(|e| e.to_string())?;
+                let sha = load_script(&mut c).await?;
                 call[1] = sha.as_bytes();
                 let r = tokio::time::timeout(TIMEOUT, c.call(&call))
                     .await
-                    .map_err(|_| "no answer within 250 ms".to_string())?
-                    .map_err(|e| e.to_string())?;
+                    .map_err(|_| CallError::Timeout)??;
                 self.put_back(c, sha.clone());
                 self.recovered();
-                return ok_or_error(r).map_err(|e| e.to_string());
+                return Ok(ok_or_error(r)?);
             }
             r => r,
         };
         self.put_back(c, sha);
         self.recovered();
-        ok_or_error(reply).map_err(|e| e.to_string())
+        Ok(ok_or_error(reply)?)
     }
 
     /// A pooled connection, or a new one unless a recent failure asks to wait.
-    async fn connection(&self) -> Result<(Connection, String), String> {
+    async fn connection(&self) -> Result<(Connection, String), CallError> {
         if let Some(c) = self.pool.lock().ok().and_then(|mut p| p.pop()) {
             return Ok(c);
         }
         if let Ok(mut at) = self.retry_at.lock() {
             match *at {
                 Some(t) if Instant::now() < t => {
-                    return Err(self
-                        .last_error
-                        .lock()
-                        .ok()
-                        .and_then(|e| e.clone())
-                        .unwrap_or_else(|| "store unavailable".into()));
+                    return Err(CallError::Waiting(
+                        self.last_error
+                            .lock()
+                            .ok()
+                            .and_then(|e| e.clone())
+                            .unwrap_or_else(|| "store unavailable".into()),
+                    ));
                 }
                 _ => *at = None,
             }
@@ -223,8 +249,11 @@ impl SharedStore {
         };
         match tokio::time::timeout(TIMEOUT, open).await {
             Ok(Ok(c)) => Ok(c),
-            Ok(Err(e)) => Err(format!("cannot connect to {}: {e}", self.display)),
-            Err(_) => Err(format!("cannot connect to {} within 250 ms", self.display)),
+            Ok(Err(source)) => Err(CallError::Connect {
+                address: self.display.clone(),
+                source,
+            }),
+            Err(_) => Err(CallError::ConnectTimeout(self.display.clone())),
         }
     }
 

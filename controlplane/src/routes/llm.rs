@@ -397,19 +397,19 @@ pub async fn draft(
         async move {
             tokio::task::spawn_blocking(move || suggest::check_draft(&catalog, &yaml, &events))
                 .await
-                .map_err(|e| format!("the draft check failed: {e}"))?
+                .map_err(ApiError::internal)
         }
     };
-    let (draft, repaired) = match check(first.clone()).await {
+    let (draft, repaired) = match check(first.clone()).await? {
         Ok(d) => (d, false),
         Err(why) => {
             tracing::info!("rule suggestion {key}: first draft refused ({why}); asking again");
-            let again = suggest::repair_prompt(&prompt, &first, &why);
+            let again = suggest::repair_prompt(&prompt, &first, &why.to_string());
             let second = suggest::extract_yaml(
                 &llm.complete(suggest::SUGGEST_SYSTEM, &again, timeout)
                     .await?,
             );
-            let d = check(second).await.map_err(|why| {
+            let d = check(second).await?.map_err(|why| {
                 LlmError::Upstream(format!(
                     "the model's draft is not a usable Sigma rule, even after one \
                          correction: {why}"

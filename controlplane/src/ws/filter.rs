@@ -8,6 +8,35 @@ use watchpost_proto::{Alert, Event, Uuid};
 /// Sources one filter may name.
 const MAX_SOURCES: usize = 256;
 
+/// Why a client frame was refused; the connection answers `{"type":"error","error":
+/// "invalid_filter","message":...}` with this text and keeps the filter in force.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FilterError {
+    /// The frame is not JSON.
+    #[error("not JSON: {0}")]
+    NotJson(String),
+    /// The frame is JSON but not an object.
+    #[error("a frame is a JSON object")]
+    NotObject,
+    /// The frame has no `type`.
+    #[error("the frame has no `type`")]
+    NoType,
+    /// The frame's `type` is not `filter`.
+    #[error("unknown frame type `{0}`; only `filter`")]
+    UnknownType(String),
+    /// A known field with a value it cannot take.
+    #[error("{field}: {expected}")]
+    BadValue {
+        /// The field.
+        field: &'static str,
+        /// What it takes.
+        expected: String,
+    },
+    /// A field no filter has.
+    #[error("unknown field `{0}`")]
+    UnknownField(String),
+}
+
 /// The active filter; every criterion that is absent lets everything through.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Filter {
@@ -23,16 +52,18 @@ impl Filter {
     /// Parses a `{"type": "filter", ...}` frame. A field that is absent (or null) clears that
     /// criterion; an unknown field or a bad value is an error naming it, and the filter in force
     /// stays.
-    pub fn parse(text: &str) -> Result<Filter, String> {
-        let v: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    pub fn parse(text: &str) -> Result<Filter, FilterError> {
+        let v: Value =
+            serde_json::from_str(text).map_err(|e| FilterError::NotJson(e.to_string()))?;
         let Value::Object(map) = v else {
-            return Err("a frame is a JSON object".into());
+            return Err(FilterError::NotObject);
         };
         match map.get("type").and_then(Value::as_str) {
             Some("filter") => {}
-            Some(other) => return Err(format!("unknown frame type `{other}`; only `filter`")),
-            None => return Err("the frame has no `type`".into()),
+            Some(other) => return Err(FilterError::UnknownType(other.to_string())),
+            None => return Err(FilterError::NoType),
         }
+        let bad = |field: &'static str, expected: String| FilterError::BadValue { field, expected };
         let mut f = Filter::default();
         for (k, v) in &map {
             match (k.as_str(), v) {
@@ -41,29 +72,30 @@ impl Filter {
                     f.min_severity = Some(
                         v.as_u64()
                             .filter(|s| *s <= 5)
-                            .ok_or("min_severity: an integer from 0 to 5")?
+                            .ok_or_else(|| bad("min_severity", "an integer from 0 to 5".into()))?
                             as u8,
                     );
                 }
                 ("source", Value::Array(items)) => {
                     if items.len() > MAX_SOURCES {
-                        return Err(format!("source: at most {MAX_SOURCES} names"));
+                        return Err(bad("source", format!("at most {MAX_SOURCES} names")));
                     }
                     let names = items
                         .iter()
                         .map(|s| s.as_str().map(str::to_string))
                         .collect::<Option<Vec<_>>>()
-                        .ok_or("source: an array of strings")?;
+                        .ok_or_else(|| bad("source", "an array of strings".into()))?;
                     f.source = Some(names);
                 }
-                ("source", _) => return Err("source: an array of strings".into()),
+                ("source", _) => return Err(bad("source", "an array of strings".into())),
                 ("entity", Value::String(s)) => {
                     f.entity = Some(
-                        Uuid::parse_str(s).map_err(|_| format!("entity: `{s}` is not a UUID"))?,
+                        Uuid::parse_str(s)
+                            .map_err(|_| bad("entity", format!("`{s}` is not a UUID")))?,
                     );
                 }
-                ("entity", _) => return Err("entity: a UUID string".into()),
-                (other, _) => return Err(format!("unknown field `{other}`")),
+                ("entity", _) => return Err(bad("entity", "a UUID string".into())),
+                (other, _) => return Err(FilterError::UnknownField(other.to_string())),
             }
         }
         Ok(f)
@@ -126,5 +158,15 @@ mod tests {
         ] {
             assert!(Filter::parse(bad).is_err(), "{bad}");
         }
+        assert_eq!(
+            Filter::parse(r#"{"type":"filter","colour":"red"}"#),
+            Err(FilterError::UnknownField("colour".into()))
+        );
+        assert_eq!(
+            Filter::parse(r#"{"type":"filter","min_severity":9}"#)
+                .unwrap_err()
+                .to_string(),
+            "min_severity: an integer from 0 to 5"
+        );
     }
 }

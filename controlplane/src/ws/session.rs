@@ -231,7 +231,7 @@ impl Session {
 
     fn client_frame(&mut self, t: &str) {
         match Filter::parse(t) {
-            Err(e) => self.error("invalid_filter", &e),
+            Err(e) => self.error("invalid_filter", &e.to_string()),
             Ok(f) => {
                 let now = Instant::now();
                 let wait = self.hub.config.filter_min_interval;

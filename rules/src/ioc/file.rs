@@ -1,7 +1,7 @@
 //! One feed file being read: how it was read, what it gave, what went wrong, and the context
 //! the list, CSV and STIX readers add its indicators through.
 
-use super::parse::{self, Hint};
+use super::parse::{self, Hint, IndicatorError};
 use super::{Added, IocSet};
 use std::fmt;
 use std::sync::Arc;
@@ -128,7 +128,7 @@ impl<'a> FileCtx<'a> {
         text: &str,
         hint: Hint,
         label: Option<&Arc<str>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), IndicatorError> {
         let parsed = parse::parse(text, hint)?;
         match self.set.insert(parsed, &self.source, label)? {
             Added::New(_) => self.stats.added += 1,
@@ -142,8 +142,8 @@ impl<'a> FileCtx<'a> {
     pub(crate) fn add_at(&mut self, line: usize, text: &str, hint: Hint, label: Option<&str>) {
         let label = label.map(str::trim).filter(|l| !l.is_empty());
         let label = label.map(|l| self.label(l));
-        if let Err(m) = self.add(text, hint, label.as_ref()) {
-            self.error(line, m);
+        if let Err(e) = self.add(text, hint, label.as_ref()) {
+            self.error(line, e.to_string());
         }
     }
 }

@@ -5,6 +5,26 @@ use super::IocKind;
 use std::borrow::Cow;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+/// Why a value is not an indicator, or cannot join the set. Loaders place it at its file and line
+/// ([`IocError`](super::IocError)); `POST` of indicators answers 422 with it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum IndicatorError {
+    /// Nothing but white space.
+    #[error("empty indicator")]
+    Empty,
+    /// The text (at most 80 characters of it) is not of the kind expected.
+    #[error("`{text}` is not {expected}")]
+    NotA {
+        /// The text, shortened.
+        text: String,
+        /// What it should have been, in words.
+        expected: &'static str,
+    },
+    /// The set holds the most indicators it can number.
+    #[error("too many indicators (the limit is 2^32 - 1)")]
+    SetFull,
+}
+
 /// What a feed says an indicator is; lenient, because feeds say `ip` for networks, `hostname` for
 /// domains and `hash` for any digest.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -197,14 +217,17 @@ fn refang(t: &str) -> Cow<'_, str> {
 
 /// Parses one indicator; the error says why it is not one, quoting (at most 80 characters of)
 /// the text.
-pub(crate) fn parse(text: &str, hint: Hint) -> Result<Parsed, String> {
+pub(crate) fn parse(text: &str, hint: Hint) -> Result<Parsed, IndicatorError> {
     let t = text.trim();
     if t.is_empty() {
-        return Err("empty indicator".to_string());
+        return Err(IndicatorError::Empty);
     }
     let t = refang(t);
     let t = t.as_ref();
-    let bad = |what: &str| format!("`{}` is not {what}", short(t));
+    let bad = |expected: &'static str| IndicatorError::NotA {
+        text: short(t).into_owned(),
+        expected,
+    };
     match hint {
         Hint::Auto => {
             if t.contains("://") {
