@@ -15,6 +15,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod addr;
 mod alert;
 mod api;
 mod authority;

@@ -15,7 +15,10 @@
 
 use std::ops::Range;
 
-use watchpost_proto::EntityKind;
+use watchpost_proto::{
+    EntityKind,
+    addr::{dotted_quad, is_hostname, is_ipv6},
+};
 
 /// What part an entity plays in the event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -589,19 +592,6 @@ fn clean_user(b: &[u8], r: Range<usize>) -> Option<Range<usize>> {
     (!placeholder && !bad_byte && u.len() <= 256).then_some(r)
 }
 
-/// DNS-style host names: letters, digits, '-', '_' and '.', with at least one letter (so that
-/// numbers and broken addresses are not hosts), no empty labels, at most 253 bytes.
-fn is_hostname(h: &[u8]) -> bool {
-    !h.is_empty()
-        && h.len() <= 253
-        && h.iter().any(u8::is_ascii_alphabetic)
-        && h.iter()
-            .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
-        && !matches!(h[0], b'-' | b'.')
-        && !matches!(h[h.len() - 1], b'-' | b'.')
-        && memchr::memmem::find(h, b"..").is_none()
-}
-
 /// An IP address at the start of `r` (or just inside a leading '['), not running on into a word.
 fn ip_in(b: &[u8], r: Range<usize>) -> Option<Range<usize>> {
     let s = if b.get(r.start) == Some(&b'[') {
@@ -633,35 +623,8 @@ fn ends_cleanly(b: &[u8], end: usize) -> bool {
 }
 
 fn ipv4_at(b: &[u8], s: usize) -> Option<usize> {
-    let end = ipv4_len(b.get(s..)?)? + s;
+    let end = dotted_quad(b.get(s..)?)?.1 + s;
     ends_cleanly(b, end).then_some(end)
-}
-
-/// Length of a dotted quad at the start of `b` (octets of 1-3 digits, each at most 255).
-fn ipv4_len(b: &[u8]) -> Option<usize> {
-    let mut i = 0;
-    for octet in 0..4 {
-        if octet > 0 {
-            if b.get(i) != Some(&b'.') {
-                return None;
-            }
-            i += 1;
-        }
-        let start = i;
-        let mut v: u32 = 0;
-        while i < b.len() && b[i].is_ascii_digit() && i - start < 3 {
-            v = v * 10 + u32::from(b[i] - b'0');
-            i += 1;
-        }
-        if i == start || v > 255 {
-            return None;
-        }
-    }
-    // A fourth digit run continuing the last octet (`1.2.3.4567`) is not an address.
-    if b.get(i).is_some_and(u8::is_ascii_digit) {
-        return None;
-    }
-    Some(i)
 }
 
 fn ipv6_at(b: &[u8], s: usize) -> Option<usize> {
@@ -669,59 +632,14 @@ fn ipv6_at(b: &[u8], s: usize) -> Option<usize> {
     while e < b.len() && (b[e].is_ascii_hexdigit() || b[e] == b':' || b[e] == b'.') {
         e += 1;
     }
-    if e > s && valid_ipv6(&b[s..e]) && ends_cleanly(b, e) {
+    if e > s && is_ipv6(&b[s..e]) && ends_cleanly(b, e) {
         return Some(e);
     }
     // A trailing ':' or '.' belongs to the sentence: `from ::1: bye`, `at fe80::1.`
-    if e > s + 1
-        && matches!(b[e - 1], b':' | b'.')
-        && valid_ipv6(&b[s..e - 1])
-        && ends_cleanly(b, e)
-    {
+    if e > s + 1 && matches!(b[e - 1], b':' | b'.') && is_ipv6(&b[s..e - 1]) && ends_cleanly(b, e) {
         return Some(e - 1);
     }
     None
-}
-
-/// RFC 4291 text forms: eight groups, or fewer with one `::`, the last two groups optionally a
-/// dotted quad. Rejects `::` alone and eight two-digit groups (a MAC/EUI-64, not an address).
-fn valid_ipv6(a: &[u8]) -> bool {
-    if a.len() < 2 || !a.iter().any(u8::is_ascii_hexdigit) {
-        return false;
-    }
-    let (head, tail, compressed) = match memchr::memmem::find(a, b"::") {
-        Some(i) => (&a[..i], &a[i + 2..], true),
-        None => (a, &a[..0], false),
-    };
-    let mut groups = 0;
-    let mut all_two_digit = true;
-    for (part, is_last_part) in [(head, !compressed), (tail, true)] {
-        if part.is_empty() {
-            continue;
-        }
-        let n_fields = part.split(|&c| c == b':').count();
-        for (k, g) in part.split(|&c| c == b':').enumerate() {
-            let last = is_last_part && k == n_fields - 1;
-            if last && g.contains(&b'.') {
-                if ipv4_len(g) != Some(g.len()) {
-                    return false;
-                }
-                groups += 2;
-                all_two_digit = false;
-                continue;
-            }
-            if g.is_empty() || g.len() > 4 || !g.iter().all(u8::is_ascii_hexdigit) {
-                return false;
-            }
-            all_two_digit &= g.len() == 2;
-            groups += 1;
-        }
-    }
-    if compressed {
-        groups <= 7
-    } else {
-        groups == 8 && !all_two_digit
-    }
 }
 
 #[cfg(test)]
@@ -1155,7 +1073,7 @@ mod tests {
             "1:2:3:4:5:6:1.2.3.4",
             "AbCd::eF01",
         ] {
-            assert!(valid_ipv6(ok.as_bytes()), "{ok}");
+            assert!(is_ipv6(ok.as_bytes()), "{ok}");
         }
         for bad in [
             "::",
@@ -1175,7 +1093,7 @@ mod tests {
             "aa:bb:cc:dd:ee:ff:00:11",
             "g::1",
         ] {
-            assert!(!valid_ipv6(bad.as_bytes()), "{bad}");
+            assert!(!is_ipv6(bad.as_bytes()), "{bad}");
         }
     }
 

@@ -21,7 +21,7 @@
 //!   (`1190 bytes (1.16 KB)`, `10.0.0.1 (10.0.0.1)`) collapse into the first, since how many values
 //!   a list holds is data, not structure. A date followed by a time becomes one `<TIMESTAMP>`.
 
-use watchpost_proto::hash64;
+use watchpost_proto::{addr::dotted_quad, hash64};
 
 /// The variable classes the built-in scanners recognise.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -730,23 +730,11 @@ fn match_hex(t: &[u8], i: usize) -> Option<(usize, Var)> {
     }
 }
 
-/// Dotted quad with an optional `/prefix`; a quad glued to `.word` is part of a host name.
+/// Dotted quad (octets of at most 255, the grammar every scanner shares) with an optional
+/// `/prefix`; a quad glued to `.word` is part of a host name.
 fn match_ipv4(t: &[u8], i: usize) -> Option<(usize, Var)> {
     let n = t.len();
-    let mut j = i;
-    for part in 0..4 {
-        let e = digits_end(t, j);
-        if e == j || e - j > 3 {
-            return None;
-        }
-        j = e;
-        if part < 3 {
-            if j >= n || t[j] != b'.' {
-                return None;
-            }
-            j += 1;
-        }
-    }
+    let mut j = i + dotted_quad(&t[i..])?.1;
     if !boundary(t, j) || (j + 1 < n && t[j] == b'.' && is_word(t[j + 1])) {
         return None;
     }

@@ -63,6 +63,9 @@ fn masks_addresses() {
             "rhost=5.36.59.76.dyn.example.net",
             "rhost=<NUM>.dyn.example.net",
         ),
+        // Octets over 255 make no address (the grammar entity extraction and the indicator
+        // scan use too): a version-like number.
+        ("build 10.1.1.256 done", "build <NUM> done"),
     ]);
 }
 

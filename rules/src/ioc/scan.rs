@@ -8,7 +8,8 @@
 //! read as ordinary tokens, so a URL can match as a URL and as a domain.
 
 use super::{IocId, IocSet};
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::Ipv6Addr;
+use watchpost_proto::addr::dotted_quad;
 
 const WORD: u8 = 1;
 const DIGIT: u8 = 2;
@@ -303,9 +304,9 @@ impl IocSet {
         } else if acc & (ALPHA | HEX | DASH) == 0 {
             // Digits and dots.
             if want.v4 {
-                tok.parse::<Ipv4Addr>()
-                    .ok()
-                    .and_then(|a| self.match_v4(u32::from(a)))
+                dotted_quad(tok.as_bytes())
+                    .filter(|&(_, len)| len == tok.len())
+                    .and_then(|(addr, _)| self.match_v4(addr))
             } else {
                 None
             }

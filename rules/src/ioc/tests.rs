@@ -863,6 +863,18 @@ fn scan_skips_kinds_the_set_lacks() {
 }
 
 #[test]
+fn scan_reads_addresses_as_the_extractor_does() {
+    // The address grammar is shared with entity extraction and masking: zero-padded octets are
+    // decimal, octets over 255 and runs of four digits are no address.
+    let set = set_of("10.1.1.1\n203.0.113.7\n");
+    assert_eq!(
+        scan(&set, "deny src=010.001.001.001 dst=203.0.113.7:443"),
+        ["10.1.1.1", "203.0.113.7"]
+    );
+    assert!(scan(&set, "build 10.1.1.1000 and 10.1.1.256 and 1203.0.113.7").is_empty());
+}
+
+#[test]
 fn string_hash_ignores_piece_boundaries_and_lowercases_like_std() {
     let mut x = 0x1234_5678_9abc_def0_u64;
     for _ in 0..10_000 {
