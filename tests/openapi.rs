@@ -153,8 +153,8 @@ fn every_answer_matches_its_described_schema() {
 }
 
 /// Checks `value` against `schema` (the subset the document uses: `$ref`, `type` (one or a list),
-/// `properties`, `required`, `additionalProperties`, `items`, `enum`), naming each mismatch by
-/// its place.
+/// `anyOf`, `oneOf`, `allOf`, `const`, `properties`, `required`, `additionalProperties`,
+/// `items`, `enum`), naming each mismatch by its place.
 fn conforms(
     doc: &serde_json::Value,
     schema: &serde_json::Value,
@@ -168,6 +168,27 @@ fn conforms(
             .pointer(r.trim_start_matches('#'))
             .unwrap_or_else(|| panic!("dangling {r}"));
         return conforms(doc, target, value, at, problems);
+    }
+    for all in schema["allOf"].as_array().into_iter().flatten() {
+        conforms(doc, all, value, at, problems);
+    }
+    // `anyOf` and `oneOf` alike: the value must fit one of the alternatives (the derived
+    // schemas' alternatives never overlap, so "one" and "exactly one" do not differ here).
+    if let Some(alternatives) = schema["anyOf"].as_array().or(schema["oneOf"].as_array()) {
+        let fitting = alternatives.iter().any(|alt| {
+            let mut scratch = Vec::new();
+            conforms(doc, alt, value, at, &mut scratch);
+            scratch.is_empty()
+        });
+        if !fitting {
+            problems.push(format!("{at}: {value} fits none of {alternatives:?}"));
+            return;
+        }
+    }
+    if let Some(expected) = schema.get("const")
+        && expected != value
+    {
+        problems.push(format!("{at}: {value} is not {expected}"));
     }
     let kind = match value {
         Value::Null => "null",

@@ -6,6 +6,13 @@
 //! routes served and the routes described cannot drift apart. The handlers' own parameter checks (unknown query
 //! parameters are a 422) are held to the described parameters by `tests/openapi.rs`, which calls
 //! every route of the served document with every parameter it lists.
+//!
+//! The component schemas of answers and bodies that are Rust types are derived from those types
+//! (`schemars`, following their serde attributes; see `derived_schemas`), so the document changes
+//! with the code. The rest are answers the handlers assemble as JSON (health, `/stats`, the
+//! entity and anomaly timelines, the configuration) and bodies checked by hand (triage, ingest);
+//! they are written below, and `tests/openapi.rs` holds every GET answer to its schema, so a
+//! field the code adds or renames without the document fails there.
 
 use crate::ratelimit::Family;
 use crate::state::AppState;
@@ -236,17 +243,6 @@ fn error_responses() -> Value {
     Value::Object(out)
 }
 
-fn list_of(item: &str) -> Value {
-    json!({
-        "type": "object",
-        "required": ["items", "meta"],
-        "properties": {
-            "items": {"type": "array", "items": {"$ref": format!("#/components/schemas/{item}")}},
-            "meta": {"$ref": "#/components/schemas/ListMeta"},
-        },
-    })
-}
-
 /// An object schema whose properties are named with a short description each (the long form is
 /// in the `docs/` page the description names).
 fn object(description: &str, props: &[(&str, &str)]) -> Value {
@@ -269,154 +265,67 @@ fn object(description: &str, props: &[(&str, &str)]) -> Value {
     json!({"type": "object", "description": description, "properties": properties})
 }
 
-fn enumeration(values: &[&str]) -> Value {
-    json!({"type": "string", "enum": values})
+/// Schemas derived from the types the handlers serialise (answers) and deserialise (bodies), so a
+/// field added, renamed or retyped in the code changes the document with it; their descriptions
+/// are the types' doc comments. Answers use serde's serialising contract (a field is required
+/// when it is always written), bodies the deserialising one (a field is required when it has no
+/// default).
+fn derived_schemas() -> Map<String, Value> {
+    use crate::llm::Explanation;
+    use crate::llm::hunt::HuntAnswer;
+    use crate::llm::suggest::{Pattern, Suggestion};
+    use crate::routes::alerts::{AlertDetail, FeedbackBody};
+    use crate::routes::attack::Coverage;
+    use crate::routes::llm::{HuntBody, RefreshBody};
+    use crate::routes::sigma::{DryRun, RuleDetail, RuleSummary, Timeline, Toggle, Upload};
+    use schemars::generate::{SchemaGenerator, SchemaSettings};
+    use watchpost_proto::{Alert, ErrorBody, Event, Feedback, ListResponse};
+    use watchpost_store::EntityHit;
+
+    let settings = SchemaSettings::draft2020_12().with(|s| {
+        s.definitions_path = "/components/schemas".into();
+        s.meta_schema = None;
+    });
+    let mut answers = SchemaGenerator::new(settings.clone().for_serialize());
+    answers.subschema_for::<ErrorBody>();
+    answers.subschema_for::<ListResponse<Event>>();
+    answers.subschema_for::<ListResponse<Alert>>();
+    answers.subschema_for::<AlertDetail>();
+    answers.subschema_for::<ListResponse<Feedback>>();
+    answers.subschema_for::<ListResponse<EntityHit>>();
+    answers.subschema_for::<HuntAnswer>();
+    answers.subschema_for::<Explanation>();
+    answers.subschema_for::<ListResponse<Pattern>>();
+    answers.subschema_for::<Suggestion>();
+    answers.subschema_for::<ListResponse<RuleSummary>>();
+    answers.subschema_for::<RuleDetail>();
+    answers.subschema_for::<DryRun>();
+    answers.subschema_for::<Timeline>();
+    answers.subschema_for::<Coverage>();
+    answers.subschema_for::<crate::state::Rates>();
+    answers.subschema_for::<watchpost_dataplane::IocStatus>();
+    let mut schemas = answers.take_definitions(true);
+
+    let mut bodies = SchemaGenerator::new(settings.for_deserialize());
+    bodies.subschema_for::<FeedbackBody>();
+    bodies.subschema_for::<RefreshBody>();
+    bodies.subschema_for::<HuntBody>();
+    bodies.subschema_for::<Toggle>();
+    bodies.subschema_for::<Upload>();
+    for (name, schema) in bodies.take_definitions(true) {
+        // A type both sent and received (a triage status) is described as it is sent.
+        schemas.entry(name).or_insert(schema);
+    }
+    schemas
 }
 
+/// Every component schema: the derived ones, and the hand-written ones of answers assembled as
+/// JSON and bodies checked by hand.
 fn schemas() -> Value {
-    let mut s = Map::new();
+    let mut s = derived_schemas();
     let mut put = |name: &str, v: Value| {
         s.insert(name.to_string(), v);
     };
-    put(
-        "Error",
-        json!({
-            "type": "object",
-            "description": "The one error shape: a code, a message, and the case's fields (`parameter`, `field`, `family`, `line`, `column`...)",
-            "required": ["error", "message"],
-            "properties": {"error": {"type": "string"}, "message": {"type": "string"}},
-            "additionalProperties": true,
-        }),
-    );
-    put(
-        "ListMeta",
-        object(
-            "Pagination; total_exact and timed_out appear only when false and true (docs/api.md, Lists)",
-            &[
-                ("total", "integer"),
-                ("page", "integer"),
-                ("limit", "integer"),
-                ("total_exact", "boolean"),
-                ("timed_out", "boolean"),
-            ],
-        ),
-    );
-    put(
-        "EntityRef",
-        object(
-            "An entity named by an event or alert (docs/entities.md)",
-            &[
-                ("kind", "string"),
-                ("role", "string"),
-                ("value", "string"),
-                ("uuid", "string"),
-            ],
-        ),
-    );
-    put(
-        "Event",
-        object(
-            "A stored event (docs/event.md)",
-            &[
-                ("id", "string"),
-                ("timestamp_ns", "integer"),
-                ("received_ns", "integer"),
-                ("input", "string"),
-                ("source", "string"),
-                ("host", "string"),
-                ("severity", "integer"),
-                ("message", "string"),
-                ("template_id", "string"),
-                ("entities", "[EntityRef]"),
-                ("attributes", "object"),
-            ],
-        ),
-    );
-    put("EventList", list_of("Event"));
-    put(
-        "AttackMapping",
-        object(
-            "An ATT&CK technique with its tactic",
-            &[
-                ("tactic_id", "string"),
-                ("tactic", "string"),
-                ("technique_id", "string"),
-                ("technique", "string"),
-            ],
-        ),
-    );
-    put(
-        "TriageChange",
-        object(
-            "One triage change",
-            &[
-                ("at_ns", "integer"),
-                ("status", "TriageStatus"),
-                ("reason", "string?"),
-                ("assignee", "string?"),
-                ("note", "string"),
-            ],
-        ),
-    );
-    put(
-        "TriageStatus",
-        enumeration(&["open", "acknowledged", "closed"]),
-    );
-    put(
-        "CloseReason",
-        enumeration(&[
-            "true_positive",
-            "benign_positive",
-            "false_positive",
-            "duplicate",
-            "other",
-        ]),
-    );
-    put(
-        "Triage",
-        object(
-            "Where people are with an alert (docs/api.md, PATCH /alerts/{id})",
-            &[
-                ("status", "TriageStatus"),
-                ("reason", "string?"),
-                ("assignee", "string?"),
-                ("updated_ns", "integer?"),
-                ("history", "[TriageChange]"),
-            ],
-        ),
-    );
-    let alert_fields: &[(&str, &str)] = &[
-        ("id", "string"),
-        ("type", "string"),
-        ("severity", "integer"),
-        ("title", "string"),
-        ("detector", "string"),
-        ("dedup_key", "string"),
-        ("first_seen_ns", "integer"),
-        ("last_seen_ns", "integer"),
-        ("count", "integer"),
-        ("source", "string"),
-        ("entity", "object?"),
-        ("score", "number"),
-        ("threshold", "number"),
-        ("contributions", "object"),
-        ("attack", "[AttackMapping]"),
-        ("contributing_events", "array"),
-        ("related_entities", "[EntityRef]"),
-        ("related_alerts", "array"),
-        ("triage", "Triage"),
-    ];
-    put("Alert", object("An alert (docs/alerts.md)", alert_fields));
-    put("AlertList", list_of("Alert"));
-    let mut detail: Vec<(&str, &str)> = alert_fields.to_vec();
-    detail.extend([("events", "[Event]"), ("feedback", "[Feedback]")]);
-    put(
-        "AlertDetail",
-        object(
-            "An alert with its contributing events still stored and its feedback",
-            &detail,
-        ),
-    );
     put(
         "TriageBody",
         json!({
@@ -433,186 +342,6 @@ fn schemas() -> Value {
         }),
     );
     put(
-        "Feedback",
-        object(
-            "A verdict on an alert",
-            &[
-                ("alert_id", "string"),
-                ("feedback", "string"),
-                ("note", "string"),
-                ("origin", "string"),
-                ("created_ns", "integer"),
-                ("threshold_change", "object?"),
-            ],
-        ),
-    );
-    put("FeedbackList", list_of("Feedback"));
-    put(
-        "RefreshBody",
-        json!({
-            "type": "object",
-            "description": "Optional; an empty body is the same as `{}`",
-            "additionalProperties": false,
-            "properties": {
-                "refresh": {"type": "boolean", "description": "Ask the LLM again even when an answer is cached"},
-            },
-        }),
-    );
-    put(
-        "HuntBody",
-        json!({
-            "type": "object",
-            "required": ["query"],
-            "additionalProperties": false,
-            "properties": {
-                "query": {"type": "string", "minLength": 1, "description": "The question; at most llm.hunt_max_query_chars characters (400 beyond)"},
-                "limit": {"type": "integer", "minimum": 1, "description": "Most events returned: 1 to llm.hunt_max_results, the default"},
-                "refresh": {"type": "boolean", "description": "Run again even when an answer is cached"},
-            },
-        }),
-    );
-    put(
-        "HuntEntity",
-        object(
-            "An entity named by a hunt question",
-            &[
-                ("kind", "string?"),
-                ("value", "string"),
-                ("uuid", "string"),
-                ("known", "boolean"),
-            ],
-        ),
-    );
-    put(
-        "HuntQuery",
-        object(
-            "The event query a hunt ran (translated by the LLM, or the entities of the question)",
-            &[
-                ("entities", "array"),
-                ("source", "string?"),
-                ("min_severity", "integer?"),
-                ("text", "string?"),
-                ("since_ns", "integer?"),
-                ("until_ns", "integer?"),
-            ],
-        ),
-    );
-    put(
-        "HuntAnswer",
-        object(
-            "A hunt's results (docs/llm.md): mode `entity` (no LLM) or `llm`",
-            &[
-                ("query", "string"),
-                ("mode", "string"),
-                ("entities", "[HuntEntity]"),
-                ("executed", "HuntQuery"),
-                ("limit", "integer"),
-                ("events", "[Event]"),
-                ("total", "integer"),
-                ("total_exact", "boolean"),
-                ("timed_out", "boolean"),
-                ("backend", "string?"),
-                ("model", "string?"),
-                ("generated_ns", "integer"),
-                ("cached", "boolean"),
-                ("expires_in_s", "integer"),
-            ],
-        ),
-    );
-    put(
-        "RulePattern",
-        object(
-            "A pattern of alerts confirmed as true positives, eligible for a Sigma draft",
-            &[
-                ("pattern_key", "string"),
-                ("alert_type", "string"),
-                ("detector", "string"),
-                ("source", "string"),
-                ("template_id", "string?"),
-                ("template", "string?"),
-                ("title", "string"),
-                ("tp_count", "integer"),
-                ("min_tp", "integer"),
-                ("alert_ids", "array"),
-                ("first_tp_ns", "integer"),
-                ("last_tp_ns", "integer"),
-                ("attack", "array"),
-                ("suggestion_cached", "boolean"),
-            ],
-        ),
-    );
-    put("RulePatternList", list_of("RulePattern"));
-    put(
-        "RuleDraft",
-        object(
-            "A drafted rule that passed validation",
-            &[
-                ("yaml", "string"),
-                ("rule_id", "string"),
-                ("title", "string"),
-                ("level", "string?"),
-                ("matched_events", "integer"),
-                ("events_checked", "integer"),
-                ("warnings", "array"),
-            ],
-        ),
-    );
-    put(
-        "RuleSuggestionEvidence",
-        object(
-            "What supports a draft",
-            &[("feedback", "[Feedback]"), ("events", "[Event]")],
-        ),
-    );
-    put(
-        "RuleSuggestion",
-        object(
-            "A Sigma rule drafted by the LLM for a pattern (docs/llm.md)",
-            &[
-                ("pattern_key", "string"),
-                ("pattern", "RulePattern"),
-                ("draft", "RuleDraft"),
-                ("evidence", "RuleSuggestionEvidence"),
-                ("repaired", "boolean"),
-                ("backend", "string"),
-                ("model", "string"),
-                ("generated_ns", "integer"),
-                ("cached", "boolean"),
-                ("expires_in_s", "integer"),
-            ],
-        ),
-    );
-    put(
-        "Explanation",
-        object(
-            "An alert explained by the LLM (docs/llm.md)",
-            &[
-                ("alert_id", "string"),
-                ("markdown", "string"),
-                ("backend", "string"),
-                ("model", "string"),
-                ("generated_ns", "integer"),
-                ("events_in_prompt", "integer"),
-                ("prompt_chars", "integer"),
-                ("cached", "boolean"),
-                ("expires_in_s", "integer"),
-            ],
-        ),
-    );
-    put(
-        "FeedbackBody",
-        json!({
-            "type": "object",
-            "required": ["feedback"],
-            "additionalProperties": false,
-            "properties": {
-                "feedback": {"type": "string", "enum": ["tp", "fp"]},
-                "note": {"type": "string", "maxLength": 4096},
-                "origin": {"type": "string", "minLength": 1, "maxLength": 64},
-            },
-        }),
-    );
-    put(
         "IngestBody",
         json!({"description": "A JSON array of objects, or JSON lines (one object per line)", "oneOf": [{"type": "array", "items": {"type": "object"}}, {"type": "string"}]}),
     );
@@ -623,20 +352,6 @@ fn schemas() -> Value {
             &[("accepted", "integer"), ("truncated", "integer")],
         ),
     );
-    put(
-        "EntityHit",
-        object(
-            "An entity found by search",
-            &[
-                ("uuid", "string"),
-                ("kind", "string"),
-                ("value", "string"),
-                ("first_seen_ns", "integer"),
-                ("relevance", "number"),
-            ],
-        ),
-    );
-    put("EntityList", list_of("EntityHit"));
     put(
         "EntitySummary",
         object(
@@ -721,8 +436,6 @@ fn schemas() -> Value {
         ("attack", "[AttackMapping]"),
         ("fires_24h", "integer"),
     ];
-    put("SigmaRule", object("A loaded Sigma rule", rule_fields));
-    put("SigmaRuleList", list_of("SigmaRule"));
     let mut rule_detail = rule_fields.to_vec();
     rule_detail.extend([
         ("description", "string"),
@@ -733,81 +446,6 @@ fn schemas() -> Value {
         ("path", "string"),
         ("yaml", "string"),
     ]);
-    put(
-        "SigmaRuleDetail",
-        object("A rule with its text", &rule_detail),
-    );
-    put(
-        "SigmaUpload",
-        json!({
-            "type": "object",
-            "required": ["yaml"],
-            "properties": {"yaml": {"type": "string"}, "dry_run": {"type": "boolean", "default": false}},
-        }),
-    );
-    put(
-        "SigmaDryRun",
-        object(
-            "A dry run: validated and matched against the last 24 hours, nothing written",
-            &[
-                ("valid", "boolean"),
-                ("rule", "SigmaRule"),
-                ("events_scanned", "integer"),
-                ("matched", "integer"),
-                ("sample_event_ids", "array"),
-                ("truncated", "boolean"),
-            ],
-        ),
-    );
-    put(
-        "SigmaToggle",
-        json!({
-            "type": "object",
-            "required": ["enabled"],
-            "additionalProperties": false,
-            "properties": {"enabled": {"type": "boolean"}},
-        }),
-    );
-    put(
-        "RuleTimeline",
-        object(
-            "Matches per hour, 24 buckets, oldest first",
-            &[
-                ("rule_id", "string"),
-                ("buckets", "array"),
-                ("total", "integer"),
-            ],
-        ),
-    );
-    put(
-        "Coverage",
-        object(
-            "The ATT&CK Enterprise matrix with coverage (docs/api.md)",
-            &[
-                ("attack_version", "string"),
-                ("since_ns", "integer"),
-                ("until_ns", "integer"),
-                ("techniques_covered", "integer"),
-                ("techniques_total", "integer"),
-                ("tactics", "array"),
-            ],
-        ),
-    );
-    put(
-        "IocStatus",
-        object(
-            "The indicator feed (docs/ioc.md)",
-            &[
-                ("dir", "string"),
-                ("version", "integer"),
-                ("loaded_ns", "integer"),
-                ("indicators", "integer"),
-                ("by_kind", "object"),
-                ("files", "array"),
-                ("errors", "array"),
-            ],
-        ),
-    );
     put(
         "Health",
         object(
@@ -886,17 +524,6 @@ fn schemas() -> Value {
                 ("name", "string"),
                 ("depth", "integer"),
                 ("capacity", "integer"),
-            ],
-        ),
-    );
-    put(
-        "Rates",
-        object(
-            "Events per second over the last seconds",
-            &[
-                ("received_per_s", "number"),
-                ("stored_per_s", "number"),
-                ("window_s", "number"),
             ],
         ),
     );

@@ -381,7 +381,7 @@ pub static ROUTES: &[Route] = &[
             LIMIT,
         ],
         body: None,
-        ok: &[(200, "EntityList")],
+        ok: &[(200, "EntityHitList")],
         errors: &[422],
         handler: || get(crate::routes::entities::search),
     },

@@ -57,7 +57,7 @@ pub struct RateSampler {
 const WINDOW: usize = 10;
 
 /// Events per second, received and stored, over the sampling window.
-#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, serde::Serialize, schemars::JsonSchema)]
 pub struct Rates {
     /// Lines received per second.
     pub received_per_s: f64,

@@ -41,7 +41,7 @@ pub struct IocFeed {
 }
 
 /// What `/ioc` reports about the loaded set.
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug, serde::Serialize, schemars::JsonSchema)]
 pub struct IocStatus {
     /// The folder read.
     pub dir: String,

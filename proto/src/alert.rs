@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// The five alert types of the spec.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum AlertType {
     /// Content ensemble (HST, Holt-Winters, CUSUM, Markov) over a source's DSPOT threshold.
@@ -52,7 +52,7 @@ impl AlertType {
 }
 
 /// One ATT&CK technique an alert maps to, with its tactic.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AttackMapping {
     /// Tactic id, `TA0001`.
     pub tactic_id: String,
@@ -65,7 +65,7 @@ pub struct AttackMapping {
 }
 
 /// An alert.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Alert {
     /// UUIDv7: time-ordered by the time of the event that raised it.
     pub id: String,
@@ -112,7 +112,9 @@ pub struct Alert {
 }
 
 /// Triage state of an alert.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum TriageStatus {
     /// Nobody has looked at it yet (or it was reopened).
@@ -148,7 +150,7 @@ impl TriageStatus {
 }
 
 /// Why an alert was closed: the closing reasons SOC tools share, so that reports can count them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CloseReason {
     /// Real malicious activity, handled.
@@ -191,7 +193,7 @@ impl CloseReason {
 }
 
 /// The triage record of an alert: its current state and how it got there.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Triage {
     /// `open`, `acknowledged` or `closed`.
     pub status: TriageStatus,
@@ -210,7 +212,7 @@ pub struct Triage {
 pub const MAX_TRIAGE_HISTORY: usize = 50;
 
 /// One triage change, as recorded.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TriageChange {
     /// When, ns.
     pub at_ns: i64,
@@ -229,7 +231,7 @@ pub struct TriageChange {
 pub const MAX_CONTRIBUTING: usize = 20;
 
 /// What an operator said of an alert.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Verdict {
     /// True positive.
@@ -239,7 +241,7 @@ pub enum Verdict {
 }
 
 /// A feedback entry, as submitted and as listed.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Feedback {
     /// The alert.
     pub alert_id: String,
@@ -256,7 +258,7 @@ pub struct Feedback {
 }
 
 /// One move of a DSPOT threshold by feedback.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ThresholdChange {
     /// The threshold moved: `ensemble:<source>` or `ueba:<entity type>`.
     pub detector: String,

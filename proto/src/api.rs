@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Pagination data of a list response.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ListMeta {
     /// Items matching the query across all pages; a lower bound when `total_exact` is false.
     pub total: u64,
@@ -47,7 +47,8 @@ impl ListMeta {
 }
 
 /// Every list response: `{"items": [...], "meta": {...}}`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[schemars(rename = "{T}List")]
 pub struct ListResponse<T> {
     /// The page's items, in the endpoint's order.
     pub items: Vec<T>,
@@ -57,7 +58,8 @@ pub struct ListResponse<T> {
 
 /// The one error body of the API: a stable machine code, a sentence for people, and fields of the
 /// case (for example the parameter at fault).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[schemars(rename = "Error")]
 pub struct ErrorBody {
     /// Stable code, snake_case: `invalid_parameter`, `not_found`, `payload_too_large`, ...
     pub error: String,

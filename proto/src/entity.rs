@@ -13,7 +13,19 @@ use std::sync::OnceLock;
 use uuid::Uuid;
 
 /// The kinds of entity the service tracks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 #[repr(u8)]
 pub enum EntityKind {
@@ -149,7 +161,7 @@ pub fn entity_uuid_of(kind: EntityKind, raw: &str) -> Option<Uuid> {
 }
 
 /// An entity as the API shows it on an event.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EntityRef {
     /// What kind of entity.
     pub kind: EntityKind,

@@ -465,7 +465,7 @@ pub fn parse_event_id(id: &str) -> Option<(BlockKey, u16)> {
 }
 
 /// An entity found by [`Store::search_entities`].
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, schemars::JsonSchema)]
 pub struct EntityHit {
     /// UUID5.
     pub uuid: watchpost_proto::Uuid,

@@ -36,7 +36,7 @@ const MAX_VALUE_CHARS: usize = 256;
 const MAX_LAST_HOURS: f64 = 24.0 * 366.0 * 10.0;
 
 /// The event query a question is translated into.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct HuntQuery {
     /// Entity names or UUIDs; events involving any one of them.
     pub entities: Vec<String>,
@@ -53,7 +53,7 @@ pub struct HuntQuery {
 }
 
 /// An entity a hunt is about.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct HuntEntity {
     /// Its kind (`None` for a UUID the store has never seen).
     pub kind: Option<EntityKind>,
@@ -66,7 +66,7 @@ pub struct HuntEntity {
 }
 
 /// A hunt's answer, as served.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct HuntAnswer {
     /// The question as asked.
     pub query: String,

@@ -47,7 +47,7 @@ enum Backend {
 }
 
 /// An explanation of an alert.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct Explanation {
     /// The alert explained.
     pub alert_id: String,

@@ -250,7 +250,7 @@ pub fn resolve_names(store: &Store, alert: &mut Alert) -> Result<(), StoreError>
 }
 
 /// An alert with its contributing events.
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 pub struct AlertDetail {
     /// The alert.
     #[serde(flatten)]
@@ -306,9 +306,9 @@ pub async fn get(
 }
 
 /// The body of `POST /alerts/{id}/feedback`.
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct FeedbackBody {
+pub(crate) struct FeedbackBody {
     feedback: String,
     #[serde(default)]
     note: Option<String>,

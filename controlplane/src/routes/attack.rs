@@ -19,7 +19,7 @@ use watchpost_rules::Attack;
 const DEFAULT_WINDOW_NS: i64 = 30 * 86_400_000_000_000;
 
 /// One cell of the matrix.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct TechniqueCell {
     /// `T1110.001`.
     pub id: String,
@@ -34,7 +34,7 @@ pub struct TechniqueCell {
 }
 
 /// One column of the matrix.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct TacticColumn {
     /// `TA0006`.
     pub id: String,
@@ -49,7 +49,7 @@ pub struct TacticColumn {
 }
 
 /// The answer.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct Coverage {
     /// ATT&CK version of the embedded catalogue.
     pub attack_version: String,

@@ -34,9 +34,9 @@ impl From<LlmError> for ApiError {
 }
 
 /// The optional body of `POST /alerts/{id}/explain` and `POST /sigma/rule-suggestions/{key}`.
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct RefreshBody {
+pub(crate) struct RefreshBody {
     /// Ask the model again even when an answer is cached.
     #[serde(default)]
     refresh: bool,
@@ -127,9 +127,9 @@ pub async fn explanation(
 }
 
 /// The body of `POST /hunt`.
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct HuntBody {
+pub(crate) struct HuntBody {
     /// The question.
     query: String,
     /// Most events returned (1 to `llm.hunt_max_results`, the default).

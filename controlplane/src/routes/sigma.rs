@@ -29,7 +29,8 @@ const DRY_RUN_MAX_EVENTS: u64 = 200_000;
 const DRY_RUN_SAMPLE: usize = 20;
 
 /// A rule as listed.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[schemars(rename = "SigmaRule")]
 pub struct RuleSummary {
     /// Rule id.
     pub id: String,
@@ -60,7 +61,8 @@ pub struct RuleSummary {
 }
 
 /// A rule with its text.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[schemars(rename = "SigmaRuleDetail")]
 pub struct RuleDetail {
     /// Everything the list shows.
     #[serde(flatten)]
@@ -285,7 +287,7 @@ pub async fn get(
 }
 
 /// One hour of a rule's timeline.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct HourBucket {
     /// Start of the hour, ns.
     pub hour_ns: i64,
@@ -294,7 +296,8 @@ pub struct HourBucket {
 }
 
 /// A rule's last 24 hours.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[schemars(rename = "RuleTimeline")]
 pub struct Timeline {
     /// Rule id.
     pub rule_id: String,
@@ -338,9 +341,10 @@ pub async fn timeline(
     }))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
+#[schemars(rename = "SigmaToggle")]
 #[serde(deny_unknown_fields)]
-struct Toggle {
+pub(crate) struct Toggle {
     enabled: bool,
 }
 
@@ -368,16 +372,18 @@ pub async fn patch(
     Ok(Json(summary(&e, fires.get(&e.key).copied().unwrap_or(0))))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
+#[schemars(rename = "SigmaUpload")]
 #[serde(deny_unknown_fields)]
-struct Upload {
+pub(crate) struct Upload {
     yaml: String,
     #[serde(default)]
     dry_run: bool,
 }
 
 /// What a dry run found.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[schemars(rename = "SigmaDryRun")]
 pub struct DryRun {
     /// Always true: an invalid rule answers 422.
     pub valid: bool,

@@ -11,7 +11,8 @@ use std::sync::Arc;
 const MAX_ERRORS_PER_FILE: usize = 100;
 
 /// How a file was read.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+#[schemars(rename = "IocFileFormat")]
 #[serde(rename_all = "snake_case")]
 pub enum Format {
     /// One indicator per line (`.txt`, `.list`, no extension, or text with another extension).
@@ -25,7 +26,7 @@ pub enum Format {
 }
 
 /// What one file gave, for the load report.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct FileStats {
     /// The file name.
     pub file: String,
@@ -44,7 +45,7 @@ pub struct FileStats {
 }
 
 /// One entry that could not be used.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct IocError {
     /// The file name.
     pub file: String,
