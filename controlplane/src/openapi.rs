@@ -7,12 +7,11 @@
 //! parameters are a 422) are held to the described parameters by `tests/openapi.rs`, which calls
 //! every route of the served document with every parameter it lists.
 //!
-//! The component schemas of answers and bodies that are Rust types are derived from those types
+//! The component schemas are derived from the types the handlers serialise and deserialise
 //! (`schemars`, following their serde attributes; see `derived_schemas`), so the document changes
-//! with the code. The rest are answers the handlers assemble as JSON (health, `/stats`, the
-//! entity and anomaly timelines, the configuration) and bodies checked by hand (triage, ingest);
-//! they are written below, and `tests/openapi.rs` holds every GET answer to its schema, so a
-//! field the code adds or renames without the document fails there.
+//! with the code. Only three are written by hand: the triage and ingest bodies, which the
+//! handlers check field by field rather than deserialise, and the OpenAPI document itself.
+//! `tests/openapi.rs` holds every GET answer of the running service to its schema.
 
 use crate::ratelimit::Family;
 use crate::state::AppState;
@@ -243,28 +242,6 @@ fn error_responses() -> Value {
     Value::Object(out)
 }
 
-/// An object schema whose properties are named with a short description each (the long form is
-/// in the `docs/` page the description names).
-fn object(description: &str, props: &[(&str, &str)]) -> Value {
-    let properties: Map<String, Value> = props
-        .iter()
-        .map(|(name, kind)| {
-            let schema = match *kind {
-                "string" | "integer" | "number" | "boolean" | "object" | "array" => {
-                    json!({"type": kind})
-                }
-                "string?" => json!({"type": ["string", "null"]}),
-                "integer?" => json!({"type": ["integer", "null"]}),
-                "object?" => json!({"type": ["object", "null"]}),
-                r if r.starts_with('[') => json!({"type": "array", "items": {"$ref": format!("#/components/schemas/{}", r.trim_matches(['[', ']']))}}),
-                r => json!({"$ref": format!("#/components/schemas/{r}")}),
-            };
-            (name.to_string(), schema)
-        })
-        .collect();
-    json!({"type": "object", "description": description, "properties": properties})
-}
-
 /// Schemas derived from the types the handlers serialise (answers) and deserialise (bodies), so a
 /// field added, renamed or retyped in the code changes the document with it; their descriptions
 /// are the types' doc comments. Answers use serde's serialising contract (a field is required
@@ -302,7 +279,15 @@ fn derived_schemas() -> Map<String, Value> {
     answers.subschema_for::<DryRun>();
     answers.subschema_for::<Timeline>();
     answers.subschema_for::<Coverage>();
-    answers.subschema_for::<crate::state::Rates>();
+    answers.subschema_for::<crate::routes::system::StatsAnswer>();
+    answers.subschema_for::<crate::routes::system::HealthAnswer>();
+    answers.subschema_for::<crate::routes::entities::EntityTimeline>();
+    answers.subschema_for::<crate::routes::entities::RiskHistory>();
+    answers.subschema_for::<crate::routes::entities::Baseline>();
+    answers.subschema_for::<crate::routes::anomaly::AnomalyTimeline>();
+    answers.subschema_for::<watchpost_dataplane::IngestReceipt>();
+    // As `/config` shows it: the same shape, credentials replaced by `********`.
+    answers.subschema_for::<watchpost_proto::Config>();
     answers.subschema_for::<watchpost_dataplane::IocStatus>();
     let mut schemas = answers.take_definitions(true);
 
@@ -319,8 +304,7 @@ fn derived_schemas() -> Map<String, Value> {
     schemas
 }
 
-/// Every component schema: the derived ones, and the hand-written ones of answers assembled as
-/// JSON and bodies checked by hand.
+/// Every component schema: the derived ones, and the bodies checked by hand.
 fn schemas() -> Value {
     let mut s = derived_schemas();
     let mut put = |name: &str, v: Value| {
@@ -344,243 +328,6 @@ fn schemas() -> Value {
     put(
         "IngestBody",
         json!({"description": "A JSON array of objects, or JSON lines (one object per line)", "oneOf": [{"type": "array", "items": {"type": "object"}}, {"type": "string"}]}),
-    );
-    put(
-        "IngestResult",
-        object(
-            "Events handed to the pipeline",
-            &[("accepted", "integer"), ("truncated", "integer")],
-        ),
-    );
-    put(
-        "EntitySummary",
-        object(
-            "The entity a response is about",
-            &[
-                ("uuid", "string"),
-                ("kind", "string"),
-                ("value", "string"),
-                ("first_seen_ns", "integer"),
-            ],
-        ),
-    );
-    put(
-        "EntityTimeline",
-        object(
-            "An entity's events across sources",
-            &[
-                ("entity", "EntitySummary"),
-                ("total", "integer"),
-                ("total_exact", "boolean"),
-                ("timed_out", "boolean"),
-                ("events", "[Event]"),
-                ("sources", "object"),
-                ("related_entities", "array"),
-            ],
-        ),
-    );
-    put(
-        "RiskHistory",
-        object(
-            "Highest UEBA score per hour",
-            &[
-                ("entity", "EntitySummary"),
-                ("range", "string"),
-                ("resolution", "string"),
-                ("points", "array"),
-            ],
-        ),
-    );
-    put(
-        "Baseline",
-        object(
-            "A UEBA baseline (the spec's fields, plus entity_type and value)",
-            &[
-                ("entity_uuid", "string"),
-                ("entity_type", "string"),
-                ("value", "string"),
-                ("first_seen_ns", "integer"),
-                ("event_count", "integer"),
-                ("hours_active", "array"),
-                ("top_source_ips", "array"),
-                ("top_templates", "array"),
-                ("volume_ema_minute", "number"),
-                ("warming_up", "boolean"),
-            ],
-        ),
-    );
-    put(
-        "AnomalyTimeline",
-        object(
-            "Buckets oldest first, every bucket present",
-            &[
-                ("range", "string"),
-                ("resolution", "string"),
-                ("source", "string?"),
-                ("buckets", "array"),
-            ],
-        ),
-    );
-    let rule_fields: &[(&str, &str)] = &[
-        ("id", "string"),
-        ("title", "string"),
-        ("level", "string"),
-        ("severity", "integer"),
-        ("status", "string"),
-        ("enabled", "boolean"),
-        ("source", "string"),
-        ("kind", "string"),
-        ("mapped", "boolean"),
-        ("logsource", "object"),
-        ("tags", "array"),
-        ("attack", "[AttackMapping]"),
-        ("fires_24h", "integer"),
-    ];
-    let mut rule_detail = rule_fields.to_vec();
-    rule_detail.extend([
-        ("description", "string"),
-        ("author", "string"),
-        ("falsepositives", "array"),
-        ("references", "array"),
-        ("warnings", "array"),
-        ("path", "string"),
-        ("yaml", "string"),
-    ]);
-    put(
-        "Health",
-        object(
-            "Health of each component (docs/api.md)",
-            &[
-                ("status", "string"),
-                ("degraded", "array"),
-                ("version", "string"),
-                ("uptime_s", "integer"),
-                ("components", "object"),
-            ],
-        ),
-    );
-    put(
-        "Stats",
-        object(
-            "Pipeline counters and rates (docs/api.md)",
-            &[
-                ("received_total", "integer"),
-                ("parsed_total", "integer"),
-                ("stored_total", "integer"),
-                ("dropped_total", "integer"),
-                ("stored_bytes", "integer"),
-                ("commits", "integer"),
-                ("write_errors", "integer"),
-                ("templates", "integer"),
-                ("uptime_s", "integer"),
-                ("store_reads", "StoreReads"),
-                ("inputs", "[InputStats]"),
-                ("rings", "[RingStats]"),
-                ("rates", "Rates"),
-                ("detection", "DetectionStats"),
-                ("feedback", "object"),
-                ("api", "ApiStats"),
-                ("websocket", "StreamStats"),
-            ],
-        ),
-    );
-    put(
-        "StoreReads",
-        object(
-            "Failed store reads (docs/api.md, errors)",
-            &[
-                ("read_errors", "integer"),
-                ("last_read_error", "string?"),
-                ("last_read_error_ns", "integer"),
-            ],
-        ),
-    );
-    put(
-        "InputStats",
-        object(
-            "One input's counters",
-            &[
-                ("name", "string"),
-                ("up", "boolean"),
-                ("received", "integer"),
-                ("bytes", "integer"),
-                ("parsed", "integer"),
-                ("malformed", "integer"),
-                ("invalid_utf8", "integer"),
-                ("truncated", "integer"),
-                ("dropped", "integer"),
-                ("connections", "integer"),
-                ("connections_refused", "integer"),
-                ("connection_errors", "integer"),
-                ("connections_idle_closed", "integer"),
-            ],
-        ),
-    );
-    put(
-        "RingStats",
-        object(
-            "One ring between pipeline stages",
-            &[
-                ("name", "string"),
-                ("depth", "integer"),
-                ("capacity", "integer"),
-            ],
-        ),
-    );
-    put(
-        "DetectionStats",
-        object(
-            "Detection counters (docs/api.md)",
-            &[
-                ("scored", "integer"),
-                ("alerts", "object"),
-                ("alert_updates", "integer"),
-                ("alert_errors", "integer"),
-                ("sigma_matches", "integer"),
-                ("sigma_dropped", "integer"),
-                ("ioc_matches", "integer"),
-                ("correlation_hits", "integer"),
-                ("correlation_groups", "integer"),
-                ("correlation_dropped", "integer"),
-                ("ueba_entities", "integer"),
-                ("ueba_evicted", "integer"),
-                ("sources", "integer"),
-                ("saves", "integer"),
-                ("save_errors", "integer"),
-                ("series_errors", "integer"),
-                ("last_save_ns", "integer"),
-            ],
-        ),
-    );
-    put(
-        "ApiStats",
-        object(
-            "The API's refusals",
-            &[("rate_limited", "object"), ("refused_host", "integer")],
-        ),
-    );
-    put(
-        "StreamStats",
-        object(
-            "The WebSocket stream's counters (docs/websocket.md)",
-            &[
-                ("connections", "integer"),
-                ("max_connections", "integer"),
-                ("accepted", "integer"),
-                ("refused_capacity", "integer"),
-                ("refused_origin", "integer"),
-                ("frames_sent", "integer"),
-                ("frames_dropped", "integer"),
-                ("filters_applied", "integer"),
-                ("filters_throttled", "integer"),
-                ("invalid_frames", "integer"),
-                ("tail_skipped_events", "integer"),
-            ],
-        ),
-    );
-    put(
-        "Config",
-        json!({"type": "object", "description": "The configuration as deploy/watchpost.toml documents it, credentials as ********"}),
     );
     put(
         "OpenApi",

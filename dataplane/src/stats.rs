@@ -361,38 +361,40 @@ impl Stats {
 }
 
 /// `/stats` counters of one input.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[schemars(rename = "InputStats")]
 pub struct InputSnapshot {
     /// Input name.
     pub name: &'static str,
     /// Listening or tailing.
     pub up: bool,
-    /// See [`InputCounters`].
+    /// Lines (messages) taken in and handed to the pipeline.
     pub received: u64,
-    /// See [`InputCounters`].
+    /// Bytes of those lines.
     pub bytes: u64,
-    /// See [`InputCounters`].
+    /// Lines parsed as their format says.
     pub parsed: u64,
-    /// See [`InputCounters`].
+    /// Lines that did not parse (kept as free text with a `watchpost.parse_error` attribute).
     pub malformed: u64,
-    /// See [`InputCounters`].
+    /// Lines with invalid UTF-8 (kept, invalid bytes replaced).
     pub invalid_utf8: u64,
-    /// See [`InputCounters`].
+    /// Lines cut at `dataplane.max_line_bytes` (kept, flagged `watchpost.truncated`).
     pub truncated: u64,
-    /// See [`InputCounters`].
+    /// Lines dropped: UDP datagrams that met a full ring.
     pub dropped: u64,
-    /// See [`InputCounters`].
+    /// Connections accepted.
     pub connections: u64,
-    /// See [`InputCounters`].
+    /// Connections refused over `max_connections`.
     pub connections_refused: u64,
-    /// See [`InputCounters`].
+    /// Connections that ended in an error (reset, broken pipe).
     pub connection_errors: u64,
-    /// See [`InputCounters`].
+    /// Connections closed after `idle_timeout_s` of silence.
     pub connections_idle_closed: u64,
 }
 
-/// `/stats` depth of one ring.
-#[derive(Clone, Debug, Serialize)]
+/// `/stats` depth of one ring between pipeline stages.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[schemars(rename = "RingStats")]
 pub struct RingSnapshot {
     /// Which ring.
     pub name: String,
@@ -417,7 +419,7 @@ fn thread_states(alive: &[AtomicBool], heartbeats: &[AtomicI64], now_ns: i64) ->
 }
 
 /// Everything `/stats` reports from the data plane.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct StatsSnapshot {
     /// Lines received over all inputs.
     pub received_total: u64,
@@ -444,40 +446,43 @@ pub struct StatsSnapshot {
 }
 
 /// `/stats` counters of detection.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[schemars(rename = "DetectionStats")]
 pub struct DetectSnapshot {
-    /// See [`DetectCounters`].
+    /// Records scored (an event owned by two workers counts twice).
     pub scored: u64,
     /// New alerts by type.
     pub alerts: std::collections::BTreeMap<&'static str, u64>,
-    /// See [`DetectCounters`].
+    /// Updates of open alerts (repeats inside the cooldown).
     pub alert_updates: u64,
-    /// See [`DetectCounters`].
+    /// Alert writes that failed (logged; the alert stays in memory until its next update).
     pub alert_errors: u64,
-    /// See [`DetectCounters`].
+    /// Sigma rule matches (an event matching three rules counts three).
     pub sigma_matches: u64,
-    /// See [`DetectCounters`].
+    /// Matches past the [`watchpost_detect::SIGMA_PER_RECORD`] an event carries to stage
+    /// B: counted, not alerted on (the event matched that many other rules already).
     pub sigma_dropped: u64,
-    /// See [`DetectCounters`].
+    /// Events that matched an indicator of compromise.
     pub ioc_matches: u64,
-    /// See [`DetectCounters`].
+    /// Matches of correlated rules that joined a correlation group (one per correlation fed).
     pub correlation_hits: u64,
-    /// See [`DetectCounters`].
+    /// Correlation groups with an open window, over all workers.
     pub correlation_groups: u64,
-    /// See [`DetectCounters`].
+    /// Hits dropped because a worker held `detection.correlation_max_groups` groups.
     pub correlation_dropped: u64,
-    /// See [`DetectCounters`].
+    /// Entities with a UEBA baseline in memory, over all workers.
     pub ueba_entities: u64,
-    /// See [`DetectCounters`].
+    /// Baselines evicted by the LRU sweep.
     pub ueba_evicted: u64,
-    /// See [`DetectCounters`].
+    /// Sources with an ensemble in memory, over all workers.
     pub sources: u64,
-    /// See [`DetectCounters`].
+    /// Model and baseline saves completed.
     pub saves: u64,
-    /// See [`DetectCounters`].
+    /// Saves that failed.
     pub save_errors: u64,
-    /// See [`DetectCounters`].
+    /// Writes of closed series points (anomaly minutes, risk hours) and rule fire counts that
+    /// failed: those points are missing from `/anomaly` and the fire counts.
     pub series_errors: u64,
-    /// See [`DetectCounters`].
+    /// Time of the last completed save, ns (0 = none yet).
     pub last_save_ns: i64,
 }

@@ -159,7 +159,8 @@ struct ReadFailures {
 }
 
 /// What [`Store::read_health`] reports.
-#[derive(Clone, Debug, Default, serde::Serialize)]
+#[derive(Clone, Debug, Default, serde::Serialize, schemars::JsonSchema)]
+#[schemars(rename = "StoreReads")]
 pub struct ReadHealth {
     /// Reads that failed since the store was opened.
     pub read_errors: u64,

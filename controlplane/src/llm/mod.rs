@@ -247,20 +247,55 @@ impl Llm {
     }
 
     /// The LLM's part of `/health`: `disabled`, or `ok`/`degraded` with the reason.
-    pub async fn health(&self) -> serde_json::Value {
+    pub async fn health(&self) -> LlmHealth {
         if !self.enabled() {
-            return serde_json::json!({"status": "disabled"});
+            return LlmHealth::Disabled { status: "disabled" };
         }
         let r = self.ready().await;
-        serde_json::json!({
-            "status": if r.is_ok() { "ok" } else { "degraded" },
-            "backend": self.cfg.backend,
-            "model": self.model(),
-            "error": r.err().map(|e| e.to_string()),
-            "cached_explanations": self.explanations.len(),
-            "cached_hunts": self.hunts.len(),
-            "cached_suggestions": self.suggestions.len(),
-        })
+        LlmHealth::Enabled {
+            status: if r.is_ok() { "ok" } else { "degraded" },
+            backend: self.cfg.backend.clone(),
+            model: self.model().to_string(),
+            error: r.err().map(|e| e.to_string()),
+            cached_explanations: self.explanations.len(),
+            cached_hunts: self.hunts.len(),
+            cached_suggestions: self.suggestions.len(),
+        }
+    }
+}
+
+/// The LLM backend in `/health`.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[serde(untagged)]
+pub enum LlmHealth {
+    /// `llm.backend` is empty.
+    Disabled {
+        /// `disabled`.
+        status: &'static str,
+    },
+    /// A backend is configured.
+    Enabled {
+        /// `ok`, or `degraded` when it cannot be used now.
+        status: &'static str,
+        /// `llm.backend`.
+        backend: String,
+        /// The model.
+        model: String,
+        /// Why it is degraded.
+        error: Option<String>,
+        /// Explanations cached.
+        cached_explanations: usize,
+        /// Hunt answers cached.
+        cached_hunts: usize,
+        /// Rule suggestions cached.
+        cached_suggestions: usize,
+    },
+}
+
+impl LlmHealth {
+    /// Whether `/health` counts it as degraded.
+    pub fn is_degraded(&self) -> bool {
+        matches!(self, LlmHealth::Enabled { status, .. } if *status == "degraded")
     }
 }
 

@@ -84,7 +84,8 @@ pub struct SharedStore {
 }
 
 /// What `/health` reports of the store.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
+#[schemars(rename = "RateLimitStoreState")]
 pub struct StoreHealth {
     /// `ok` or `degraded`.
     pub status: &'static str,

@@ -6,18 +6,47 @@ use crate::routes::entities::range_ns;
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::{RawQuery, State};
-use serde_json::{Value, json};
 use watchpost_proto::{hash64, now_ns};
 use watchpost_store::AlertQuery;
 
 /// Most buckets in one answer (7 days at 5 minutes).
 const MAX_BUCKETS: i64 = 2016;
 
+/// `GET /anomaly/timeline`: the ensemble's scores over time.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub(crate) struct AnomalyTimeline {
+    /// `1h`, `6h`, `24h` or `7d`.
+    range: String,
+    /// `1m`, `5m`, `15m` or `1h`.
+    resolution: String,
+    /// The source filtered on, if any.
+    source: Option<String>,
+    /// Buckets oldest first, every bucket present (empty ones with zeros).
+    buckets: Vec<AnomalyBucket>,
+}
+
+/// One bucket of the anomaly timeline.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+struct AnomalyBucket {
+    /// Start of the bucket, ns.
+    ts_ns: i64,
+    /// Events scored.
+    events: u64,
+    /// Their mean ensemble score, 4 decimals.
+    mean_score: f64,
+    /// The highest score, 4 decimals.
+    max_score: f64,
+    /// Scores over their source's DSPOT threshold.
+    alarms: u64,
+    /// Alerts first seen in the bucket (all types; the source's only when filtered).
+    alerts: u64,
+}
+
 /// Buckets of the last `range`, oldest first; every bucket is present (empty ones with zeros).
 pub async fn timeline(
     State(st): State<AppState>,
     RawQuery(raw): RawQuery,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<AnomalyTimeline>, ApiError> {
     let p = Params::parse(raw.as_deref(), &["range", "resolution", "source"])?;
     let (range, span) = range_ns(&p, "24h")?;
     let default_res = match range.as_str() {
@@ -86,29 +115,29 @@ pub async fn timeline(
                 alerts[i] += 1;
             }
         }
-        let buckets: Vec<Value> = (0..n)
+        let buckets: Vec<AnomalyBucket> = (0..n)
             .map(|i| {
                 let mean = if events[i] > 0 {
                     sum[i] / events[i] as f64
                 } else {
                     0.0
                 };
-                json!({
-                    "ts_ns": start + i as i64 * step,
-                    "events": events[i],
-                    "mean_score": (mean * 1e4).round() / 1e4,
-                    "max_score": (max[i] * 1e4).round() / 1e4,
-                    "alarms": alarms[i],
-                    "alerts": alerts[i],
-                })
+                AnomalyBucket {
+                    ts_ns: start + i as i64 * step,
+                    events: events[i],
+                    mean_score: (mean * 1e4).round() / 1e4,
+                    max_score: (max[i] * 1e4).round() / 1e4,
+                    alarms: alarms[i],
+                    alerts: alerts[i],
+                }
             })
             .collect();
-        Ok(Json(json!({
-            "range": range,
-            "resolution": resolution,
-            "source": source,
-            "buckets": buckets,
-        })))
+        Ok(Json(AnomalyTimeline {
+            range,
+            resolution,
+            source,
+            buckets,
+        }))
     })
     .await
     .map_err(ApiError::internal)?

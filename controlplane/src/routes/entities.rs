@@ -6,9 +6,9 @@ use crate::state::AppState;
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
-use serde_json::{Value, json};
+use serde::Serialize;
 use std::collections::BTreeMap;
-use watchpost_proto::{EntityKind, ListResponse, Uuid, hash64_seeded, now_ns};
+use watchpost_proto::{EntityKind, Event, ListResponse, Uuid, hash64_seeded, now_ns};
 use watchpost_store::{EntityFilter, EntityHit, EventQuery, Store, StoreError};
 
 /// Entities by name or UUID, best match first.
@@ -60,12 +60,116 @@ fn known(store: &Store, uuid: &str) -> Result<(Uuid, EntityKind, String, u64, i6
     Ok((u, kind, name, hash, first_seen))
 }
 
+/// The entity an answer is about.
+#[derive(Serialize, schemars::JsonSchema)]
+struct EntitySummary {
+    /// UUID5 of the canonical name in the kind's namespace.
+    uuid: Uuid,
+    /// What kind of entity.
+    kind: EntityKind,
+    /// The canonical name.
+    value: String,
+    /// First receive time, ns (on the timeline).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    first_seen_ns: Option<i64>,
+}
+
+/// `GET /entities/{uuid}/timeline`: the entity's events across sources.
+#[derive(Serialize, schemars::JsonSchema)]
+pub(crate) struct EntityTimeline {
+    /// The entity.
+    entity: EntitySummary,
+    /// Events matching, over all pages.
+    total: u64,
+    /// `total` is exact (false: a lower bound, the count stopped at its bound).
+    total_exact: bool,
+    /// The search stopped at `api_query_timeout_ms`; the events are those found by then.
+    timed_out: bool,
+    /// The page's events, newest first.
+    events: Vec<Event>,
+    /// Events of the page by source.
+    sources: BTreeMap<String, u64>,
+    /// Other entities of the page's events, most frequent first.
+    related_entities: Vec<RelatedEntity>,
+}
+
+/// An entity seen in the same events.
+#[derive(Serialize, schemars::JsonSchema)]
+struct RelatedEntity {
+    /// Its UUID.
+    uuid: Uuid,
+    /// Its kind.
+    kind: EntityKind,
+    /// Its canonical name.
+    value: String,
+    /// Events of the page that name both.
+    events: u64,
+}
+
+/// `GET /entities/{uuid}/risk-history`: the highest UEBA score per hour.
+#[derive(Serialize, schemars::JsonSchema)]
+pub(crate) struct RiskHistory {
+    /// The entity.
+    entity: EntitySummary,
+    /// `1h`, `6h`, `24h` or `7d`.
+    range: String,
+    /// Always `1h`.
+    resolution: &'static str,
+    /// Hours with a score, oldest first.
+    points: Vec<RiskPoint>,
+}
+
+/// One hour's highest UEBA score.
+#[derive(Serialize, schemars::JsonSchema)]
+#[schemars(rename = "RiskHistoryPoint")]
+struct RiskPoint {
+    /// Start of the hour, ns.
+    ts_ns: i64,
+    /// The highest score in it.
+    max_score: f64,
+}
+
+/// `GET /entities/{uuid}/baseline`: a UEBA baseline (the spec's fields, plus entity_type and
+/// value).
+#[derive(Serialize, schemars::JsonSchema)]
+pub(crate) struct Baseline {
+    /// The entity.
+    entity_uuid: Uuid,
+    /// `user`, `ip` or `host`.
+    entity_type: &'static str,
+    /// Its canonical name.
+    value: String,
+    /// First event, ns.
+    first_seen_ns: i64,
+    /// Events scored.
+    event_count: u64,
+    /// Hours of the day (0-23, UTC) it is usually active in.
+    hours_active: Vec<u8>,
+    /// The source addresses it is most often seen with.
+    top_source_ips: Vec<String>,
+    /// Its most frequent templates, with their weights.
+    top_templates: Vec<TemplateWeight>,
+    /// Its events per minute, exponentially averaged.
+    volume_ema_minute: f64,
+    /// Always false here: a baseline still warming up answers 404 with its progress.
+    warming_up: bool,
+}
+
+/// A template and its weight in a baseline.
+#[derive(Serialize, schemars::JsonSchema)]
+struct TemplateWeight {
+    /// The template id.
+    template_id: String,
+    /// Its share of the entity's events.
+    weight: f64,
+}
+
 /// Events of the entity across sources, newest first, with the entities seen alongside it.
 pub async fn timeline(
     State(st): State<AppState>,
     Path(uuid): Path<String>,
     RawQuery(raw): RawQuery,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<EntityTimeline>, ApiError> {
     let p = Params::parse(
         raw.as_deref(),
         &["start_ns", "end_ns", "source_type", "severity_min", "limit"],
@@ -127,22 +231,30 @@ pub async fn timeline(
                 }
             }
         }
-        let mut related: Vec<Value> = related
+        let mut related: Vec<RelatedEntity> = related
             .into_iter()
-            .map(|(uuid, (kind, value, n))| {
-                json!({"uuid": uuid, "kind": kind, "value": value, "events": n})
+            .map(|(uuid, (kind, value, events))| RelatedEntity {
+                uuid,
+                kind,
+                value,
+                events,
             })
             .collect();
-        related.sort_by_key(|v| std::cmp::Reverse(v["events"].as_u64().unwrap_or(0)));
-        Ok(Json(json!({
-            "entity": {"uuid": u, "kind": kind, "value": name, "first_seen_ns": first_seen},
-            "total": page.total,
-            "total_exact": page.total_exact,
-            "timed_out": page.timed_out,
-            "events": page.items,
-            "sources": sources,
-            "related_entities": related,
-        })))
+        related.sort_by_key(|r| std::cmp::Reverse(r.events));
+        Ok(Json(EntityTimeline {
+            entity: EntitySummary {
+                uuid: u,
+                kind,
+                value: name,
+                first_seen_ns: Some(first_seen),
+            },
+            total: page.total,
+            total_exact: page.total_exact,
+            timed_out: page.timed_out,
+            events: page.items,
+            sources,
+            related_entities: related,
+        }))
     })
     .await
     .map_err(ApiError::internal)?
@@ -172,24 +284,32 @@ pub async fn risk_history(
     State(st): State<AppState>,
     Path(uuid): Path<String>,
     RawQuery(raw): RawQuery,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<RiskHistory>, ApiError> {
     let p = Params::parse(raw.as_deref(), &["range"])?;
     let (range, span) = range_ns(&p, "7d")?;
     let store = st.store.clone();
     tokio::task::spawn_blocking(move || {
         let (u, kind, name, hash, _) = known(&store, &uuid)?;
         let until = now_ns();
-        let points: Vec<Value> = store
+        let points = store
             .risk_history(hash, until - span, i64::MAX)?
             .into_iter()
-            .map(|(ts, max)| json!({"ts_ns": ts, "max_score": f64::from(max)}))
+            .map(|(ts_ns, max)| RiskPoint {
+                ts_ns,
+                max_score: f64::from(max),
+            })
             .collect();
-        Ok(Json(json!({
-            "entity": {"uuid": u, "kind": kind, "value": name},
-            "range": range,
-            "resolution": "1h",
-            "points": points,
-        })))
+        Ok(Json(RiskHistory {
+            entity: EntitySummary {
+                uuid: u,
+                kind,
+                value: name,
+                first_seen_ns: None,
+            },
+            range,
+            resolution: "1h",
+            points,
+        }))
     })
     .await
     .map_err(ApiError::internal)?
@@ -199,7 +319,7 @@ pub async fn risk_history(
 pub async fn baseline(
     State(st): State<AppState>,
     Path(uuid): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Baseline>, ApiError> {
     if !st.config.ueba.enabled {
         return Err(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -231,18 +351,25 @@ pub async fn baseline(
                 .with("first_seen_ns", view.first_seen_ns);
             return Err(e);
         }
-        Ok(Json(json!({
-            "entity_uuid": u,
-            "entity_type": view.entity_type,
-            "value": name,
-            "first_seen_ns": view.first_seen_ns,
-            "event_count": view.event_count,
-            "hours_active": view.hours_active,
-            "top_source_ips": view.top_source_ips,
-            "top_templates": view.top_templates.iter().map(|(id, w)| json!({"template_id": id, "weight": w})).collect::<Vec<_>>(),
-            "volume_ema_minute": view.volume_ema_minute,
-            "warming_up": false,
-        })))
+        Ok(Json(Baseline {
+            entity_uuid: u,
+            entity_type: view.entity_type,
+            value: name,
+            first_seen_ns: view.first_seen_ns,
+            event_count: view.event_count,
+            hours_active: view.hours_active,
+            top_source_ips: view.top_source_ips,
+            top_templates: view
+                .top_templates
+                .into_iter()
+                .map(|(template_id, weight)| TemplateWeight {
+                    template_id,
+                    weight,
+                })
+                .collect(),
+            volume_ema_minute: view.volume_ema_minute,
+            warming_up: false,
+        }))
     })
     .await
     .map_err(ApiError::internal)?

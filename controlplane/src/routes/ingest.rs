@@ -7,14 +7,13 @@ use axum::Json;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::StatusCode;
-use serde_json::{Value, json};
-use watchpost_dataplane::Error;
+use watchpost_dataplane::{Error, IngestReceipt};
 
 /// Accepts a body of events; 202 with how many were accepted.
 pub async fn ingest(
     State(st): State<AppState>,
     body: Body,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<IngestReceipt>), ApiError> {
     let Some(ingest) = st.ingest.clone() else {
         return Err(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -44,8 +43,5 @@ pub async fn ingest(
             .retry_after(5),
             other => ApiError::internal(other),
         })?;
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(json!({"accepted": receipt.accepted, "truncated": receipt.truncated})),
-    ))
+    Ok((StatusCode::ACCEPTED, Json(receipt)))
 }

@@ -1,15 +1,20 @@
 //! `GET /health`, `GET /stats`, `GET /config`.
 
 use crate::error::ApiError;
+use crate::llm::LlmHealth;
 use crate::state::AppState;
+use crate::state::Rates;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
-use watchpost_dataplane::ThreadState;
-use watchpost_proto::{InputId, now_ns};
+use watchpost_dataplane::{StatsSnapshot, ThreadState};
+use watchpost_proto::{InputId, ThresholdChange, Verdict, now_ns};
+use watchpost_store::{ReadHealth, StoreError};
 
 /// The store shows degraded for this long after a read failed. Reads that fail answer 500 at
 /// once; this keeps a failure visible to a probe that polls between them.
@@ -19,7 +24,7 @@ pub(crate) const READ_ERROR_DEGRADES_NS: i64 = 60_000_000_000;
 pub async fn health(State(st): State<AppState>) -> Response {
     let cfg = &st.config.inputs;
     let mut degraded = Vec::new();
-    let mut inputs = serde_json::Map::new();
+    let mut inputs = BTreeMap::new();
     for id in InputId::ALL {
         let enabled = match id {
             InputId::SyslogUdp => cfg.syslog_udp.enabled,
@@ -40,26 +45,30 @@ pub async fn health(State(st): State<AppState>) -> Response {
             }
         };
         inputs.insert(
-            id.name().into(),
-            json!({"status": status, "error": error, "dropped": c.dropped.get()}),
+            id.name(),
+            InputHealth {
+                status,
+                error,
+                dropped: c.dropped.get(),
+            },
         );
     }
     let now = now_ns();
     let workers = thread_health(&st.stats.parse_threads(now), "worker", &mut degraded);
     let detectors = thread_health(&st.stats.detect_threads(now), "detector", &mut degraded);
     let d = &st.stats.detect;
-    let detection = json!({
-        "workers": detectors,
-        "ml_enabled": st.config.detection.ml_enabled,
-        "ueba_enabled": st.config.ueba.enabled,
-        "ueba_entities": d.ueba_entities.load(Ordering::Relaxed),
-        "sources": d.sources.load(Ordering::Relaxed),
-        "model_saves": d.saves.get(),
-        "model_save_errors": d.save_errors.get(),
-        "last_model_save_ns": d.last_save_ns.load(Ordering::Relaxed),
-        "alert_write_errors": d.alert_errors.get(),
-        "series_write_errors": d.series_errors.get(),
-    });
+    let detection = DetectionHealth {
+        workers: detectors,
+        ml_enabled: st.config.detection.ml_enabled,
+        ueba_enabled: st.config.ueba.enabled,
+        ueba_entities: d.ueba_entities.load(Ordering::Relaxed),
+        sources: d.sources.load(Ordering::Relaxed),
+        model_saves: d.saves.get(),
+        model_save_errors: d.save_errors.get(),
+        last_model_save_ns: d.last_save_ns.load(Ordering::Relaxed),
+        alert_write_errors: d.alert_errors.get(),
+        series_write_errors: d.series_errors.get(),
+    };
     let writer_alive = st.stats.writer_alive.load(Ordering::Relaxed);
     let writer_error = st
         .stats
@@ -79,59 +88,182 @@ pub async fn health(State(st): State<AppState>) -> Response {
         degraded.push("store reads".into());
     }
     let rate_limit_store = match &st.limits.store {
-        None => json!({"status": "disabled"}),
+        None => RateLimitStoreHealth::Disabled { status: "disabled" },
         Some(store) => {
             let h = store.ping().await;
             if h.status != "ok" {
                 degraded.push("rate-limit store".into());
             }
-            json!(h)
+            RateLimitStoreHealth::Store(h)
         }
     };
     let llm = st.llm.health().await;
-    if llm["status"] == "degraded" {
+    if llm.is_degraded() {
         degraded.push("llm".into());
     }
-    let status = if degraded.is_empty() {
-        "ok"
-    } else {
-        "degraded"
-    };
-    let body = json!({
-        "status": status,
-        "degraded": degraded,
-        "version": env!("CARGO_PKG_VERSION"),
-        "uptime_s": st.started.elapsed().as_secs(),
-        "components": {
-            "inputs": inputs,
-            "workers": workers,
-            "detection": detection,
-            "store": {
-                "status": if writer_ok && reads_ok { "ok" } else { "degraded" },
-                "path": st.store.path().display().to_string(),
-                "writer_running": writer_alive,
-                "last_error": writer_error,
-                "write_errors": st.stats.writer.errors.get(),
-                "read_errors": reads.read_errors,
-                "last_read_error": reads.last_read_error,
-                "last_read_error_ns": reads.last_read_error_ns,
-            },
-            "rate_limit_store": rate_limit_store,
-            "llm": llm,
-        },
-    });
     let code = if degraded.is_empty() {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
+    let body = HealthAnswer {
+        status: if degraded.is_empty() {
+            "ok"
+        } else {
+            "degraded"
+        },
+        degraded,
+        version: env!("CARGO_PKG_VERSION"),
+        uptime_s: st.started.elapsed().as_secs(),
+        components: Components {
+            inputs,
+            workers,
+            detection,
+            store: StoreHealth {
+                status: if writer_ok && reads_ok {
+                    "ok"
+                } else {
+                    "degraded"
+                },
+                path: st.store.path().display().to_string(),
+                writer_running: writer_alive,
+                last_error: writer_error,
+                write_errors: st.stats.writer.errors.get(),
+                read_errors: reads.read_errors,
+                last_read_error: reads.last_read_error,
+                last_read_error_ns: reads.last_read_error_ns,
+            },
+            rate_limit_store,
+            llm,
+        },
+    };
     (code, Json(body)).into_response()
+}
+
+/// `/health`: every component's state; the answer is 503 when `degraded` is not empty.
+#[derive(Serialize, schemars::JsonSchema)]
+#[schemars(rename = "Health")]
+pub(crate) struct HealthAnswer {
+    /// `ok`, or `degraded` when any component is.
+    status: &'static str,
+    /// The degraded components, named (`input syslog_udp`, `worker 2`, `store reads`...).
+    degraded: Vec<String>,
+    /// The service's version.
+    version: &'static str,
+    /// Seconds since the service started.
+    uptime_s: u64,
+    /// Each component.
+    components: Components,
+}
+
+/// The components `/health` judges.
+#[derive(Serialize, schemars::JsonSchema)]
+#[schemars(rename = "HealthComponents")]
+struct Components {
+    /// Each input, by name.
+    inputs: BTreeMap<&'static str, InputHealth>,
+    /// The pinned parsing workers.
+    workers: Vec<ThreadHealth>,
+    /// Detection (stage B) and its models.
+    detection: DetectionHealth,
+    /// The RocksDB store.
+    store: StoreHealth,
+    /// The shared rate-limit store (`api_rate_limit_store_url`).
+    rate_limit_store: RateLimitStoreHealth,
+    /// The LLM backend.
+    llm: LlmHealth,
+}
+
+/// One input.
+#[derive(Serialize, schemars::JsonSchema)]
+struct InputHealth {
+    /// `ok`, `degraded` (enabled but not listening) or `disabled`.
+    status: &'static str,
+    /// Why it is down, when it is.
+    error: Option<String>,
+    /// Lines it dropped (UDP datagrams that met a full ring).
+    dropped: u64,
+}
+
+/// One pinned thread.
+#[derive(Serialize, schemars::JsonSchema)]
+struct ThreadHealth {
+    /// Its index.
+    worker: usize,
+    /// `ok`, or `degraded` when it stopped or has not reported for ten seconds.
+    status: &'static str,
+    /// Milliseconds since it last reported.
+    last_heartbeat_ms_ago: i64,
+}
+
+/// Detection and its models.
+#[derive(Serialize, schemars::JsonSchema)]
+struct DetectionHealth {
+    /// The detection workers.
+    workers: Vec<ThreadHealth>,
+    /// `detection.ml_enabled`.
+    ml_enabled: bool,
+    /// `ueba.enabled`.
+    ueba_enabled: bool,
+    /// Entities with a baseline in memory.
+    ueba_entities: u64,
+    /// Sources with an ensemble in memory.
+    sources: u64,
+    /// Model and baseline saves completed.
+    model_saves: u64,
+    /// Saves that failed.
+    model_save_errors: u64,
+    /// Time of the last completed save, ns (0 = none yet).
+    last_model_save_ns: i64,
+    /// Alert writes that failed.
+    alert_write_errors: u64,
+    /// Writes of series points and rule fire counts that failed.
+    series_write_errors: u64,
+}
+
+/// The RocksDB store: the writer thread and reads.
+#[derive(Serialize, schemars::JsonSchema)]
+#[schemars(rename = "StoreComponentHealth")]
+struct StoreHealth {
+    /// `ok`, or `degraded` when the writer stopped or failed, or a read failed in the last minute.
+    status: &'static str,
+    /// `storage.data_dir`, resolved.
+    path: String,
+    /// The writer thread is running.
+    writer_running: bool,
+    /// The writer's last commit error, until a commit succeeds.
+    last_error: Option<String>,
+    /// Failed commits.
+    write_errors: u64,
+    /// Failed reads since start.
+    read_errors: u64,
+    /// The last failed read.
+    last_read_error: Option<String>,
+    /// When it happened, ns (0 when none).
+    last_read_error_ns: i64,
+}
+
+/// The shared rate-limit store: disabled, or its state.
+#[derive(Serialize, schemars::JsonSchema)]
+#[serde(untagged)]
+enum RateLimitStoreHealth {
+    /// No `api_rate_limit_store_url`: limits are per instance.
+    Disabled {
+        /// `disabled`.
+        status: &'static str,
+    },
+    /// The store's state after a `PING`.
+    Store(crate::ratelimit::store::StoreHealth),
 }
 
 /// The status of each pinned thread of one kind: degraded when it stopped or has not reported for
 /// [`STALE_THREAD_NS`](watchpost_dataplane::STALE_THREAD_NS) (named in `degraded` as
 /// `<label> <index>`).
-fn thread_health(threads: &[ThreadState], label: &str, degraded: &mut Vec<String>) -> Vec<Value> {
+fn thread_health(
+    threads: &[ThreadState],
+    label: &str,
+    degraded: &mut Vec<String>,
+) -> Vec<ThreadHealth> {
     threads
         .iter()
         .enumerate()
@@ -139,52 +271,162 @@ fn thread_health(threads: &[ThreadState], label: &str, degraded: &mut Vec<String
             if !t.up {
                 degraded.push(format!("{label} {i}"));
             }
-            json!({"worker": i, "status": if t.up { "ok" } else { "degraded" }, "last_heartbeat_ms_ago": t.since_heartbeat_ns / 1_000_000})
+            ThreadHealth {
+                worker: i,
+                status: if t.up { "ok" } else { "degraded" },
+                last_heartbeat_ms_ago: t.since_heartbeat_ns / 1_000_000,
+            }
         })
         .collect()
 }
 
 /// Pipeline counters and rates.
-pub async fn stats(State(st): State<AppState>) -> Result<Json<Value>, ApiError> {
-    let snap = st.stats.snapshot();
-    let mut v = serde_json::to_value(&snap).map_err(ApiError::internal)?;
-    v["rates"] = serde_json::to_value(st.rates.rates()).map_err(ApiError::internal)?;
-    v["uptime_s"] = json!(st.started.elapsed().as_secs());
+pub async fn stats(State(st): State<AppState>) -> Result<Json<StatsAnswer>, ApiError> {
     let refused = |i: usize| st.limits.refused[i].load(Ordering::Relaxed);
-    v["api"] = json!({
-        "rate_limited": {"list": refused(0), "detail": refused(1), "coverage": refused(2)},
-        "refused_host": st.api_metrics.refused_host.load(Ordering::Relaxed),
-    });
-    v["store_reads"] = serde_json::to_value(st.store.read_health()).map_err(ApiError::internal)?;
     let c = &st.ws.counters;
     let n = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
-    v["websocket"] = json!({
-        "connections": st.ws.connections.load(Ordering::Relaxed),
-        "max_connections": st.ws.config.max_connections,
-        "accepted": n(&c.accepted),
-        "refused_origin": n(&c.refused_origin),
-        "refused_capacity": n(&c.refused_capacity),
-        "frames_sent": n(&c.frames_sent),
-        "frames_dropped": n(&c.frames_dropped),
-        "filters_applied": n(&c.filters_applied),
-        "filters_throttled": n(&c.filters_throttled),
-        "invalid_frames": n(&c.invalid_frames),
-        "tail_skipped_events": n(&c.tail_skipped),
-    });
     let store = st.store.clone();
-    v["feedback"] = tokio::task::spawn_blocking(move || feedback_summary(&store))
+    let feedback = tokio::task::spawn_blocking(move || feedback_summary(&store))
         .await
         .map_err(ApiError::internal)??;
-    Ok(Json(v))
+    Ok(Json(StatsAnswer {
+        pipeline: st.stats.snapshot(),
+        rates: st.rates.rates(),
+        uptime_s: st.started.elapsed().as_secs(),
+        api: ApiStats {
+            rate_limited: RateLimited {
+                list: refused(0),
+                detail: refused(1),
+                coverage: refused(2),
+            },
+            refused_host: st.api_metrics.refused_host.load(Ordering::Relaxed),
+        },
+        store_reads: st.store.read_health(),
+        websocket: StreamStats {
+            connections: st.ws.connections.load(Ordering::Relaxed),
+            max_connections: st.ws.config.max_connections,
+            accepted: n(&c.accepted),
+            refused_origin: n(&c.refused_origin),
+            refused_capacity: n(&c.refused_capacity),
+            frames_sent: n(&c.frames_sent),
+            frames_dropped: n(&c.frames_dropped),
+            filters_applied: n(&c.filters_applied),
+            filters_throttled: n(&c.filters_throttled),
+            invalid_frames: n(&c.invalid_frames),
+            tail_skipped_events: n(&c.tail_skipped),
+        },
+        feedback,
+    }))
 }
 
-/// Feedback counts and false-positive rates per detector (`ensemble`, `ueba:<type>`, or a rule
-/// id) and per alert type, with the latest threshold changes.
-fn feedback_summary(store: &watchpost_store::Store) -> Result<Value, watchpost_store::StoreError> {
-    use std::collections::BTreeMap;
-    use watchpost_proto::Verdict;
-    let mut by_detector: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-    let mut by_type: BTreeMap<&'static str, (u64, u64)> = BTreeMap::new();
+/// `/stats`: the data plane's counters and the control plane's own.
+#[derive(Serialize, schemars::JsonSchema)]
+#[schemars(rename = "Stats")]
+pub(crate) struct StatsAnswer {
+    /// Ingest, storage, detection, per input and per ring.
+    #[serde(flatten)]
+    pipeline: StatsSnapshot,
+    /// Rates over the last minute.
+    rates: Rates,
+    /// Seconds since the service started.
+    uptime_s: u64,
+    /// The API's refusals.
+    api: ApiStats,
+    /// Failed store reads (`/health` degrades for a while after one).
+    store_reads: ReadHealth,
+    /// The WebSocket stream.
+    websocket: StreamStats,
+    /// Analysts' verdicts and what they moved.
+    feedback: FeedbackSummary,
+}
+
+/// The API's refusals.
+#[derive(Serialize, schemars::JsonSchema)]
+struct ApiStats {
+    /// Requests refused with 429, by rate-limit family.
+    rate_limited: RateLimited,
+    /// Requests refused for a `Host` that is not the service's (421).
+    refused_host: u64,
+}
+
+/// Requests refused with 429, by family.
+#[derive(Serialize, schemars::JsonSchema)]
+struct RateLimited {
+    /// `api_rate_limit_list`.
+    list: u64,
+    /// `api_rate_limit_detail`.
+    detail: u64,
+    /// `api_rate_limit_coverage`.
+    coverage: u64,
+}
+
+/// The WebSocket stream's counters (docs/websocket.md).
+#[derive(Serialize, schemars::JsonSchema)]
+struct StreamStats {
+    /// Connections open now.
+    connections: usize,
+    /// `ws_max_connections`.
+    max_connections: usize,
+    /// Connections accepted.
+    accepted: u64,
+    /// Upgrades refused for their Origin (403).
+    refused_origin: u64,
+    /// Upgrades refused at `ws_max_connections` (503).
+    refused_capacity: u64,
+    /// Frames written to sockets.
+    frames_sent: u64,
+    /// Frames dropped from full client queues.
+    frames_dropped: u64,
+    /// Filter frames applied.
+    filters_applied: u64,
+    /// Filter frames held back by `ws_filter_min_interval_ms` (the latest is applied later).
+    filters_throttled: u64,
+    /// Client frames that were not a valid filter.
+    invalid_frames: u64,
+    /// Events not read by the tail (over its per-tick budget).
+    tail_skipped_events: u64,
+}
+
+/// Feedback received, by detector and alert type, and the latest threshold moves.
+#[derive(Serialize, schemars::JsonSchema)]
+struct FeedbackSummary {
+    /// Feedback entries stored.
+    total: usize,
+    /// Verdicts by detector (`(alert deleted)` when the alert is gone).
+    by_detector: BTreeMap<String, VerdictCounts>,
+    /// Verdicts by alert type (`unknown` when the alert is gone).
+    by_type: BTreeMap<&'static str, VerdictCounts>,
+    /// The 20 latest threshold changes that feedback caused, newest first.
+    threshold_changes: Vec<FeedbackThresholdChange>,
+}
+
+/// True and false positives of one detector or alert type.
+#[derive(Default, Serialize, schemars::JsonSchema)]
+struct VerdictCounts {
+    /// Confirmed.
+    tp: u64,
+    /// Refuted.
+    fp: u64,
+    /// `fp / (tp + fp)`, 0 with no verdicts.
+    fp_rate: f64,
+}
+
+/// A threshold move, with the verdict that caused it.
+#[derive(Serialize, schemars::JsonSchema)]
+struct FeedbackThresholdChange {
+    /// When the feedback arrived, ns.
+    created_ns: i64,
+    /// The alert judged.
+    alert_id: String,
+    /// The verdict.
+    feedback: Verdict,
+    /// The move.
+    change: ThresholdChange,
+}
+
+fn feedback_summary(store: &watchpost_store::Store) -> Result<FeedbackSummary, StoreError> {
+    let mut by_detector: BTreeMap<String, VerdictCounts> = BTreeMap::new();
+    let mut by_type: BTreeMap<&'static str, VerdictCounts> = BTreeMap::new();
     let mut changes = Vec::new();
     let all = store.all_feedback()?;
     for (f, a) in &all {
@@ -197,25 +439,28 @@ fn feedback_summary(store: &watchpost_store::Store) -> Result<Value, watchpost_s
             by_type.entry(kind).or_default(),
         ] {
             match f.feedback {
-                Verdict::Tp => slot.0 += 1,
-                Verdict::Fp => slot.1 += 1,
+                Verdict::Tp => slot.tp += 1,
+                Verdict::Fp => slot.fp += 1,
             }
+            slot.fp_rate = slot.fp as f64 / (slot.tp + slot.fp) as f64;
         }
-        if let Some(c) = &f.threshold_change {
-            changes.push((f.created_ns, f.alert_id.clone(), f.feedback, c.clone()));
+        if let Some(change) = &f.threshold_change {
+            changes.push(FeedbackThresholdChange {
+                created_ns: f.created_ns,
+                alert_id: f.alert_id.clone(),
+                feedback: f.feedback,
+                change: change.clone(),
+            });
         }
     }
-    let rate = |(tp, fp): (u64, u64)| json!({"tp": tp, "fp": fp, "fp_rate": if tp + fp > 0 { fp as f64 / (tp + fp) as f64 } else { 0.0 }});
-    changes.sort_by_key(|c| std::cmp::Reverse(c.0));
+    changes.sort_by_key(|c| std::cmp::Reverse(c.created_ns));
     changes.truncate(20);
-    Ok(json!({
-        "total": all.len(),
-        "by_detector": by_detector.into_iter().map(|(k, v)| (k, rate(v))).collect::<serde_json::Map<_, _>>(),
-        "by_type": by_type.into_iter().map(|(k, v)| (k.to_string(), rate(v))).collect::<serde_json::Map<_, _>>(),
-        "threshold_changes": changes.into_iter().map(|(ts, id, fb, c)| json!({
-            "created_ns": ts, "alert_id": id, "feedback": fb, "change": c,
-        })).collect::<Vec<_>>(),
-    }))
+    Ok(FeedbackSummary {
+        total: all.len(),
+        by_detector,
+        by_type,
+        threshold_changes: changes,
+    })
 }
 
 /// The running configuration, credentials masked.

@@ -14,8 +14,9 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 use watchpost_proto::now_ns;
 
-/// What the ingest thread answers for one body.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What the ingest thread answers for one body (and `POST /ingest` with 202).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+#[schemars(rename = "IngestResult")]
 pub struct IngestReceipt {
     /// Events accepted (each one will be stored; malformed ones as free text).
     pub accepted: u64,

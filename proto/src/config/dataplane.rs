@@ -5,7 +5,7 @@ use super::problems::Problems;
 use serde::{Deserialize, Serialize};
 
 /// `[dataplane]`
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct DataplaneConfig {
     /// Stage A workers (parse, normalise, template mining), each on its own SPSC rings.

@@ -5,7 +5,7 @@ use super::problems::Problems;
 use serde::{Deserialize, Serialize};
 
 /// `[detection]`
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct DetectionConfig {
     /// Seconds between flushes of detector models and UEBA baselines to the store.

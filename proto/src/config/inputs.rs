@@ -5,7 +5,7 @@ use super::problems::Problems;
 use serde::{Deserialize, Serialize};
 
 /// `[inputs]`
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct InputsConfig {
     /// Syslog over UDP (RFC 5424 and RFC 3164).
@@ -39,7 +39,7 @@ impl Default for InputsConfig {
 }
 
 /// A UDP input.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct UdpInputConfig {
     /// Listen at all.
@@ -61,7 +61,7 @@ impl Default for UdpInputConfig {
 }
 
 /// A TCP input.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct TcpInputConfig {
     /// Listen at all.
@@ -86,7 +86,7 @@ impl Default for TcpInputConfig {
 }
 
 /// The file tail input.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct FileInputConfig {
     /// Tail at all.
@@ -114,7 +114,7 @@ impl Default for FileInputConfig {
 }
 
 /// The HTTP ingest input.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct HttpInputConfig {
     /// Serve `POST /api/v1/ingest`.

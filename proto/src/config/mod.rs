@@ -44,7 +44,7 @@ pub const MASK: &str = "********";
 pub const SECRET_KEYS: &[&str] = &["api_rate_limit_store_url", "llm.cloud_api_key"];
 
 /// The whole configuration.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     /// Port of the HTTP API, WebSocket and dashboard listener.

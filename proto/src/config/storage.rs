@@ -5,7 +5,7 @@ use super::problems::Problems;
 use serde::{Deserialize, Serialize};
 
 /// `[storage]`
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct StorageConfig {
     /// Folder of the RocksDB store and the miner state; relative paths are from the working dir.

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 /// `[templates]`: the miner has one default configuration for every log; operators may only add
 /// masks for variables specific to their logs.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct TemplatesConfig {
     /// Extra masks: tokens matching `pattern` (a regex) are replaced by `<NAME>`.
@@ -14,7 +14,7 @@ pub struct TemplatesConfig {
 }
 
 /// One user-added template mask.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MaskConfig {
     /// Upper-case name shown in templates as `<NAME>`.

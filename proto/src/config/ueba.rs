@@ -5,7 +5,7 @@ use super::problems::Problems;
 use serde::{Deserialize, Serialize};
 
 /// `[ueba]`
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct UebaConfig {
     /// Produce UEBA alerts. Baselines keep learning while off, so re-enabling starts no new warmup.
@@ -48,7 +48,7 @@ impl Default for UebaConfig {
 }
 
 /// `[ueba.sub_score_weights]`
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct SubScoreWeights {
     /// Weight of the hour-of-day rarity sub-score.
