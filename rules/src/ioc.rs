@@ -67,9 +67,10 @@ impl IocId {
         self.0 as usize
     }
 
-    /// The handle at load position `i` (as carried between threads); [`IocSet::get`] checks it.
-    pub fn from_index(i: u32) -> IocId {
-        IocId(i)
+    /// The handle at load position `index` (as carried between threads); [`IocSet::get`] checks
+    /// it.
+    pub fn from_index(index: u32) -> IocId {
+        IocId(index)
     }
 }
 

@@ -137,13 +137,13 @@ impl RateLimits {
         }
     }
 
-    /// Takes one request of `client` in family `f`: `Ok`, or `Err(seconds to wait)`.
-    pub async fn check(&self, f: Family, client: Client) -> Result<(), u64> {
-        let limit = self.family(f);
+    /// Takes one request of `client` in `family`: `Ok`, or `Err(seconds to wait)`.
+    pub async fn check(&self, family: Family, client: Client) -> Result<(), u64> {
+        let limit = self.family(family);
         if let Some(store) = &self.store {
             let key = match client {
-                Some(ip) => format!("watchpost:rl:{}:{ip}", f.name()),
-                None => format!("watchpost:rl:{}:unknown", f.name()),
+                Some(ip) => format!("watchpost:rl:{}:{ip}", family.name()),
+                None => format!("watchpost:rl:{}:unknown", family.name()),
             };
             if let Some(answer) = store
                 .check(&key, limit.local.interval(), limit.local.burst())

@@ -36,8 +36,8 @@ pub struct Connection {
 
 impl Connection {
     /// Connects, authenticates and selects the database.
-    pub async fn open(t: &StoreUrl) -> std::io::Result<Connection> {
-        let io: Box<dyn Io> = match &t.address {
+    pub async fn open(url: &StoreUrl) -> std::io::Result<Connection> {
+        let io: Box<dyn Io> = match &url.address {
             StoreAddress::Tcp(a) => {
                 let s = tokio::net::TcpStream::connect(a).await?;
                 s.set_nodelay(true)?;
@@ -48,15 +48,15 @@ impl Connection {
         let mut c = Connection {
             stream: BufStream::new(io),
         };
-        if let Some(pw) = &t.password {
-            let reply = match &t.user {
+        if let Some(pw) = &url.password {
+            let reply = match &url.user {
                 Some(u) => c.call(&[b"AUTH", u.as_bytes(), pw.as_bytes()]).await?,
                 None => c.call(&[b"AUTH", pw.as_bytes()]).await?,
             };
             ok_or_error(reply)?;
         }
-        if t.db != 0 {
-            let reply = c.call(&[b"SELECT", t.db.to_string().as_bytes()]).await?;
+        if url.db != 0 {
+            let reply = c.call(&[b"SELECT", url.db.to_string().as_bytes()]).await?;
             ok_or_error(reply)?;
         }
         Ok(c)
@@ -116,11 +116,11 @@ fn number(s: &str) -> std::io::Result<i64> {
 const MAX_REPLY_DEPTH: usize = 8;
 
 /// Reads one reply (arrays nest through an explicit stack of pending lengths).
-pub async fn read_reply<R: AsyncBufReadExt + Unpin>(r: &mut R) -> std::io::Result<Reply> {
+pub async fn read_reply<R: AsyncBufReadExt + Unpin>(reader: &mut R) -> std::io::Result<Reply> {
     // (expected length, items so far) for each open array.
     let mut open: Vec<(usize, Vec<Reply>)> = Vec::new();
     loop {
-        let line = read_line(r).await?;
+        let line = read_line(reader).await?;
         let (kind, rest) = line.split_at(line.len().min(1));
         let mut reply = match kind {
             "+" => Reply::Simple(rest.to_string()),
@@ -133,7 +133,7 @@ pub async fn read_reply<R: AsyncBufReadExt + Unpin>(r: &mut R) -> std::io::Resul
                 }
                 n => {
                     let mut buf = vec![0; n as usize + 2];
-                    r.read_exact(&mut buf).await?;
+                    reader.read_exact(&mut buf).await?;
                     if !buf.ends_with(b"\r\n") {
                         return Err(protocol("bulk string without CRLF"));
                     }
