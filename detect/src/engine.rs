@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use watchpost_proto::{
     Alert, AlertType, AttackMapping, EntityKind, EntityRef, MAX_CONTRIBUTING, MinutePoint,
-    RiskPoint, RuleFires, ThresholdChange, U64Map, Uuid, Verdict, event_id, fmix64,
+    RiskPoint, RuleFires, ThresholdChange, U64Map, U64Set, Uuid, Verdict, event_id, fmix64,
 };
 use watchpost_rules::{CorrelationKind, Correlator, Fired, Hit, IocId, IocKind, Level, RuleEntry};
 
@@ -42,6 +42,11 @@ const IOC_SALT: u64 = 0x696f_6300_0000_0006;
 const CORRELATION_SALT: u64 = 0x636f_7272_0000_0005;
 /// Salt of `sigma` dedup keys.
 const SIGMA_SALT: u64 = 0x7369_676d_6100_0004;
+/// Salt of the keys of a rule's group alerts.
+const GROUP_SALT: u64 = 0x6772_6f75_7000_0007;
+/// Distinct entities a group alert counts exactly; past it the count stops (the alert says so by
+/// its `entity_count` being this value).
+const MAX_GROUP_ENTITIES: usize = 100_000;
 /// Salt of `ueba` dedup keys.
 const UEBA_SALT: u64 = 0x7565_6261_0000_0002;
 /// Feedback moves a risk by this factor: down on a false positive (a higher threshold), up on a
@@ -61,8 +66,15 @@ pub struct DetectorParams {
     /// Cooldown of a `sigma` alert (per rule and entity) and of a `correlation` alert (per rule
     /// and group), ns.
     pub sigma_cooldown_ns: i64,
-    /// Cooldown of an `ioc` alert (per indicator and entity), ns.
+    /// Cooldown of an `ioc` alert (per indicator, and entity unless `ioc_per_indicator`), ns.
     pub ioc_cooldown_ns: i64,
+    /// One `ioc` alert per indicator naming every entity seen with it, not one per entity.
+    pub ioc_per_indicator: bool,
+    /// Entities a Sigma rule alerts on one by one per source and window before the rest fold
+    /// into one group alert; 0 = never group.
+    pub group_after: u32,
+    /// A rule's grouping window, ns.
+    pub group_window_ns: i64,
     /// Correlation groups held at most.
     pub correlation_max_groups: usize,
     /// Distinct tactics of a kill-chain progression.
@@ -84,6 +96,10 @@ impl DetectorParams {
             sigma_cooldown_ns: (config.detection.sigma_alert_cooldown_seconds as i64)
                 .saturating_mul(1_000_000_000),
             ioc_cooldown_ns: (config.detection.ioc_alert_cooldown_seconds as i64)
+                .saturating_mul(1_000_000_000),
+            ioc_per_indicator: config.detection.ioc_alert_per_indicator,
+            group_after: config.detection.alert_group_after_entities,
+            group_window_ns: (config.detection.alert_group_window_seconds as i64)
                 .saturating_mul(1_000_000_000),
             correlation_max_groups: config.detection.correlation_max_groups as usize,
             killchain_min_tactics: config.detection.killchain_min_tactics as usize,
@@ -129,6 +145,12 @@ struct OpenAlert {
     dirty: bool,
 }
 
+/// A Sigma rule's grouping window in one source: how many entities it alerted on one by one.
+struct GroupWindow {
+    alerted: u32,
+    until_ns: i64,
+}
+
 /// What differs between the alerts of single-event matches (see [`Detector::open_match`]).
 struct MatchAlert {
     alert_type: AlertType,
@@ -146,6 +168,11 @@ pub struct Detector {
     sources: U64Map<SourceState>,
     ueba: Ueba,
     open: U64Map<OpenAlert>,
+    /// Grouping windows of Sigma rules, by rule and source.
+    groups: U64Map<GroupWindow>,
+    /// The distinct entities of each open alert that stands for several (group alerts, IOC
+    /// alerts per indicator), by alert key.
+    members: U64Map<U64Set>,
     /// Entity key -> key of the open alert it joined (new-source alerts are keyed by address).
     alias: U64Map<u64>,
     minutes: Vec<MinutePoint>,
@@ -183,6 +210,8 @@ impl Detector {
             sources: U64Map::with_capacity_and_hasher(256, Default::default()),
             open: U64Map::with_capacity_and_hasher(256, Default::default()),
             alias: U64Map::with_capacity_and_hasher(256, Default::default()),
+            groups: U64Map::default(),
+            members: U64Map::default(),
             minutes: Vec::with_capacity(1024),
             seq: 0,
             now_ns: i64::MIN,
@@ -452,6 +481,31 @@ impl Detector {
             self.repeat(key, r, 1.0, None);
             return;
         }
+        // A new entity for the rule: alerted on alone while the rule's window has room,
+        // folded into the rule's group alert after.
+        if let Some((group_key, until_ns)) = self.group_full(entry.key, r) {
+            if self
+                .open
+                .get(&group_key)
+                .is_some_and(|o| r.ts_ns < o.until_ns)
+            {
+                let entity = primary.map(|i| entity_ref(&r.entities[i]));
+                self.repeat(group_key, r, 1.0, entity);
+                self.note_member(group_key, subject);
+                return;
+            }
+            let m = MatchAlert {
+                alert_type: AlertType::Sigma,
+                severity: entry.severity,
+                title: format!("{} (many entities)", entry.rule.title),
+                detector: entry.rule.id.clone(),
+                dedup: format!("sigma:{}:group", entry.rule.id),
+                attack: entry.attack.clone(),
+            };
+            self.open_group(r, group_key, primary, m, until_ns, sink);
+            self.note_member(group_key, subject);
+            return;
+        }
         let m = MatchAlert {
             alert_type: AlertType::Sigma,
             severity: entry.severity,
@@ -462,6 +516,99 @@ impl Detector {
         };
         let until_ns = r.ts_ns.saturating_add(self.params.sigma_cooldown_ns);
         self.open_match(r, key, primary, m, until_ns, sink);
+    }
+
+    /// Counts a new entity in rule `rule_key`'s grouping window for the record's source. `None`
+    /// while the window has room for an alert of its own (or grouping is off); else the key of
+    /// the rule's group alert and when the window ends.
+    fn group_full(&mut self, rule_key: u64, r: &DetectRecord) -> Option<(u64, i64)> {
+        if self.params.group_after == 0 {
+            return None;
+        }
+        let group_key = fmix64(rule_key ^ GROUP_SALT ^ r.source.rotate_left(13));
+        let window = self.groups.entry(group_key).or_insert(GroupWindow {
+            alerted: 0,
+            until_ns: i64::MIN,
+        });
+        if r.ts_ns >= window.until_ns {
+            window.alerted = 0;
+            window.until_ns = r.ts_ns.saturating_add(self.params.group_window_ns);
+        }
+        if window.alerted < self.params.group_after {
+            window.alerted += 1;
+            return None;
+        }
+        Some((group_key, window.until_ns))
+    }
+
+    /// Counts `subject` among the distinct entities of open alert `key`; the alert says how many
+    /// once there are several.
+    fn note_member(&mut self, key: u64, subject: u64) {
+        let members = self.members.entry(key).or_default();
+        if members.len() < MAX_GROUP_ENTITIES && members.insert(subject) && members.len() > 1 {
+            let count = members.len() as u64;
+            if let Some(o) = self.open.get_mut(&key) {
+                o.alert.entity_count = count;
+                o.dirty = true;
+            }
+        }
+    }
+
+    /// Counts and lists every entity of `r` with open alert `key` (an indicator's alert names
+    /// every entity seen with it).
+    fn note_entities(&mut self, key: u64, r: &DetectRecord) {
+        for e in r.entities() {
+            self.note_member(key, e.hash);
+            if let Some(o) = self.open.get_mut(&key) {
+                let a = &mut o.alert;
+                let uuid = Uuid::from_bytes(e.uuid);
+                let known = a.entity.as_ref().is_some_and(|x| x.uuid == uuid)
+                    || a.related_entities.iter().any(|x| x.uuid == uuid);
+                if !known && a.related_entities.len() < MAX_RELATED {
+                    a.related_entities.push(entity_ref(e));
+                    o.dirty = true;
+                }
+            }
+        }
+    }
+
+    /// Opens a group alert: about no single entity, the first entity listed among the related.
+    fn open_group(
+        &mut self,
+        r: &DetectRecord,
+        key: u64,
+        primary: Option<usize>,
+        m: MatchAlert,
+        until_ns: i64,
+        sink: &mut impl AlertSink,
+    ) {
+        let source = r.source_name().to_string();
+        let alert = Alert {
+            id: self.next_id(r.ts_ns, key),
+            alert_type: m.alert_type,
+            severity: m.severity,
+            title: m.title,
+            detector: m.detector,
+            dedup_key: format!("{}:{source}", m.dedup),
+            first_seen_ns: r.ts_ns,
+            last_seen_ns: r.ts_ns,
+            count: 1,
+            source,
+            entity: None,
+            score: 1.0,
+            threshold: 0.0,
+            contributions: BTreeMap::new(),
+            attack: m.attack,
+            contributing_events: vec![event_id(&r.block, r.pos)],
+            related_entities: primary
+                .map(|i| entity_ref(&r.entities[i]))
+                .into_iter()
+                .collect(),
+            related_alerts: Vec::new(),
+            entity_count: 1,
+            triage: Default::default(),
+        };
+        self.open_alert(key, alert, until_ns, sink);
     }
 
     /// Counts a fire of rule `key` in the (event-time) hour of `ts_ns`.
@@ -505,6 +652,7 @@ impl Detector {
             contributing_events: vec![event_id(&r.block, r.pos)],
             related_entities: others(r, primary),
             related_alerts: Vec::new(),
+            entity_count: 0,
             triage: Default::default(),
         };
         self.open_alert(key, alert, until_ns, sink);
@@ -525,11 +673,19 @@ impl Detector {
         };
         let primary = primary_entity(r);
         let subject = primary.map_or(r.source, |i| r.entities[i].hash);
-        let key = fmix64(
-            watchpost_proto::hash64(ind.value.as_bytes()) ^ IOC_SALT ^ subject.rotate_left(29),
-        );
+        let per_indicator = self.params.ioc_per_indicator;
+        // Per indicator: one alert for every entity seen with it in the source.
+        let scope = if per_indicator {
+            r.source.rotate_left(13)
+        } else {
+            subject.rotate_left(29)
+        };
+        let key = fmix64(watchpost_proto::hash64(ind.value.as_bytes()) ^ IOC_SALT ^ scope);
         if self.open.get(&key).is_some_and(|o| r.ts_ns < o.until_ns) {
             self.repeat(key, r, 1.0, None);
+            if per_indicator {
+                self.note_entities(key, r);
+            }
             return;
         }
         let kind = ind.kind.as_str();
@@ -546,6 +702,9 @@ impl Detector {
         };
         let until_ns = r.ts_ns.saturating_add(self.params.ioc_cooldown_ns);
         self.open_match(r, key, primary, m, until_ns, sink);
+        if per_indicator {
+            self.note_entities(key, r);
+        }
     }
 
     /// Evaluates correlation hits (each routed to this worker by its group); correlations they
@@ -732,6 +891,7 @@ impl Detector {
             contributing_events: events,
             related_entities: r.as_ref().map_or_else(Vec::new, |r| others(r, primary)),
             related_alerts: Vec::new(),
+            entity_count: 0,
             triage: Default::default(),
         };
         let until_ns = f.last_ns.saturating_add(self.params.sigma_cooldown_ns);
@@ -740,6 +900,14 @@ impl Detector {
 
     /// Hands a new alert to the sink and keeps it open (repeats fold into it) until `until_ns`.
     fn open_alert(&mut self, key: u64, alert: Alert, until_ns: i64, sink: &mut impl AlertSink) {
+        // An alert of the same key whose time is over may still hold changes the sink has not
+        // heard (offline, flushes come only at the end): they go out before it is replaced.
+        if let Some(old) = self.open.get(&key)
+            && old.dirty
+        {
+            sink.alert(&old.alert, false);
+        }
+        self.members.remove(&key);
         sink.alert(&alert, true);
         let step = self
             .killchain
@@ -798,6 +966,7 @@ impl Detector {
             contributing_events: vec![event_id(&r.block, r.pos)],
             related_entities: r.entities().iter().map(entity_ref).collect(),
             related_alerts: Vec::new(),
+            entity_count: 0,
             triage: Default::default(),
         }
     }
@@ -885,6 +1054,7 @@ impl Detector {
                 .map(|(_, e)| entity_ref(e))
                 .collect(),
             related_alerts: Vec::new(),
+            entity_count: 0,
             triage: Default::default(),
         };
         let until_ns = r.ts_ns.saturating_add(self.params.ueba.cooldown_ns);
@@ -935,6 +1105,13 @@ impl Detector {
         if !self.alias.is_empty() {
             let open = &self.open;
             self.alias.retain(|_, k| open.contains_key(k));
+        }
+        if !self.members.is_empty() {
+            let open = &self.open;
+            self.members.retain(|k, _| open.contains_key(k));
+        }
+        if !self.groups.is_empty() {
+            self.groups.retain(|_, g| now < g.until_ns);
         }
     }
 
@@ -1122,6 +1299,9 @@ mod tests {
             ml_cooldown_ns: 300_000_000_000,
             sigma_cooldown_ns: 300_000_000_000,
             ioc_cooldown_ns: 3_600_000_000_000,
+            ioc_per_indicator: true,
+            group_after: 3,
+            group_window_ns: HOUR,
             correlation_max_groups: 1000,
             killchain_min_tactics: 3,
             killchain_window_ns: 24 * 3_600_000_000_000,
@@ -1257,6 +1437,7 @@ mod tests {
             contributing_events: Vec::new(),
             related_entities: Vec::new(),
             related_alerts: Vec::new(),
+            entity_count: 0,
             triage: Default::default(),
         };
         // "sshd" hashes to the source key only if the record's source is that hash.

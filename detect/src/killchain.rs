@@ -178,6 +178,7 @@ impl KillChain {
             contributing_events: events,
             related_entities: Vec::new(),
             related_alerts: related,
+            entity_count: 0,
             triage: Default::default(),
         };
         trail.open = Some((new.clone(), ts.saturating_add(window)));
@@ -245,6 +246,7 @@ mod tests {
             contributing_events: vec![format!("ev-{id}")],
             related_entities: Vec::new(),
             related_alerts: Vec::new(),
+            entity_count: 0,
             triage: Default::default(),
         }
     }

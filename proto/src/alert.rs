@@ -105,10 +105,19 @@ pub struct Alert {
     /// Ids of the alerts a correlation joins (a kill-chain progression); empty otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub related_alerts: Vec<String>,
+    /// Distinct entities a group alert stands for (a rule firing for many entities, an indicator
+    /// seen with many): the entity, if any, and `related_entities` list the first of them.
+    /// Absent (0) on an alert about one entity. Counted exactly up to 100,000.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub entity_count: u64,
     /// Where people are with it. The data plane always writes the default; the store overlays the
     /// triage record kept apart from the alert, so a repeat folded in never undoes a triage.
     #[serde(default)]
     pub triage: Triage,
+}
+
+fn is_zero(count: &u64) -> bool {
+    *count == 0
 }
 
 /// Triage state of an alert.

@@ -745,6 +745,7 @@ mod tests {
             contributing_events: Vec::new(),
             related_entities: Vec::new(),
             related_alerts: Vec::new(),
+            entity_count: 0,
             triage: Triage::default(),
         }
     }

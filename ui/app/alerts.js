@@ -56,6 +56,7 @@ export function mountAlerts(root, detailRoot, stream) {
       h('td', {},
         h('div', {class: 'title'}, a.title),
         h('div', {class: 'muted small'}, a.type, a.entity && ' · ', a.entity && h('span', {class: 'mono'}, entity(a.entity)),
+          a.entity_count > 1 && ` · ${count(a.entity_count)} entities`,
           a.count > 1 && ` · ×${count(a.count)}`, a.triage.assignee && ` · ${a.triage.assignee}`)),
       h('td', {}, h('span', {class: `triage triage-${a.triage.status}`}, a.triage.status)));
   }
@@ -152,7 +153,7 @@ export function mountAlerts(root, detailRoot, stream) {
         fact('Id', a.id, 'mono'),
         fact('Type / detector', `${a.type} · ${a.detector}`),
         fact('Source', a.source),
-        fact('Entity', entity(a.entity), 'mono'),
+        fact('Entity', a.entity ? entity(a.entity) : (a.entity_count > 1 ? `${count(a.entity_count)} entities (listed below)` : entity(a.entity)), 'mono'),
         fact('First seen', iso(a.first_seen_ns)),
         fact('Last seen', iso(a.last_seen_ns)),
         fact('Count', count(a.count)),
@@ -169,7 +170,9 @@ export function mountAlerts(root, detailRoot, stream) {
         h('li', {}, h('span', {class: 'mono'}, m.technique_id), ` ${m.technique} (${m.tactic_id} ${m.tactic})`))));
     }
     if (a.related_entities && a.related_entities.length) {
-      out.push(h('h3', {}, 'Related entities'), h('ul', {}, a.related_entities.map((e) =>
+      const more = (a.entity_count || 0) - a.related_entities.length - (a.entity ? 1 : 0);
+      out.push(h('h3', {}, more > 0 ? `Related entities (first ${a.related_entities.length}; ${count(more)} more)` : 'Related entities'),
+        h('ul', {}, a.related_entities.map((e) =>
         h('li', {class: 'mono'}, `${entity(e)} (${e.role})`))));
     }
     out.push(h('h3', {}, 'Triage'), triageForm(a, t), feedbackButtons(a));

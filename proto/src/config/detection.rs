@@ -32,6 +32,17 @@ pub struct DetectionConfig {
     /// Seconds a `sigma` alert of one rule and entity stays open: repeats inside it bump its
     /// count. Correlation alerts (per rule and group) use it too.
     pub sigma_alert_cooldown_seconds: u64,
+    /// Distinct entities a Sigma rule alerts on one by one (per source, within
+    /// `alert_group_window_seconds`); a further entity folds into one group alert of the rule
+    /// that counts and lists them (an internet scanner sweep, a password spray). 0 = never group:
+    /// one alert per rule and entity.
+    pub alert_group_after_entities: u32,
+    /// Seconds a rule's grouping window lasts, from its first alert; the group alert stays open
+    /// for the rest of it.
+    pub alert_group_window_seconds: u64,
+    /// One `ioc` alert per indicator, naming every entity seen with it (true), or one per
+    /// indicator and entity (false).
+    pub ioc_alert_per_indicator: bool,
     /// Correlation groups (rule and group-by values) one stage B worker holds windows for;
     /// hits for new groups beyond it are dropped and counted.
     pub correlation_max_groups: u32,
@@ -45,7 +56,8 @@ pub struct DetectionConfig {
     pub ioc_dir: String,
     /// Seconds between checks of `ioc_dir` for changed files (a change reloads the set).
     pub ioc_reload_interval_seconds: u64,
-    /// Seconds an `ioc` alert of one indicator and entity stays open: repeats bump its count.
+    /// Seconds an `ioc` alert of one indicator (and entity, see `ioc_alert_per_indicator`) stays
+    /// open: repeats bump its count.
     pub ioc_alert_cooldown_seconds: u64,
 }
 
@@ -62,6 +74,9 @@ impl Default for DetectionConfig {
             ml_risk: 1e-4,
             ml_alert_cooldown_seconds: 300,
             sigma_alert_cooldown_seconds: 300,
+            alert_group_after_entities: 3,
+            alert_group_window_seconds: 3600,
+            ioc_alert_per_indicator: true,
             correlation_max_groups: 100_000,
             killchain_min_tactics: 3,
             killchain_window_seconds: 86_400,
@@ -98,6 +113,18 @@ pub(super) fn check(config: &Config, p: &mut Problems) {
         "detection.sigma_alert_cooldown_seconds",
         d.sigma_alert_cooldown_seconds,
         0,
+        86_400 * 7,
+    );
+    p.range_u64(
+        "detection.alert_group_after_entities",
+        d.alert_group_after_entities.into(),
+        0,
+        10_000,
+    );
+    p.range_u64(
+        "detection.alert_group_window_seconds",
+        d.alert_group_window_seconds,
+        60,
         86_400 * 7,
     );
     p.range_u64(
