@@ -268,6 +268,7 @@ fn derived_schemas() -> Map<String, Value> {
     answers.subschema_for::<ListResponse<Event>>();
     answers.subschema_for::<ListResponse<Alert>>();
     answers.subschema_for::<AlertDetail>();
+    answers.subschema_for::<crate::routes::alerts::BulkTriage>();
     answers.subschema_for::<ListResponse<Feedback>>();
     answers.subschema_for::<ListResponse<EntityHit>>();
     answers.subschema_for::<HuntAnswer>();

@@ -37,6 +37,11 @@ impl Params {
         Ok(Params { map })
     }
 
+    /// No parameter was given.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
     /// The raw value of `name`.
     pub fn get(&self, name: &str) -> Option<&str> {
         self.map.get(name).map(String::as_str)

@@ -164,6 +164,25 @@ const ENTITY: Param = p(
     "An entity UUID, or a value (IP address, user, host or domain name)",
     "alice",
 );
+const DETECTOR: Param = p(
+    "detector",
+    "string",
+    "Exact detector: a Sigma rule id, `ensemble`, `ueba:user`, `ioc:<file>`, `killchain`...",
+    "ensemble",
+);
+const DEDUP_KEY: Param = p(
+    "dedup_key",
+    "string",
+    "Exact dedup key, or a prefix ending in `*` (`sigma:<rule id>:*`: a rule's alerts and its group alerts)",
+    "ml:*",
+);
+const TRIAGE_STATUS: Param = p(
+    "status",
+    "string",
+    "Triage status, one or several comma-separated: `open`, `acknowledged`, `closed`",
+    "open,acknowledged",
+);
+const ASSIGNEE: Param = p("assignee", "string", "Exact assignee", "alice");
 const TACTIC: Param = p(
     "tactic",
     "string",
@@ -282,15 +301,12 @@ pub static ROUTES: &[Route] = &[
             ),
             SEVERITY,
             ENTITY,
+            DETECTOR,
+            DEDUP_KEY,
             TACTIC,
             TECHNIQUE,
-            p(
-                "status",
-                "string",
-                "Triage status, one or several comma-separated: `open`, `acknowledged`, `closed`",
-                "open,acknowledged",
-            ),
-            p("assignee", "string", "Exact assignee", "alice"),
+            TRIAGE_STATUS,
+            ASSIGNEE,
             PAGE,
             LIMIT,
         ],
@@ -298,6 +314,34 @@ pub static ROUTES: &[Route] = &[
         ok: &[(200, "AlertList")],
         errors: &[422],
         handler: || get(crate::routes::alerts::list),
+    },
+    Route {
+        method: "PATCH",
+        path: "/alerts",
+        family: Some(Family::Detail),
+        summary: "Bulk triage: one change to every alert the filters select (newest 10,000; one filter at least)",
+        query: &[
+            SINCE,
+            UNTIL,
+            p(
+                "type",
+                "string",
+                "`ml`, `sigma`, `correlation`, `ueba` or `ioc`",
+                "sigma",
+            ),
+            SEVERITY,
+            ENTITY,
+            DETECTOR,
+            DEDUP_KEY,
+            TACTIC,
+            TECHNIQUE,
+            TRIAGE_STATUS,
+            ASSIGNEE,
+        ],
+        body: Some("TriageBody"),
+        ok: &[(200, "BulkTriage")],
+        errors: &[413, 422],
+        handler: || patch(crate::routes::alerts::patch_many),
     },
     Route {
         method: "GET",

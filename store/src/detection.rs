@@ -70,6 +70,11 @@ pub struct AlertQuery {
     pub alert_type: Option<AlertType>,
     /// Least severity.
     pub min_severity: Option<u8>,
+    /// Exact detector: a rule id, `ensemble`, `ueba:user`, `ioc:<file>`...
+    pub detector: Option<String>,
+    /// Exact dedup key (one alert's repeats across cooldowns, or a rule's group alerts with a
+    /// prefix match when it ends in `*`).
+    pub dedup_key: Option<String>,
     /// Entity UUIDs, any of which the alert must name (as its entity or a related one).
     pub entities: Option<Vec<Uuid>>,
     /// Tactic name or id, case-insensitive.
@@ -109,8 +114,18 @@ impl AlertQuery {
             || self.until_ns.is_some_and(|u| a.first_seen_ns >= u)
             || self.alert_type.is_some_and(|t| a.alert_type != t)
             || self.min_severity.is_some_and(|s| a.severity < s)
+            || self.detector.as_ref().is_some_and(|d| *d != a.detector)
         {
             return false;
+        }
+        if let Some(key) = &self.dedup_key {
+            let fits = match key.strip_suffix('*') {
+                Some(prefix) => a.dedup_key.starts_with(prefix),
+                None => *key == a.dedup_key,
+            };
+            if !fits {
+                return false;
+            }
         }
         if let Some(t) = &self.tactic
             && !a
@@ -139,6 +154,10 @@ struct AlertSummary<'a> {
     alert_type: AlertType,
     severity: u8,
     first_seen_ns: i64,
+    #[serde(borrow)]
+    detector: std::borrow::Cow<'a, str>,
+    #[serde(borrow)]
+    dedup_key: std::borrow::Cow<'a, str>,
     #[serde(borrow, default)]
     attack: Vec<AttackSummary<'a>>,
 }

@@ -205,23 +205,45 @@ export function mountAlerts(root, detailRoot, stream) {
     const sync = () => { reason.disabled = status.value !== 'closed'; };
     status.addEventListener('change', sync);
     sync();
-    const form = h('form', {class: 'triage-form', on: {submit: async (ev) => {
-      ev.preventDefault();
+    const changeOf = () => {
       const change = {status: status.value};
       if (status.value === 'closed') change.reason = reason.value || undefined;
       const who = assignee.value.trim();
       if (who !== (t.assignee || '')) change.assignee = who || null;
       if (note.value.trim()) change.note = note.value.trim();
+      return change;
+    };
+    const failed = (e) => {
+      fill(result, e.field ? `${e.field}: ${e.message}` : e.message);
+      result.className = 'error';
+    };
+    // The same change to every alert of this detector in the current view: a rule's whole
+    // sweep (its alerts and its group alert) in one step (PATCH /alerts?detector=...).
+    const bulk = h('button', {type: 'button', class: 'secondary', id: 'triage-bulk',
+      title: `Apply to every alert of ${a.detector} in this view`,
+      on: {click: async () => {
+        const q = new URLSearchParams({detector: a.detector});
+        if (view) q.set('status', view);
+        try {
+          const done = await patch(`/alerts?${q}`, changeOf());
+          fill(result, `${count(done.changed)} of ${count(done.matched)} alerts changed${done.truncated ? ' (more remain: apply again)' : ''}.`);
+          result.className = 'muted';
+          load();
+        } catch (e) {
+          failed(e);
+        }
+      }}}, 'Save for all of this detector');
+    const form = h('form', {class: 'triage-form', on: {submit: async (ev) => {
+      ev.preventDefault();
       try {
-        const updated = await patch(`/alerts/${encodeURIComponent(a.id)}`, change);
+        const updated = await patch(`/alerts/${encodeURIComponent(a.id)}`, changeOf());
         upsert(updated, false);
         render();
         showDetail(a.id, false);
       } catch (e) {
-        fill(result, e.field ? `${e.field}: ${e.message}` : e.message);
-        result.className = 'error';
+        failed(e);
       }
-    }}}, status, reason, assignee, note, h('button', {type: 'submit'}, 'Save'), result);
+    }}}, status, reason, assignee, note, h('button', {type: 'submit'}, 'Save'), bulk, result);
     return form;
   }
 

@@ -98,6 +98,16 @@ try {
   expect(plain.includes('sigma alert') && plain.includes('raised by'), `plain summary: ${plain}`);
   await page.waitForFunction(() => document.querySelector('#detail').textContent.includes('LLM assistance is off'));
   expect(await page.locator('#explain').isHidden(), 'an Explain button with the LLM off');
+
+  // Bulk triage from the detail: every alert of this detector in the work queue is assigned.
+  const detector = (await (await fetch(`${base}/api/v1/alerts/${id}`)).json()).detector;
+  await page.fill('#detail input[name=assignee]', 'bob');
+  await page.click('#triage-bulk');
+  await page.waitForFunction(() => document.querySelector('#detail .triage-form [role=status]').textContent.includes('alerts changed'));
+  const queue = await (await fetch(`${base}/api/v1/alerts?detector=${encodeURIComponent(detector)}&status=open,acknowledged`)).json();
+  expect(queue.items.length > 0 && queue.items.every((a) => a.triage.assignee === 'bob'),
+    `bulk triage: ${JSON.stringify(queue.items.map((a) => a.triage))}`);
+  summary.bulk_assigned = queue.items.length;
   await page.click('#detail .close');
 
   // Hunt: a question naming an address is answered from its timeline, without the LLM; any

@@ -22,6 +22,8 @@ const PARAMS: &[&str] = &[
     "type",
     "severity",
     "entity",
+    "detector",
+    "dedup_key",
     "tactic",
     "technique",
     "status",
@@ -30,47 +32,37 @@ const PARAMS: &[&str] = &[
     "limit",
 ];
 
+/// The filters of a bulk change: the listing's, without paging.
+const BULK_PARAMS: &[&str] = &[
+    "since",
+    "until",
+    "type",
+    "severity",
+    "entity",
+    "detector",
+    "dedup_key",
+    "tactic",
+    "technique",
+    "status",
+    "assignee",
+];
+
+/// Most alerts one bulk change touches; a filter that selects more changes the newest this many
+/// and says so (`truncated`), and the same call again takes the next ones when the change moves
+/// them out of the filter (a `status=open` filter with a close, say).
+const BULK_MAX: u32 = 10_000;
+
 /// Newest alerts first, filtered.
 pub async fn list(
     State(st): State<AppState>,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<ListResponse<Alert>>, ApiError> {
     let p = Params::parse(raw.as_deref(), PARAMS)?;
-    let alert_type = match p.get("type") {
-        None => None,
-        Some(t) => Some(AlertType::parse(t).ok_or_else(|| {
-            ApiError::invalid_parameter(
-                "type",
-                format!("`{t}` is not one of ml, sigma, correlation, ueba, ioc"),
-            )
-        })?),
-    };
-    let min_severity = p.severity("severity")?;
     let q = AlertQuery {
-        since_ns: p.time("since")?,
-        until_ns: p.time("until")?,
-        alert_type,
-        min_severity,
-        entities: None,
-        tactic: p.text("tactic", 128)?,
-        technique: p.text("technique", 32)?,
-        status: match p.get("status") {
-            None => None,
-            Some(list) => Some(statuses(list)?),
-        },
-        assignee: p.text("assignee", MAX_ASSIGNEE_CHARS)?,
-        without_triage: false,
         page: p.int("page", 1, 1, 1_000_000)?,
         limit: p.int("limit", DEFAULT_LIMIT, 1, MAX_LIMIT)?,
+        ..filters(&p)?
     };
-    if let (Some(s), Some(u)) = (q.since_ns, q.until_ns)
-        && s >= u
-    {
-        return Err(ApiError::invalid_parameter(
-            "until",
-            "`until` must be later than `since`",
-        ));
-    }
     let entity = p.text("entity", 256)?;
     let store = st.store.clone();
     let (page, limit) = (q.page, q.limit);
@@ -94,6 +86,135 @@ pub async fn list(
             ..ListMeta::exact(found.total, page, limit)
         },
     }))
+}
+
+/// The filters shared by the listing and bulk triage (no paging, no entity lookup).
+fn filters(p: &Params) -> Result<AlertQuery, ApiError> {
+    let alert_type = match p.get("type") {
+        None => None,
+        Some(t) => Some(AlertType::parse(t).ok_or_else(|| {
+            ApiError::invalid_parameter(
+                "type",
+                format!("`{t}` is not one of ml, sigma, correlation, ueba, ioc"),
+            )
+        })?),
+    };
+    let q = AlertQuery {
+        since_ns: p.time("since")?,
+        until_ns: p.time("until")?,
+        alert_type,
+        min_severity: p.severity("severity")?,
+        detector: p.text("detector", 256)?,
+        dedup_key: p.text("dedup_key", 512)?,
+        entities: None,
+        tactic: p.text("tactic", 128)?,
+        technique: p.text("technique", 32)?,
+        status: match p.get("status") {
+            None => None,
+            Some(list) => Some(statuses(list)?),
+        },
+        assignee: p.text("assignee", MAX_ASSIGNEE_CHARS)?,
+        without_triage: false,
+        page: 1,
+        limit: 1,
+    };
+    if let (Some(s), Some(u)) = (q.since_ns, q.until_ns)
+        && s >= u
+    {
+        return Err(ApiError::invalid_parameter(
+            "until",
+            "`until` must be later than `since`",
+        ));
+    }
+    Ok(q)
+}
+
+/// What a bulk triage change did.
+#[derive(Serialize, schemars::JsonSchema)]
+pub(crate) struct BulkTriage {
+    /// Alerts the filters select (a lower bound when `total_exact` is false).
+    pub matched: u64,
+    /// Whether `matched` is exact.
+    pub total_exact: bool,
+    /// Alerts changed: the newest of the matched, at most 10,000.
+    pub changed: u64,
+    /// More alerts matched than one call changes.
+    pub truncated: bool,
+    /// Ids of the alerts changed, newest first.
+    pub ids: Vec<String>,
+}
+
+/// `PATCH /alerts?<filters>`: the same triage change (the body of `PATCH /alerts/{id}`) to every
+/// alert the filters select, newest first and at most [`BULK_MAX`]: acknowledge a rule's
+/// alerts (`detector=`), close a sweep (`dedup_key=sigma:<rule>:*`), reassign a queue. At
+/// least one filter is required, so a bare call cannot close everything. A change the first
+/// alert refuses (closing without a reason) answers 422 with nothing changed; a later alert whose
+/// own state refuses it (changed meanwhile by someone else) is left as it is.
+pub async fn patch_many(
+    State(st): State<AppState>,
+    RawQuery(raw): RawQuery,
+    body: Body,
+) -> Result<Json<BulkTriage>, ApiError> {
+    let p = Params::parse(raw.as_deref(), BULK_PARAMS)?;
+    if p.is_empty() {
+        return Err(ApiError::invalid_parameter(
+            "filter",
+            format!(
+                "a bulk change needs at least one filter: {}",
+                BULK_PARAMS.join(", ")
+            ),
+        ));
+    }
+    let q = AlertQuery {
+        page: 1,
+        limit: BULK_MAX,
+        ..filters(&p)?
+    };
+    let entity = p.text("entity", 256)?;
+    let bytes = read_body(body, st.config.api_max_body_bytes).await?;
+    let change = triage_update(&bytes)?;
+    let store = st.store.clone();
+    let (answer, changed) = tokio::task::spawn_blocking(move || {
+        let mut q = q;
+        if let Some(e) = entity {
+            q.entities = Some(entity_uuids(&e));
+        }
+        let found = store.search_alerts(&q)?;
+        let now = now_ns();
+        let mut changed = Vec::with_capacity(found.items.len());
+        for a in &found.items {
+            match store.update_triage(&a.id, &change, now) {
+                Ok(Some(mut a)) => {
+                    resolve_names(&store, &mut a)?;
+                    changed.push(a);
+                }
+                // Removed by retention since the search.
+                Ok(None) => {}
+                Err(TriageError::Refused(field, why)) if changed.is_empty() => {
+                    return Err(ApiError::invalid_body(field, why));
+                }
+                // The first alert took the change, so the change is sound; an alert whose
+                // state refuses it now (closed meanwhile by someone else) is left as it is.
+                Err(TriageError::Refused(..)) => {}
+                Err(TriageError::Store(e)) => return Err(ApiError::from(e)),
+            }
+        }
+        let answer = BulkTriage {
+            matched: found.total,
+            total_exact: found.total_exact,
+            changed: changed.len() as u64,
+            truncated: found.total > u64::from(BULK_MAX),
+            ids: changed.iter().map(|a| a.id.clone()).collect(),
+        };
+        Ok::<_, ApiError>((answer, changed))
+    })
+    .await
+    .map_err(ApiError::internal)??;
+    // WebSocket clients see the changes in their next alert_batch.
+    for alert in changed {
+        st.ws.publish_update(alert);
+    }
+    Ok(Json(answer))
 }
 
 /// A `status` parameter: one status or several, comma-separated.
