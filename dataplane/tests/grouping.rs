@@ -1,7 +1,7 @@
 //! Alert grouping, through `watchpost analyze` (the whole detection stack offline): a Sigma rule
 //! that fires for many entities folds into one group alert past
 //! `detection.alert_group_after_entities`, and an indicator seen with many entities is one alert
-//! that names them.
+//! that names them, and accounts guessed from one address are one alert.
 
 use std::path::{Path, PathBuf};
 use watchpost_proto::{Alert, AlertType, Config};
@@ -92,6 +92,40 @@ fn an_entity_alerted_on_alone_keeps_its_repeats_on_its_own_alert() {
         .find(|a| a.entity_count == 0 && a.count == 2)
         .unwrap_or_else(|| panic!("the first user's alert holds its repeat: {rule:#?}"));
     assert!(first.entity.is_some());
+}
+
+#[test]
+fn forty_accounts_guessed_from_one_address_are_one_alert() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let lines: String = (0..40)
+        .map(|i| {
+            format!(
+                "<38>Nov 21 10:{:02}:{:02} edge-01 sshd[{}]: Invalid user guess{i} from 203.0.113.50 port 4{i:04}\n",
+                i / 10,
+                i % 60,
+                5000 + i
+            )
+        })
+        .collect();
+    let alerts = run(&cfg, dir.path(), &lines);
+    let rule = of_rule(&alerts, INVALID_USER_RULE);
+    assert_eq!(rule.len(), 1, "{rule:#?}");
+    let alert = rule[0];
+    assert_eq!(alert.count, 40);
+    assert_eq!(alert.entity_count, 40);
+    let address = alert
+        .related_entities
+        .iter()
+        .filter(|e| e.kind == watchpost_proto::EntityKind::Ip)
+        .count();
+    let users = alert
+        .entity
+        .iter()
+        .chain(&alert.related_entities)
+        .filter(|e| e.kind == watchpost_proto::EntityKind::User)
+        .count();
+    assert_eq!((address, users), (1, 40), "{alert:#?}");
 }
 
 #[test]

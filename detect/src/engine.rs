@@ -42,6 +42,8 @@ const IOC_SALT: u64 = 0x696f_6300_0000_0006;
 const CORRELATION_SALT: u64 = 0x636f_7272_0000_0005;
 /// Salt of `sigma` dedup keys.
 const SIGMA_SALT: u64 = 0x7369_676d_6100_0004;
+/// Salt of the alias that finds a rule's open alert by the address acting in it.
+const ACTOR_SALT: u64 = 0x6163_746f_7200_0008;
 /// Salt of the keys of a rule's group alerts.
 const GROUP_SALT: u64 = 0x6772_6f75_7000_0007;
 /// Distinct entities a group alert counts exactly; past it the count stops (the alert says so by
@@ -481,6 +483,20 @@ impl Detector {
             self.repeat(key, r, 1.0, None);
             return;
         }
+        // A new entity acted on by an address the rule already has an open alert for (a password
+        // spray, one address guessing forty accounts) joins that alert: one attacker, one alert.
+        let actor = actor_address(r, primary)
+            .filter(|_| self.params.group_after > 0)
+            .map(|i| fmix64(entry.key ^ ACTOR_SALT ^ r.entities[i].hash.rotate_left(7)));
+        if let Some(actor_key) = actor
+            && let Some(&key) = self.alias.get(&actor_key)
+            && self.open.get(&key).is_some_and(|o| r.ts_ns < o.until_ns)
+        {
+            let entity = primary.map(|i| entity_ref(&r.entities[i]));
+            self.repeat(key, r, 1.0, entity);
+            self.note_member(key, subject);
+            return;
+        }
         // A new entity for the rule: alerted on alone while the rule's window has room,
         // folded into the rule's group alert after.
         if let Some((group_key, until_ns)) = self.group_full(entry.key, r) {
@@ -516,6 +532,10 @@ impl Detector {
         };
         let until_ns = r.ts_ns.saturating_add(self.params.sigma_cooldown_ns);
         self.open_match(r, key, primary, m, until_ns, sink);
+        if let Some(actor_key) = actor {
+            self.alias.insert(actor_key, key);
+            self.note_member(key, subject);
+        }
     }
 
     /// Counts a new entity in rule `rule_key`'s grouping window for the record's source. `None`
@@ -1199,6 +1219,16 @@ fn primary_entity(r: &DetectRecord) -> Option<usize> {
         .iter()
         .position(|e| e.ueba != crate::record::NOT_SCORED)
         .or((r.n_entities > 0).then_some(0))
+}
+
+/// The address acting in the event (an IP entity in the `source` role) when it is not the
+/// primary entity itself: the attacker's address behind a failed login for an account.
+fn actor_address(r: &DetectRecord, primary: Option<usize>) -> Option<usize> {
+    r.entities().iter().enumerate().position(|(i, e)| {
+        Some(i) != primary
+            && e.kind == EntityKind::Ip as u8
+            && e.role == watchpost_proto::Role::Source as u8
+    })
 }
 
 /// The event's entities other than `primary`, as related entities.
