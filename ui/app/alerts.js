@@ -34,14 +34,56 @@ export function mountAlerts(root, detailRoot, stream) {
   const summary = h('span', {class: 'muted', id: 'alert-total'});
   const body = h('tbody', {id: 'alert-rows'});
   const message = h('p', {class: 'muted', id: 'alert-message'}, 'Loading…');
+  const bulk = bulkBar();
   root.append(
-    h('div', {class: 'toolbar'}, viewSelect, sevSelect, summary),
+    h('div', {class: 'toolbar'}, viewSelect, sevSelect, summary, bulk.toggle),
+    bulk.bar,
     h('div', {class: 'scroll'},
       h('table', {class: 'rows'},
         h('thead', {}, h('tr', {}, ['Time', 'Sev', 'Alert', 'Status']
           .map((c) => h('th', {scope: 'col'}, c)))),
         body)),
     message);
+
+  // Triage of every alert the feed's filters select (PATCH /alerts?status=...&severity=...),
+  // not only the page shown: a sweep is cleared in one step. "All" at "≥ debug" selects no
+  // filter, which the API refuses, so the button is off then.
+  function bulkBar() {
+    const toggle = h('button', {type: 'button', id: 'bulk-toggle', 'aria-expanded': 'false',
+      title: 'Change every alert these filters select'}, 'Triage all…');
+    const status = h('select', {name: 'status', 'aria-label': 'Status for all'},
+      ['acknowledged', 'closed', 'open'].map((v) => h('option', {value: v}, v)));
+    const reason = h('select', {name: 'reason', 'aria-label': 'Closing reason for all'},
+      h('option', {value: ''}, 'reason…'), REASONS.map((r) => h('option', {value: r}, r.replace('_', ' '))));
+    const note = h('input', {name: 'note', placeholder: 'note', maxlength: 4096});
+    const result = h('span', {class: 'muted', role: 'status', id: 'bulk-result'});
+    const sync = () => { reason.disabled = status.value !== 'closed'; };
+    status.addEventListener('change', sync);
+    sync();
+    const bar = h('form', {class: 'toolbar bulk', id: 'bulk-bar', hidden: true, on: {submit: async (ev) => {
+      ev.preventDefault();
+      const q = new URLSearchParams();
+      if (view) q.set('status', view);
+      if (minSeverity) q.set('severity', String(minSeverity));
+      const change = {status: status.value};
+      if (status.value === 'closed') change.reason = reason.value || undefined;
+      if (note.value.trim()) change.note = note.value.trim();
+      try {
+        const done = await patch(`/alerts?${q}`, change);
+        fill(result, `${count(done.changed)} of ${count(done.matched)} alerts changed${done.truncated ? ' (more remain: apply again)' : ''}.`);
+        result.className = 'muted';
+        load();
+      } catch (e) {
+        fill(result, e.field ? `${e.field}: ${e.message}` : e.message);
+        result.className = 'error';
+      }
+    }}}, status, reason, note, h('button', {type: 'submit'}, 'Apply to all matching'), result);
+    toggle.addEventListener('click', () => {
+      bar.hidden = !bar.hidden;
+      toggle.setAttribute('aria-expanded', String(!bar.hidden));
+    });
+    return {toggle, bar, sync: () => { toggle.disabled = !view && !minSeverity; if (toggle.disabled) bar.hidden = true; }};
+  }
 
   function passes(a) {
     if (a.severity < minSeverity) return false;
@@ -70,6 +112,7 @@ export function mountAlerts(root, detailRoot, stream) {
     for (const a of list) alerts.set(a.id, a);
     fill(body, list.map(row));
     fill(summary, `${count(Math.max(total, list.length))} matching`);
+    bulk.sync();
     message.hidden = list.length > 0;
     fill(message, 'No alerts match.');
   }

@@ -110,6 +110,18 @@ try {
   summary.bulk_assigned = queue.items.length;
   await page.click('#detail .close');
 
+  // Bulk triage from the feed: every alert the feed's filters select (the work queue) is
+  // acknowledged in one step.
+  await page.click('#bulk-toggle');
+  await page.selectOption('#bulk-bar select[name=status]', 'acknowledged');
+  await page.fill('#bulk-bar input[name=note]', 'triaged from the feed');
+  await page.click('#bulk-bar button[type=submit]');
+  await page.waitForFunction(() => document.getElementById('bulk-result').textContent.includes('alerts changed'));
+  const open = await (await fetch(`${base}/api/v1/alerts?status=open`)).json();
+  expect(open.meta.total === 0, `open alerts left after bulk acknowledge: ${open.meta.total}`);
+  await page.screenshot({path: `${out}/bulk-triage.png`});
+  summary.bulk_feed = await page.locator('#bulk-result').textContent();
+
   // Hunt: a question naming an address is answered from its timeline, without the LLM; any
   // other needs the LLM, and the page says why it cannot answer.
   await page.click('#tab-hunt');
