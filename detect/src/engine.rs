@@ -592,45 +592,6 @@ impl Detector {
         }
     }
 
-    /// Opens a group alert: about no single entity, the first entity listed among the related.
-    fn open_group(
-        &mut self,
-        r: &DetectRecord,
-        key: u64,
-        primary: Option<usize>,
-        m: MatchAlert,
-        until_ns: i64,
-        sink: &mut impl AlertSink,
-    ) {
-        let source = r.source_name().to_string();
-        let alert = Alert {
-            id: self.next_id(r.ts_ns, key),
-            alert_type: m.alert_type,
-            severity: m.severity,
-            title: m.title,
-            detector: m.detector,
-            dedup_key: format!("{}:{source}", m.dedup),
-            first_seen_ns: r.ts_ns,
-            last_seen_ns: r.ts_ns,
-            count: 1,
-            source,
-            entity: None,
-            score: 1.0,
-            threshold: 0.0,
-            contributions: BTreeMap::new(),
-            attack: m.attack,
-            contributing_events: vec![event_id(&r.block, r.pos)],
-            related_entities: primary
-                .map(|i| entity_ref(&r.entities[i]))
-                .into_iter()
-                .collect(),
-            related_alerts: Vec::new(),
-            entity_count: 1,
-            triage: Default::default(),
-        };
-        self.open_alert(key, alert, until_ns, sink);
-    }
-
     /// Counts a fire of rule `key` in the (event-time) hour of `ts_ns`.
     fn count_fire(&mut self, key: u64, ts_ns: i64) {
         let hour_ns = ts_ns.div_euclid(NS_PER_HOUR) * NS_PER_HOUR;
@@ -648,9 +609,40 @@ impl Detector {
         until_ns: i64,
         sink: &mut impl AlertSink,
     ) {
+        let alert = self.match_alert(r, key, primary, m);
+        self.open_alert(key, alert, until_ns, sink);
+    }
+
+    /// Opens a group alert: about no single entity, the first entity listed among the related.
+    fn open_group(
+        &mut self,
+        r: &DetectRecord,
+        key: u64,
+        primary: Option<usize>,
+        m: MatchAlert,
+        until_ns: i64,
+        sink: &mut impl AlertSink,
+    ) {
+        let mut alert = self.match_alert(r, key, None, m);
+        alert.related_entities = primary
+            .map(|i| entity_ref(&r.entities[i]))
+            .into_iter()
+            .collect();
+        alert.entity_count = 1;
+        self.open_alert(key, alert, until_ns, sink);
+    }
+
+    /// The new alert of a single-event match about `primary` (the source when `None`).
+    fn match_alert(
+        &mut self,
+        r: &DetectRecord,
+        key: u64,
+        primary: Option<usize>,
+        m: MatchAlert,
+    ) -> Alert {
         let source = r.source_name().to_string();
         let entity = primary.map(|i| entity_ref(&r.entities[i]));
-        let alert = Alert {
+        Alert {
             id: self.next_id(r.ts_ns, key),
             alert_type: m.alert_type,
             severity: m.severity,
@@ -674,8 +666,7 @@ impl Detector {
             related_alerts: Vec::new(),
             entity_count: 0,
             triage: Default::default(),
-        };
-        self.open_alert(key, alert, until_ns, sink);
+        }
     }
 
     /// An indicator match: a new alert per indicator and subject (as for Sigma), repeats inside

@@ -16,6 +16,7 @@ use watchpost_proto::{
 };
 use watchpost_store::{AlertQuery, Store, StoreError, TriageError, TriageUpdate};
 
+/// The listing's parameters; paging last, so that bulk triage takes the rest.
 const PARAMS: &[&str] = &[
     "since",
     "until",
@@ -33,19 +34,7 @@ const PARAMS: &[&str] = &[
 ];
 
 /// The filters of a bulk change: the listing's, without paging.
-const BULK_PARAMS: &[&str] = &[
-    "since",
-    "until",
-    "type",
-    "severity",
-    "entity",
-    "detector",
-    "dedup_key",
-    "tactic",
-    "technique",
-    "status",
-    "assignee",
-];
+const BULK_PARAMS: &[&str] = PARAMS.split_at(PARAMS.len() - 2).0;
 
 /// Most alerts one bulk change touches; a filter that selects more changes the newest this many
 /// and says so (`truncated`), and the same call again takes the next ones when the change moves
