@@ -15,6 +15,7 @@
 #   FRAMING=newline    newline or octet
 #   RATE=0             events/s over all connections, 0 = as fast as possible
 #   SEED=1             load generator seed
+#   DISTINCT_SOURCES=0 1: every internet client address is new (each a new UEBA entity)
 #   TARGET=...         override the load generator target (e.g. udp://127.0.0.1:5514)
 #   API=http://127.0.0.1:8080
 #   SETTLE_S=3         stored_total must stay unchanged this long to count as drained
@@ -150,8 +151,10 @@ stored0=$(json_field stored_total <<<"$before")
 say "load: $target format=$format framing=$framing connections=$connections rate=$rate duration=${duration}s"
 cpu0=$(cpu_ticks)
 t0=$(now)
+extra=()
+[[ ${DISTINCT_SOURCES:-0} == 1 ]] && extra+=(--distinct-sources)
 loadgen_out=$("$loadgen" --target "$target" --format "$format" --framing "$framing" \
-    --connections "$connections" --rate "$rate" --duration "$duration" --seed "$seed") ||
+    --connections "$connections" --rate "$rate" --duration "$duration" --seed "$seed" "${extra[@]}") ||
     die "the load generator failed"
 t1=$(now)
 sent=$(json_field sent <<<"$loadgen_out")

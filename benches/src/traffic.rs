@@ -157,6 +157,8 @@ pub struct Traffic {
     web_scan: Option<Campaign>,
     rdp_brute: Option<Campaign>,
     stuffing: Option<Campaign>,
+    /// Every internet client is a new address (see [`Traffic::with_distinct_sources`]).
+    distinct_sources: bool,
 }
 
 impl Traffic {
@@ -207,8 +209,30 @@ impl Traffic {
             web_scan: None,
             rdp_brute: None,
             stuffing: None,
+            distinct_sources: false,
             rng,
             world,
+        }
+    }
+
+    /// Every internet client address drawn anew instead of from the world's 80: the traffic of an
+    /// internet-facing sensor, where nearly every source is new and so is every UEBA entity it
+    /// makes. The default stream is unchanged (same seed, same lines).
+    pub fn with_distinct_sources(mut self) -> Self {
+        self.distinct_sources = true;
+        self
+    }
+
+    /// An internet client: one of the world's, or a fresh address with distinct sources.
+    fn external(&mut self) -> crate::world::External {
+        let known = self.rng.pick(&self.world.external);
+        if self.distinct_sources {
+            crate::world::External {
+                ip: crate::world::public_ip(&mut self.rng),
+                country: known.country,
+            }
+        } else {
+            known
         }
     }
 

@@ -334,7 +334,7 @@ impl World {
 
 /// A random globally routable-looking IPv4 address (no private, loopback, link-local, CGNAT,
 /// multicast or reserved space), so entity extraction classifies it as external.
-fn public_ip(rng: &mut Rng) -> [u8; 4] {
+pub(crate) fn public_ip(rng: &mut Rng) -> [u8; 4] {
     loop {
         let ip = (rng.next_u64() as u32).to_be_bytes();
         let private = match ip[0] {

@@ -83,6 +83,11 @@ struct Args {
     /// No per-second progress on stderr.
     #[arg(long)]
     quiet: bool,
+
+    /// Every internet client address is new (an internet-facing sensor's traffic, where each
+    /// source is a new UEBA entity) instead of one of 80.
+    #[arg(long)]
+    distinct_sources: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -214,6 +219,7 @@ struct Job {
     deadline: Option<Instant>,
     batch_bytes: usize,
     target: String,
+    distinct_sources: bool,
 }
 
 /// A token bucket refilled continuously at `rate` tokens per second.
@@ -338,6 +344,9 @@ fn octet_frame(buf: &mut Vec<u8>, msg: &[u8]) {
 /// on an I/O failure.
 fn run_worker(job: &Job, sink: Sink, shared: &Shared) -> Result<(), String> {
     let mut traffic = Traffic::new(stream_seed(job.seed, job.index));
+    if job.distinct_sources {
+        traffic = traffic.with_distinct_sources();
+    }
     let max_chunk = if matches!(sink, Sink::Udp(_)) {
         MAX_CHUNK_DATAGRAMS
     } else {
@@ -483,6 +492,7 @@ fn run(args: &Args) -> Result<(), String> {
             rate: args.rate as f64 / conns as f64,
             deadline,
             batch_bytes: args.batch_bytes as usize,
+            distinct_sources: args.distinct_sources,
             target: args.target.describe().to_owned(),
         };
         let shared = Arc::clone(&shared);

@@ -380,7 +380,7 @@ impl Traffic {
         let host = self.app_hosts[(si * 3 + self.rng.index(3)) % self.app_hosts.len()];
         let customer = self.rng.chance(700);
         let (user, ip) = if customer {
-            (None, self.rng.pick(&self.world.external).ip)
+            (None, self.external().ip)
         } else {
             let u = self.any_user_json();
             (Some(u), self.world.users[u].ws_ip)
@@ -555,7 +555,7 @@ impl Traffic {
         let (ip, country) = match attack {
             Some((c, _)) => (c.src.ip, Some(c.src.country)),
             None if remote => {
-                let e = self.rng.pick(&self.world.external);
+                let e = self.external();
                 (e.ip, Some(e.country))
             }
             None => (self.world.users[user].ws_ip, None),

@@ -472,7 +472,7 @@ impl Traffic {
             let src = if self.rng.chance(500) {
                 self.rng.pick(&self.world.hostile).ip
             } else {
-                self.rng.pick(&self.world.external).ip
+                self.external().ip
             };
             self.header(out, host, (AUTH, INFO), "sshd", pid);
             let vars = Vars {
@@ -745,14 +745,11 @@ impl Traffic {
         let outbound = on_gateway && self.rng.chance(200);
         let (src, dst) = if outbound {
             let u = self.any_user();
-            (
-                self.world.users[u].ws_ip,
-                self.rng.pick(&self.world.external).ip,
-            )
+            (self.world.users[u].ws_ip, self.external().ip)
         } else {
             let src = match self.rng.below(10) {
                 0..=5 => self.rng.pick(&self.world.hostile).ip,
-                _ => self.rng.pick(&self.world.external).ip,
+                _ => self.external().ip,
             };
             let dst = if on_gateway {
                 let web = self.rng.pick(&self.exposed);
@@ -839,7 +836,7 @@ impl Traffic {
         }
         self.header(out, host, (LOCAL7, INFO), "nginx", 0);
         let (ip, remote_user) = match who {
-            2..=66 => (self.rng.pick(&self.world.external).ip, None),
+            2..=66 => (self.external().ip, None),
             67..=93 => {
                 let u = self.any_user();
                 let named = self.rng.chance(150);
