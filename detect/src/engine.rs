@@ -579,15 +579,10 @@ impl Detector {
     fn note_entities(&mut self, key: u64, r: &DetectRecord) {
         for e in r.entities() {
             self.note_member(key, e.hash);
-            if let Some(o) = self.open.get_mut(&key) {
-                let a = &mut o.alert;
-                let uuid = Uuid::from_bytes(e.uuid);
-                let known = a.entity.as_ref().is_some_and(|x| x.uuid == uuid)
-                    || a.related_entities.iter().any(|x| x.uuid == uuid);
-                if !known && a.related_entities.len() < MAX_RELATED {
-                    a.related_entities.push(entity_ref(e));
-                    o.dirty = true;
-                }
+            if let Some(o) = self.open.get_mut(&key)
+                && relate(&mut o.alert, Uuid::from_bytes(e.uuid), || entity_ref(e))
+            {
+                o.dirty = true;
             }
         }
     }
@@ -669,8 +664,9 @@ impl Detector {
         }
     }
 
-    /// An indicator match: a new alert per indicator and subject (as for Sigma), repeats inside
-    /// `detection.ioc_alert_cooldown_seconds` folded into it.
+    /// An indicator match: a new alert per indicator (naming every entity seen with it), or per
+    /// indicator and subject without `detection.ioc_alert_per_indicator`; repeats inside
+    /// `detection.ioc_alert_cooldown_seconds` fold into it.
     fn raise_ioc(&mut self, r: &DetectRecord, sink: &mut impl AlertSink) {
         let Some(set) = self
             .iocs
@@ -1078,12 +1074,7 @@ impl Detector {
     fn repeat(&mut self, key: u64, r: &DetectRecord, score: f64, entity: Option<EntityRef>) {
         if let Some(o) = self.open.get_mut(&key) {
             if let Some(e) = entity {
-                let a = &mut o.alert;
-                let known = a.entity.as_ref().is_some_and(|x| x.uuid == e.uuid)
-                    || a.related_entities.iter().any(|x| x.uuid == e.uuid);
-                if !known && a.related_entities.len() < MAX_RELATED {
-                    a.related_entities.push(e);
-                }
+                relate(&mut o.alert, e.uuid, || e);
             }
             let a = &mut o.alert;
             a.count += 1;
@@ -1220,6 +1211,18 @@ fn actor_address(r: &DetectRecord, primary: Option<usize>) -> Option<usize> {
             && e.kind == EntityKind::Ip as u8
             && e.role == watchpost_proto::Role::Source as u8
     })
+}
+
+/// Lists the entity `uuid` (built by `make`, only when it is listed) among the alert's related
+/// entities, unless the alert names it already or lists [`MAX_RELATED`]; true when it was added.
+fn relate(alert: &mut Alert, uuid: Uuid, make: impl FnOnce() -> EntityRef) -> bool {
+    let known = alert.entity.as_ref().is_some_and(|x| x.uuid == uuid)
+        || alert.related_entities.iter().any(|x| x.uuid == uuid);
+    let added = !known && alert.related_entities.len() < MAX_RELATED;
+    if added {
+        alert.related_entities.push(make());
+    }
+    added
 }
 
 /// The event's entities other than `primary`, as related entities.

@@ -196,7 +196,7 @@ export function mountAlerts(root, detailRoot, stream) {
         fact('Id', a.id, 'mono'),
         fact('Type / detector', `${a.type} · ${a.detector}`),
         fact('Source', a.source),
-        fact('Entity', a.entity ? entity(a.entity) : (a.entity_count > 1 ? `${count(a.entity_count)} entities (listed below)` : entity(a.entity)), 'mono'),
+        fact('Entity', a.entity || !(a.entity_count > 1) ? entity(a.entity) : `${count(a.entity_count)} entities (listed below)`, 'mono'),
         fact('First seen', iso(a.first_seen_ns)),
         fact('Last seen', iso(a.last_seen_ns)),
         fact('Count', count(a.count)),

@@ -164,7 +164,12 @@ pub async fn patch_many(
     let change = triage_update(&bytes)?;
     let store = st.store.clone();
     let (answer, changed) = tokio::task::spawn_blocking(move || {
-        let mut q = q;
+        // The items' triage is read again by each change; the listing need not read it (it still
+        // reads triage to filter on `status` or `assignee`).
+        let mut q = AlertQuery {
+            without_triage: true,
+            ..q
+        };
         if let Some(e) = entity {
             q.entities = Some(entity_uuids(&e));
         }
@@ -419,10 +424,16 @@ pub async fn get(
 #[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct FeedbackBody {
+    /// The verdict: `tp` (true positive) or `fp` (false positive).
+    #[schemars(extend("enum" = ["tp", "fp"]))]
     feedback: String,
+    /// Free text, at most 4,096 characters.
     #[serde(default)]
+    #[schemars(length(max = 4096))]
     note: Option<String>,
+    /// Where it came from (`dashboard`, a SOAR's name...), 1 to 64 characters; `api` when absent.
     #[serde(default)]
+    #[schemars(length(min = 1, max = 64))]
     origin: Option<String>,
 }
 

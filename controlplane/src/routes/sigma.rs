@@ -345,6 +345,7 @@ pub async fn timeline(
 #[schemars(rename = "SigmaToggle")]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Toggle {
+    /// Whether the rule is applied to events.
     enabled: bool,
 }
 
@@ -376,7 +377,9 @@ pub async fn patch(
 #[schemars(rename = "SigmaUpload")]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Upload {
+    /// The rule's YAML text.
     yaml: String,
+    /// Validate and match the last 24 hours without saving.
     #[serde(default)]
     dry_run: bool,
 }
