@@ -126,6 +126,7 @@ fn detectors(c: &mut Criterion) {
                 kind,
                 source,
                 template: f.template,
+                host: if kind == UebaType::User { e.host } else { 0 },
             }));
         }
     };

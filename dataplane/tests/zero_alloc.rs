@@ -346,6 +346,8 @@ fn detectors_allocate_nothing_per_event_in_steady_state() {
                 kind,
                 source: Some(0xffff_0a00_0000 + u128::from(i % 40)),
                 template: i % 17,
+                // Users are on one of a few hosts, so the new-host signal is read and learned.
+                host: if kind == UebaType::User { 7 + i % 5 } else { 0 },
             });
         }
     };

@@ -21,8 +21,9 @@ use std::collections::BTreeMap;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use watchpost_proto::{
-    Alert, AlertType, AttackMapping, EntityKind, EntityRef, MAX_CONTRIBUTING, MinutePoint,
-    RiskPoint, RuleFires, ThresholdChange, U64Map, U64Set, Uuid, Verdict, event_id, fmix64,
+    Alert, AlertType, AttackMapping, Deviation, DeviationSignal as Signal, EntityKind, EntityRef,
+    MAX_CONTRIBUTING, MinutePoint, RiskPoint, RuleFires, ThresholdChange, U64Map, U64Set, Uuid,
+    Verdict, event_id, fmix64,
 };
 use watchpost_rules::{CorrelationKind, Correlator, Fired, Hit, IocId, IocKind, Level, RuleEntry};
 
@@ -376,6 +377,10 @@ impl Detector {
                 kind,
                 source: counterpart,
                 template: record.template,
+                host: match kind {
+                    UebaType::User | UebaType::ServiceAccount => record.reporter,
+                    UebaType::Host | UebaType::Ip => 0,
+                },
             };
             match self.ueba.observe(&o) {
                 Outcome::Alert(a) => self.raise_ueba(record, i, &a, sink),
@@ -660,6 +665,7 @@ impl Detector {
             related_entities: others(r, primary),
             related_alerts: Vec::new(),
             entity_count: 0,
+            deviation: None,
             triage: Default::default(),
         }
     }
@@ -899,6 +905,7 @@ impl Detector {
             related_entities: r.as_ref().map_or_else(Vec::new, |r| others(r, primary)),
             related_alerts: Vec::new(),
             entity_count: 0,
+            deviation: None,
             triage: Default::default(),
         };
         let until_ns = f.last_ns.saturating_add(self.params.sigma_cooldown_ns);
@@ -974,6 +981,7 @@ impl Detector {
             related_entities: r.entities().iter().map(entity_ref).collect(),
             related_alerts: Vec::new(),
             entity_count: 0,
+            deviation: None,
             triage: Default::default(),
         }
     }
@@ -989,13 +997,26 @@ impl Detector {
             ("volume", w[2] * sub.volume),
             ("pattern_novelty", w[3] * sub.pattern_novelty),
         ];
-        let (top, contributions) = breakdown(&parts);
+        let (blend_top, contributions) = breakdown(&parts);
+        // A single strong deviation names the alert: it is what made it an alert.
+        let top = match a.deviation.map(|d| d.signal) {
+            Some(Signal::NewHour | Signal::Dormancy) => "time_of_day",
+            Some(Signal::NewSource | Signal::NewHost) => "source_novelty",
+            Some(Signal::Rate) => "volume",
+            None => blend_top,
+        };
         let entity = entity_ref(&e);
         let kind = a.kind;
         // Entities of one type seen from one new address within the cooldown are one incident
         // (password spraying, a compromised jump host): they fold into one alert keyed by the
         // address and type, each entity joining its related entities.
-        let by_source = top == "source_novelty" && kind != UebaType::Ip && r.client_ip != 0;
+        // A first host reached from a new address folds the same way: one address trying many
+        // accounts on a server none of them used is the spray, seen from the accounts' side.
+        let new_host = a.deviation.is_some_and(|d| d.signal == Signal::NewHost);
+        let by_source = top == "source_novelty"
+            && (!new_host || sub.source_novelty > 0.0)
+            && kind != UebaType::Ip
+            && r.client_ip != 0;
         let key = if by_source {
             fmix64(
                 (r.client_ip as u64)
@@ -1019,19 +1040,27 @@ impl Detector {
             UebaType::Ip => "IP address",
             UebaType::ServiceAccount => "Service account",
         };
-        let title = match top {
-            "time_of_day" => format!("{who} active at an unusual hour"),
-            "source_novelty" if kind == UebaType::Ip => {
-                "IP address reached a host it never reached before".to_string()
-            }
-            "source_novelty" => format!("{who} seen from a new network"),
-            "volume" => format!("{who} with far more events than usual"),
-            _ => format!("{who} showing a log pattern it and its peers rarely show"),
+        let title = match a.deviation {
+            Some(d) => deviation_title(who, kind, &d),
+            None => match top {
+                "time_of_day" => format!("{who} active at an unusual hour"),
+                "source_novelty" if kind == UebaType::Ip => {
+                    "IP address reached a host it never reached before".to_string()
+                }
+                "source_novelty" => format!("{who} seen from a new network"),
+                "volume" => format!("{who} with far more events than usual"),
+                _ => format!("{who} showing a log pattern it and its peers rarely show"),
+            },
+        };
+        let attack = if new_host {
+            ueba_attack(UebaType::Host, "source_novelty")
+        } else {
+            ueba_attack(kind, top)
         };
         let alert = Alert {
             id: self.next_id(r.ts_ns, key),
             alert_type: AlertType::Ueba,
-            severity: ueba_severity(&sub, a.score),
+            severity: ueba_severity(&sub, a.score, a.deviation.as_ref()),
             title,
             detector: format!("ueba:{}", kind.name()),
             dedup_key: if by_source {
@@ -1051,7 +1080,7 @@ impl Detector {
             score: round6(a.score),
             threshold: round6(a.threshold),
             contributions,
-            attack: ueba_attack(kind, top),
+            attack,
             contributing_events: vec![event_id(&r.block, r.pos)],
             related_entities: r
                 .entities()
@@ -1062,6 +1091,7 @@ impl Detector {
                 .collect(),
             related_alerts: Vec::new(),
             entity_count: 0,
+            deviation: a.deviation,
             triage: Default::default(),
         };
         let until_ns = r.ts_ns.saturating_add(self.params.ueba.cooldown_ns);
@@ -1264,14 +1294,43 @@ fn round6(x: f64) -> f64 {
     (x * 1e6).round() / 1e6
 }
 
-/// 4 (high) when two or more sub-scores are fully novel or the score is near its maximum, 3
-/// otherwise.
-fn ueba_severity(s: &SubScores, score: f64) -> u8 {
+/// 4 (high) when two or more sub-scores are fully novel, the score is near its maximum, or a
+/// single deviation has odds beyond one in a million (20 bits); 3 otherwise.
+fn ueba_severity(s: &SubScores, score: f64, deviation: Option<&Deviation>) -> u8 {
     let strong = [s.time_of_day, s.source_novelty, s.volume, s.pattern_novelty]
         .iter()
         .filter(|&&x| x >= 0.9)
         .count();
-    if strong >= 2 || score >= 0.8 { 4 } else { 3 }
+    let extreme = deviation.is_some_and(|d| d.bits >= 20.0);
+    if strong >= 2 || score >= 0.8 || extreme {
+        4
+    } else {
+        3
+    }
+}
+
+/// The title of an alert raised by one strong deviation: what was extreme, in the analyst's
+/// words, with the measure where there is one.
+fn deviation_title(who: &str, kind: UebaType, d: &Deviation) -> String {
+    match d.signal {
+        Signal::NewHour => format!(
+            "{who} active at {:02}:00 UTC, an hour it has never been active in",
+            d.value as u32
+        ),
+        Signal::Rate => format!(
+            "{who} with {:.0} times its usual rate of events",
+            d.value.max(1.0)
+        ),
+        Signal::NewSource if kind == UebaType::Ip => {
+            "IP address reached a host it never reached before".to_string()
+        }
+        Signal::NewSource => format!("{who} seen from an address it has never used"),
+        Signal::NewHost => format!("{who} on a host it has never been on"),
+        Signal::Dormancy => format!(
+            "{who} active again after {:.0} days of silence",
+            d.value.floor()
+        ),
+    }
 }
 
 /// The ATT&CK technique a UEBA deviation most often means, by entity type and the sub-score that
@@ -1462,6 +1521,7 @@ mod tests {
             related_entities: Vec::new(),
             related_alerts: Vec::new(),
             entity_count: 0,
+            deviation: None,
             triage: Default::default(),
         };
         // "sshd" hashes to the source key only if the record's source is that hash.

@@ -179,6 +179,7 @@ impl KillChain {
             related_entities: Vec::new(),
             related_alerts: related,
             entity_count: 0,
+            deviation: None,
             triage: Default::default(),
         };
         trail.open = Some((new.clone(), ts.saturating_add(window)));
@@ -247,6 +248,7 @@ mod tests {
             related_entities: Vec::new(),
             related_alerts: Vec::new(),
             entity_count: 0,
+            deviation: None,
             triage: Default::default(),
         }
     }

@@ -29,6 +29,7 @@
 //! assert!(outlier > inlier + 0.2, "outlier {outlier}, inlier {inlier}");
 //! ```
 
+mod deviation;
 mod dspot;
 mod engine;
 mod ensemble;

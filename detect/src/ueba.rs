@@ -14,15 +14,22 @@
 //! - pattern_novelty: 1 for a template outside the top-K; otherwise `log2(W / w) / 10` where `w` is
 //!   the template's LFU weight and `W` the total (a template behind 1/1024 of the weight scores 1).
 //!
+//! Beside the blend, one dimension far outside the entity's own history alerts on its own (an hour
+//! never used, a hundredfold rate, a first host, a return after weeks of silence): see
+//! [`crate::deviation`] for the signals and their calibration.
+//!
 //! Everything an entity needs is in fixed-size slices allocated once when the entity first appears,
 //! so scoring a known entity allocates nothing.
 
+use crate::deviation::{
+    Novelty, Signal, Slots, StrongDeviation, fold_source, hour_bits, rate_bits,
+};
 use crate::dspot::{Dspot, DspotConfig, Verdict};
 use crate::error::Error;
 use crate::fastmath::{log2, logistic4};
 use crate::table::EntityTable;
 use crate::time::{EventTime, NS_PER_HOUR};
-use crate::topk::{Probe, TemplateChange, TopLists};
+use crate::topk::{Probe, TemplateChange, TopLists, network_of};
 use bincode::de::Decoder;
 use bincode::enc::Encoder;
 use bincode::error::{DecodeError, EncodeError};
@@ -132,6 +139,11 @@ pub struct UebaParams {
     pub weights: [f64; 4],
     /// DSPOT risk of the per-type thresholds.
     pub risk: f64,
+    /// `2^ueba.strong_deviation_bits`: the odds against an observation, under the entity's own
+    /// history, from which one dimension alerts on its own. 0: off.
+    pub strong_odds: f64,
+    /// `ueba.dormancy_days` in ns: the least silence that may count as dormancy. 0: off.
+    pub dormancy_ns: i64,
 }
 
 impl UebaParams {
@@ -149,6 +161,12 @@ impl UebaParams {
             max_entities: config.max_entities.max(1) as usize,
             weights: [w.time_of_day, w.source_novelty, w.volume, w.pattern_novelty],
             risk: config.dspot_risk,
+            strong_odds: if config.strong_deviation_bits > 0.0 {
+                config.strong_deviation_bits.exp2()
+            } else {
+                0.0
+            },
+            dormancy_ns: (config.dormancy_days * 86_400e9) as i64,
         }
     }
 }
@@ -173,6 +191,9 @@ pub struct Observation {
     pub source: Option<u128>,
     /// The event's template.
     pub template: u64,
+    /// For users and service accounts, the host the event is on (the reporter's hash); 0
+    /// otherwise.
+    pub host: u64,
 }
 
 /// The four sub-scores, in the order of [`UebaParams::weights`].
@@ -223,6 +244,9 @@ pub struct UebaAlert {
     pub threshold: f64,
     /// What made up the score.
     pub sub_scores: SubScores,
+    /// The one dimension that was extreme on its own, when that is what alerted (or was also
+    /// true when the blend did).
+    pub deviation: Option<StrongDeviation>,
 }
 
 /// What one observation produced.
@@ -241,14 +265,19 @@ pub enum Outcome {
     Alert(UebaAlert),
 }
 
-/// The first byte of a saved [`Baseline`]. Every earlier layout began with the varint of
-/// `first_seen_ns`, and no bincode varint begins with 0xFF, so a baseline saved by an older
-/// version is refused at its first byte instead of being read at the wrong offsets (fields of
-/// the same total width, such as two f64 that became four f32, would otherwise decode as
-/// garbage).
-const BASELINE_LAYOUT: u8 = 0xFF;
+/// The first byte of a saved [`Baseline`]. The layouts before 0xFF began with the varint of
+/// `first_seen_ns`, and no bincode varint of an i64 begins with 0xFE or 0xFF, so a baseline
+/// saved by such a version is refused at its first byte instead of being read at the wrong
+/// offsets (fields of the same total width, such as two f64 that became four f32, would
+/// otherwise decode as garbage). 0xFE added the strong-deviation state at the end.
+const BASELINE_LAYOUT: u8 = 0xFE;
 
-/// Writes and checks [`BASELINE_LAYOUT`]; takes no room in memory.
+/// The layout before the strong-deviation state: read, with that state starting empty, so that
+/// an upgrade keeps every entity's learned behaviour instead of restarting its warmup.
+const BASELINE_LAYOUT_NO_DEVIATION: u8 = 0xFF;
+
+/// Writes [`BASELINE_LAYOUT`]; takes no room in memory. Reading is [`Baseline`]'s own, since
+/// what follows depends on the layout.
 #[derive(Clone, Copy, Debug, Default)]
 struct BaselineLayout;
 
@@ -258,25 +287,8 @@ impl Encode for BaselineLayout {
     }
 }
 
-impl<C> Decode<C> for BaselineLayout {
-    fn decode<D: Decoder<Context = C>>(d: &mut D) -> Result<Self, DecodeError> {
-        let layout = u8::decode(d)?;
-        if layout != BASELINE_LAYOUT {
-            return Err(Error::Layout {
-                model: "UEBA baseline",
-                found: layout,
-                expected: BASELINE_LAYOUT,
-            }
-            .into());
-        }
-        Ok(BaselineLayout)
-    }
-}
-
-bincode::impl_borrow_decode!(BaselineLayout);
-
 /// The learned behaviour of one entity.
-#[derive(Clone, Debug, Encode, Decode)]
+#[derive(Clone, Debug, Encode)]
 pub struct Baseline {
     layout: BaselineLayout,
     /// First event, ns.
@@ -315,7 +327,59 @@ pub struct Baseline {
     risk_max: f32,
     /// Learned something since the last save.
     dirty: bool,
+    /// Sources (for an IP entity, the hosts it reached) seen once and more often, for the
+    /// new-source signal.
+    sources_seen: Novelty,
+    /// Hosts a user or service account has been on, for the new-host signal.
+    hosts_seen: Novelty,
+    /// The longest silence between two of the entity's events, seconds, for dormancy.
+    longest_gap_s: u32,
 }
+
+impl<C> Decode<C> for Baseline {
+    fn decode<D: Decoder<Context = C>>(d: &mut D) -> Result<Self, DecodeError> {
+        let layout = u8::decode(d)?;
+        if layout != BASELINE_LAYOUT && layout != BASELINE_LAYOUT_NO_DEVIATION {
+            return Err(Error::Layout {
+                model: "UEBA baseline",
+                found: layout,
+                expected: BASELINE_LAYOUT,
+            }
+            .into());
+        }
+        let mut b = Baseline {
+            layout: BaselineLayout,
+            first_seen_ns: Decode::decode(d)?,
+            last_seen_ns: Decode::decode(d)?,
+            event_count: Decode::decode(d)?,
+            kind: Decode::decode(d)?,
+            hour_counts: Decode::decode(d)?,
+            lists: Decode::decode(d)?,
+            template_total: Decode::decode(d)?,
+            minute: Decode::decode(d)?,
+            minute_count: Decode::decode(d)?,
+            volume_ema: Decode::decode(d)?,
+            volume_var: Decode::decode(d)?,
+            volume_inv_sd: Decode::decode(d)?,
+            active_minutes: Decode::decode(d)?,
+            cooldown_until_ns: Decode::decode(d)?,
+            risk_hour: Decode::decode(d)?,
+            risk_max: Decode::decode(d)?,
+            dirty: Decode::decode(d)?,
+            sources_seen: Novelty::default(),
+            hosts_seen: Novelty::default(),
+            longest_gap_s: 0,
+        };
+        if layout == BASELINE_LAYOUT {
+            b.sources_seen = Decode::decode(d)?;
+            b.hosts_seen = Decode::decode(d)?;
+            b.longest_gap_s = Decode::decode(d)?;
+        }
+        Ok(b)
+    }
+}
+
+bincode::impl_borrow_decode!(Baseline);
 
 /// An entry of a baseline's top-K templates.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -347,6 +411,9 @@ impl Baseline {
             risk_hour: 0,
             risk_max: 0.0,
             dirty: true,
+            sources_seen: Novelty::default(),
+            hosts_seen: Novelty::default(),
+            longest_gap_s: 0,
         }
     }
 
@@ -458,6 +525,92 @@ impl Baseline {
         logistic4((count - self.volume_ema) * self.volume_inv_sd)
     }
 
+    /// The most surprising single dimension of `o` whose surprisal reaches the bar, if any (see
+    /// [`crate::deviation`]). Each test compares counts against `odds` without a logarithm; the
+    /// bits are worked out only for a signal that passes.
+    fn strong_deviation(
+        &self,
+        o: &Observation,
+        slots: &NoveltySlots,
+        p: &UebaParams,
+    ) -> Option<StrongDeviation> {
+        let odds = p.strong_odds;
+        let mut best: Option<StrongDeviation> = None;
+        let mut offer = |signal, bits: f64, value| {
+            if best.is_none_or(|b| bits > b.bits) {
+                best = Some(StrongDeviation {
+                    signal,
+                    bits,
+                    value,
+                });
+            }
+        };
+        // Hour counts saturate at u16::MAX: past that many events an hour's share is read against
+        // what its slot can hold, not against events it could not count.
+        let total = self.event_count.min(24 * u64::from(u16::MAX));
+        let h = usize::from(o.time.hour_of_day);
+        let near: u64 = (0..7)
+            .map(|d| u64::from(self.hour_counts[(h + 21 + d) % 24]))
+            .sum();
+        if total as f64 + 1.0 >= (near as f64 + 0.5) * odds {
+            offer(Signal::NewHour, hour_bits(near, total), h as f64);
+        }
+        if self.active_minutes >= 30 {
+            let count = if o.time.minute == self.minute {
+                self.minute_count as f32 + 1.0
+            } else {
+                1.0
+            };
+            let z = f64::from((count - self.volume_ema) * self.volume_inv_sd);
+            if z > 0.0 && 1.0 + z * z >= odds {
+                let usual = f64::from(self.volume_ema).max(1.0);
+                offer(Signal::Rate, rate_bits(z), f64::from(count) / usual);
+            }
+        }
+        let mut new_source = false;
+        if let Some(source) = slots.source
+            && !self.sources_seen.contains(source)
+            && self.sources_seen.new_item_reaches(odds)
+        {
+            new_source = true;
+            offer(Signal::NewSource, self.sources_seen.new_item_bits(), 0.0);
+        }
+        // A new source and a new host at once are one step from that source: the source names
+        // the actor (and folds a spray from one address into one alert), so it alone is offered.
+        if let Some(host) = slots.host
+            && !new_source
+            && !self.hosts_seen.contains(host)
+            && self.hosts_seen.new_item_reaches(odds)
+        {
+            offer(Signal::NewHost, self.hosts_seen.new_item_bits(), 0.0);
+        }
+        let gap_ns = o.time.ts_ns.saturating_sub(self.last_seen_ns);
+        if p.dormancy_ns > 0
+            && gap_ns >= p.dormancy_ns
+            && gap_ns / 1_000_000_000 >= 2 * i64::from(self.longest_gap_s)
+        {
+            let bits = (self.event_count as f64 + 1.0).log2();
+            offer(Signal::Dormancy, bits, gap_ns as f64 / 86_400e9);
+        }
+        best
+    }
+
+    /// Where `o`'s source and host lie in the novelty filters. A source counts by a person's
+    /// network, by a host's or an address's exact counterpart (see [`crate::deviation`]).
+    #[inline]
+    fn novelty_slots(&self, o: &Observation) -> NoveltySlots {
+        let source = o.source.map(|source| match self.kind {
+            UebaType::User | UebaType::ServiceAccount if source >> 127 == 0 => {
+                Slots::of(fold_source(network_of(source)))
+            }
+            _ => Slots::of(fold_source(source)),
+        });
+        NoveltySlots {
+            source,
+            host: (o.host != 0).then(|| Slots::of(o.host)),
+        }
+    }
+
     fn pattern_score(&self, probe: &Probe) -> f64 {
         match probe.template {
             None => 1.0,
@@ -470,10 +623,27 @@ impl Baseline {
     }
 
     /// Learns one observation; says what became of the entity's top-K templates.
-    fn learn(&mut self, o: &Observation, probe: &Probe, p: &UebaParams) -> TemplateChange {
+    fn learn(
+        &mut self,
+        o: &Observation,
+        probe: &Probe,
+        slots: &NoveltySlots,
+        p: &UebaParams,
+    ) -> TemplateChange {
         self.dirty = true;
+        if self.event_count > 0 {
+            let gap_s = (o.time.ts_ns.saturating_sub(self.last_seen_ns) / 1_000_000_000)
+                .clamp(0, i64::from(u32::MAX)) as u32;
+            self.longest_gap_s = self.longest_gap_s.max(gap_s);
+        }
         self.event_count += 1;
         self.last_seen_ns = self.last_seen_ns.max(o.time.ts_ns);
+        if let Some(source) = slots.source {
+            self.sources_seen.learn(source);
+        }
+        if let Some(host) = slots.host {
+            self.hosts_seen.learn(host);
+        }
         let h = usize::from(o.time.hour_of_day);
         self.hour_counts[h] = self.hour_counts[h].saturating_add(1);
         if let Some(s) = o.source {
@@ -514,6 +684,12 @@ impl Baseline {
         self.volume_inv_sd = (1.0 / var.max(1.0).max(0.25 * ema).sqrt()) as f32;
         self.active_minutes = self.active_minutes.saturating_add(1);
     }
+}
+
+/// Where an observation's source and host lie in its entity's novelty filters.
+struct NoveltySlots {
+    source: Option<Slots>,
+    host: Option<Slots>,
 }
 
 /// `1 - exp(-d / 2.5)` for an hour distance `d` of 1 to 12: the time-of-day score, tabled because
@@ -760,6 +936,7 @@ impl Ueba {
             return Outcome::Learned;
         };
         let probe = b.lists.probe(observation.template, observation.source);
+        let slots = b.novelty_slots(observation);
         let state = b.lifecycle(observation.time.ts_ns, p);
         let outcome = if state == Lifecycle::WarmingUp {
             Outcome::Learned
@@ -783,6 +960,12 @@ impl Ueba {
             let threshold = dspot.threshold();
             let verdict = dspot.update(score);
             let alarm = verdict == Verdict::Alarm && score >= MIN_ALERT_SCORE;
+            let deviation = if p.enabled && p.strong_odds > 0.0 {
+                b.strong_deviation(observation, &slots, p)
+            } else {
+                None
+            };
+            let alarm = alarm || deviation.is_some();
             if alarm && p.enabled && state == Lifecycle::Scoring {
                 b.cooldown_until_ns = observation.time.ts_ns.saturating_add(p.cooldown_ns);
                 Outcome::Alert(UebaAlert {
@@ -792,6 +975,7 @@ impl Ueba {
                     score,
                     threshold,
                     sub_scores: sub,
+                    deviation,
                 })
             } else {
                 Outcome::Scored {
@@ -801,7 +985,7 @@ impl Ueba {
             }
         };
         let kind = b.kind;
-        match b.learn(observation, &probe, p) {
+        match b.learn(observation, &probe, &slots, p) {
             TemplateChange::Counted => {}
             TemplateChange::Added => self.add_peer(observation.template, kind),
             TemplateChange::Replaced(old) => {
@@ -853,6 +1037,7 @@ mod tests {
             kind: UebaType::User,
             source,
             template,
+            host: 0,
         }
     }
 
@@ -1128,5 +1313,207 @@ mod tests {
         // Saturated exactly: on its own at its weight, it reaches the alert floor.
         assert_eq!(busy, 1.0);
         assert!(u.params().weights[2] * busy >= MIN_ALERT_SCORE);
+    }
+
+    /// The deviation an observation raised, if it raised an alert.
+    fn deviation_of(outcome: Outcome) -> Option<StrongDeviation> {
+        match outcome {
+            Outcome::Alert(a) => a.deviation,
+            _ => None,
+        }
+    }
+
+    fn alerted(outcome: Outcome) -> bool {
+        matches!(outcome, Outcome::Alert(_))
+    }
+
+    #[test]
+    fn an_hour_never_used_alerts_on_its_own_where_the_blend_cannot() {
+        // The blend is blind to the hour here, so only the single-deviation path can alert.
+        let mut u = Ueba::new(UebaParams {
+            weights: [0.0, 0.4, 0.3, 0.3],
+            ..params()
+        });
+        office_days(&mut u, 1, 20);
+        let at = 20 * DAY + 3 * HOUR;
+        let o = obs(at, 1, ip("10.1.2.3"), 1);
+        let b = u.baseline(1).unwrap();
+        let blend = b.score(&o, 0.0).blend(&u.params().weights);
+        assert!(
+            blend < MIN_ALERT_SCORE,
+            "the blend alone stays quiet: {blend}"
+        );
+        let d = deviation_of(u.observe(&o)).expect("an alert with its deviation");
+        assert_eq!(d.signal, Signal::NewHour);
+        assert_eq!(d.value, 3.0);
+        assert!(d.bits > 10.0, "{}", d.bits);
+    }
+
+    #[test]
+    fn an_on_call_account_at_night_and_a_late_evening_stay_quiet() {
+        let mut u = Ueba::new(params());
+        office_days(&mut u, 2, 20);
+        // Every fifth night a call-out around 03:00.
+        for d in (0..20).step_by(5) {
+            for m in 0..4 {
+                u.observe(&obs(
+                    d * DAY + 3 * HOUR + m * 5 * NS_PER_MINUTE,
+                    2,
+                    ip("10.1.2.3"),
+                    1,
+                ));
+            }
+        }
+        assert!(!alerted(u.observe(&obs(
+            20 * DAY + 3 * HOUR,
+            2,
+            ip("10.1.2.3"),
+            1
+        ))));
+        // Two hours past the usual last hour (16:00 to 16:59) is a late day, not a new habit.
+        let mut v = Ueba::new(params());
+        office_days(&mut v, 3, 20);
+        assert!(!alerted(v.observe(&obs(
+            20 * DAY + 19 * HOUR,
+            3,
+            ip("10.1.2.3"),
+            1
+        ))));
+    }
+
+    #[test]
+    fn a_hundredfold_rate_alerts_a_bursty_batch_account_does_not() {
+        let mut u = Ueba::new(params());
+        office_days(&mut u, 4, 20);
+        let start = 20 * DAY + 10 * HOUR;
+        let mut fired = None;
+        for i in 0..100 {
+            let o = obs(start + i * 500_000_000, 4, ip("10.1.2.3"), 1);
+            if let Some(d) = deviation_of(u.observe(&o)) {
+                fired = Some((i, d));
+                break;
+            }
+        }
+        let (at, d) = fired.expect("the burst alerts");
+        assert_eq!(d.signal, Signal::Rate);
+        assert!(at < 60 && d.value >= 20.0, "after {at} events: {d:?}");
+        // A batch account: quiet minutes and bursts of 300, over weeks.
+        let mut batch = Ueba::new(params());
+        for day in 0..20 {
+            for minute in 0..120 {
+                let n = if minute % 30 == 0 { 300 } else { 2 };
+                for i in 0..n {
+                    let ts = day * DAY + minute * NS_PER_MINUTE + i * 100_000_000;
+                    batch.observe(&obs(ts, 5, ip("10.9.0.1"), 1));
+                }
+            }
+        }
+        let burst = 20 * DAY;
+        let alerts = (0..300)
+            .filter(|i| alerted(batch.observe(&obs(burst + i * 100_000_000, 5, ip("10.9.0.1"), 1))))
+            .count();
+        assert_eq!(alerts, 0);
+    }
+
+    #[test]
+    fn a_first_host_is_news_for_a_settled_user_not_for_one_who_roams() {
+        let settled = |hosts: u64, day: i64, u: &mut Ueba, entity: u64| {
+            for i in 0..48 {
+                let mut o = obs(
+                    day * DAY + 9 * HOUR + i * 10 * NS_PER_MINUTE,
+                    entity,
+                    ip("10.1.2.3"),
+                    1,
+                );
+                o.host = 100 + (i as u64 % hosts);
+                u.observe(&o);
+            }
+        };
+        let mut u = Ueba::new(params());
+        for day in 0..20 {
+            settled(3, day, &mut u, 6);
+        }
+        let mut hop = obs(20 * DAY + 10 * HOUR, 6, ip("10.1.2.3"), 1);
+        hop.host = 999;
+        let d = deviation_of(u.observe(&hop)).expect("a first host alerts");
+        assert_eq!(d.signal, Signal::NewHost);
+        // One who is on a different host most days.
+        let mut roamer = Ueba::new(params());
+        for day in 0..20 {
+            settled(3, day, &mut roamer, 7);
+            let mut o = obs(day * DAY + 15 * HOUR, 7, ip("10.1.2.3"), 1);
+            o.host = 5000 + day as u64;
+            roamer.observe(&o);
+        }
+        let mut next = obs(20 * DAY + 10 * HOUR, 7, ip("10.1.2.3"), 1);
+        next.host = 999;
+        assert!(!alerted(roamer.observe(&next)));
+    }
+
+    #[test]
+    fn a_new_network_is_news_for_a_person_a_new_lease_in_the_old_one_is_not() {
+        let mut u = Ueba::new(params());
+        office_days(&mut u, 8, 20);
+        let at = 20 * DAY + 10 * HOUR;
+        assert!(!alerted(u.observe(&obs(at, 8, ip("10.1.2.77"), 1))));
+        let d = deviation_of(u.observe(&obs(at + HOUR, 8, ip("172.16.5.5"), 1)))
+            .expect("a new network alerts");
+        assert_eq!(d.signal, Signal::NewSource);
+    }
+
+    #[test]
+    fn a_return_after_weeks_of_silence_alerts_a_weekend_does_not() {
+        let mut u = Ueba::new(params());
+        // Five weeks of weekdays, so weekends are the longest gaps (about 2.7 days).
+        for week in 0..5 {
+            for d in 0..5 {
+                for h in 9..17 {
+                    let ts = (week * 7 + d) * DAY + h * HOUR;
+                    u.observe(&obs(ts, 9, ip("10.1.2.3"), 1));
+                }
+            }
+        }
+        assert!(!alerted(u.observe(&obs(
+            35 * DAY + 9 * HOUR,
+            9,
+            ip("10.1.2.3"),
+            1
+        ))));
+        let back = 35 * DAY + 9 * HOUR + 30 * DAY;
+        let d = deviation_of(u.observe(&obs(back, 9, ip("10.1.2.3"), 1))).expect("dormancy alerts");
+        assert_eq!(d.signal, Signal::Dormancy);
+        assert!((d.value - 30.0).abs() < 0.01, "{}", d.value);
+    }
+
+    #[test]
+    fn weak_traces_on_several_dimensions_stay_quiet() {
+        let mut u = Ueba::new(params());
+        office_days(&mut u, 10, 20);
+        // An hour early, a new lease in the usual network, a template it rarely uses.
+        let o = obs(20 * DAY + 8 * HOUR, 10, ip("10.1.2.9"), 3);
+        assert!(!alerted(u.observe(&o)));
+    }
+
+    #[test]
+    fn a_baseline_saved_before_the_deviation_state_reads_back_with_it_empty() {
+        let mut u = Ueba::new(params());
+        office_days(&mut u, 11, 3);
+        let b = u.baseline(11).unwrap();
+        let cfg = watchpost_proto::bincode_config();
+        let bytes = bincode::encode_to_vec(b, cfg).unwrap();
+        let tail = bincode::encode_to_vec((&b.sources_seen, &b.hosts_seen, b.longest_gap_s), cfg)
+            .unwrap()
+            .len();
+        let mut old = bytes[..bytes.len() - tail].to_vec();
+        old[0] = BASELINE_LAYOUT_NO_DEVIATION;
+        let (back, read): (Baseline, _) = bincode::decode_from_slice(&old, cfg).unwrap();
+        assert_eq!(read, old.len());
+        assert_eq!(back.event_count, b.event_count);
+        assert_eq!(back.longest_gap_s, 0);
+        assert!(
+            !back
+                .sources_seen
+                .contains(Slots::of(fold_source(network_of(ip("10.1.2.3").unwrap()))))
+        );
     }
 }

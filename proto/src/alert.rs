@@ -110,10 +110,57 @@ pub struct Alert {
     /// Absent (0) on an alert about one entity. Counted exactly up to 100,000.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub entity_count: u64,
+    /// On a `ueba` alert, the one dimension that was extreme on its own (docs/detection.md, "One
+    /// strong deviation"); absent when only the blend of sub-scores alerted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deviation: Option<Deviation>,
     /// Where people are with it. The data plane always writes the default; the store overlays the
     /// triage record kept apart from the alert, so a repeat folded in never undoes a triage.
     #[serde(default)]
     pub triage: Triage,
+}
+
+/// A single dimension on which an event lay far outside its entity's own history.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Deviation {
+    /// Which dimension.
+    pub signal: DeviationSignal,
+    /// Surprisal of the observation under the entity's history, in bits: 10 means odds of about
+    /// one in a thousand.
+    pub bits: f64,
+    /// The measure behind it, by signal: `new_hour` the UTC hour; `rate` the minute's events over
+    /// the usual per-minute rate; `dormancy` the days of silence; 0 for `new_source`, `new_host`.
+    pub value: f64,
+}
+
+/// What a [`Deviation`] was about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DeviationSignal {
+    /// An hour of the day the entity has (nearly) never been active in, two hours either side
+    /// included.
+    NewHour,
+    /// Far more events in the running minute than the entity's usual rate.
+    Rate,
+    /// A source address (for an IP entity, a host it reached) the entity has not used.
+    NewSource,
+    /// A host a user or service account has not been on.
+    NewHost,
+    /// Active again after a silence far longer than any before.
+    Dormancy,
+}
+
+impl DeviationSignal {
+    /// Name in API output.
+    pub fn name(self) -> &'static str {
+        match self {
+            DeviationSignal::NewHour => "new_hour",
+            DeviationSignal::Rate => "rate",
+            DeviationSignal::NewSource => "new_source",
+            DeviationSignal::NewHost => "new_host",
+            DeviationSignal::Dormancy => "dormancy",
+        }
+    }
 }
 
 fn is_zero(count: &u64) -> bool {

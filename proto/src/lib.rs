@@ -33,8 +33,9 @@ mod severity;
 pub mod store_url;
 
 pub use alert::{
-    Alert, AlertType, AttackMapping, CloseReason, Feedback, MAX_CONTRIBUTING, MAX_TRIAGE_HISTORY,
-    ThresholdChange, Triage, TriageChange, TriageStatus, Verdict,
+    Alert, AlertType, AttackMapping, CloseReason, Deviation, DeviationSignal, Feedback,
+    MAX_CONTRIBUTING, MAX_TRIAGE_HISTORY, ThresholdChange, Triage, TriageChange, TriageStatus,
+    Verdict,
 };
 pub use api::{ErrorBody, ListMeta, ListResponse, TOTAL_EXACT_UP_TO};
 pub use authority::{AllowedHosts, Authority, HostName};

@@ -765,6 +765,7 @@ mod tests {
             related_entities: Vec::new(),
             related_alerts: Vec::new(),
             entity_count: 0,
+            deviation: None,
             triage: Triage::default(),
         }
     }

@@ -4,7 +4,7 @@
 import {get, patch, post} from './api.js';
 import {h, fill} from './dom.js';
 import {clock, count, entity, iso, severityBadge, severityName} from './format.js';
-import {explanationSection} from './assist.js';
+import {deviationText, explanationSection} from './assist.js';
 
 const PAGE = 100;
 const POLL_WHILE_FILTERED_MS = 10000;
@@ -200,7 +200,8 @@ export function mountAlerts(root, detailRoot, stream) {
         fact('First seen', iso(a.first_seen_ns)),
         fact('Last seen', iso(a.last_seen_ns)),
         fact('Count', count(a.count)),
-        fact('Score / threshold', `${a.score.toFixed(3)} / ${a.threshold.toFixed(3)}`)),
+        fact('Score / threshold', `${a.score.toFixed(3)} / ${a.threshold.toFixed(3)}`),
+        a.deviation && fact('Deviation', deviationText(a.deviation))),
     ];
     out.push(...explanationSection(a));
     const contributions = Object.entries(a.contributions || {});

@@ -19,13 +19,28 @@ export function llmBackend() {
   return backendOnce;
 }
 
+/** A single strong deviation in an analyst's words: what, and how unlikely under the history. */
+export function deviationText(d) {
+  const odds = Math.round(Math.pow(2, d.bits));
+  const what = {
+    new_hour: `active at ${String(Math.floor(d.value)).padStart(2, '0')}:00 UTC, an hour it has never used`,
+    rate: `${Math.round(d.value)} times its usual rate of events`,
+    new_source: 'a source it has never used',
+    new_host: 'a host it has never been on',
+    dormancy: `active again after ${Math.floor(d.value)} days of silence`,
+  }[d.signal] || d.signal;
+  return `${what} (odds about 1 in ${count(odds)}, ${d.bits.toFixed(1)} bits)`;
+}
+
 /** A plain, deterministic summary of an alert: what the detail degrades to without the LLM. */
 export function plainSummary(a) {
   const who = a.entity ? ` about ${entity(a.entity)}` : '';
   const parts = [
     `A ${severityName(a.severity)} ${a.type} alert${who}, raised by ${a.detector} on ${a.source || 'an unknown source'}.`,
   ];
-  if (a.threshold > 0) {
+  if (a.deviation) {
+    parts.push(`One dimension alone was far outside the entity's history: ${deviationText(a.deviation)}.`);
+  } else if (a.threshold > 0) {
     parts.push(`Its score ${a.score.toFixed(3)} passed the threshold ${a.threshold.toFixed(3)}.`);
   }
   const top = Object.entries(a.contributions || {}).sort((x, y) => y[1] - x[1])[0];

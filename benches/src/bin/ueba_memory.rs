@@ -44,6 +44,7 @@ fn main() {
                 kind: UebaType::User,
                 source: Some(base + u128::from(i % sources)),
                 template: i % templates,
+                host: 0,
             });
         }
     }

@@ -51,6 +51,15 @@ pub fn explanation(alert: &Alert, events: &[Event], max_chars: usize) -> Prompt 
     if let Some(e) = &alert.entity {
         let _ = writeln!(t, "Entity: {} {}", e.kind.name(), e.value);
     }
+    if let Some(d) = &alert.deviation {
+        let _ = writeln!(
+            t,
+            "Single strong deviation: {} (value {:.1}), {:.1} bits of surprisal under the entity's own history",
+            d.signal.name(),
+            d.value,
+            d.bits
+        );
+    }
     if !alert.contributions.is_empty() {
         let parts: Vec<String> = alert
             .contributions

@@ -25,6 +25,8 @@ fn defaults_are_valid_and_match_the_spec() {
     assert_eq!(c.ueba.alert_cooldown_seconds, 900);
     assert_eq!(c.ueba.max_entities, 100_000);
     assert_eq!(c.ueba.dspot_risk, 0.0001);
+    assert_eq!(c.ueba.strong_deviation_bits, 10.0);
+    assert_eq!(c.ueba.dormancy_days, 14.0);
     assert_eq!(c.llm.backend, "");
     assert_eq!(c.llm.explanation_max_contributing_events, 8);
     assert_eq!(c.llm.explanation_timeout_s, 12.0);
@@ -49,6 +51,22 @@ fn weights_must_sum_to_one() {
     assert_eq!(got.len(), 1, "{got:?}");
     assert!(
         got[0].starts_with("ueba.sub_score_weights: the four weights must sum to 1.0"),
+        "{got:?}"
+    );
+}
+
+#[test]
+fn the_single_deviation_bar_is_off_or_a_sensible_surprisal() {
+    assert!(problems("[ueba]\nstrong_deviation_bits = 0\n").is_empty());
+    let got = problems("[ueba]\nstrong_deviation_bits = 2\n");
+    assert_eq!(
+        got,
+        ["ueba.strong_deviation_bits: 2 must be 0 (off) or from 4 to 40"],
+        "{got:?}"
+    );
+    let got = problems("[ueba]\ndormancy_days = -1\n");
+    assert!(
+        got[0].starts_with("ueba.dormancy_days: -1 is out of range"),
         "{got:?}"
     );
 }

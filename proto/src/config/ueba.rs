@@ -28,6 +28,12 @@ pub struct UebaConfig {
     pub dspot_risk: f64,
     /// Weights of the four sub-scores; must sum to 1.0.
     pub sub_score_weights: SubScoreWeights,
+    /// Surprisal, in bits, from which one dimension alone alerts (an hour, rate, source or
+    /// host far outside the entity's own history); 0 turns the single-deviation path off.
+    pub strong_deviation_bits: f64,
+    /// Least silence, in days, after which an entity active again counts as dormant (when the
+    /// silence is also at least twice its longest before); 0 turns dormancy off.
+    pub dormancy_days: f64,
 }
 
 impl Default for UebaConfig {
@@ -43,6 +49,8 @@ impl Default for UebaConfig {
             max_entities: 100_000,
             dspot_risk: 0.0001,
             sub_score_weights: SubScoreWeights::default(),
+            strong_deviation_bits: 10.0,
+            dormancy_days: 14.0,
         }
     }
 }
@@ -88,6 +96,14 @@ pub(super) fn check(config: &Config, p: &mut Problems) {
     );
     p.range_u64("ueba.max_entities", u.max_entities, 1, 100_000_000);
     p.risk("ueba.dspot_risk", u.dspot_risk);
+    let bits = u.strong_deviation_bits;
+    if !(bits == 0.0 || (4.0..=40.0).contains(&bits)) {
+        p.add(
+            "ueba.strong_deviation_bits",
+            format!("{bits} must be 0 (off) or from 4 to 40"),
+        );
+    }
+    p.range_f64("ueba.dormancy_days", u.dormancy_days, 0.0, 3650.0);
     let w = &u.sub_score_weights;
     let parts = [
         ("time_of_day", w.time_of_day),
