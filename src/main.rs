@@ -49,6 +49,10 @@ enum Command {
         /// TOML configuration (detection, UEBA and template settings).
         #[arg(long, short)]
         config: Option<PathBuf>,
+        /// Exceptions to apply: a JSON array of exceptions as `POST /exceptions` takes them, or
+        /// as `GET /exceptions` lists them (its answer as a whole works too).
+        #[arg(long)]
+        exceptions: Option<PathBuf>,
     },
     /// Template mining tools.
     Templates {
@@ -164,9 +168,13 @@ fn main() -> ExitCode {
             }
             Err(code) => code,
         },
-        Command::Analyze { files, config } => match load(config) {
-            Ok(cfg) => analyze(&cfg, &files),
-            Err(code) => code,
+        Command::Analyze {
+            files,
+            config,
+            exceptions,
+        } => match (load(config), load_exceptions(exceptions.as_deref())) {
+            (Ok(cfg), Ok(book)) => analyze(&cfg, &files, &book),
+            (Err(code), _) | (_, Err(code)) => code,
         },
         Command::Templates {
             action:
@@ -556,6 +564,7 @@ fn run(config: Option<PathBuf>) -> ExitCode {
         detect: Some(pipeline.detect()),
         catalog: Some(pipeline.catalog()),
         iocs: Some(pipeline.iocs()),
+        exceptions: Some(pipeline.exceptions()),
         rates: Arc::new(watchpost_controlplane::RateSampler::default()),
         limits,
         llm,
@@ -626,9 +635,61 @@ impl ShutdownSignals {
     }
 }
 
-fn analyze(cfg: &Config, files: &[PathBuf]) -> ExitCode {
-    use watchpost_dataplane::{analyze, write_alerts};
-    let (alerts, summary) = match analyze(cfg, files) {
+/// The exceptions of `--exceptions`: drafts are checked as the API checks them (a refused one
+/// names its position and field, exit code 2), listed ones are taken as they are.
+fn load_exceptions(
+    path: Option<&std::path::Path>,
+) -> Result<watchpost_dataplane::ExceptionBook, ExitCode> {
+    use watchpost_proto::{Exception, ExceptionDraft};
+    let book = watchpost_dataplane::ExceptionBook::in_memory(Vec::new());
+    let Some(path) = path else {
+        return Ok(book);
+    };
+    let fail = |message: String| {
+        eprintln!("{}: {message}", path.display());
+        ExitCode::from(2)
+    };
+    let text = std::fs::read(path).map_err(|e| fail(e.to_string()))?;
+    let value: serde_json::Value =
+        serde_json::from_slice(&text).map_err(|e| fail(format!("not JSON: {e}")))?;
+    let items = match value {
+        serde_json::Value::Array(items) => items,
+        serde_json::Value::Object(mut listing) => match listing.remove("items") {
+            Some(serde_json::Value::Array(items)) => items,
+            _ => {
+                return Err(fail(
+                    "expected an array of exceptions or a listing with `items`".into(),
+                ));
+            }
+        },
+        _ => return Err(fail("expected an array of exceptions".into())),
+    };
+    let mut listed = Vec::new();
+    for (i, item) in items.into_iter().enumerate() {
+        if let Ok(mut e) = serde_json::from_value::<Exception>(item.clone()) {
+            // The summary counts this run's hits, not the service's.
+            e.hits = 0;
+            e.last_hit_ns = None;
+            listed.push(e);
+            continue;
+        }
+        let draft: ExceptionDraft =
+            serde_json::from_value(item).map_err(|e| fail(format!("exception {i}: {e}")))?;
+        let made = book
+            .create(draft, watchpost_proto::now_ns())
+            .map_err(|e| fail(format!("exception {i}: {e}")))?;
+        listed.push(made);
+    }
+    Ok(watchpost_dataplane::ExceptionBook::in_memory(listed))
+}
+
+fn analyze(
+    cfg: &Config,
+    files: &[PathBuf],
+    exceptions: &watchpost_dataplane::ExceptionBook,
+) -> ExitCode {
+    use watchpost_dataplane::{analyze_with, write_alerts};
+    let (alerts, summary) = match analyze_with(cfg, files, exceptions) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("{e}");

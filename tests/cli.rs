@@ -92,6 +92,69 @@ fn templates_mine_prints_one_line_per_input_line() {
     );
 }
 
+#[test]
+fn analyze_applies_exceptions_and_counts_what_each_held_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("auth.log");
+    let lines: String = (0..6)
+        .map(|i| {
+            let from = if i < 4 { "198.51.100.7" } else { "203.0.113.50" };
+            format!(
+                "<38>2026-11-02T10:00:0{i}Z edge-01 sshd[9{i}]: Invalid user probe{i} from {from} port 5000{i}\n"
+            )
+        })
+        .collect();
+    std::fs::write(&log, lines).unwrap();
+    let run = |extra: &[&str]| {
+        let out = bin().arg("analyze").arg(&log).args(extra).output().unwrap();
+        let alerts: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(json)
+            .collect();
+        (out, alerts)
+    };
+    let (out, before) = run(&[]);
+    assert!(out.status.success());
+    let sigma = |alerts: &[serde_json::Value]| {
+        alerts
+            .iter()
+            .filter(|a| a["type"] == "sigma")
+            .map(|a| a["count"].as_u64().unwrap())
+            .sum::<u64>()
+    };
+    assert_eq!(sigma(&before), 6, "{before:?}");
+
+    let exceptions = dir.path().join("exceptions.json");
+    std::fs::write(
+        &exceptions,
+        r#"[{"scope": "global", "reason": "our scanner", "author": "ana",
+             "conditions": {"source_cidrs": ["198.51.100.0/24"], "log_sources": ["sshd"]}}]"#,
+    )
+    .unwrap();
+    let (out, after) = run(&["--exceptions", exceptions.to_str().unwrap()]);
+    assert!(out.status.success());
+    assert_eq!(sigma(&after), 2, "only the other address: {after:?}");
+    let summary = json(String::from_utf8_lossy(&out.stderr).lines().last().unwrap());
+    let held: Vec<u64> = summary["suppressed"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert_eq!(held, [4], "{summary}");
+
+    // A refused exception stops the run before it starts, naming it and its field.
+    std::fs::write(
+        &exceptions,
+        r#"[{"scope": "global", "reason": "r", "author": "a"}]"#,
+    )
+    .unwrap();
+    let (out, _) = run(&["--exceptions", exceptions.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("exception 0: conditions:"), "{err}");
+}
+
 fn wait_total(api: u16, query: &str, n: u64) -> serde_json::Value {
     let t = Instant::now();
     loop {

@@ -49,6 +49,7 @@ fn every_described_operation_is_served_with_its_parameters() {
             let mut url = format!("/api/v1{path}")
                 .replace("{alert_id}", "0190a000-0000-7000-8000-000000000000")
                 .replace("{entity_uuid}", "00000000-0000-5000-8000-000000000000")
+                .replace("{exception_id}", "0190a000-0000-7000-8000-000000000001")
                 .replace("{rule_id}", &rule_id);
             let query: Vec<String> = op["parameters"]
                 .as_array()
@@ -120,6 +121,16 @@ fn every_answer_matches_its_described_schema() {
     let (_, body) = http(api, "GET", "/api/v1/sigma/rules?limit=1", "");
     let rule_id = json(&body)["items"][0]["id"].as_str().unwrap().to_string();
 
+    // An exception (that matches nothing here), so its routes answer with a body.
+    let (status, body) = http(
+        api,
+        "POST",
+        "/api/v1/exceptions",
+        r#"{"detector": "ueba:user", "reason": "scanner", "author": "ana", "conditions": {"users": ["nobody"]}}"#,
+    );
+    assert_eq!(status, 201, "{body}");
+    let exception_id = json(&body)["id"].as_str().unwrap().to_string();
+
     let (_, body) = http(api, "GET", "/api/v1/openapi.json", "");
     let doc = json(&body);
     let mut problems = Vec::new();
@@ -129,6 +140,7 @@ fn every_answer_matches_its_described_schema() {
         let url = format!("/api/v1{path}")
             .replace("{alert_id}", &alert_id)
             .replace("{entity_uuid}", &entity_uuid)
+            .replace("{exception_id}", &exception_id)
             .replace("{rule_id}", &rule_id);
         let (status, answer) = http(api, "GET", &url, "");
         let Some(schema) =

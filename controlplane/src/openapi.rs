@@ -86,6 +86,7 @@ fn operation(r: &Route) -> Value {
             let (description, format) = match name {
                 "alert_id" => ("Alert id (UUIDv7)", Some("uuid")),
                 "entity_uuid" => ("Entity UUID (UUID5)", Some("uuid")),
+                "exception_id" => ("Exception id (UUID)", Some("uuid")),
                 "pattern_key" => ("Pattern key (16 hex digits)", None),
                 _ => ("Rule id", None),
             };
@@ -290,6 +291,8 @@ fn derived_schemas() -> Map<String, Value> {
     // As `/config` shows it: the same shape, credentials replaced by `********`.
     answers.subschema_for::<watchpost_proto::Config>();
     answers.subschema_for::<watchpost_dataplane::IocStatus>();
+    answers.subschema_for::<ListResponse<watchpost_proto::Exception>>();
+    answers.subschema_for::<watchpost_proto::Exception>();
     let mut schemas = answers.take_definitions(true);
 
     let mut bodies = SchemaGenerator::new(settings.for_deserialize());
@@ -298,6 +301,8 @@ fn derived_schemas() -> Map<String, Value> {
     bodies.subschema_for::<HuntBody>();
     bodies.subschema_for::<Toggle>();
     bodies.subschema_for::<Upload>();
+    bodies.subschema_for::<watchpost_proto::ExceptionDraft>();
+    bodies.subschema_for::<watchpost_proto::ExceptionPatch>();
     for (name, schema) in bodies.take_definitions(true) {
         // A type both sent and received (a triage status) is described as it is sent.
         schemas.entry(name).or_insert(schema);

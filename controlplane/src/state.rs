@@ -24,6 +24,8 @@ pub struct AppState {
     pub catalog: Option<Arc<Catalog>>,
     /// The live indicator feed; `None` without a running pipeline.
     pub iocs: Option<Arc<watchpost_dataplane::IocFeed>>,
+    /// The operators' exceptions; `None` without a running pipeline.
+    pub exceptions: Option<Arc<watchpost_dataplane::ExceptionBook>>,
     /// Rates over the last seconds.
     pub rates: Arc<RateSampler>,
     /// Per-client rate limits of the API.

@@ -11,6 +11,7 @@
 use crate::Error;
 use crate::batch::{Format, LineMeta};
 use crate::catalog::Catalog;
+use crate::exceptions::ExceptionBook;
 use crate::normalize::{Normalizer, Tally};
 use crate::template::{MinerConfig, TemplateMiner};
 use std::collections::HashMap;
@@ -38,11 +39,25 @@ pub struct Summary {
     pub last_ns: i64,
     /// Wall seconds taken.
     pub seconds: f64,
+    /// Events each exception kept from raising or joining an alert, by exception id (absent
+    /// without exceptions).
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub suppressed: std::collections::BTreeMap<String, u64>,
 }
 
 /// Analyses `files` in order and returns every alert (final state, ordered by first event time)
 /// with the run's summary.
 pub fn analyze(cfg: &Config, files: &[PathBuf]) -> Result<(Vec<Alert>, Summary), Error> {
+    analyze_with(cfg, files, &ExceptionBook::in_memory(Vec::new()))
+}
+
+/// [`analyze`] with `exceptions` applied as live ingestion applies them; their hits are in
+/// the summary and in the book.
+pub fn analyze_with(
+    cfg: &Config,
+    files: &[PathBuf],
+    exceptions: &ExceptionBook,
+) -> Result<(Vec<Alert>, Summary), Error> {
     let started = std::time::Instant::now();
     let miner_cfg = MinerConfig::from_config(&cfg.templates);
     let miner = TemplateMiner::new(&miner_cfg)?;
@@ -59,6 +74,7 @@ pub fn analyze(cfg: &Config, files: &[PathBuf]) -> Result<(Vec<Alert>, Summary),
     let (ioc_version, ioc_set) = iocs.current();
     norm.set_iocs(ioc_version, Some(ioc_set));
     detector.set_iocs(Some(iocs));
+    detector.set_exceptions(exceptions.current().1);
     let mut sink = Collect::default();
     let mut names: HashMap<[u8; 16], String> = HashMap::new();
     let mut block = EncodedBlock::with_capacity(0, BATCH);
@@ -169,6 +185,11 @@ pub fn analyze(cfg: &Config, files: &[PathBuf]) -> Result<(Vec<Alert>, Summary),
         summary.last_ns = 0;
     }
     summary.seconds = started.elapsed().as_secs_f64();
+    summary.suppressed = exceptions
+        .list()
+        .into_iter()
+        .map(|e| (e.id.to_string(), e.hits))
+        .collect();
     Ok((alerts, summary))
 }
 

@@ -10,6 +10,7 @@
 use crate::Error;
 use crate::batch::{Format, Pool, RawBatch};
 use crate::catalog::Catalog;
+use crate::exceptions::ExceptionBook;
 use crate::input::framing::Framing;
 use crate::input::http::HttpIngest;
 use crate::input::outlet::Outlet;
@@ -47,6 +48,7 @@ pub struct Pipeline {
     detect: DetectHandle,
     catalog: Arc<Catalog>,
     iocs: Arc<IocFeed>,
+    exceptions: Arc<ExceptionBook>,
     live: Arc<LiveAlerts>,
     ioc_watcher: Option<JoinHandle<()>>,
     writer: Option<JoinHandle<()>>,
@@ -82,6 +84,7 @@ impl Pipeline {
             catalog.load_errors.len()
         );
         let iocs = Arc::new(IocFeed::open(cfg, true)?);
+        let exceptions = Arc::new(ExceptionBook::load(Some(Arc::clone(&store)))?);
 
         let wiring = Wiring::new(cfg, &listeners.enabled(&cfg.inputs), workers, detectors);
         let stats = Stats::new(workers, detectors, watchpost_proto::now_ns(), wiring.gauges);
@@ -91,6 +94,7 @@ impl Pipeline {
             store: &store,
             catalog: &catalog,
             iocs: &iocs,
+            exceptions: &exceptions,
             stats: &stats,
             stop: &stop,
             cores: &cores,
@@ -130,6 +134,7 @@ impl Pipeline {
             detect,
             catalog,
             iocs,
+            exceptions,
             live,
             ioc_watcher: Some(ioc_watcher),
             writer: Some(writer),
@@ -163,6 +168,11 @@ impl Pipeline {
         Arc::clone(&self.catalog)
     }
 
+    /// The operators' exceptions.
+    pub fn exceptions(&self) -> Arc<ExceptionBook> {
+        Arc::clone(&self.exceptions)
+    }
+
     /// Talks to the detection workers (feedback, baselines).
     pub fn detect(&self) -> DetectHandle {
         self.detect.clone()
@@ -190,6 +200,10 @@ impl Pipeline {
         }
         for h in self.detectors.drain(..) {
             let _ = h.join();
+        }
+        // The hits of the last moments, counted after the workers' last periodic save.
+        if let Err(e) = self.exceptions.save_hits() {
+            tracing::error!("cannot save the exceptions' hit counts: {e}");
         }
         if let Some(w) = self.writer.take() {
             let _ = w.join();
@@ -289,6 +303,7 @@ struct Shared<'a> {
     store: &'a Arc<Store>,
     catalog: &'a Arc<Catalog>,
     iocs: &'a Arc<IocFeed>,
+    exceptions: &'a Arc<ExceptionBook>,
     stats: &'a Arc<Stats>,
     stop: &'a Arc<AtomicBool>,
     /// Core of each pinned thread: stage A workers, the writer, then stage B workers.
@@ -454,6 +469,7 @@ fn spawn_detectors(
             save_interval: Duration::from_secs(cfg.detection.model_save_interval_seconds),
             core: shared.cores.get(workers + 1 + b).copied().flatten(),
             live: Arc::clone(live),
+            exceptions: Arc::clone(shared.exceptions),
         };
         handles.push(
             spawn_detector(

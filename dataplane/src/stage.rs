@@ -10,6 +10,7 @@
 //! The control plane never touches a detector: it sends a [`Control`] message (feedback, a
 //! baseline request) and the worker answers between two batches.
 
+use crate::exceptions::ExceptionBook;
 use crate::live::LiveAlerts;
 use crate::ring::{Consumer, Pop};
 use crate::stats::Stats;
@@ -184,6 +185,8 @@ pub struct DetectSetup {
     pub core: Option<core_affinity::CoreId>,
     /// The live alert feed of the WebSocket stream.
     pub live: Arc<LiveAlerts>,
+    /// The operators' exceptions (worker 0 also writes their hit counts back).
+    pub exceptions: Arc<ExceptionBook>,
 }
 
 /// The control channel and its receiver, one per stage B worker.
@@ -362,7 +365,9 @@ fn run(setup: DetectSetup, mut d: Detector, store: &Store, stats: &Stats) {
         save_interval,
         core: _,
         live,
+        exceptions,
     } = setup;
+    let mut exceptions_version = 0;
     let mut sel = Select::new();
     for inp in &inputs {
         sel.recv(inp.ring.receiver());
@@ -403,6 +408,9 @@ fn run(setup: DetectSetup, mut d: Detector, store: &Store, stats: &Stats) {
         if last_save.elapsed() >= save_interval {
             last_save = Instant::now();
             save_logged(&mut d, store, stats, index);
+            if index == 0 {
+                save_hits_logged(&exceptions, stats);
+            }
         }
         let slot = match sel.ready_timeout(Duration::from_millis(250)) {
             Ok(i) => i,
@@ -421,6 +429,12 @@ fn run(setup: DetectSetup, mut d: Detector, store: &Store, stats: &Stats) {
         let inp = &inputs[slot];
         match inp.ring.try_pop() {
             Pop::Item(mut batch) => {
+                // One atomic load per batch; a changed book hands over its new set.
+                if exceptions.version() != exceptions_version {
+                    let (version, set) = exceptions.current();
+                    exceptions_version = version;
+                    d.set_exceptions(set);
+                }
                 let mut sink = StoreSink {
                     store,
                     stats,
@@ -528,6 +542,16 @@ fn publish(
         };
         sum.fetch_add(delta, Ordering::Relaxed);
         *old = new;
+    }
+}
+
+fn save_hits_logged(exceptions: &ExceptionBook, stats: &Stats) {
+    match exceptions.save_hits() {
+        Ok(n) => tracing::debug!("saved the hit counts of {n} exception(s)"),
+        Err(e) => {
+            stats.detect.save_errors.add(1);
+            tracing::error!("cannot save the exceptions' hit counts: {e}");
+        }
     }
 }
 

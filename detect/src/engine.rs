@@ -9,6 +9,7 @@
 
 use crate::dspot::{Dspot, Verdict as DspotVerdict};
 use crate::ensemble::{EventFeatures, Scored, SourceModel};
+use crate::exceptions::ExceptionSet;
 use crate::killchain::KillChain;
 use crate::names::{IndicatorBook, RuleBook};
 use crate::record::{CorrelationHit, DetectRecord};
@@ -200,6 +201,8 @@ pub struct Detector {
     killchain: Arc<Mutex<KillChain>>,
     /// The indicator sets, to name the indicators stage A reports by number.
     iocs: Option<Arc<dyn IndicatorBook>>,
+    /// The operators' exceptions in force, checked where an alert would be raised or joined.
+    exceptions: Arc<ExceptionSet>,
 }
 
 /// An event as correlation windows name it: block key and position.
@@ -231,8 +234,21 @@ impl Detector {
                 params.correlation_max_groups,
             ))),
             iocs: None,
+            exceptions: Arc::new(ExceptionSet::default()),
             params,
         }
+    }
+
+    /// Applies `exceptions` from the next event on.
+    pub fn set_exceptions(&mut self, exceptions: Arc<ExceptionSet>) {
+        self.exceptions = exceptions;
+    }
+
+    /// Whether an exception keeps `detector`'s alert about `record` from being raised or
+    /// joined (counting the hit). One branch while there are none.
+    #[inline]
+    fn excepted(&self, detector: &str, record: Option<&DetectRecord>, ts_ns: i64) -> bool {
+        !self.exceptions.is_empty() && self.exceptions.suppresses(detector, record, ts_ns)
     }
 
     /// Raises `ioc` alerts for the indicators stage A reports, named through `feed`.
@@ -383,6 +399,10 @@ impl Detector {
                 },
             };
             match self.ueba.observe(&o) {
+                Outcome::Alert(_)
+                | Outcome::Scored {
+                    suppressed: true, ..
+                } if self.excepted(ueba_detector(kind), Some(record), record.ts_ns) => {}
                 Outcome::Alert(a) => self.raise_ueba(record, i, &a, sink),
                 Outcome::Scored {
                     suppressed: true,
@@ -432,7 +452,7 @@ impl Detector {
             return;
         }
         st.minute.alarms += 1;
-        if !self.params.ml_enabled {
+        if !self.params.ml_enabled || self.excepted("ensemble", Some(r), r.ts_ns) {
             return;
         }
         let key = fmix64(r.source ^ ML_SALT);
@@ -479,6 +499,9 @@ impl Detector {
             .as_ref()
             .is_some_and(|(_, c)| c.plan().is_suppressed(rule))
         {
+            return;
+        }
+        if self.excepted(&entry.rule.id, Some(r), r.ts_ns) {
             return;
         }
         let primary = primary_entity(r);
@@ -684,6 +707,14 @@ impl Detector {
         let Some(ind) = set.get(IocId::from_index(r.ioc - 1)) else {
             return;
         };
+        // The detector's name is built only when there are exceptions to hold it against.
+        if !self.exceptions.is_empty()
+            && self
+                .exceptions
+                .suppresses(&format!("ioc:{}", ind.source), Some(r), r.ts_ns)
+        {
+            return;
+        }
         let primary = primary_entity(r);
         let subject = primary.map_or(r.source, |i| r.entities[i].hash);
         let per_indicator = self.params.ioc_per_indicator;
@@ -835,6 +866,9 @@ impl Detector {
             .is_none_or(|c| c.suppressed);
         self.count_fire(entry.key, f.last_ns);
         if suppressed || entry.rule.level == Some(Level::Informational) {
+            return;
+        }
+        if self.excepted(&entry.rule.id, hit.map(|h| &h.record), f.last_ns) {
             return;
         }
         let joined = f.events.as_slice();
@@ -1062,7 +1096,7 @@ impl Detector {
             alert_type: AlertType::Ueba,
             severity: ueba_severity(&sub, a.score, a.deviation.as_ref()),
             title,
-            detector: format!("ueba:{}", kind.name()),
+            detector: ueba_detector(kind).to_string(),
             dedup_key: if by_source {
                 format!(
                     "ueba:new_source:{}:{}",
@@ -1309,6 +1343,16 @@ fn ueba_severity(s: &SubScores, score: f64, deviation: Option<&Deviation>) -> u8
     }
 }
 
+/// The detector name of a UEBA type's alerts.
+fn ueba_detector(kind: UebaType) -> &'static str {
+    match kind {
+        UebaType::User => "ueba:user",
+        UebaType::Host => "ueba:host",
+        UebaType::Ip => "ueba:ip",
+        UebaType::ServiceAccount => "ueba:service_account",
+    }
+}
+
 /// The title of an alert raised by one strong deviation: what was extreme, in the analyst's
 /// words, with the measure where there is one.
 fn deviation_title(who: &str, kind: UebaType, d: &Deviation) -> String {
@@ -1422,22 +1466,61 @@ mod tests {
 
     const OFFICE: u128 = 0xffff_0a01_0203;
 
-    #[test]
-    fn a_login_from_a_new_network_alerts_once_and_repeats_bump_the_count() {
-        let mut d = Detector::new(params());
-        let mut sink = Collect::default();
-        // Twelve colleagues, so the user type's threshold has calibrated (2,000 scores).
+    /// Ten office days of twelve colleagues, so the user type's threshold has calibrated
+    /// (2,000 scores).
+    fn office_logins(d: &mut Detector, sink: &mut Collect) {
         for day in 0..10 {
             for h in 9..17 {
                 for m in 0..6 {
                     for user in 1..=12 {
                         let ts = day * DAY + h * HOUR + m * 600_000_000_000 + user as i64;
-                        d.process(&login(ts, user, OFFICE, 1 + (m as u64 % 3)), &mut sink);
+                        d.process(&login(ts, user, OFFICE, 1 + (m as u64 % 3)), sink);
                     }
                 }
             }
         }
+        d.flush(sink);
+    }
+
+    #[test]
+    fn an_exception_keeps_the_alert_back_and_counts_every_event_it_held() {
+        let mut d = Detector::new(params());
+        let mut sink = Collect::default();
+        office_logins(&mut d, &mut sink);
+        let draft: watchpost_proto::ExceptionDraft = serde_json::from_value(serde_json::json!({
+            "detector": "ueba:*", "reason": "the partner's network", "author": "ana",
+            "conditions": {"source_cidrs": ["203.0.0.0/16"]}
+        }))
+        .unwrap();
+        let e = watchpost_proto::Exception::create(draft, Uuid::nil(), 0).unwrap();
+        let hits = Arc::new(crate::ExceptionHits::default());
+        d.set_exceptions(Arc::new(ExceptionSet::compile(&[e], |_| hits.clone())));
+        let t = 10 * DAY + 10 * HOUR;
+        for k in 0..5u16 {
+            let ip = 0xffff_cb00_7101 + (u128::from(k) << 8);
+            let mut r = login(t + i64::from(k) * 1_000_000_000, 1, ip, 1);
+            r.pos = k;
+            d.process(&r, &mut sink);
+        }
+        // Another network is not excepted.
+        d.process(
+            &login(t + 10_000_000_000, 2, 0xffff_c633_6401, 1),
+            &mut sink,
+        );
         d.flush(&mut sink);
+        let ueba: Vec<&Alert> = sink.alerts.values().collect();
+        assert_eq!(ueba.len(), 1, "{ueba:#?}");
+        assert_eq!(ueba[0].title, "User seen from a new network");
+        // The five events that would have raised and joined the alert, each counted.
+        assert_eq!(hits.count(), 5);
+        assert_eq!(hits.last_ns(), Some(t + 4_000_000_000));
+    }
+
+    #[test]
+    fn a_login_from_a_new_network_alerts_once_and_repeats_bump_the_count() {
+        let mut d = Detector::new(params());
+        let mut sink = Collect::default();
+        office_logins(&mut d, &mut sink);
         assert!(sink.alerts.is_empty(), "{:?}", sink.alerts.values().next());
         let t = 10 * DAY + 10 * HOUR;
         let far: u128 = 0xffff_cb00_7101;

@@ -34,6 +34,7 @@ mod dspot;
 mod engine;
 mod ensemble;
 mod error;
+mod exceptions;
 mod fastmath;
 mod hst;
 mod killchain;
@@ -54,6 +55,7 @@ pub use engine::{
 };
 pub use ensemble::{Contributions, EventFeatures, Scored, SourceModel, WEIGHTS};
 pub use error::Error;
+pub use exceptions::{ExceptionHits, ExceptionSet};
 pub use fastmath::{log2, logistic4};
 pub use hst::{HalfSpaceTrees, HstConfig, MAX_DIMS, MAX_HEIGHT, MAX_TREES};
 pub use killchain::{DETECTOR, KillChain};

@@ -25,6 +25,7 @@ pub mod config;
 mod entity;
 mod error;
 mod event;
+mod exception;
 mod fields;
 mod hash;
 mod input;
@@ -45,6 +46,10 @@ pub use config::{Config, RateLimit};
 pub use entity::{EntityKind, EntityRef, Role, canonicalize_into, entity_uuid, entity_uuid_of};
 pub use error::ParseError;
 pub use event::{Event, event_id};
+pub use exception::{
+    Exception, ExceptionConditions, ExceptionDraft, ExceptionPatch, ExceptionProblem,
+    ExceptionScope, parse_cidr, parse_template,
+};
 pub use fields::{EventFields, PlainEvent};
 pub use hash::{BuildPreHashed, PreHashed, U64Map, U64Set, fmix64, hash64, hash64_seeded};
 pub use input::InputId;

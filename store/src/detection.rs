@@ -13,6 +13,7 @@
 //! |             | `f` + hour ns (8) + rule key (8) + worker (1)    | Sigma fires in the hour (u32)  |
 //! | `rules`     | `enabled:` + rule id                             | `1` or `0`                     |
 //! | `triage`    | alert id (16)                                    | the triage record, JSON        |
+//! | `exceptions`| exception id (16)                                | the exception, JSON            |
 //!
 //! Alerts are few (the detectors aim at a handful per ten thousand events), so they are JSON
 //! documents and a listing scans the requested time range; only the entity filter, which the
@@ -22,8 +23,8 @@
 use crate::{Store, StoreError};
 use rocksdb::{Direction, IteratorMode, WriteBatch};
 use watchpost_proto::{
-    Alert, AlertType, CloseReason, Feedback, MAX_TRIAGE_HISTORY, MinutePoint, RiskPoint, RuleFires,
-    TOTAL_EXACT_UP_TO, Triage, TriageChange, TriageStatus, Uuid,
+    Alert, AlertType, CloseReason, Exception, Feedback, MAX_TRIAGE_HISTORY, MinutePoint, RiskPoint,
+    RuleFires, TOTAL_EXACT_UP_TO, Triage, TriageChange, TriageStatus, Uuid,
 };
 
 pub(crate) const CF_ALERTS: &str = "alerts";
@@ -34,6 +35,7 @@ pub(crate) const CF_BASELINES: &str = "baselines";
 pub(crate) const CF_SERIES: &str = "series";
 pub(crate) const CF_RULES: &str = "rules";
 pub(crate) const CF_TRIAGE: &str = "triage";
+pub(crate) const CF_EXCEPTIONS: &str = "exceptions";
 
 /// Why a triage change did not land.
 #[derive(Debug, thiserror::Error)]
@@ -629,6 +631,41 @@ impl Store {
         }
         self.counted(it.status().map_err(StoreError::from))?;
         Ok(out)
+    }
+
+    /// Every saved exception, oldest first.
+    pub fn exceptions(&self) -> Result<Vec<Exception>, StoreError> {
+        self.counted((|| {
+            let mut out: Vec<Exception> = Vec::new();
+            let mut it = self.db().raw_iterator_cf(self.cf(CF_EXCEPTIONS));
+            it.seek_to_first();
+            while let Some(v) = it.value() {
+                out.push(decode("exception", v)?);
+                it.next();
+            }
+            it.status()?;
+            out.sort_by_key(|e| (e.created_ns, e.id));
+            Ok(out)
+        })())
+    }
+
+    /// Saves an exception (synced: an operator's decision must survive a crash).
+    pub fn put_exception(&self, exception: &Exception) -> Result<(), StoreError> {
+        let v = encode_json("exception", exception)?;
+        let mut o = rocksdb::WriteOptions::default();
+        o.set_sync(true);
+        self.db()
+            .put_cf_opt(self.cf(CF_EXCEPTIONS), exception.id.as_bytes(), v, &o)?;
+        Ok(())
+    }
+
+    /// Removes an exception (synced).
+    pub fn delete_exception(&self, id: Uuid) -> Result<(), StoreError> {
+        let mut o = rocksdb::WriteOptions::default();
+        o.set_sync(true);
+        self.db()
+            .delete_cf_opt(self.cf(CF_EXCEPTIONS), id.as_bytes(), &o)?;
+        Ok(())
     }
 
     /// A flag of the `rules` family.

@@ -5,6 +5,7 @@ import {get, patch, post} from './api.js';
 import {h, fill} from './dom.js';
 import {clock, count, entity, iso, severityBadge, severityName} from './format.js';
 import {deviationText, explanationSection} from './assist.js';
+import {exceptionForm} from './exceptions.js';
 
 const PAGE = 100;
 const POLL_WHILE_FILTERED_MS = 10000;
@@ -219,7 +220,9 @@ export function mountAlerts(root, detailRoot, stream) {
         h('ul', {}, a.related_entities.map((e) =>
         h('li', {class: 'mono'}, `${entity(e)} (${e.role})`))));
     }
-    out.push(h('h3', {}, 'Triage'), triageForm(a, t), feedbackButtons(a));
+    const exception = exceptionSection(a);
+    out.push(h('h3', {}, 'Triage'), triageForm(a, t), feedbackButtons(a, exception));
+    out.push(exception.section);
     if (a.events && a.events.length) {
       out.push(h('h3', {}, `Contributing events (${a.events.length})`), h('ul', {class: 'events'},
         a.events.map((e) => h('li', {}, h('span', {class: 'muted'}, iso(e.timestamp_ns)), ' ',
@@ -291,13 +294,29 @@ export function mountAlerts(root, detailRoot, stream) {
     return form;
   }
 
-  function feedbackButtons(a) {
+  /** "Make an exception…": the form stays folded until asked for (or offered after a false positive). */
+  function exceptionSection(a) {
+    const slot = h('div', {id: 'exception-slot'});
+    const open = (why) => {
+      fill(slot, why && h('p', {class: 'offer'}, why), exceptionForm(a));
+      button.hidden = true;
+      const first = slot.querySelector('input[name=reason]');
+      if (first) first.focus();
+    };
+    const button = h('button', {type: 'button', id: 'exception-open', on: {click: () => open()}}, 'Make an exception…');
+    return {section: h('div', {class: 'exception'}, h('h3', {}, 'Exception'), button, slot), open};
+  }
+
+  function feedbackButtons(a, exception) {
     const result = h('span', {class: 'muted', role: 'status'});
     const send = (verdict) => async () => {
       try {
         await post(`/alerts/${encodeURIComponent(a.id)}/feedback`, {feedback: verdict, origin: 'dashboard'});
         fill(result, `Recorded as ${verdict === 'tp' ? 'true' : 'false'} positive.`);
         result.className = 'muted';
+        if (verdict === 'fp') {
+          exception.open('A false positive lowers the detector\'s sensitivity a little. To stop alerts like this one altogether, make an exception:');
+        }
       } catch (e) {
         fill(result, e.message);
         result.className = 'error';

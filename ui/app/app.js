@@ -6,6 +6,7 @@ import {mountAlerts} from './alerts.js';
 import {mountEvents} from './events.js';
 import {mountHunt, mountSuggestions} from './assist.js';
 import {mountAttack} from './attack.js';
+import {mountExceptions} from './exceptions.js';
 
 const stream = new Stream();
 mountStatus(document.getElementById('status'), stream);
@@ -14,10 +15,11 @@ mountEvents(document.getElementById('events'), stream);
 mountHunt(document.querySelector('#hunt .widget'));
 const suggestions = mountSuggestions(document.querySelector('#suggestions .widget'));
 const attack = mountAttack(document.querySelector('#attack .widget'));
+const exceptions = mountExceptions(document.querySelector('#exceptions .widget'));
 stream.connect();
 
-// Tabs: one panel shown at a time; the Rule Suggestions list and the ATT&CK matrix reload each
-// time they are opened.
+// Tabs: one panel shown at a time; the Rule Suggestions list, the ATT&CK matrix and the
+// exceptions reload each time they are opened.
 const tabs = [...document.querySelectorAll('.tabs [role=tab]')];
 for (const tab of tabs) {
   tab.addEventListener('click', () => {
@@ -28,6 +30,7 @@ for (const tab of tabs) {
     }
     if (tab.id === 'tab-suggestions') suggestions.load();
     if (tab.id === 'tab-attack') attack.load();
+    if (tab.id === 'tab-exceptions') exceptions.load();
     if (tab.id === 'tab-hunt') document.getElementById('hunt-query').focus();
   });
 }

@@ -56,6 +56,7 @@ pub static ASSETS: &[Asset] = &[
     asset!("favicon.svg", "image/svg+xml"),
     asset!("app.js", "text/javascript; charset=utf-8"),
     asset!("attack.js", "text/javascript; charset=utf-8"),
+    asset!("exceptions.js", "text/javascript; charset=utf-8"),
     asset!("api.js", "text/javascript; charset=utf-8"),
     asset!("dom.js", "text/javascript; charset=utf-8"),
     asset!("format.js", "text/javascript; charset=utf-8"),

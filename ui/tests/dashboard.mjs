@@ -173,6 +173,31 @@ try {
   expect(await page.locator('#attack-matrix .cell').count() === all, 'not every technique drawn');
   await page.click('#tab-monitor');
 
+  // An exception from an alert: a false positive offers one; made with a reason and an author,
+  // it is stored naming the alert, and listed under its tab with its hit count.
+  await page.locator('#alert-rows tr').first().click();
+  await page.waitForSelector('#detail .feedback');
+  const excepted = await page.locator('#alert-rows tr').first().getAttribute('data-id');
+  await page.click('#detail .feedback button:nth-of-type(2)');
+  await page.waitForSelector('#exception-form');
+  expect(await page.locator('#detail .offer').count() === 1, 'a false positive did not offer an exception');
+  await page.fill('#exception-form input[name=reason]', 'our own scanner');
+  await page.fill('#exception-form input[name=author]', 'alice');
+  await page.screenshot({path: `${out}/exception-form.png`});
+  await page.click('#exception-save');
+  await page.waitForFunction(() => document.querySelector('#exception-form [role=status]').textContent.includes('Exception created'));
+  const listed = await (await fetch(`${base}/api/v1/exceptions`)).json();
+  expect(listed.meta.total === 1 && listed.items[0].from_alert === excepted && listed.items[0].author === 'alice',
+    `exception: ${JSON.stringify(listed)}`);
+  await page.click('#detail .close');
+  await page.click('#tab-exceptions');
+  await page.waitForSelector(`#exceptions-table tr[data-id="${listed.items[0].id}"]`);
+  expect((await page.locator('#exceptions-summary').textContent()).startsWith('1 exception'),
+    'the exceptions tab does not count it');
+  await page.screenshot({path: `${out}/exceptions.png`});
+  summary.exception = listed.items[0].detector;
+  await page.click('#tab-monitor');
+
   // Filter the stream on the server: only high and critical events from now on. A first filter
   // (low and up) goes in the same instant, before any acknowledgement: the server applies it and
   // holds the second for its filter interval, and the low events the first lets through

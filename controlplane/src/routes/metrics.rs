@@ -97,7 +97,8 @@ fn render(st: &AppState) -> String {
     build_info(&mut e, st);
     inputs(&mut e, &s);
     pipeline(&mut e, st, &s);
-    detection(&mut e, &s);
+    let suppressed = st.exceptions.as_ref().map_or(0, |b| b.total_hits());
+    detection(&mut e, &s, suppressed);
     api(&mut e, st);
     stream(&mut e, st);
     e.out
@@ -284,7 +285,7 @@ fn pipeline(e: &mut Exposition, st: &AppState, s: &StatsSnapshot) {
 }
 
 /// Detection and rules.
-fn detection(e: &mut Exposition, s: &StatsSnapshot) {
+fn detection(e: &mut Exposition, s: &StatsSnapshot, suppressed: u64) {
     // Detection and rules.
     let d = &s.detection;
     e.single(
@@ -308,6 +309,12 @@ fn detection(e: &mut Exposition, s: &StatsSnapshot) {
         "counter",
         "Alert writes that failed.",
         d.alert_errors,
+    );
+    e.single(
+        "watchpost_exception_suppressed_events_total",
+        "counter",
+        "Events the operators' exceptions kept from raising or joining an alert.",
+        suppressed,
     );
     e.family(
         "watchpost_rule_matches_total",

@@ -5,6 +5,7 @@ pub mod anomaly;
 pub mod attack;
 pub mod entities;
 pub mod events;
+pub mod exceptions;
 pub mod ingest;
 pub mod ioc;
 pub mod llm;

@@ -316,7 +316,18 @@ pub async fn stats(State(st): State<AppState>) -> Result<Json<StatsAnswer>, ApiE
             tail_skipped_events: n(&c.tail_skipped),
         },
         feedback,
+        exceptions: exception_stats(&st),
     }))
+}
+
+fn exception_stats(st: &AppState) -> ExceptionStats {
+    let list = st.exceptions.as_ref().map(|b| b.list()).unwrap_or_default();
+    let now = watchpost_proto::now_ns();
+    ExceptionStats {
+        total: list.len() as u64,
+        in_force: list.iter().filter(|e| e.active_at(now)).count() as u64,
+        suppressed_events: st.exceptions.as_ref().map_or(0, |b| b.total_hits()),
+    }
 }
 
 /// `/stats`: the data plane's counters and the control plane's own.
@@ -338,6 +349,20 @@ pub(crate) struct StatsAnswer {
     websocket: StreamStats,
     /// Analysts' verdicts and what they moved.
     feedback: FeedbackSummary,
+    /// The operators' exceptions and what they held back.
+    exceptions: ExceptionStats,
+}
+
+/// The operators' exceptions and what they held back.
+#[derive(Serialize, schemars::JsonSchema)]
+struct ExceptionStats {
+    /// Exceptions kept.
+    total: u64,
+    /// Of those, in force (enabled and not expired by the wall clock).
+    in_force: u64,
+    /// Events they kept from raising or joining an alert, all exceptions together (deleted ones
+    /// included, since start).
+    suppressed_events: u64,
 }
 
 /// The API's refusals.
