@@ -5,7 +5,8 @@
 mod common;
 
 use common::{
-    Service, free_port, header, http, invalid_user_lines, json, request, send_lines, stamp,
+    LOW_ALERTS, Service, free_port, header, http, invalid_user_lines, json, request, send_lines,
+    stamp,
 };
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -19,7 +20,7 @@ fn start(dir: &Path) -> (Service, u16, u16) {
     std::fs::write(
         &config,
         format!(
-            "dashboard_port = {api}\nhealth_port = 0\napi_list_rate_limit = \"100000/minute\"\nws_filter_min_interval_ms = 1500\n[inputs.syslog_udp]\nenabled = false\n[inputs.json_tcp]\nenabled = false\n[inputs.syslog_tcp]\naddress = \"127.0.0.1:{tcp}\"\n[dataplane]\npin_workers = false\n[llm]\nrule_suggestion_min_tp = 1\n"
+            "{LOW_ALERTS}\ndashboard_port = {api}\nhealth_port = 0\napi_list_rate_limit = \"100000/minute\"\nws_filter_min_interval_ms = 1500\n[inputs.syslog_udp]\nenabled = false\n[inputs.json_tcp]\nenabled = false\n[inputs.syslog_tcp]\naddress = \"127.0.0.1:{tcp}\"\n[dataplane]\npin_workers = false\n[llm]\nrule_suggestion_min_tp = 1\n"
         ),
     )
     .unwrap();

@@ -5,7 +5,9 @@
 
 mod common;
 
-use common::{Service, free_port, http, invalid_user_lines, json, send_lines, stamp, wait_for};
+use common::{
+    LOW_ALERTS, Service, free_port, http, invalid_user_lines, json, send_lines, stamp, wait_for,
+};
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -146,7 +148,7 @@ fn start_on(dir: &Path, data: Option<&str>, llm: &str) -> (Service, u16, u16) {
     std::fs::write(
         &config,
         format!(
-            "dashboard_port = {api}\nhealth_port = 0\napi_detail_rate_limit = \"100000/minute\"\napi_list_rate_limit = \"100000/minute\"\n[storage]\ndata_dir = \"{data}\"\n[inputs.syslog_udp]\nenabled = false\n[inputs.json_tcp]\nenabled = false\n[inputs.syslog_tcp]\naddress = \"127.0.0.1:{tcp}\"\n[dataplane]\npin_workers = false\n[llm]\n{llm}\n"
+            "{LOW_ALERTS}\ndashboard_port = {api}\nhealth_port = 0\napi_detail_rate_limit = \"100000/minute\"\napi_list_rate_limit = \"100000/minute\"\n[storage]\ndata_dir = \"{data}\"\n[inputs.syslog_udp]\nenabled = false\n[inputs.json_tcp]\nenabled = false\n[inputs.syslog_tcp]\naddress = \"127.0.0.1:{tcp}\"\n[dataplane]\npin_workers = false\n[llm]\n{llm}\n"
         ),
     )
     .unwrap();

@@ -50,6 +50,7 @@ fn every_described_operation_is_served_with_its_parameters() {
                 .replace("{alert_id}", "0190a000-0000-7000-8000-000000000000")
                 .replace("{entity_uuid}", "00000000-0000-5000-8000-000000000000")
                 .replace("{exception_id}", "0190a000-0000-7000-8000-000000000001")
+                .replace("{signal_id}", "0190a000-0000-7000-8000-000000000002")
                 .replace("{rule_id}", &rule_id);
             let query: Vec<String> = op["parameters"]
                 .as_array()

@@ -4,7 +4,8 @@
 mod common;
 
 use common::{
-    Service, free_port, header, http, invalid_user_lines, json, request, send_lines, stamp,
+    LOW_ALERTS, Service, free_port, header, http, invalid_user_lines, json, request, send_lines,
+    stamp,
 };
 use serde_json::Value;
 use std::io::Write;
@@ -21,7 +22,7 @@ fn start(dir: &Path, keys: &str) -> (Service, u16, u16) {
     std::fs::write(
         &config,
         format!(
-            "dashboard_port = {api}\nhealth_port = 0\napi_list_rate_limit = \"100000/minute\"\n{keys}\n[inputs.syslog_udp]\nenabled = false\n[inputs.json_tcp]\nenabled = false\n[inputs.syslog_tcp]\naddress = \"127.0.0.1:{tcp}\"\n[dataplane]\npin_workers = false\n"
+            "{LOW_ALERTS}\ndashboard_port = {api}\nhealth_port = 0\napi_list_rate_limit = \"100000/minute\"\n{keys}\n[inputs.syslog_udp]\nenabled = false\n[inputs.json_tcp]\nenabled = false\n[inputs.syslog_tcp]\naddress = \"127.0.0.1:{tcp}\"\n[dataplane]\npin_workers = false\n"
         ),
     )
     .unwrap();

@@ -87,6 +87,7 @@ fn operation(r: &Route) -> Value {
                 "alert_id" => ("Alert id (UUIDv7)", Some("uuid")),
                 "entity_uuid" => ("Entity UUID (UUID5)", Some("uuid")),
                 "exception_id" => ("Exception id (UUID)", Some("uuid")),
+                "signal_id" => ("Signal id (UUIDv7)", Some("uuid")),
                 "pattern_key" => ("Pattern key (16 hex digits)", None),
                 _ => ("Rule id", None),
             };

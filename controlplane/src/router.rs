@@ -204,6 +204,25 @@ const ALERT_QUERY: &[Param] = &[
     PAGE,
     LIMIT,
 ];
+/// The signal listing's parameters: the alerts', without triage (signals are not triaged).
+const SIGNAL_QUERY: &[Param] = &[
+    SINCE,
+    UNTIL,
+    p(
+        "type",
+        "string",
+        "`sigma` (the kinds that signal today)",
+        "sigma",
+    ),
+    SEVERITY,
+    ENTITY,
+    DETECTOR,
+    DEDUP_KEY,
+    TACTIC,
+    TECHNIQUE,
+    PAGE,
+    LIMIT,
+];
 const TACTIC: Param = p(
     "tactic",
     "string",
@@ -327,6 +346,28 @@ pub static ROUTES: &[Route] = &[
         ok: &[(200, "BulkTriage")],
         errors: &[413, 422],
         handler: || patch(crate::routes::alerts::patch_many),
+    },
+    Route {
+        method: "GET",
+        path: "/signals",
+        family: Some(Family::List),
+        summary: "Signals, newest first: matches below the alerting level that add risk to their entities",
+        query: SIGNAL_QUERY,
+        body: None,
+        ok: &[(200, "AlertList")],
+        errors: &[422],
+        handler: || get(crate::routes::alerts::signals),
+    },
+    Route {
+        method: "GET",
+        path: "/signals/{signal_id}",
+        family: Some(Family::Detail),
+        summary: "One signal",
+        query: &[],
+        body: None,
+        ok: &[(200, "Alert")],
+        errors: &[404],
+        handler: || get(crate::routes::alerts::signal),
     },
     Route {
         method: "GET",

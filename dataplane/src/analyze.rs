@@ -33,6 +33,8 @@ pub struct Summary {
     pub malformed: u64,
     /// Alerts by type.
     pub alerts: std::collections::BTreeMap<String, u64>,
+    /// Signals (matches below the alerting level that add risk; docs/risk.md).
+    pub signals: u64,
     /// Event time of the first and last event, ns.
     pub first_ns: i64,
     /// See `first_ns`.
@@ -167,6 +169,7 @@ pub fn analyze_with(
         summary.malformed += tally.malformed;
     }
     detector.flush(&mut sink);
+    summary.signals = sink.signals.len() as u64;
     let mut alerts: Vec<Alert> = sink.alerts.into_values().collect();
     alerts.sort_by(|a, b| a.first_seen_ns.cmp(&b.first_seen_ns).then(a.id.cmp(&b.id)));
     for a in &mut alerts {

@@ -219,6 +219,18 @@ impl AlertSink for StoreSink<'_> {
         }
         self.live.publish(alert, new);
     }
+
+    fn signal(&mut self, signal: &Alert, new: bool) {
+        if new {
+            self.stats.detect.signals.add(1);
+        } else {
+            self.stats.detect.signal_updates.add(1);
+        }
+        if let Err(e) = self.store.put_signal(signal) {
+            self.stats.detect.signal_errors.add(1);
+            tracing::error!("cannot store signal {}: {e}", signal.id);
+        }
+    }
 }
 
 /// Model key of a source.
@@ -376,7 +388,7 @@ fn run(setup: DetectSetup, mut d: Detector, store: &Store, stats: &Stats) {
     let mut open = inputs.len();
     let mut minutes: Vec<MinutePoint> = Vec::with_capacity(4096);
     let mut risk: Vec<RiskPoint> = Vec::with_capacity(4096);
-    let mut reported = [0u64; 5];
+    let mut reported = [0u64; 6];
     let mut last_series = Instant::now();
     let mut last_save = Instant::now();
     let mut last_flush = Instant::now();
@@ -499,7 +511,7 @@ fn publish(
     stats: &Stats,
     minutes: &mut Vec<MinutePoint>,
     risk: &mut Vec<RiskPoint>,
-    reported: &mut [u64; 5],
+    reported: &mut [u64; 6],
 ) {
     d.take_minutes(minutes);
     d.take_risk_points(risk);
@@ -533,6 +545,7 @@ fn publish(
             d.correlation_dropped(),
             true,
         ),
+        (&stats.detect.risk_evicted, d.risk_evicted(), true),
     ];
     for ((sum, new, is_counter), old) in published.into_iter().zip(reported.iter_mut()) {
         let delta = if is_counter && new < *old {

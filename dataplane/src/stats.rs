@@ -132,6 +132,14 @@ pub struct DetectCounters {
     pub alert_updates: Counter,
     /// Alert writes that failed (logged; the alert stays in memory until its next update).
     pub alert_errors: Counter,
+    /// New signals (docs/risk.md): matches that add risk instead of alerting.
+    pub signals: Counter,
+    /// Updates of open signals (repeats inside the signal window).
+    pub signal_updates: Counter,
+    /// Signal writes that failed (logged).
+    pub signal_errors: Counter,
+    /// Entities whose risk was dropped at the bound, over all workers.
+    pub risk_evicted: AtomicU64,
     /// Sigma rule matches (an event matching three rules counts three).
     pub sigma_matches: Counter,
     /// Matches past the [`watchpost_detect::SIGMA_PER_RECORD`] an event carries to stage
@@ -332,6 +340,10 @@ impl Stats {
                     .collect(),
                 alert_updates: self.detect.alert_updates.get(),
                 alert_errors: self.detect.alert_errors.get(),
+                signals: self.detect.signals.get(),
+                signal_updates: self.detect.signal_updates.get(),
+                signal_errors: self.detect.signal_errors.get(),
+                risk_evicted: self.detect.risk_evicted.load(Ordering::Relaxed),
                 sigma_matches: self.detect.sigma_matches.get(),
                 sigma_dropped: self.detect.sigma_dropped.get(),
                 ioc_matches: self.detect.ioc_matches.get(),
@@ -457,6 +469,14 @@ pub struct DetectSnapshot {
     pub alert_updates: u64,
     /// Alert writes that failed (logged; the alert stays in memory until its next update).
     pub alert_errors: u64,
+    /// New signals: matches that add risk instead of alerting.
+    pub signals: u64,
+    /// Updates of open signals.
+    pub signal_updates: u64,
+    /// Signal writes that failed.
+    pub signal_errors: u64,
+    /// Entities whose risk was dropped at the bound (`ueba.max_entities` per worker).
+    pub risk_evicted: u64,
     /// Sigma rule matches (an event matching three rules counts three).
     pub sigma_matches: u64,
     /// Matches past the [`watchpost_detect::SIGMA_PER_RECORD`] an event carries to stage

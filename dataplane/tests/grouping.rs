@@ -26,6 +26,9 @@ fn config(dir: &Path) -> Config {
     let mut cfg = Config::default();
     cfg.storage.data_dir = dir.join("data").display().to_string();
     cfg.detection.ioc_dir = dir.join("ioc").display().to_string();
+    // The rule these sweeps match is low, a signal by default (docs/risk.md): grouping is about
+    // rules that alert.
+    cfg.detection.sigma_alert_min_level = "low".into();
     cfg
 }
 

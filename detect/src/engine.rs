@@ -13,6 +13,7 @@ use crate::exceptions::ExceptionSet;
 use crate::killchain::KillChain;
 use crate::names::{IndicatorBook, RuleBook};
 use crate::record::{CorrelationHit, DetectRecord};
+use crate::risk::{Crossing, RiskBook, RiskParams};
 use crate::time::{EventTime, NS_PER_HOUR, NS_PER_MINUTE};
 use crate::ueba::{
     Observation, Outcome, SubScores, Ueba, UebaAlert, UebaParams, UebaType, source_text,
@@ -53,6 +54,15 @@ const GROUP_SALT: u64 = 0x6772_6f75_7000_0007;
 const MAX_GROUP_ENTITIES: usize = 100_000;
 /// Salt of `ueba` dedup keys.
 const UEBA_SALT: u64 = 0x7565_6261_0000_0002;
+/// Keys of open signals (per rule and entity).
+const SIGNAL_SALT: u64 = 0x7369_676e_616c_0009;
+/// Keys of entities' risk and of their `risk` alerts.
+const RISK_SALT: u64 = 0x7269_736b_0000_000a;
+/// How long a signal stays open for repeats of its rule and entity: a flood of one rule on one
+/// entity is one signal an hour, one addition to its risk.
+pub const SIGNAL_WINDOW_NS: i64 = 3_600_000_000_000;
+/// The detector name of risk alerts.
+pub const RISK_DETECTOR: &str = "risk";
 /// Feedback moves a risk by this factor: down on a false positive (a higher threshold), up on a
 /// true positive. Eight false positives in a row reach the 1/100 floor only after ~21 steps, so
 /// one operator's click cannot silence a detector.
@@ -87,6 +97,14 @@ pub struct DetectorParams {
     pub killchain_window_ns: i64,
     /// UEBA settings.
     pub ueba: UebaParams,
+    /// The least Sigma level that alerts directly; lower ones are signals.
+    pub sigma_alert_min_level: Level,
+    /// Rules that alert directly whatever their level.
+    pub sigma_alert_rules: Arc<std::collections::HashSet<String>>,
+    /// Rules that are only signals whatever their level.
+    pub sigma_signal_rules: Arc<std::collections::HashSet<String>>,
+    /// Risk-based alerting.
+    pub risk: RiskParams,
 }
 
 impl DetectorParams {
@@ -110,6 +128,24 @@ impl DetectorParams {
             killchain_window_ns: (config.detection.killchain_window_seconds as i64)
                 .saturating_mul(1_000_000_000),
             ueba: UebaParams::from_config(&config.ueba),
+            sigma_alert_min_level: Level::parse(&config.detection.sigma_alert_min_level)
+                .unwrap_or(Level::Medium),
+            sigma_alert_rules: Arc::new(
+                config.detection.sigma_alert_rules.iter().cloned().collect(),
+            ),
+            sigma_signal_rules: Arc::new(
+                config
+                    .detection
+                    .sigma_signal_rules
+                    .iter()
+                    .cloned()
+                    .collect(),
+            ),
+            risk: RiskParams {
+                threshold: config.detection.risk_threshold,
+                window_ns: (config.detection.risk_window_hours * 3.6e12) as i64,
+                max_entities: config.ueba.max_entities as usize,
+            },
         }
     }
 }
@@ -118,18 +154,30 @@ impl DetectorParams {
 pub trait AlertSink {
     /// A new alert, or an open one whose count, time or events changed.
     fn alert(&mut self, alert: &Alert, new: bool);
+
+    /// A new signal (docs/risk.md), or an open one whose count or events changed. Signals are
+    /// alert records kept apart: they add risk, they are not in the analysts' queue.
+    fn signal(&mut self, signal: &Alert, new: bool) {
+        let _ = (signal, new);
+    }
 }
 
-/// Collects alerts in memory (tests, `watchpost analyze`).
+/// Collects alerts and signals in memory (tests, `watchpost analyze`).
 #[derive(Default, Debug)]
 pub struct Collect {
     /// Alerts by id, latest state.
     pub alerts: BTreeMap<String, Alert>,
+    /// Signals by id, latest state.
+    pub signals: BTreeMap<String, Alert>,
 }
 
 impl AlertSink for Collect {
     fn alert(&mut self, alert: &Alert, _new: bool) {
         self.alerts.insert(alert.id.clone(), alert.clone());
+    }
+
+    fn signal(&mut self, signal: &Alert, _new: bool) {
+        self.signals.insert(signal.id.clone(), signal.clone());
     }
 }
 
@@ -203,6 +251,10 @@ pub struct Detector {
     iocs: Option<Arc<dyn IndicatorBook>>,
     /// The operators' exceptions in force, checked where an alert would be raised or joined.
     exceptions: Arc<ExceptionSet>,
+    /// Open signals (one per rule and entity and signal window), by key.
+    signals: U64Map<OpenAlert>,
+    /// Every entity's risk.
+    risk: RiskBook,
 }
 
 /// An event as correlation windows name it: block key and position.
@@ -235,6 +287,8 @@ impl Detector {
             ))),
             iocs: None,
             exceptions: Arc::new(ExceptionSet::default()),
+            signals: U64Map::default(),
+            risk: RiskBook::new(params.risk.clone()),
             params,
         }
     }
@@ -280,6 +334,11 @@ impl Detector {
     /// Correlation hits dropped because the group table was full.
     pub fn correlation_dropped(&self) -> u64 {
         self.correlator.as_ref().map_or(0, |(_, c)| c.dropped())
+    }
+
+    /// Entities whose risk was dropped at the bound (`ueba.max_entities`).
+    pub fn risk_evicted(&self) -> u64 {
+        self.risk.evicted()
     }
 
     /// Correlation groups held.
@@ -487,12 +546,6 @@ impl Detector {
             return;
         };
         self.count_fire(entry.key, r.ts_ns);
-        // The Sigma specification's `informational` level: "no case or alerting should be
-        // triggered by such rules" (a single failed login); they are counted, and correlation
-        // rules build on them.
-        if entry.rule.level == Some(Level::Informational) {
-            return;
-        }
         // A building block of a correlation without `generate: true` feeds it and nothing else.
         if self
             .correlator
@@ -502,6 +555,13 @@ impl Detector {
             return;
         }
         if self.excepted(&entry.rule.id, Some(r), r.ts_ns) {
+            return;
+        }
+        // Below the alerting level (the Sigma specification's `informational`: "no case or
+        // alerting should be triggered by such rules"; `low` by default too), or named a
+        // signal rule: a signal that adds risk, not an alert.
+        if self.is_signal(&entry) {
+            self.raise_signal(r, &entry, sink);
             return;
         }
         let primary = primary_entity(r);
@@ -564,6 +624,151 @@ impl Detector {
             self.alias.insert(actor_key, key);
             self.note_member(key, subject);
         }
+    }
+
+    /// Whether a match of `entry` is a signal rather than an alert (docs/risk.md).
+    fn is_signal(&self, entry: &RuleEntry) -> bool {
+        let p = &self.params;
+        if p.sigma_alert_rules.contains(&entry.rule.id) {
+            return false;
+        }
+        p.sigma_signal_rules.contains(&entry.rule.id)
+            || entry.rule.level.unwrap_or(Level::Low) < p.sigma_alert_min_level
+    }
+
+    /// A signal: one open record per rule and entity and signal window, repeats folded in; a new
+    /// one adds risk to its entity and to the acting address, and an entity whose risk crosses
+    /// the threshold raises (or joins) its `risk` alert.
+    fn raise_signal(
+        &mut self,
+        r: &DetectRecord,
+        entry: &Arc<RuleEntry>,
+        sink: &mut impl AlertSink,
+    ) {
+        let primary = primary_entity(r);
+        let subject = primary.map_or(r.source, |i| r.entities[i].hash);
+        let key = fmix64(entry.key ^ SIGNAL_SALT ^ subject.rotate_left(29));
+        if let Some(o) = self.signals.get_mut(&key)
+            && r.ts_ns < o.until_ns
+        {
+            let a = &mut o.alert;
+            a.count += 1;
+            a.last_seen_ns = a.last_seen_ns.max(r.ts_ns);
+            if a.contributing_events.len() < MAX_CONTRIBUTING {
+                let id = event_id(&r.block, r.pos);
+                if !a.contributing_events.contains(&id) {
+                    a.contributing_events.push(id);
+                }
+            }
+            o.dirty = true;
+            return;
+        }
+        let m = MatchAlert {
+            alert_type: AlertType::Sigma,
+            severity: entry.severity,
+            title: entry.rule.title.clone(),
+            detector: entry.rule.id.clone(),
+            dedup: format!("signal:{}", entry.rule.id),
+            attack: entry.attack.clone(),
+        };
+        let signal = self.match_alert(r, key, primary, m);
+        if let Some(old) = self.signals.get(&key)
+            && old.dirty
+        {
+            sink.signal(&old.alert, false);
+        }
+        sink.signal(&signal, true);
+        // The entity, and the address acting on it (a scanner probing many accounts gathers
+        // the risk of all of them).
+        let actor = actor_address(r, primary);
+        for i in primary.into_iter().chain(actor) {
+            let e = r.entities[i];
+            let entity = entity_ref(&e);
+            let risk_key = e.hash ^ RISK_SALT;
+            if let Some(c) = self
+                .risk
+                .add(risk_key, &entity, entry.key, entry.rule.level, &signal)
+            {
+                self.raise_risk(r, risk_key, c, sink);
+            }
+        }
+        self.signals.insert(
+            key,
+            OpenAlert {
+                alert: signal,
+                until_ns: r.ts_ns.saturating_add(SIGNAL_WINDOW_NS),
+                dirty: false,
+            },
+        );
+    }
+
+    /// The `risk` alert of an entity whose risk crossed the threshold, or its repeat while open.
+    fn raise_risk(&mut self, r: &DetectRecord, key: u64, c: Crossing, sink: &mut impl AlertSink) {
+        if self.excepted(RISK_DETECTOR, Some(r), r.ts_ns) {
+            return;
+        }
+        let threshold = self.params.risk.threshold;
+        if let Some(o) = self.open.get_mut(&key)
+            && r.ts_ns < o.until_ns
+        {
+            let a = &mut o.alert;
+            a.count += 1;
+            a.last_seen_ns = a.last_seen_ns.max(r.ts_ns);
+            a.score = round6(c.risk);
+            a.contributions = c
+                .contributions
+                .into_iter()
+                .map(|(title, weight)| (title, round6(weight)))
+                .collect();
+            a.attack = c.attack;
+            a.contributing_events = c.events;
+            a.related_alerts = c.signals;
+            o.dirty = true;
+            return;
+        }
+        let n = c.signals.len();
+        let alert = Alert {
+            id: self.next_id(r.ts_ns, key),
+            alert_type: AlertType::Correlation,
+            severity: if c.risk >= 2.0 * threshold { 4 } else { 3 },
+            // The entity's name is not known here (stage B sees hashes; the API names the
+            // entity field), so the title says what kind it is.
+            title: format!(
+                "Risk threshold crossed by {}: {n} signal{} across {} tactic{}",
+                match c.entity.kind {
+                    EntityKind::Ip => "an address",
+                    EntityKind::User => "an account",
+                    EntityKind::Host => "a host",
+                    EntityKind::Domain => "a domain",
+                },
+                if n == 1 { "" } else { "s" },
+                c.tactics,
+                if c.tactics == 1 { "" } else { "s" },
+            ),
+            detector: RISK_DETECTOR.to_string(),
+            dedup_key: format!("risk:{}", c.entity.uuid),
+            first_seen_ns: r.ts_ns,
+            last_seen_ns: r.ts_ns,
+            count: 1,
+            source: r.source_name().to_string(),
+            entity: Some(c.entity),
+            score: round6(c.risk),
+            threshold,
+            contributions: c
+                .contributions
+                .into_iter()
+                .map(|(title, weight)| (title, round6(weight)))
+                .collect(),
+            attack: c.attack,
+            contributing_events: c.events,
+            related_entities: Vec::new(),
+            related_alerts: c.signals,
+            entity_count: 0,
+            deviation: None,
+            triage: Default::default(),
+        };
+        let until_ns = r.ts_ns.saturating_add(self.params.risk.window_ns);
+        self.open_alert(key, alert, until_ns, sink);
     }
 
     /// Counts a new entity in rule `rule_key`'s grouping window for the record's source. `None`
@@ -1161,6 +1366,13 @@ impl Detector {
     pub fn flush(&mut self, sink: &mut impl AlertSink) {
         self.sweep_correlations(sink);
         let now = self.now_ns;
+        self.signals.retain(|_, o| {
+            if o.dirty {
+                o.dirty = false;
+                sink.signal(&o.alert, false);
+            }
+            now < o.until_ns
+        });
         self.open.retain(|_, o| {
             if o.dirty {
                 o.dirty = false;
@@ -1436,6 +1648,14 @@ mod tests {
                 warmup_ns: 2 * DAY,
                 warmup_min_events: 50,
                 ..UebaParams::default()
+            },
+            sigma_alert_min_level: Level::Medium,
+            sigma_alert_rules: Default::default(),
+            sigma_signal_rules: Default::default(),
+            risk: RiskParams {
+                threshold: 60.0,
+                window_ns: DAY,
+                max_entities: 1000,
             },
         }
     }

@@ -102,7 +102,8 @@ pub struct Alert {
     pub contributing_events: Vec<String>,
     /// The other entities of the triggering event.
     pub related_entities: Vec<EntityRef>,
-    /// Ids of the alerts a correlation joins (a kill-chain progression); empty otherwise.
+    /// Ids of the alerts a correlation joins (a kill-chain progression), or of the signals a
+    /// `risk` alert adds up (`GET /signals/{id}`); empty otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub related_alerts: Vec<String>,
     /// Distinct entities a group alert stands for (a rule firing for many entities, an indicator

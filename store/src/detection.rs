@@ -14,6 +14,8 @@
 //! | `rules`     | `enabled:` + rule id                             | `1` or `0`                     |
 //! | `triage`    | alert id (16)                                    | the triage record, JSON        |
 //! | `exceptions`| exception id (16)                                | the exception, JSON            |
+//! | `signals`   | signal id (16, UUIDv7): time order               | the signal (an alert record), JSON |
+//! | `signal_idx`| entity UUID (16) + signal id (16)                | empty                          |
 //!
 //! Alerts are few (the detectors aim at a handful per ten thousand events), so they are JSON
 //! documents and a listing scans the requested time range; only the entity filter, which the
@@ -36,6 +38,30 @@ pub(crate) const CF_SERIES: &str = "series";
 pub(crate) const CF_RULES: &str = "rules";
 pub(crate) const CF_TRIAGE: &str = "triage";
 pub(crate) const CF_EXCEPTIONS: &str = "exceptions";
+pub(crate) const CF_SIGNALS: &str = "signals";
+pub(crate) const CF_SIGNAL_IDX: &str = "signal_idx";
+
+/// Where a kind of alert record lives: its records and its entity index. Signals (docs/risk.md)
+/// are alert records in tables of their own, so listing them is the alert listing over other
+/// families, and an alert query never reads them.
+#[derive(Clone, Copy)]
+struct Table {
+    records: &'static str,
+    index: &'static str,
+    what: &'static str,
+}
+
+const ALERTS: Table = Table {
+    records: CF_ALERTS,
+    index: CF_ALERT_IDX,
+    what: "alert",
+};
+
+const SIGNALS: Table = Table {
+    records: CF_SIGNALS,
+    index: CF_SIGNAL_IDX,
+    what: "signal",
+};
 
 /// Why a triage change did not land.
 #[derive(Debug, thiserror::Error)]
@@ -223,20 +249,52 @@ fn encode_json(what: &'static str, value: &impl serde::Serialize) -> Result<Vec<
 impl Store {
     /// Writes an alert (new, or a new state of an open one) and its entity index entries.
     pub fn put_alert(&self, alert: &Alert) -> Result<(), StoreError> {
+        self.put_record(ALERTS, alert)
+    }
+
+    /// Writes a signal (new, or a new state of an open one) and its entity index entries.
+    pub fn put_signal(&self, signal: &Alert) -> Result<(), StoreError> {
+        self.put_record(SIGNALS, signal)
+    }
+
+    fn put_record(&self, table: Table, alert: &Alert) -> Result<(), StoreError> {
         let Some(key) = alert_key(&alert.id) else {
             return Ok(());
         };
         let mut wb = WriteBatch::default();
-        let json = encode_json("alert", alert)?;
-        wb.put_cf(self.cf(CF_ALERTS), key, json);
+        let json = encode_json(table.what, alert)?;
+        wb.put_cf(self.cf(table.records), key, json);
         for e in alert.entity.iter().chain(&alert.related_entities) {
             let mut k = [0u8; 32];
             k[..16].copy_from_slice(e.uuid.as_bytes());
             k[16..].copy_from_slice(&key);
-            wb.put_cf(self.cf(CF_ALERT_IDX), k, []);
+            wb.put_cf(self.cf(table.index), k, []);
         }
         self.db().write_opt(wb, &self.write_options())?;
         Ok(())
+    }
+
+    /// One signal; `None` when there is none. A read that fails is an error (and counted).
+    pub fn signal(&self, id: &str) -> Result<Option<Alert>, StoreError> {
+        let Some(key) = alert_key(id) else {
+            return Ok(None);
+        };
+        self.counted((|| {
+            let Some(v) = self.db().get_pinned_cf(self.cf(CF_SIGNALS), key)? else {
+                return Ok(None);
+            };
+            Ok(Some(decode("signal", &v)?))
+        })())
+    }
+
+    /// A page of signals, newest first, by the alert listing's filters (triage ones aside:
+    /// signals are not triaged).
+    pub fn search_signals(&self, query: &AlertQuery) -> Result<AlertPage, StoreError> {
+        let mut q = query.clone();
+        q.without_triage = true;
+        q.status = None;
+        q.assignee = None;
+        self.counted(self.records_page(SIGNALS, &q))
     }
 
     /// One alert, with its triage record; `None` when there is no such alert. A read that fails
@@ -354,10 +412,10 @@ impl Store {
     /// Alerts matching `query`, newest first, one page, with the total: exact up to
     /// [`TOTAL_EXACT_UP_TO`] matches (or the end of the page), a lower bound past that.
     pub fn search_alerts(&self, query: &AlertQuery) -> Result<AlertPage, StoreError> {
-        self.counted(self.alerts_page(query))
+        self.counted(self.records_page(ALERTS, query))
     }
 
-    fn alerts_page(&self, q: &AlertQuery) -> Result<AlertPage, StoreError> {
+    fn records_page(&self, table: Table, q: &AlertQuery) -> Result<AlertPage, StoreError> {
         let skip = (u64::from(q.page.max(1)) - 1) * u64::from(q.limit);
         let count_exactly_to = TOTAL_EXACT_UP_TO.max(skip + u64::from(q.limit));
         let mut page = AlertPage {
@@ -371,7 +429,7 @@ impl Store {
                 page.total_exact = false;
                 return Ok(false);
             }
-            let summary: AlertSummary = decode("alert", bytes)?;
+            let summary: AlertSummary = decode(table.what, bytes)?;
             if !q.matches(&summary) {
                 return Ok(true);
             }
@@ -389,7 +447,7 @@ impl Store {
                 triage = Some(t);
             }
             if in_page {
-                let mut a: Alert = decode("alert", bytes)?;
+                let mut a: Alert = decode(table.what, bytes)?;
                 a.triage = match triage {
                     Some(t) => t,
                     None if q.without_triage => Triage::default(),
@@ -404,7 +462,7 @@ impl Store {
             // Through the index: every alert naming one of the entities.
             let mut keys: Vec<[u8; 16]> = Vec::new();
             for e in ents {
-                let mut it = self.db().raw_iterator_cf(self.cf(CF_ALERT_IDX));
+                let mut it = self.db().raw_iterator_cf(self.cf(table.index));
                 it.seek(e.as_bytes());
                 while let Some(k) = it.key() {
                     if !k.starts_with(e.as_bytes()) {
@@ -421,7 +479,7 @@ impl Store {
             keys.dedup();
             for k in keys {
                 // An index entry whose alert retention removed is skipped; a failed read is not.
-                if let Some(v) = self.db().get_pinned_cf(self.cf(CF_ALERTS), k)?
+                if let Some(v) = self.db().get_pinned_cf(self.cf(table.records), k)?
                     && !take(&v, &k)?
                 {
                     break;
@@ -433,7 +491,7 @@ impl Store {
         let lower = q.since_ns.map(alert_time_key);
         let start = upper.unwrap_or([0xff; 16]);
         let it = self.db().iterator_cf(
-            self.cf(CF_ALERTS),
+            self.cf(table.records),
             IteratorMode::From(&start, Direction::Reverse),
         );
         for item in it {
@@ -759,6 +817,7 @@ impl Store {
     pub(crate) fn retain_detection(&self, wb: &mut WriteBatch, cutoff_ns: i64) {
         wb.delete_range_cf(self.cf(CF_ALERTS), [0u8; 16], alert_time_key(cutoff_ns));
         wb.delete_range_cf(self.cf(CF_TRIAGE), [0u8; 16], alert_time_key(cutoff_ns));
+        wb.delete_range_cf(self.cf(CF_SIGNALS), [0u8; 16], alert_time_key(cutoff_ns));
         let mut hi = [0u8; 9];
         hi[0] = b'a';
         hi[1..].copy_from_slice(&(cutoff_ns.max(0) as u64).to_be_bytes());

@@ -59,7 +59,7 @@ pub(crate) const CF_IDX_TEMPLATE: &str = "idx_template";
 pub(crate) const CF_ENTITIES: &str = "entities";
 pub(crate) const CF_TEMPLATES: &str = "templates";
 pub(crate) const CF_CHECKPOINTS: &str = "checkpoints";
-const ALL_CFS: [&str; 17] = [
+const ALL_CFS: [&str; 19] = [
     CF_EVENTS,
     CF_BLOCKS,
     CF_IDX_ENTITY,
@@ -77,6 +77,8 @@ const ALL_CFS: [&str; 17] = [
     detection::CF_RULES,
     detection::CF_TRIAGE,
     detection::CF_EXCEPTIONS,
+    detection::CF_SIGNALS,
+    detection::CF_SIGNAL_IDX,
 ];
 const INDEX_CFS: [&str; 3] = [CF_IDX_ENTITY, CF_IDX_SOURCE, CF_IDX_TEMPLATE];
 

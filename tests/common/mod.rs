@@ -203,9 +203,14 @@ pub fn send_lines(port: u16, lines: &str) {
         .unwrap();
 }
 
+/// The key that makes low Sigma rules alert directly, as the suites' alert source needs.
+pub const LOW_ALERTS: &str = "detection.sigma_alert_min_level = \"low\"";
+
 /// Writes `DIR/watchpost.toml` for a service with its API on `api`, no probe listener, unlimited
 /// list and detail rates, unpinned workers, and syslog over TCP on `syslog_tcp` as the only input
-/// (none when `None`); `extra` top-level keys go first. Returns the file's path.
+/// (none when `None`); `extra` top-level keys go first. Low Sigma rules alert (the suites use the
+/// bundled low rule `sshd_invalid_user` as their alert source; by default its matches are
+/// signals, which `tests/risk.rs` covers). Returns the file's path.
 pub fn syslog_config(dir: &Path, api: u16, syslog_tcp: Option<u16>, extra: &str) -> PathBuf {
     let syslog = match syslog_tcp {
         Some(port) => format!("address = \"127.0.0.1:{port}\""),
@@ -215,7 +220,7 @@ pub fn syslog_config(dir: &Path, api: u16, syslog_tcp: Option<u16>, extra: &str)
     std::fs::write(
         &path,
         format!(
-            "{extra}\ndashboard_port = {api}\nhealth_port = 0\napi_list_rate_limit = \"100000/minute\"\napi_detail_rate_limit = \"100000/minute\"\n[inputs.syslog_udp]\nenabled = false\n[inputs.json_tcp]\nenabled = false\n[inputs.syslog_tcp]\n{syslog}\n[dataplane]\npin_workers = false\n"
+            "{extra}\n{LOW_ALERTS}\ndashboard_port = {api}\nhealth_port = 0\napi_list_rate_limit = \"100000/minute\"\napi_detail_rate_limit = \"100000/minute\"\n[inputs.syslog_udp]\nenabled = false\n[inputs.json_tcp]\nenabled = false\n[inputs.syslog_tcp]\n{syslog}\n[dataplane]\npin_workers = false\n"
         ),
     )
     .unwrap();

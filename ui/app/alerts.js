@@ -184,6 +184,19 @@ export function mountAlerts(root, detailRoot, stream) {
     if (focus) detailRoot.querySelector('h2').focus();
   }
 
+  /** The signals a risk alert adds up, each fetched (they are not alerts: `/signals/{id}`). */
+  function signalList(ids) {
+    const list = h('ul', {class: 'events', id: 'signal-list'});
+    Promise.all(ids.map((id) => get(`/signals/${encodeURIComponent(id)}`).catch(() => null))).then((signals) => {
+      fill(list, signals.map((s, i) => s
+        ? h('li', {}, h('span', {class: 'muted'}, iso(s.first_seen_ns)), ' ', s.title,
+          s.entity ? h('span', {class: 'mono'}, ` · ${entity(s.entity)}`) : null,
+          s.count > 1 ? h('span', {class: 'muted'}, ` ×${count(s.count)}`) : null)
+        : h('li', {class: 'muted mono'}, `${ids[i]} (no longer kept)`)));
+    });
+    return list;
+  }
+
   function closeButton() {
     return h('button', {class: 'close', type: 'button', 'aria-label': 'Close detail',
       on: {click: () => { detailRoot.hidden = true; selected = null; render(); }}}, '×');
@@ -207,8 +220,14 @@ export function mountAlerts(root, detailRoot, stream) {
     out.push(...explanationSection(a));
     const contributions = Object.entries(a.contributions || {});
     if (contributions.length) {
-      out.push(h('h3', {}, 'Contributions'), h('ul', {class: 'bars'}, contributions.map(([k, v]) =>
-        h('li', {}, h('span', {}, k), h('meter', {min: 0, max: 1, value: v}), h('span', {class: 'num'}, v.toFixed(3))))));
+      // Scores are in [0, 1]; a risk alert's contributions are risk points (a low signal ~15).
+      const top = Math.max(1, ...contributions.map(([, v]) => v));
+      out.push(h('h3', {}, a.detector === 'risk' ? 'Risk by signal' : 'Contributions'),
+        h('ul', {class: 'bars'}, contributions.map(([k, v]) =>
+          h('li', {}, h('span', {}, k), h('meter', {min: 0, max: top, value: v}), h('span', {class: 'num'}, v.toFixed(top > 1 ? 1 : 3))))));
+    }
+    if (a.detector === 'risk' && a.related_alerts && a.related_alerts.length) {
+      out.push(h('h3', {}, `Signals (${a.related_alerts.length})`), signalList(a.related_alerts));
     }
     if (a.attack && a.attack.length) {
       out.push(h('h3', {}, 'ATT&CK'), h('ul', {}, a.attack.map((m) =>

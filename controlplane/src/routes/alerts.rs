@@ -33,6 +33,77 @@ const PARAMS: &[&str] = &[
     "limit",
 ];
 
+/// The signal listing's parameters: the alerts', without the triage filters.
+const SIGNAL_PARAMS: &[&str] = &[
+    "since",
+    "until",
+    "type",
+    "severity",
+    "entity",
+    "detector",
+    "dedup_key",
+    "tactic",
+    "technique",
+    "page",
+    "limit",
+];
+
+/// `GET /signals`: newest first, with the alert listing's filters (docs/risk.md).
+pub async fn signals(
+    State(st): State<AppState>,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<ListResponse<Alert>>, ApiError> {
+    let p = Params::parse(raw.as_deref(), SIGNAL_PARAMS)?;
+    let q = AlertQuery {
+        page: p.int("page", 1, 1, 1_000_000)?,
+        limit: p.int("limit", DEFAULT_LIMIT, 1, MAX_LIMIT)?,
+        ..filters(&p)?
+    };
+    let entity = p.text("entity", 256)?;
+    let store = st.store.clone();
+    let (page, limit) = (q.page, q.limit);
+    let found = tokio::task::spawn_blocking(move || {
+        let mut q = q;
+        if let Some(e) = entity {
+            q.entities = Some(entity_uuids(&e));
+        }
+        let mut found = store.search_signals(&q)?;
+        for a in &mut found.items {
+            resolve_names(&store, a)?;
+        }
+        Ok::<_, ApiError>(found)
+    })
+    .await
+    .map_err(ApiError::internal)??;
+    Ok(Json(ListResponse {
+        items: found.items,
+        meta: ListMeta {
+            total_exact: found.total_exact,
+            ..ListMeta::exact(found.total, page, limit)
+        },
+    }))
+}
+
+/// `GET /signals/{id}`: one signal.
+pub async fn signal(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Alert>, ApiError> {
+    let store = st.store.clone();
+    let key = id.clone();
+    tokio::task::spawn_blocking(move || {
+        let Some(mut s) = store.signal(&key)? else {
+            return Ok(None);
+        };
+        resolve_names(&store, &mut s)?;
+        Ok::<_, ApiError>(Some(s))
+    })
+    .await
+    .map_err(ApiError::internal)??
+    .map(Json)
+    .ok_or_else(|| ApiError::not_found(format!("no signal {id}")))
+}
+
 /// The filters of a bulk change: the listing's, without paging.
 const BULK_PARAMS: &[&str] = PARAMS.split_at(PARAMS.len() - 2).0;
 

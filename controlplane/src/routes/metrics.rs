@@ -311,6 +311,24 @@ fn detection(e: &mut Exposition, s: &StatsSnapshot, suppressed: u64) {
         d.alert_errors,
     );
     e.single(
+        "watchpost_signals_total",
+        "counter",
+        "New signals: matches below the alerting level that add risk to their entities.",
+        d.signals,
+    );
+    e.single(
+        "watchpost_signal_write_errors_total",
+        "counter",
+        "Signal writes that failed.",
+        d.signal_errors,
+    );
+    e.single(
+        "watchpost_risk_evicted_total",
+        "counter",
+        "Entities whose risk was dropped at the bound.",
+        d.risk_evicted,
+    );
+    e.single(
         "watchpost_exception_suppressed_events_total",
         "counter",
         "Events the operators' exceptions kept from raising or joining an alert.",

@@ -43,6 +43,19 @@ pub struct DetectionConfig {
     /// One `ioc` alert per indicator, naming every entity seen with it (true), or one per
     /// indicator and entity (false).
     pub ioc_alert_per_indicator: bool,
+    /// The least Sigma level that alerts directly (`informational`, `low`, `medium`, `high`,
+    /// `critical`); matches of rules below it are signals: stored, searchable, and adding risk
+    /// to their entities (docs/risk.md).
+    pub sigma_alert_min_level: String,
+    /// Rule ids that alert directly whatever their level.
+    pub sigma_alert_rules: Vec<String>,
+    /// Rule ids whose matches are only signals whatever their level.
+    pub sigma_signal_rules: Vec<String>,
+    /// Risk at which an entity's signals raise one `correlation` alert (detector `risk`); 0 =
+    /// signals are kept but never add up to an alert.
+    pub risk_threshold: f64,
+    /// Hours over which a signal's risk decays to a tenth (and the risk alert stays open).
+    pub risk_window_hours: f64,
     /// Correlation groups (rule and group-by values) one stage B worker holds windows for;
     /// hits for new groups beyond it are dropped and counted.
     pub correlation_max_groups: u32,
@@ -77,6 +90,11 @@ impl Default for DetectionConfig {
             alert_group_after_entities: 3,
             alert_group_window_seconds: 3600,
             ioc_alert_per_indicator: true,
+            sigma_alert_min_level: "medium".into(),
+            sigma_alert_rules: Vec::new(),
+            sigma_signal_rules: Vec::new(),
+            risk_threshold: 60.0,
+            risk_window_hours: 24.0,
             correlation_max_groups: 100_000,
             killchain_min_tactics: 3,
             killchain_window_seconds: 86_400,
@@ -126,6 +144,41 @@ pub(super) fn check(config: &Config, p: &mut Problems) {
         d.alert_group_window_seconds,
         60,
         86_400 * 7,
+    );
+    const LEVELS: [&str; 5] = ["informational", "low", "medium", "high", "critical"];
+    if !LEVELS.contains(&d.sigma_alert_min_level.as_str()) {
+        p.add(
+            "detection.sigma_alert_min_level",
+            format!(
+                "`{}` is not a Sigma level (informational, low, medium, high, critical)",
+                d.sigma_alert_min_level
+            ),
+        );
+    }
+    for (key, ids) in [
+        ("detection.sigma_alert_rules", &d.sigma_alert_rules),
+        ("detection.sigma_signal_rules", &d.sigma_signal_rules),
+    ] {
+        if let Some(blank) = ids.iter().find(|id| id.trim().is_empty()) {
+            p.add(key, format!("`{blank}` is not a rule id"));
+        }
+    }
+    if let Some(both) = d
+        .sigma_alert_rules
+        .iter()
+        .find(|id| d.sigma_signal_rules.contains(id))
+    {
+        p.add(
+            "detection.sigma_signal_rules",
+            format!("rule {both} is also in detection.sigma_alert_rules"),
+        );
+    }
+    p.range_f64("detection.risk_threshold", d.risk_threshold, 0.0, 1e6);
+    p.range_f64(
+        "detection.risk_window_hours",
+        d.risk_window_hours,
+        1.0,
+        24.0 * 90.0,
     );
     p.range_u64(
         "detection.correlation_max_groups",
