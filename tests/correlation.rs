@@ -82,14 +82,16 @@ fn brute_force_then_login_from_a_listed_address_correlates_into_a_kill_chain() {
     let all = wait_for(api, "/api/v1/alerts?limit=100", |v| {
         !alerts_by(v, "killchain").is_empty() && !alerts_by(v, &then).is_empty()
     });
-    let b = &alerts_by(&all, &brute)[0];
-    assert_eq!(b["type"], "correlation");
+    // Guessing alone is internet background (a low rule): a signal on the address, not an
+    // alert; the guessing that succeeded is the alert.
+    assert!(alerts_by(&all, &brute).is_empty(), "{all}");
+    let (_, body) = http(api, "GET", &format!("/api/v1/signals?detector={brute}"), "");
+    let signals = json(&body);
+    let b = &signals["items"][0];
     assert_eq!(
-        b["title"],
-        "Password Guessing from One Address (SourceIp=203.0.113.9)"
+        b["title"], "Password Guessing from One Address",
+        "{signals}"
     );
-    assert_eq!(b["contributions"]["events"], 10.0, "{b}");
-    assert_eq!(b["contributing_events"].as_array().unwrap().len(), 10);
     assert_eq!(b["attack"][0]["technique_id"], "T1110.001");
     let t = &alerts_by(&all, &then)[0];
     assert_eq!(t["severity"], 4, "level high: {t}");
@@ -111,7 +113,8 @@ fn brute_force_then_login_from_a_listed_address_correlates_into_a_kill_chain() {
 
     let k = &alerts_by(&all, "killchain")[0];
     let related = k["related_alerts"].as_array().unwrap();
-    assert!(related.len() >= 3, "{k}");
+    // The indicator's alert and the guessing that succeeded (guessing alone is a signal).
+    assert!(related.len() >= 2, "{k}");
     let tactics: Vec<&str> = k["attack"]
         .as_array()
         .unwrap()

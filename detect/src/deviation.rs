@@ -79,6 +79,15 @@ impl Novelty {
         holds(&self.seen, at)
     }
 
+    /// The chance that the next item is unseen, `(singletons + 0.5) / (n + 1)`, or 1 for an
+    /// entity past [`MAX_DISTINCT`] items (for which new ones are routine).
+    pub fn new_item_chance(&self) -> f64 {
+        if self.distinct > MAX_DISTINCT {
+            return 1.0;
+        }
+        ((f64::from(self.singletons) + 0.5) / (f64::from(self.events) + 1.0)).min(1.0)
+    }
+
     /// Surprisal of an unseen item next, bits: `log2((n + 1) / (singletons + 0.5))`.
     pub fn new_item_bits(&self) -> f64 {
         ((f64::from(self.events) + 1.0) / (f64::from(self.singletons) + 0.5)).log2()

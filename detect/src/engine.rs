@@ -80,6 +80,8 @@ pub struct DetectorParams {
     /// Cooldown of a `sigma` alert (per rule and entity) and of a `correlation` alert (per rule
     /// and group), ns.
     pub sigma_cooldown_ns: i64,
+    /// Cooldown of a `correlation` alert (per rule and group), ns.
+    pub correlation_cooldown_ns: i64,
     /// Cooldown of an `ioc` alert (per indicator, and entity unless `ioc_per_indicator`), ns.
     pub ioc_cooldown_ns: i64,
     /// One `ioc` alert per indicator naming every entity seen with it, not one per entity.
@@ -116,6 +118,8 @@ impl DetectorParams {
             ml_cooldown_ns: (config.detection.ml_alert_cooldown_seconds as i64)
                 .saturating_mul(1_000_000_000),
             sigma_cooldown_ns: (config.detection.sigma_alert_cooldown_seconds as i64)
+                .saturating_mul(1_000_000_000),
+            correlation_cooldown_ns: (config.detection.correlation_alert_cooldown_seconds as i64)
                 .saturating_mul(1_000_000_000),
             ioc_cooldown_ns: (config.detection.ioc_alert_cooldown_seconds as i64)
                 .saturating_mul(1_000_000_000),
@@ -648,6 +652,7 @@ impl Detector {
         let primary = primary_entity(r);
         let subject = primary.map_or(r.source, |i| r.entities[i].hash);
         let key = fmix64(entry.key ^ SIGNAL_SALT ^ subject.rotate_left(29));
+        self.risk.fire(entry.key, r.ts_ns);
         if let Some(o) = self.signals.get_mut(&key)
             && r.ts_ns < o.until_ns
         {
@@ -679,9 +684,15 @@ impl Detector {
         }
         sink.signal(&signal, true);
         // The entity, and the address acting on it (a scanner probing many accounts gathers
-        // the risk of all of them).
+        // the risk of all of them). A host that only reported the event (a web server logging
+        // a scanner's request) is where it happened, not who did it: with an actor, the actor
+        // alone takes the risk.
         let actor = actor_address(r, primary);
-        for i in primary.into_iter().chain(actor) {
+        let reporter_only = primary.is_some_and(|i| {
+            r.entities[i].role == watchpost_proto::Role::Reporter as u8 && actor.is_some()
+        });
+        let subject_at = primary.filter(|_| !reporter_only);
+        for i in subject_at.into_iter().chain(actor) {
             let e = r.entities[i];
             let entity = entity_ref(&e);
             let risk_key = e.hash ^ RISK_SALT;
@@ -1076,6 +1087,15 @@ impl Detector {
         if self.excepted(&entry.rule.id, hit.map(|h| &h.record), f.last_ns) {
             return;
         }
+        // Below the alerting level, a correlation is a signal about its completing event's
+        // entities, like a single-event rule (docs/risk.md).
+        if self.is_signal(&entry) {
+            if let Some(h) = hit {
+                let record = h.record;
+                self.raise_signal(&record, &entry, sink);
+            }
+            return;
+        }
         let joined = f.events.as_slice();
         let joined = &joined[joined.len().saturating_sub(MAX_CONTRIBUTING)..];
         let key = fmix64(entry.key ^ CORRELATION_SALT ^ f.group.rotate_left(29));
@@ -1147,7 +1167,9 @@ impl Detector {
             deviation: None,
             triage: Default::default(),
         };
-        let until_ns = f.last_ns.saturating_add(self.params.sigma_cooldown_ns);
+        let until_ns = f
+            .last_ns
+            .saturating_add(self.params.correlation_cooldown_ns);
         self.open_alert(key, alert, until_ns, sink);
     }
 
@@ -1637,6 +1659,7 @@ mod tests {
             ml_risk: 1e-4,
             ml_cooldown_ns: 300_000_000_000,
             sigma_cooldown_ns: 300_000_000_000,
+            correlation_cooldown_ns: 300_000_000_000,
             ioc_cooldown_ns: 3_600_000_000_000,
             ioc_per_indicator: true,
             group_after: 3,
@@ -1704,9 +1727,33 @@ mod tests {
 
     #[test]
     fn an_exception_keeps_the_alert_back_and_counts_every_event_it_held() {
-        let mut d = Detector::new(params());
-        let mut sink = Collect::default();
-        office_logins(&mut d, &mut sink);
+        let t = 10 * DAY + 10 * HOUR;
+        // Five logins of user 1 from networks of 203.0/16, then one of user 2 from elsewhere.
+        let run = |exceptions: Option<Arc<ExceptionSet>>| {
+            let mut d = Detector::new(params());
+            let mut sink = Collect::default();
+            office_logins(&mut d, &mut sink);
+            if let Some(set) = exceptions {
+                d.set_exceptions(set);
+            }
+            for k in 0..5u16 {
+                let ip = 0xffff_cb00_7101 + (u128::from(k) << 8);
+                let mut r = login(t + i64::from(k) * 1_000_000_000, 1, ip, 1);
+                r.pos = k;
+                d.process(&r, &mut sink);
+            }
+            d.process(
+                &login(t + 10_000_000_000, 2, 0xffff_c633_6401, 1),
+                &mut sink,
+            );
+            d.flush(&mut sink);
+            sink.alerts.into_values().collect::<Vec<Alert>>()
+        };
+        let without = run(None);
+        let held = without
+            .iter()
+            .find(|a| a.first_seen_ns < t + 10_000_000_000)
+            .expect("user 1's alert without the exception");
         let draft: watchpost_proto::ExceptionDraft = serde_json::from_value(serde_json::json!({
             "detector": "ueba:*", "reason": "the partner's network", "author": "ana",
             "conditions": {"source_cidrs": ["203.0.0.0/16"]}
@@ -1714,26 +1761,15 @@ mod tests {
         .unwrap();
         let e = watchpost_proto::Exception::create(draft, Uuid::nil(), 0).unwrap();
         let hits = Arc::new(crate::ExceptionHits::default());
-        d.set_exceptions(Arc::new(ExceptionSet::compile(&[e], |_| hits.clone())));
-        let t = 10 * DAY + 10 * HOUR;
-        for k in 0..5u16 {
-            let ip = 0xffff_cb00_7101 + (u128::from(k) << 8);
-            let mut r = login(t + i64::from(k) * 1_000_000_000, 1, ip, 1);
-            r.pos = k;
-            d.process(&r, &mut sink);
-        }
-        // Another network is not excepted.
-        d.process(
-            &login(t + 10_000_000_000, 2, 0xffff_c633_6401, 1),
-            &mut sink,
-        );
-        d.flush(&mut sink);
-        let ueba: Vec<&Alert> = sink.alerts.values().collect();
-        assert_eq!(ueba.len(), 1, "{ueba:#?}");
-        assert_eq!(ueba[0].title, "User seen from a new network");
-        // The five events that would have raised and joined the alert, each counted.
-        assert_eq!(hits.count(), 5);
-        assert_eq!(hits.last_ns(), Some(t + 4_000_000_000));
+        let with = run(Some(Arc::new(ExceptionSet::compile(&[e], |_| {
+            hits.clone()
+        }))));
+        // Only user 2's alert is left.
+        assert_eq!(with.len(), without.len() - 1, "{with:#?}");
+        assert!(with.iter().all(|a| a.first_seen_ns >= t + 10_000_000_000));
+        // Every event that raised or joined the alert without the exception is a hit with it.
+        assert_eq!(hits.count(), held.count);
+        assert_eq!(hits.last_ns(), Some(held.last_seen_ns));
     }
 
     #[test]
@@ -1760,10 +1796,17 @@ mod tests {
             .collect();
         assert_eq!(ueba.len(), 1, "one alert, repeats folded in");
         let a = ueba[0];
-        assert_eq!(a.count, 5);
-        assert_eq!(a.contributing_events.len(), 5);
+        // Each further unknown network is less news than the last (the account now meets new
+        // networks often: `Novelty::new_item_chance`), so the last ones no longer alarm.
+        assert!(a.count >= 2 && a.count <= 5, "{a:?}");
+        assert_eq!(a.contributing_events.len() as u64, a.count);
         assert_eq!(a.detector, "ueba:user");
         assert!(a.contributions["source_novelty"] > 0.0);
+        assert_eq!(
+            a.deviation.map(|d| d.signal),
+            Some(Signal::NewSource),
+            "a first new network for a settled account: {a:?}"
+        );
         assert_eq!(a.attack[0].technique_id, "T1078");
         assert!(a.score > a.threshold);
         // Time-ordered id of the triggering event's millisecond.

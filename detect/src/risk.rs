@@ -132,10 +132,12 @@ impl RiskBook {
         signal: &Alert,
     ) -> Option<Crossing> {
         let ts = signal.first_seen_ns;
-        let (rate, at) = self.rules.get(&rule_key).copied().unwrap_or((0.0, ts));
-        let rate = self.decay(rate, at, ts) + 1.0;
-        self.rules.insert(rule_key, (rate, ts));
-        let weight = level_weight(level) / (1.0 + (rate - 1.0) / 10.0).sqrt();
+        // The rule's matches in the window, this one included (see `fire`).
+        let rate = self
+            .rules
+            .get(&rule_key)
+            .map_or(1.0, |&(rate, at)| self.decay(rate, at, ts));
+        let weight = level_weight(level) / (1.0 + (rate - 1.0).max(0.0) / 10.0).sqrt();
         if self.entities.get(key).is_none() && self.entities.len() >= self.params.max_entities {
             self.evict(ts);
         }
@@ -203,6 +205,14 @@ impl RiskBook {
                 .collect(),
             attack,
         })
+    }
+
+    /// Counts a match of rule `rule_key` at `ts_ns` (every match, repeats folded into an open
+    /// signal included): the rule's rate across the fleet, which its signals' weight falls with.
+    pub fn fire(&mut self, rule_key: u64, ts_ns: i64) {
+        let (rate, at) = self.rules.get(&rule_key).copied().unwrap_or((0.0, ts_ns));
+        let rate = self.decay(rate, at, ts_ns) + 1.0;
+        self.rules.insert(rule_key, (rate, ts_ns.max(at)));
     }
 
     /// Drops the hundredth of the entities with the least risk left at `now_ns` (at least one).
@@ -301,27 +311,20 @@ mod tests {
     #[test]
     fn a_rule_that_signals_for_everyone_weighs_less_and_risk_decays() {
         let mut book = RiskBook::new(params());
-        for e in 0..90u64 {
-            book.add(
-                100 + e,
-                &alice(),
-                9,
-                Some(Level::Medium),
-                &signal("n", 0, "TA0043"),
-            );
+        // A rule matching 91 times across the fleet; its next signal weighs 30 / sqrt(1 + 9).
+        for _ in 0..91 {
+            book.fire(9, 0);
         }
-        // The 91st entity of the same rule: 30 / sqrt(1 + 90 / 10) ~ 9.5.
         let mut fresh = RiskBook::new(params());
-        let rare = {
-            fresh.add(
-                1,
-                &alice(),
-                8,
-                Some(Level::Medium),
-                &signal("r", 0, "TA0043"),
-            );
-            fresh.entities.get(1).unwrap().score
-        };
+        fresh.fire(8, 0);
+        fresh.add(
+            1,
+            &alice(),
+            8,
+            Some(Level::Medium),
+            &signal("r", 0, "TA0043"),
+        );
+        let rare = fresh.entities.get(1).unwrap().score;
         book.add(
             1,
             &alice(),

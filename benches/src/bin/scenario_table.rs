@@ -3,14 +3,17 @@
 //! reports each attack's detection and the false alerts per 10,000 normal events after warmup.
 //!
 //! ```text
-//! cargo run --release -p watchpost-benches --bin scenario_table -- [--weeks 4] [--seed 1] [--out DIR]
+//! cargo run --release -p watchpost-benches --bin scenario_table -- [--realistic] [--weeks N] [--seed 1] [--out DIR]
 //! ```
+//! `--realistic` runs the realistic scenario instead (`watchpost_benches::realistic`: five weeks
+//! by default, mixed formats, internet background, ten attacks with benign look-alikes).
 //! `--out` keeps `scenario.jsonl`, `labels.json` and `alerts.jsonl` for a look with
 //! `watchpost analyze DIR/scenario.jsonl`.
 
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
+use watchpost_benches::realistic;
 use watchpost_benches::scenario::{Attack, generate};
 use watchpost_dataplane::{analyze, event_line};
 use watchpost_proto::{Alert, Config};
@@ -26,11 +29,18 @@ fn arg(name: &str) -> Option<String> {
 }
 
 fn main() {
-    let weeks: i64 = arg("--weeks").and_then(|v| v.parse().ok()).unwrap_or(4);
+    let real = std::env::args().any(|a| a == "--realistic");
+    let weeks: i64 = arg("--weeks")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if real { 5 } else { 4 });
     let seed: u64 = arg("--seed").and_then(|v| v.parse().ok()).unwrap_or(1);
     let out = PathBuf::from(arg("--out").unwrap_or_else(|| "target/scenario".into()));
     std::fs::create_dir_all(&out).expect("create the output folder");
-    let s = generate(seed, weeks);
+    let s = if real {
+        realistic::generate(seed, weeks)
+    } else {
+        generate(seed, weeks)
+    };
     let log = out.join("scenario.jsonl");
     {
         let mut f = std::io::BufWriter::new(std::fs::File::create(&log).expect("create log"));
@@ -152,6 +162,14 @@ fn main() {
         *by.entry(a.detector.clone()).or_default() += 1;
     }
     println!("false alerts by detector: {by:?}");
+    let mut by_type: BTreeMap<&str, usize> = BTreeMap::new();
+    for a in &false_alerts {
+        *by_type.entry(a.alert_type.name()).or_default() += 1;
+    }
+    println!(
+        "false alerts by type: {by_type:?}; signals stored: {}",
+        summary.signals
+    );
     for a in false_alerts.iter().take(15) {
         println!(
             "  {} {} {} score {:.3} thr {:.3} {:?} {:?}",

@@ -40,6 +40,9 @@ pub struct DetectionConfig {
     /// Seconds a rule's grouping window lasts, from its first alert; the group alert stays open
     /// for the rest of it.
     pub alert_group_window_seconds: u64,
+    /// Seconds a `correlation` alert stays open per rule and group (the group names the actor:
+    /// an address guessing passwords); a re-fire within it counts in the same alert.
+    pub correlation_alert_cooldown_seconds: u64,
     /// One `ioc` alert per indicator, naming every entity seen with it (true), or one per
     /// indicator and entity (false).
     pub ioc_alert_per_indicator: bool,
@@ -90,6 +93,7 @@ impl Default for DetectionConfig {
             alert_group_after_entities: 3,
             alert_group_window_seconds: 3600,
             ioc_alert_per_indicator: true,
+            correlation_alert_cooldown_seconds: 86_400,
             sigma_alert_min_level: "medium".into(),
             sigma_alert_rules: Vec::new(),
             sigma_signal_rules: Vec::new(),
@@ -174,6 +178,12 @@ pub(super) fn check(config: &Config, p: &mut Problems) {
         );
     }
     p.range_f64("detection.risk_threshold", d.risk_threshold, 0.0, 1e6);
+    p.range_u64(
+        "detection.correlation_alert_cooldown_seconds",
+        d.correlation_alert_cooldown_seconds,
+        0,
+        86_400 * 30,
+    );
     p.range_f64(
         "detection.risk_window_hours",
         d.risk_window_hours,

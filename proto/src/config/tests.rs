@@ -25,7 +25,7 @@ fn defaults_are_valid_and_match_the_spec() {
     assert_eq!(c.ueba.alert_cooldown_seconds, 900);
     assert_eq!(c.ueba.max_entities, 100_000);
     assert_eq!(c.ueba.dspot_risk, 0.0001);
-    assert_eq!(c.ueba.strong_deviation_bits, 10.0);
+    assert_eq!(c.ueba.strong_deviation_bits, 9.0);
     assert_eq!(c.ueba.dormancy_days, 14.0);
     assert_eq!(c.llm.backend, "");
     assert_eq!(c.llm.explanation_max_contributing_events, 8);

@@ -49,7 +49,7 @@ impl Default for UebaConfig {
             max_entities: 100_000,
             dspot_risk: 0.0001,
             sub_score_weights: SubScoreWeights::default(),
-            strong_deviation_bits: 10.0,
+            strong_deviation_bits: 9.0,
             dormancy_days: 14.0,
         }
     }
