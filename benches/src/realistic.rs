@@ -18,7 +18,7 @@
 //!   traveller's login at 03:00 UTC from abroad, a contractor back after a holiday of a week, an
 //!   on-call engineer hopping to a new server, a helpdesk password reset, a new account.
 
-use crate::scenario::{Attack, Scenario};
+use crate::scenario::{Attack, Scenario, civil, finish};
 use watchpost_detect::SplitMix64;
 
 const MIN: i64 = 60_000_000_000;
@@ -84,20 +84,6 @@ struct Gen {
     rng: SplitMix64,
     events: Vec<(i64, String, Option<usize>)>,
     pid: u32,
-}
-
-/// Days since the epoch to (year, month, day) (H. Hinnant's algorithm).
-fn civil(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
 impl Gen {
@@ -804,26 +790,7 @@ pub fn generate(seed: u64, weeks: i64) -> Scenario {
     let t = local(a0 + 10 * DAY, 11);
     g.ssh_login(t, "deploy", &host_ip(6), BACKUP, true, Some(a));
 
-    g.events.sort_by_key(|e| e.0);
-    let mut lines = Vec::with_capacity(g.events.len());
-    let mut times = Vec::with_capacity(g.events.len());
-    for (i, (ts, line, attack)) in g.events.into_iter().enumerate() {
-        times.push(ts);
-        if let Some(a) = attack {
-            let at = &mut attacks[a];
-            at.lines.push(i as u64 + 1);
-            at.start_ns = at.start_ns.min(ts);
-            at.end_ns = at.end_ns.max(ts);
-        }
-        lines.push(line);
-    }
-
-    Scenario {
-        lines,
-        times,
-        attacks,
-        warm_ns: START_NS + 7 * DAY,
-    }
+    finish(g.events, attacks, START_NS + 7 * DAY)
 }
 
 #[cfg(test)]

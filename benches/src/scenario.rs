@@ -186,7 +186,7 @@ impl Gen {
 }
 
 /// Days since the epoch to (year, month, day) (H. Hinnant's algorithm).
-fn civil(z: i64) -> (i64, i64, i64) {
+pub(crate) fn civil(z: i64) -> (i64, i64, i64) {
     let z = z + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);
@@ -516,10 +516,20 @@ pub fn generate(seed: u64, weeks: i64) -> Scenario {
         Some(a),
     );
 
-    g.events.sort_by_key(|e| e.0);
-    let mut lines = Vec::with_capacity(g.events.len());
-    let mut times = Vec::with_capacity(g.events.len());
-    for (i, (ts, line, attack)) in g.events.into_iter().enumerate() {
+    finish(g.events, attacks, START_NS + 7 * DAY)
+}
+
+/// The scenario of `events` (time, line, attack index), in time order, each attack labelled
+/// with its lines and time span.
+pub(crate) fn finish(
+    mut events: Vec<(i64, String, Option<usize>)>,
+    mut attacks: Vec<Attack>,
+    warm_ns: i64,
+) -> Scenario {
+    events.sort_by_key(|e| e.0);
+    let mut lines = Vec::with_capacity(events.len());
+    let mut times = Vec::with_capacity(events.len());
+    for (i, (ts, line, attack)) in events.into_iter().enumerate() {
         times.push(ts);
         if let Some(a) = attack {
             let at = &mut attacks[a];
@@ -533,7 +543,7 @@ pub fn generate(seed: u64, weeks: i64) -> Scenario {
         lines,
         times,
         attacks,
-        warm_ns: START_NS + 7 * DAY,
+        warm_ns,
     }
 }
 

@@ -47,6 +47,19 @@ impl Params {
         self.map.get(name).map(String::as_str)
     }
 
+    /// `true` or `false`, or `None` when absent.
+    pub fn boolean(&self, name: &str) -> Result<Option<bool>, ApiError> {
+        match self.get(name) {
+            None => Ok(None),
+            Some("true") => Ok(Some(true)),
+            Some("false") => Ok(Some(false)),
+            Some(v) => Err(ApiError::invalid_parameter(
+                name,
+                format!("`{v}` is not true or false"),
+            )),
+        }
+    }
+
     /// A whole number in `lo..=hi`, or `default`.
     pub fn int(&self, name: &str, default: u32, lo: u32, hi: u32) -> Result<u32, ApiError> {
         match self.get(name) {

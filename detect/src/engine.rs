@@ -201,6 +201,24 @@ struct OpenAlert {
     dirty: bool,
 }
 
+impl OpenAlert {
+    /// Folds a repeat in: one more, seen later, its event kept while there is room.
+    fn fold(&mut self, r: &DetectRecord) {
+        let a = &mut self.alert;
+        a.count += 1;
+        a.last_seen_ns = a.last_seen_ns.max(r.ts_ns);
+        // The id is only built while there is room for it: a noisy rule's repeats cost no
+        // allocation once its alert holds its share of events.
+        if a.contributing_events.len() < MAX_CONTRIBUTING {
+            let id = event_id(&r.block, r.pos);
+            if !a.contributing_events.contains(&id) {
+                a.contributing_events.push(id);
+            }
+        }
+        self.dirty = true;
+    }
+}
+
 /// A Sigma rule's grouping window in one source: how many entities it alerted on one by one.
 struct GroupWindow {
     alerted: u32,
@@ -656,16 +674,7 @@ impl Detector {
         if let Some(o) = self.signals.get_mut(&key)
             && r.ts_ns < o.until_ns
         {
-            let a = &mut o.alert;
-            a.count += 1;
-            a.last_seen_ns = a.last_seen_ns.max(r.ts_ns);
-            if a.contributing_events.len() < MAX_CONTRIBUTING {
-                let id = event_id(&r.block, r.pos);
-                if !a.contributing_events.contains(&id) {
-                    a.contributing_events.push(id);
-                }
-            }
-            o.dirty = true;
+            o.fold(r);
             return;
         }
         let m = MatchAlert {
@@ -1367,19 +1376,8 @@ impl Detector {
             if let Some(e) = entity {
                 relate(&mut o.alert, e.uuid, || e);
             }
-            let a = &mut o.alert;
-            a.count += 1;
-            a.last_seen_ns = a.last_seen_ns.max(r.ts_ns);
-            a.score = a.score.max(round6(score));
-            // The id is only built while there is room for it: a noisy rule's repeats cost no
-            // allocation once its alert holds its share of events.
-            if a.contributing_events.len() < MAX_CONTRIBUTING {
-                let id = event_id(&r.block, r.pos);
-                if !a.contributing_events.contains(&id) {
-                    a.contributing_events.push(id);
-                }
-            }
-            o.dirty = true;
+            o.alert.score = o.alert.score.max(round6(score));
+            o.fold(r);
         }
     }
 

@@ -53,35 +53,7 @@ pub async fn signals(
     State(st): State<AppState>,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<ListResponse<Alert>>, ApiError> {
-    let p = Params::parse(raw.as_deref(), SIGNAL_PARAMS)?;
-    let q = AlertQuery {
-        page: p.int("page", 1, 1, 1_000_000)?,
-        limit: p.int("limit", DEFAULT_LIMIT, 1, MAX_LIMIT)?,
-        ..filters(&p)?
-    };
-    let entity = p.text("entity", 256)?;
-    let store = st.store.clone();
-    let (page, limit) = (q.page, q.limit);
-    let found = tokio::task::spawn_blocking(move || {
-        let mut q = q;
-        if let Some(e) = entity {
-            q.entities = Some(entity_uuids(&e));
-        }
-        let mut found = store.search_signals(&q)?;
-        for a in &mut found.items {
-            resolve_names(&store, a)?;
-        }
-        Ok::<_, ApiError>(found)
-    })
-    .await
-    .map_err(ApiError::internal)??;
-    Ok(Json(ListResponse {
-        items: found.items,
-        meta: ListMeta {
-            total_exact: found.total_exact,
-            ..ListMeta::exact(found.total, page, limit)
-        },
-    }))
+    records(&st, raw.as_deref(), SIGNAL_PARAMS, Store::search_signals).await
 }
 
 /// `GET /signals/{id}`: one signal.
@@ -117,7 +89,18 @@ pub async fn list(
     State(st): State<AppState>,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<ListResponse<Alert>>, ApiError> {
-    let p = Params::parse(raw.as_deref(), PARAMS)?;
+    records(&st, raw.as_deref(), PARAMS, Store::search_alerts).await
+}
+
+/// A listing of alert records (alerts or signals): the page and the filters of `allowed` from
+/// the query, the entity by UUID or value, names resolved, newest first.
+async fn records(
+    st: &AppState,
+    raw: Option<&str>,
+    allowed: &[&str],
+    search: fn(&Store, &AlertQuery) -> Result<watchpost_store::AlertPage, StoreError>,
+) -> Result<Json<ListResponse<Alert>>, ApiError> {
+    let p = Params::parse(raw, allowed)?;
     let q = AlertQuery {
         page: p.int("page", 1, 1, 1_000_000)?,
         limit: p.int("limit", DEFAULT_LIMIT, 1, MAX_LIMIT)?,
@@ -131,7 +114,7 @@ pub async fn list(
         if let Some(e) = entity {
             q.entities = Some(entity_uuids(&e));
         }
-        let mut found = store.search_alerts(&q)?;
+        let mut found = search(&store, &q)?;
         for a in &mut found.items {
             resolve_names(&store, a)?;
         }

@@ -55,17 +55,7 @@ pub async fn list(
     RawQuery(raw): RawQuery,
 ) -> Result<Json<ListResponse<Exception>>, ApiError> {
     let p = Params::parse(raw.as_deref(), LIST_PARAMS)?;
-    let enabled = match p.get("enabled") {
-        None => None,
-        Some("true") => Some(true),
-        Some("false") => Some(false),
-        Some(v) => {
-            return Err(ApiError::invalid_parameter(
-                "enabled",
-                format!("`{v}` is not true or false"),
-            ));
-        }
-    };
+    let enabled = p.boolean("enabled")?;
     let detector = p.text("detector", 1024)?;
     let page = p.int("page", 1, 1, 1_000_000)?;
     let limit = p.int("limit", DEFAULT_LIMIT, 1, MAX_LIMIT)?;

@@ -180,17 +180,7 @@ pub async fn list(
     RawQuery(raw): RawQuery,
 ) -> Result<Json<ListResponse<RuleSummary>>, ApiError> {
     let p = Params::parse(raw.as_deref(), LIST_PARAMS)?;
-    let enabled = match p.get("enabled") {
-        None => None,
-        Some("true") => Some(true),
-        Some("false") => Some(false),
-        Some(v) => {
-            return Err(ApiError::invalid_parameter(
-                "enabled",
-                format!("`{v}` is not true or false"),
-            ));
-        }
-    };
+    let enabled = p.boolean("enabled")?;
     let level = match p.get("level") {
         None => None,
         Some(v) => Some(watchpost_rules::Level::parse(v).ok_or_else(|| {
