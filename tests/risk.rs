@@ -69,7 +69,18 @@ fn low_matches_are_signals_and_one_address_gathering_them_raises_one_risk_alert(
         "{a}"
     );
     assert!(a["score"].as_f64().unwrap() >= a["threshold"].as_f64().unwrap());
-    assert_eq!(a["related_alerts"].as_array().unwrap().len(), 5, "{a}");
+    // Four signal records: three of their own, the rule's group signal for the last two.
+    assert_eq!(a["related_alerts"].as_array().unwrap().len(), 4, "{a}");
+    assert_eq!(
+        a["contributions"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .collect::<Vec<_>>(),
+        ["SSH Login Attempt for Non-Existent User (×5)"],
+        "{a}"
+    );
+    assert_eq!(a["contributing_events"].as_array().unwrap().len(), 5, "{a}");
     assert_eq!(a["attack"][0]["tactic_id"], "TA0006", "{a}");
     assert!(
         a["title"]
@@ -80,7 +91,16 @@ fn low_matches_are_signals_and_one_address_gathering_them_raises_one_risk_alert(
     );
     let (_, body) = http(api, "GET", "/api/v1/stats", "");
     let stats = json(&body);
-    assert_eq!(stats["detection"]["signals"], 5, "{stats}");
+    // Three accounts with a signal each, the fourth and fifth in the rule's group signal (as
+    // alerts group past `detection.alert_group_after_entities`).
+    assert_eq!(stats["detection"]["signals"], 4, "{stats}");
+    // Repeats are written with the next flush (a second at most).
+    let groups = wait_for(
+        api,
+        &format!("/api/v1/signals?dedup_key=signal:{RULE}:group:*"),
+        |v| v["items"][0]["entity_count"] == 2,
+    );
+    assert_eq!(groups["meta"]["total"], 1, "{groups}");
     // Signals are not in the analysts' queue; the risk alert is.
     let (_, body) = http(api, "GET", "/api/v1/alerts?status=open", "");
     assert_eq!(json(&body)["meta"]["total"], 1, "{body}");

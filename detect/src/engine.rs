@@ -13,7 +13,7 @@ use crate::exceptions::ExceptionSet;
 use crate::killchain::KillChain;
 use crate::names::{IndicatorBook, RuleBook};
 use crate::record::{CorrelationHit, DetectRecord};
-use crate::risk::{Crossing, RiskBook, RiskParams};
+use crate::risk::{Crossing, RiskBook, RiskParams, SignalRisk};
 use crate::time::{EventTime, NS_PER_HOUR, NS_PER_MINUTE};
 use crate::ueba::{
     Observation, Outcome, SubScores, Ueba, UebaAlert, UebaParams, UebaType, source_text,
@@ -669,29 +669,87 @@ impl Detector {
     ) {
         let primary = primary_entity(r);
         let subject = primary.map_or(r.source, |i| r.entities[i].hash);
-        let key = fmix64(entry.key ^ SIGNAL_SALT ^ subject.rotate_left(29));
+        let own_key = fmix64(entry.key ^ SIGNAL_SALT ^ subject.rotate_left(29));
         self.risk.fire(entry.key, r.ts_ns);
-        if let Some(o) = self.signals.get_mut(&key)
+        if let Some(o) = self.signals.get_mut(&own_key)
             && r.ts_ns < o.until_ns
         {
             o.fold(r);
             return;
         }
-        let m = MatchAlert {
-            alert_type: AlertType::Sigma,
-            severity: entry.severity,
-            title: entry.rule.title.clone(),
-            detector: entry.rule.id.clone(),
-            dedup: format!("signal:{}", entry.rule.id),
-            attack: entry.attack.clone(),
+        // A new entity for the rule: a signal of its own while the rule's window has room, the
+        // rule's group signal after, as alerts group (an internet-facing sensor meets a new
+        // address every few events, and a stored record for each would cost a write each). The
+        // risk is still the entity's own.
+        let (key, until_ns) = match self.group_full(entry.key ^ SIGNAL_SALT, r) {
+            Some((group_key, until_ns)) => (group_key, until_ns),
+            None => (own_key, r.ts_ns.saturating_add(SIGNAL_WINDOW_NS)),
         };
-        let signal = self.match_alert(r, key, primary, m);
-        if let Some(old) = self.signals.get(&key)
-            && old.dirty
-        {
-            sink.signal(&old.alert, false);
+        let grouped = key != own_key;
+        let open = self.signals.get(&key).is_some_and(|o| r.ts_ns < o.until_ns);
+        // Whether this match is the entity's first for the rule in the window: only then does it
+        // add risk (a flood of one rule on one entity is one signal's worth).
+        let mut fresh = true;
+        if grouped && open {
+            let members = self.members.entry(key).or_default();
+            let full = members.len() >= MAX_GROUP_ENTITIES;
+            let counted = !full && members.insert(subject);
+            fresh = counted || full;
+            let count = members.len() as u64;
+            if let Some(o) = self.signals.get_mut(&key) {
+                o.fold(r);
+                if counted {
+                    o.alert.entity_count = count;
+                }
+                // The entity and the address acting on it, so that a search by either finds
+                // the group (up to MAX_RELATED of them).
+                for i in primary.into_iter().chain(actor_address(r, primary)) {
+                    let e = r.entities[i];
+                    relate(&mut o.alert, Uuid::from_bytes(e.uuid), || entity_ref(&e));
+                }
+            }
+        } else {
+            let m = MatchAlert {
+                alert_type: AlertType::Sigma,
+                severity: entry.severity,
+                title: if grouped {
+                    format!("{} (many entities)", entry.rule.title)
+                } else {
+                    entry.rule.title.clone()
+                },
+                detector: entry.rule.id.clone(),
+                dedup: if grouped {
+                    format!("signal:{}:group", entry.rule.id)
+                } else {
+                    format!("signal:{}", entry.rule.id)
+                },
+                attack: entry.attack.clone(),
+            };
+            let mut signal = self.match_alert(r, key, if grouped { None } else { primary }, m);
+            if grouped {
+                signal.related_entities = primary
+                    .into_iter()
+                    .chain(actor_address(r, primary))
+                    .map(|i| entity_ref(&r.entities[i]))
+                    .collect();
+                signal.entity_count = 1;
+                self.members.insert(key, std::iter::once(subject).collect());
+            }
+            if let Some(old) = self.signals.get(&key)
+                && old.dirty
+            {
+                sink.signal(&old.alert, false);
+            }
+            sink.signal(&signal, true);
+            self.signals.insert(
+                key,
+                OpenAlert {
+                    alert: signal,
+                    until_ns,
+                    dirty: false,
+                },
+            );
         }
-        sink.signal(&signal, true);
         // The entity, and the address acting on it (a scanner probing many accounts gathers
         // the risk of all of them). A host that only reported the event (a web server logging
         // a scanner's request) is where it happened, not who did it: with an actor, the actor
@@ -700,26 +758,26 @@ impl Detector {
         let reporter_only = primary.is_some_and(|i| {
             r.entities[i].role == watchpost_proto::Role::Reporter as u8 && actor.is_some()
         });
-        let subject_at = primary.filter(|_| !reporter_only);
-        for i in subject_at.into_iter().chain(actor) {
+        let subject_at = primary.filter(|_| !reporter_only && fresh);
+        for i in subject_at.into_iter().chain(actor.filter(|_| fresh)) {
             let e = r.entities[i];
-            let entity = entity_ref(&e);
             let risk_key = e.hash ^ RISK_SALT;
-            if let Some(c) = self
-                .risk
-                .add(risk_key, &entity, entry.key, entry.rule.level, &signal)
-            {
+            let Some(signal) = self.signals.get(&key).map(|o| &o.alert) else {
+                continue;
+            };
+            let addition = SignalRisk {
+                id: &signal.id,
+                rule_key: entry.key,
+                rule_title: &entry.rule.title,
+                level: entry.rule.level,
+                attack: &entry.attack,
+                event: event_id(&r.block, r.pos),
+                ts_ns: r.ts_ns,
+            };
+            if let Some(c) = self.risk.add(risk_key, &entity_ref(&e), &addition) {
                 self.raise_risk(r, risk_key, c, sink);
             }
         }
-        self.signals.insert(
-            key,
-            OpenAlert {
-                alert: signal,
-                until_ns: r.ts_ns.saturating_add(SIGNAL_WINDOW_NS),
-                dirty: false,
-            },
-        );
     }
 
     /// The `risk` alert of an entity whose risk crossed the threshold, or its repeat while open.
@@ -746,7 +804,7 @@ impl Detector {
             o.dirty = true;
             return;
         }
-        let n = c.signals.len();
+        let n = c.matches;
         let alert = Alert {
             id: self.next_id(r.ts_ns, key),
             alert_type: AlertType::Correlation,

@@ -14,7 +14,7 @@
 //! risk once per signal window (an hour), so a flood of one rule is one signal.
 
 use crate::table::EntityTable;
-use watchpost_proto::{Alert, AttackMapping, EntityRef, U64Map};
+use watchpost_proto::{AttackMapping, EntityRef, U64Map};
 use watchpost_rules::Level;
 
 /// Contributions an entity keeps for its risk alert: the highest-weighted ones.
@@ -62,6 +62,25 @@ struct EntityRisk {
     contributions: Vec<Contribution>,
 }
 
+/// One signal's addition to an entity's risk.
+#[derive(Clone, Debug)]
+pub struct SignalRisk<'a> {
+    /// The signal (its own, or its rule's group signal).
+    pub id: &'a str,
+    /// The rule's key (its rarity across the fleet).
+    pub rule_key: u64,
+    /// The rule's title: contributions sum by it.
+    pub rule_title: &'a str,
+    /// The rule's level (the base weight).
+    pub level: Option<Level>,
+    /// The rule's ATT&CK mappings (the entity's tactic breadth).
+    pub attack: &'a [AttackMapping],
+    /// The event that made it, and its time.
+    pub event: String,
+    /// See `event`.
+    pub ts_ns: i64,
+}
+
 /// What crossed the threshold: everything the risk alert says.
 #[derive(Clone, Debug)]
 pub struct Crossing {
@@ -71,6 +90,8 @@ pub struct Crossing {
     pub risk: f64,
     /// Distinct tactics.
     pub tactics: usize,
+    /// Signal matches behind the risk (a group signal may stand for several).
+    pub matches: usize,
     /// Risk by rule: each title (with `(×n)` for several signals of it) and the decayed sum of
     /// its signals' weights, heaviest first.
     pub contributions: Vec<(String, f64)>,
@@ -121,17 +142,15 @@ impl RiskBook {
         value * 0.1f64.powf(elapsed)
     }
 
-    /// Adds the risk of `signal` (a new signal of rule `rule_key`, level `level`) to `entity`
-    /// (keyed `key`); the entity's standing when it is at or above the threshold.
+    /// Adds the risk of `signal` to `entity` (keyed `key`); the entity's standing when it is at
+    /// or above the threshold.
     pub fn add(
         &mut self,
         key: u64,
         entity: &EntityRef,
-        rule_key: u64,
-        level: Option<Level>,
-        signal: &Alert,
+        signal: &SignalRisk<'_>,
     ) -> Option<Crossing> {
-        let ts = signal.first_seen_ns;
+        let (rule_key, level, ts) = (signal.rule_key, signal.level, signal.ts_ns);
         // The rule's matches in the window, this one included (see `fire`).
         let rate = self
             .rules
@@ -162,7 +181,7 @@ impl RiskBook {
             c.weight = decay(c.weight, e.at_ns);
         }
         e.at_ns = e.at_ns.max(ts);
-        for m in &signal.attack {
+        for m in signal.attack {
             if let Some(n) = m
                 .tactic_id
                 .strip_prefix("TA")
@@ -172,11 +191,11 @@ impl RiskBook {
             }
         }
         e.contributions.push(Contribution {
-            signal: signal.id.clone(),
-            title: signal.title.clone(),
+            signal: signal.id.to_string(),
+            title: signal.rule_title.to_string(),
             weight,
-            event: signal.contributing_events.first().cloned(),
-            attack: signal.attack.clone(),
+            event: Some(signal.event.clone()),
+            attack: signal.attack.to_vec(),
         });
         e.contributions
             .sort_by(|a, b| b.weight.total_cmp(&a.weight));
@@ -196,8 +215,15 @@ impl RiskBook {
             entity: e.entity.clone(),
             risk,
             tactics,
+            matches: e.contributions.len(),
             contributions: by_title(&e.contributions),
-            signals: e.contributions.iter().map(|c| c.signal.clone()).collect(),
+            // A group signal stands for several contributions: listed once.
+            signals: e.contributions.iter().fold(Vec::new(), |mut ids, c| {
+                if !ids.contains(&c.signal) {
+                    ids.push(c.signal.clone());
+                }
+                ids
+            }),
             events: e
                 .contributions
                 .iter()
@@ -257,7 +283,7 @@ fn by_title(contributions: &[Contribution]) -> Vec<(String, f64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use watchpost_proto::{AlertType, EntityKind, Uuid};
+    use watchpost_proto::{Alert, AlertType, EntityKind, Uuid};
 
     const HOUR: i64 = 3_600_000_000_000;
 
@@ -280,6 +306,18 @@ mod tests {
         .unwrap()
     }
 
+    fn risk_of(rule_key: u64, level: Option<Level>, s: &Alert) -> SignalRisk<'_> {
+        SignalRisk {
+            id: &s.id,
+            rule_key,
+            rule_title: &s.title,
+            level,
+            attack: &s.attack,
+            event: s.contributing_events[0].clone(),
+            ts_ns: s.first_seen_ns,
+        }
+    }
+
     fn alice() -> EntityRef {
         EntityRef {
             uuid: Uuid::nil(),
@@ -295,12 +333,15 @@ mod tests {
         // Three low signals of one tactic: 45, below 60.
         for (i, rule) in [1u64, 2, 3].iter().enumerate() {
             let s = signal(&format!("s{i}"), i as i64 * HOUR / 10, "TA0006");
-            assert!(book.add(7, &alice(), *rule, Some(Level::Low), &s).is_none());
+            assert!(
+                book.add(7, &alice(), &risk_of(*rule, Some(Level::Low), &s))
+                    .is_none()
+            );
         }
         // A fourth low signal of another tactic: (45 + 15, decayed a little) x 1.25 > 60.
         let s = signal("s3", HOUR / 2, "TA0004");
         let c = book
-            .add(7, &alice(), 4, Some(Level::Low), &s)
+            .add(7, &alice(), &risk_of(4, Some(Level::Low), &s))
             .expect("breadth crosses the threshold");
         assert_eq!((c.tactics, c.signals.len()), (2, 4));
         assert!(c.risk > 60.0 && c.risk < 80.0, "{}", c.risk);
@@ -320,17 +361,13 @@ mod tests {
         fresh.add(
             1,
             &alice(),
-            8,
-            Some(Level::Medium),
-            &signal("r", 0, "TA0043"),
+            &risk_of(8, Some(Level::Medium), &signal("r", 0, "TA0043")),
         );
         let rare = fresh.entities.get(1).unwrap().score;
         book.add(
             1,
             &alice(),
-            9,
-            Some(Level::Medium),
-            &signal("c", 0, "TA0043"),
+            &risk_of(9, Some(Level::Medium), &signal("c", 0, "TA0043")),
         );
         let common = book.entities.get(1).unwrap().score;
         assert!(
@@ -341,9 +378,11 @@ mod tests {
         book.add(
             1,
             &alice(),
-            10,
-            Some(Level::Informational),
-            &signal("d", 24 * HOUR, "TA0043"),
+            &risk_of(
+                10,
+                Some(Level::Informational),
+                &signal("d", 24 * HOUR, "TA0043"),
+            ),
         );
         let later = book.entities.get(1).unwrap().score;
         assert!((later - (common / 10.0 + 5.0)).abs() < 0.5, "{later}");
@@ -359,9 +398,7 @@ mod tests {
             book.add(
                 e,
                 &alice(),
-                e,
-                Some(Level::Low),
-                &signal("x", e as i64, "TA0001"),
+                &risk_of(e, Some(Level::Low), &signal("x", e as i64, "TA0001")),
             );
         }
         assert!(book.len() <= 10);
