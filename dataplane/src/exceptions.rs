@@ -59,23 +59,12 @@ impl ExceptionBook {
             Some(s) => s.exceptions()?,
             None => Vec::new(),
         };
-        let book = ExceptionBook {
-            store,
-            state: RwLock::new(State {
-                list: Vec::new(),
-                set: Arc::new(ExceptionSet::default()),
-            }),
-            version: AtomicU64::new(1),
-            hits: RwLock::new(HashMap::new()),
-            saved_hits: RwLock::new(list.iter().map(|e| (e.id, e.hits)).collect()),
-            next_id: AtomicU64::new(0),
-            retired_hits: AtomicU64::new(0),
-        };
-        {
-            let mut hits = book.hits.write().unwrap_or_else(|p| p.into_inner());
-            for e in &list {
-                hits.insert(e.id, Arc::new(ExceptionHits::new(e.hits, e.last_hit_ns)));
-            }
+        let book = ExceptionBook::empty(store);
+        *book.saved_hits.write().unwrap_or_else(|p| p.into_inner()) =
+            list.iter().map(|e| (e.id, e.hits)).collect();
+        // Every exception's counter, disabled ones too: their saved hits stay in the totals.
+        for e in &list {
+            book.hits_of(e);
         }
         book.install(list);
         Ok(book)
@@ -83,8 +72,14 @@ impl ExceptionBook {
 
     /// The book of `list`, kept in memory only (`watchpost analyze --exceptions`).
     pub fn in_memory(list: Vec<Exception>) -> ExceptionBook {
-        let book = ExceptionBook {
-            store: None,
+        let book = ExceptionBook::empty(None);
+        book.install(list);
+        book
+    }
+
+    fn empty(store: Option<Arc<Store>>) -> ExceptionBook {
+        ExceptionBook {
+            store,
             state: RwLock::new(State {
                 list: Vec::new(),
                 set: Arc::new(ExceptionSet::default()),
@@ -94,9 +89,7 @@ impl ExceptionBook {
             saved_hits: RwLock::new(HashMap::new()),
             next_id: AtomicU64::new(0),
             retired_hits: AtomicU64::new(0),
-        };
-        book.install(list);
-        book
+        }
     }
 
     /// The version of the compiled set; it changes with every change of the book.

@@ -225,3 +225,35 @@ fn an_indicator_seen_with_ten_users_is_one_alert_naming_them() {
         .count();
     assert_eq!(users, 1, "{alerts:#?}");
 }
+
+/// Signals group like alerts, and a grouped account adds its risk once per window even when its
+/// repeats come in a later batch (offline, every batch ends with a flush, as every second does
+/// live): the address gathering the accounts' risk counts each account once.
+#[test]
+fn a_grouped_signal_remembers_its_accounts_across_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path());
+    // The defaults: the invalid-user rule is low, a signal.
+    cfg.detection.sigma_alert_min_level = "medium".into();
+    let attempt = |i: usize, second: u32| {
+        format!(
+            "<38>Nov 21 12:00:{second:02} edge-01 sshd[{}]: Invalid user acct{i} from 203.0.113.66 port 4{i:04}\n",
+            6000 + second
+        )
+    };
+    // Six accounts (three signals of their own, three in the rule's group signal), a blank line
+    // (which ends the batch), then two of the grouped accounts again.
+    let mut lines: String = (0..6).map(|i| attempt(i, i as u32)).collect();
+    lines.push('\n');
+    lines.push_str(&attempt(3, 10));
+    lines.push_str(&attempt(4, 11));
+    let alerts = run(&cfg, dir.path(), &lines);
+    let risk: Vec<&Alert> = alerts.iter().filter(|a| a.detector == "risk").collect();
+    assert_eq!(risk.len(), 1, "{alerts:#?}");
+    let by_rule: Vec<(&String, &f64)> = risk[0].contributions.iter().collect();
+    assert_eq!(by_rule.len(), 1, "{risk:#?}");
+    assert_eq!(
+        by_rule[0].0, "SSH Login Attempt for Non-Existent User (×6)",
+        "six accounts, six additions: {risk:#?}"
+    );
+}

@@ -77,8 +77,7 @@ pub struct DetectorParams {
     pub ml_risk: f64,
     /// Cooldown of an `ml` alert, ns.
     pub ml_cooldown_ns: i64,
-    /// Cooldown of a `sigma` alert (per rule and entity) and of a `correlation` alert (per rule
-    /// and group), ns.
+    /// Cooldown of a `sigma` alert (per rule and entity), ns.
     pub sigma_cooldown_ns: i64,
     /// Cooldown of a `correlation` alert (per rule and group), ns.
     pub correlation_cooldown_ns: i64,
@@ -99,7 +98,8 @@ pub struct DetectorParams {
     pub killchain_window_ns: i64,
     /// UEBA settings.
     pub ueba: UebaParams,
-    /// The least Sigma level that alerts directly; lower ones are signals.
+    /// The least Sigma level that alerts directly (`low` at the lowest: `informational` never
+    /// alerts); lower ones are signals.
     pub sigma_alert_min_level: Level,
     /// Rules that alert directly whatever their level.
     pub sigma_alert_rules: Arc<std::collections::HashSet<String>>,
@@ -648,14 +648,20 @@ impl Detector {
         }
     }
 
-    /// Whether a match of `entry` is a signal rather than an alert (docs/risk.md).
+    /// Whether a match of `entry` is a signal rather than an alert (docs/risk.md). The Sigma
+    /// specification's `informational` ("no case or alerting should be triggered by such
+    /// rules") is always a signal, whatever else is configured; a rule without a level is
+    /// `medium`, as its alert severity is.
     fn is_signal(&self, entry: &RuleEntry) -> bool {
         let p = &self.params;
+        let level = entry.rule.level.unwrap_or(Level::Medium);
+        if level == Level::Informational {
+            return true;
+        }
         if p.sigma_alert_rules.contains(&entry.rule.id) {
             return false;
         }
-        p.sigma_signal_rules.contains(&entry.rule.id)
-            || entry.rule.level.unwrap_or(Level::Low) < p.sigma_alert_min_level
+        p.sigma_signal_rules.contains(&entry.rule.id) || level < p.sigma_alert_min_level
     }
 
     /// A signal: one open record per rule and entity and signal window, repeats folded in; a new
@@ -1463,8 +1469,10 @@ impl Detector {
             self.alias.retain(|_, k| open.contains_key(k));
         }
         if !self.members.is_empty() {
-            let open = &self.open;
-            self.members.retain(|k, _| open.contains_key(k));
+            // Group alerts and group signals both count their entities here.
+            let (open, signals) = (&self.open, &self.signals);
+            self.members
+                .retain(|k, _| open.contains_key(k) || signals.contains_key(k));
         }
         if !self.groups.is_empty() {
             self.groups.retain(|_, g| now < g.until_ns);

@@ -35,8 +35,9 @@ pub struct RiskParams {
 pub fn level_weight(level: Option<Level>) -> f64 {
     match level {
         Some(Level::Informational) => 5.0,
-        None | Some(Level::Low) => 15.0,
-        Some(Level::Medium) => 30.0,
+        Some(Level::Low) => 15.0,
+        // Absent, as for alert severity: medium.
+        None | Some(Level::Medium) => 30.0,
         Some(Level::High) => 50.0,
         Some(Level::Critical) => 80.0,
     }

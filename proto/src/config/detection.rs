@@ -46,9 +46,9 @@ pub struct DetectionConfig {
     /// One `ioc` alert per indicator, naming every entity seen with it (true), or one per
     /// indicator and entity (false).
     pub ioc_alert_per_indicator: bool,
-    /// The least Sigma level that alerts directly (`informational`, `low`, `medium`, `high`,
-    /// `critical`); matches of rules below it are signals: stored, searchable, and adding risk
-    /// to their entities (docs/risk.md).
+    /// The least Sigma level that alerts directly (`low`, `medium`, `high`, `critical`; the
+    /// Sigma specification's `informational` never alerts); matches of rules below it are
+    /// signals: stored, searchable, and adding risk to their entities (docs/risk.md).
     pub sigma_alert_min_level: String,
     /// Rule ids that alert directly whatever their level.
     pub sigma_alert_rules: Vec<String>,
@@ -149,12 +149,12 @@ pub(super) fn check(config: &Config, p: &mut Problems) {
         60,
         86_400 * 7,
     );
-    const LEVELS: [&str; 5] = ["informational", "low", "medium", "high", "critical"];
+    const LEVELS: [&str; 4] = ["low", "medium", "high", "critical"];
     if !LEVELS.contains(&d.sigma_alert_min_level.as_str()) {
         p.add(
             "detection.sigma_alert_min_level",
             format!(
-                "`{}` is not a Sigma level (informational, low, medium, high, critical)",
+                "`{}` must be low, medium, high or critical (informational rules never alert)",
                 d.sigma_alert_min_level
             ),
         );

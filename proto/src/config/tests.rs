@@ -72,6 +72,17 @@ fn the_single_deviation_bar_is_off_or_a_sensible_surprisal() {
 }
 
 #[test]
+fn informational_can_never_be_the_alerting_level() {
+    assert!(problems("[detection]\nsigma_alert_min_level = \"low\"\n").is_empty());
+    let got = problems("[detection]\nsigma_alert_min_level = \"informational\"\n");
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(
+        got[0].starts_with("detection.sigma_alert_min_level: `informational` must be low"),
+        "{got:?}"
+    );
+}
+
+#[test]
 fn the_probe_listener_needs_its_own_port() {
     let got = problems("dashboard_port = 9000\nhealth_port = 9000\n");
     assert_eq!(got.len(), 1, "{got:?}");
