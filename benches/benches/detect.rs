@@ -127,6 +127,7 @@ fn detectors(c: &mut Criterion) {
                 source,
                 template: f.template,
                 host: if kind == UebaType::User { e.host } else { 0 },
+                account_named: true,
             }));
         }
     };

@@ -348,6 +348,8 @@ fn detectors_allocate_nothing_per_event_in_steady_state() {
                 template: i % 17,
                 // Users are on one of a few hosts, so the new-host signal is read and learned.
                 host: if kind == UebaType::User { 7 + i % 5 } else { 0 },
+                // Half the events name their account, so both sides of the rule run.
+                account_named: i.is_multiple_of(2),
             });
         }
     };

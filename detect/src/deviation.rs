@@ -19,10 +19,15 @@
 //!   times each make a fourth rare news; a laptop that shows a new address every day does not.
 //!   A person's source counts by network (IPv4 /24, IPv6 /48: a new DHCP lease is not news, a
 //!   new network is); a host's and an address's by exact counterpart (servers keep their
-//!   addresses, and a new neighbour in the same subnet is the lateral step to see).
+//!   addresses, and a new neighbour in the same subnet is the lateral step to see). On an event
+//!   that names an account, an address's or a host's new counterpart is no signal: the account
+//!   is who acted, and its own new source or new host says whether the step is new to it. A
+//!   desk address that DHCP handed to someone else reaches that person's servers, all new to
+//!   the address and none to the person.
 //! - rate: Cantelli's one-sided bound, `P(X - mean >= z sd) <= 1 / (1 + z^2)`, over the
 //!   running minute's count against the entity's EMA and variance: distribution-free, so bursty
-//!   entities are not punished for not being Gaussian.
+//!   entities are not punished for not being Gaussian. An address's rate on an event that names
+//!   an account is that account's burst: the account's signal says it, once.
 //! - dormancy: a silence of at least `ueba.dormancy_days` that is also at least twice the
 //!   longest gap the entity showed before. Among `n + 1` exchangeable gaps the newest is the
 //!   longest with chance `1 / (n + 1)`: that bound is its surprisal.

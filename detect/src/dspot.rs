@@ -305,19 +305,35 @@ impl Dspot {
         if !self.calibrated {
             return;
         }
+        self.z = self.z_at(self.risk);
+    }
+
+    /// The level exceeded with probability `risk` under the fitted tail (drift mean not added).
+    fn z_at(&self, risk: f64) -> f64 {
         if self.nt == 0 {
             // No peaks at all (a constant stream): anything above `t` is beyond all experience.
-            self.z = self.t;
-            return;
+            return self.t;
         }
-        let r = self.risk * self.n as f64 / self.nt as f64;
+        let r = risk * self.n as f64 / self.nt as f64;
         let Tail { shape, scale } = self.tail;
         let z = if shape.abs() < 1e-8 {
             self.t - scale * r.ln()
         } else {
             self.t + scale / shape * (r.powf(-shape) - 1.0)
         };
-        self.z = if z.is_finite() { z.max(self.t) } else { self.t };
+        if z.is_finite() { z.max(self.t) } else { self.t }
+    }
+
+    /// The threshold at another risk level, from the same fitted tail: a second, rarer bar
+    /// (an alert) above the alarm threshold (an anomaly) costs no second model. Feedback moves
+    /// it as it moves the alarm threshold (`risk` is scaled by the current risk over the
+    /// configured one), and it is never below the alarm threshold.
+    pub fn threshold_at(&self, risk: f64) -> f64 {
+        if !self.calibrated {
+            return self.threshold();
+        }
+        let scaled = risk * self.risk / self.cfg.risk;
+        self.z_at(scaled).max(self.z) + self.drift_mean()
     }
 }
 
@@ -522,6 +538,42 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_rarer_bar_from_the_same_tail_is_passed_about_as_rarely_as_its_risk_says() {
+        let mut d = Dspot::new(DspotConfig {
+            risk: 1e-3,
+            ..DspotConfig::default()
+        });
+        let mut rng = SplitMix64::new(9);
+        let sample = |r: &mut SplitMix64| -(1.0 - r.next_f64()).ln();
+        for _ in 0..200_000 {
+            d.update(sample(&mut rng));
+        }
+        assert_eq!(
+            d.threshold_at(1e-3),
+            d.threshold(),
+            "the same risk is the same bar"
+        );
+        let bar = d.threshold_at(1e-4);
+        assert!(bar > d.threshold(), "{bar} vs {}", d.threshold());
+        // On the same exponential stream, the rarer bar is passed about a tenth as often.
+        let (mut anomalies, mut past_bar) = (0u64, 0u64);
+        for _ in 0..2_000_000 {
+            let x = sample(&mut rng);
+            if d.update(x) == Verdict::Alarm {
+                anomalies += 1;
+                past_bar += u64::from(x >= d.threshold_at(1e-4));
+            }
+        }
+        let share = past_bar as f64 / anomalies as f64;
+        assert!((0.05..=0.2).contains(&share), "{past_bar} of {anomalies}");
+        // Feedback that raises the alarm threshold raises the rarer bar with it, never below it.
+        let before = d.threshold_at(1e-4);
+        d.set_risk(1e-4);
+        assert!(d.threshold_at(1e-4) > before);
+        assert!(d.threshold_at(1e-4) >= d.threshold());
     }
 
     #[test]

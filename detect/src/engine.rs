@@ -73,8 +73,10 @@ pub const FEEDBACK_STEP: f64 = 1.25;
 pub struct DetectorParams {
     /// Raise `ml` alerts.
     pub ml_enabled: bool,
-    /// DSPOT risk of each source's threshold.
+    /// DSPOT risk of each source's threshold: past it, an anomaly (a signal).
     pub ml_risk: f64,
+    /// Risk of the quantile past which an anomaly alerts (at most `ml_risk`).
+    pub ml_alert_risk: f64,
     /// Cooldown of an `ml` alert, ns.
     pub ml_cooldown_ns: i64,
     /// Cooldown of a `sigma` alert (per rule and entity), ns.
@@ -115,6 +117,7 @@ impl DetectorParams {
         DetectorParams {
             ml_enabled: config.detection.ml_enabled,
             ml_risk: config.detection.ml_risk,
+            ml_alert_risk: config.detection.ml_alert_risk,
             ml_cooldown_ns: (config.detection.ml_alert_cooldown_seconds as i64)
                 .saturating_mul(1_000_000_000),
             sigma_cooldown_ns: (config.detection.sigma_alert_cooldown_seconds as i64)
@@ -234,6 +237,45 @@ struct MatchAlert {
     /// `dedup_key` before the subject: `sigma:<rule id>`, `ioc:<indicator>`.
     dedup: String,
     attack: Vec<AttackMapping>,
+}
+
+/// What a signal is of: a Sigma rule below the alerting level, or a source's ensemble anomalies
+/// below the alert quantile (see [`Detector::raise_signal`]).
+struct SignalOrigin<'a> {
+    /// Counts its fires for rarity and keys its records and group: the rule's key, or the
+    /// source's.
+    key: u64,
+    /// The rule's id, or `ensemble`.
+    id: &'a str,
+    /// Names it in its group signal and in a risk alert's contributions.
+    title: SignalTitle<'a>,
+    /// Weighs its risk (`None` counts as medium).
+    level: Option<Level>,
+    attack: &'a [AttackMapping],
+}
+
+/// A signal origin's name, put together only where it is shown: a source's anomalies fold into
+/// their open signal on every repeat, and naming them each time would allocate per event.
+#[derive(Clone, Copy)]
+enum SignalTitle<'a> {
+    /// A rule's title.
+    Rule(&'a str),
+    /// "Anomaly in <source>: <finding>".
+    Anomaly {
+        source: &'a str,
+        finding: &'static str,
+    },
+}
+
+impl SignalTitle<'_> {
+    fn text(self) -> std::borrow::Cow<'static, str> {
+        match self {
+            SignalTitle::Rule(title) => title.to_string().into(),
+            SignalTitle::Anomaly { source, finding } => {
+                format!("Anomaly in {source}: {finding}").into()
+            }
+        }
+    }
 }
 
 /// The state of one stage B worker.
@@ -454,6 +496,12 @@ impl Detector {
                 self.raise_ioc(record, sink);
             }
         }
+        let account_named = record.entities().iter().any(|e| {
+            matches!(
+                e.ueba_type(),
+                Some(UebaType::User | UebaType::ServiceAccount)
+            )
+        });
         for (i, e) in record.entities().iter().enumerate() {
             if record.owned & (2 << i) == 0 {
                 continue;
@@ -478,6 +526,7 @@ impl Detector {
                     UebaType::User | UebaType::ServiceAccount => record.reporter,
                     UebaType::Host | UebaType::Ip => 0,
                 },
+                account_named,
             };
             match self.ueba.observe(&o) {
                 Outcome::Alert(_)
@@ -533,12 +582,42 @@ impl Detector {
             return;
         }
         st.minute.alarms += 1;
+        let alert_bar = st.model.threshold().threshold_at(self.params.ml_alert_risk);
         if !self.params.ml_enabled || self.excepted("ensemble", Some(r), r.ts_ns) {
             return;
         }
         let key = fmix64(r.source ^ ML_SALT);
         if self.open.get(&key).is_some_and(|o| r.ts_ns < o.until_ns) {
             self.repeat(key, r, s.score, None);
+            return;
+        }
+        // Past the source's threshold but not its alert quantile: an anomaly of the kind a busy
+        // source shows several times a day (docs/risk.md), which adds risk to its entity.
+        let volume_led = matches!(ml_finding(&s), "unusual volume");
+        if volume_led && s.score < alert_bar {
+            let origin = SignalOrigin {
+                key,
+                id: "ensemble",
+                title: SignalTitle::Anomaly {
+                    source: r.source_name(),
+                    finding: ml_finding(&s),
+                },
+                level: Some(Level::Low),
+                attack: &[],
+            };
+            self.raise_signal(
+                r,
+                &origin,
+                |d, signal_key, _| {
+                    let mut signal = d.ml_alert(r, signal_key, &s);
+                    signal.dedup_key = match &signal.entity {
+                        Some(e) => format!("signal:ml:{}:{}", signal.source, e.uuid),
+                        None => format!("signal:ml:{}", signal.source),
+                    };
+                    signal
+                },
+                sink,
+            );
             return;
         }
         let alert = self.ml_alert(r, key, &s);
@@ -583,7 +662,7 @@ impl Detector {
         // alerting should be triggered by such rules"; `low` by default too), or named a
         // signal rule: a signal that adds risk, not an alert.
         if self.is_signal(&entry) {
-            self.raise_signal(r, &entry, sink);
+            self.raise_rule_signal(r, &entry, sink);
             return;
         }
         let primary = primary_entity(r);
@@ -664,19 +743,51 @@ impl Detector {
         p.sigma_signal_rules.contains(&entry.rule.id) || level < p.sigma_alert_min_level
     }
 
-    /// A signal: one open record per rule and entity and signal window, repeats folded in; a new
-    /// one adds risk to its entity and to the acting address, and an entity whose risk crosses
-    /// the threshold raises (or joins) its `risk` alert.
-    fn raise_signal(
+    /// A signal of a rule (a Sigma match or a correlation below the alerting level).
+    fn raise_rule_signal(
         &mut self,
         r: &DetectRecord,
         entry: &Arc<RuleEntry>,
         sink: &mut impl AlertSink,
     ) {
+        let origin = SignalOrigin {
+            key: entry.key,
+            id: &entry.rule.id,
+            title: SignalTitle::Rule(&entry.rule.title),
+            level: entry.rule.level,
+            attack: &entry.attack,
+        };
+        // Built only for a new signal: repeats fold in without allocating.
+        let build = |d: &mut Detector, key, primary| {
+            let m = MatchAlert {
+                alert_type: AlertType::Sigma,
+                severity: entry.severity,
+                title: entry.rule.title.clone(),
+                detector: entry.rule.id.clone(),
+                dedup: format!("signal:{}", entry.rule.id),
+                attack: entry.attack.clone(),
+            };
+            d.match_alert(r, key, primary, m)
+        };
+        self.raise_signal(r, &origin, build, sink);
+    }
+
+    /// A signal: one open record per origin (rule, or source's anomalies) and entity and signal
+    /// window, repeats folded in; a new one adds risk to its entity and to the acting address,
+    /// and an entity whose risk crosses the threshold raises (or joins) its `risk` alert.
+    /// `build` makes a new signal's record for its key and subject entity (`None` for a group
+    /// signal, which names its entities among the related ones).
+    fn raise_signal(
+        &mut self,
+        r: &DetectRecord,
+        origin: &SignalOrigin,
+        build: impl FnOnce(&mut Self, u64, Option<usize>) -> Alert,
+        sink: &mut impl AlertSink,
+    ) {
         let primary = primary_entity(r);
         let subject = primary.map_or(r.source, |i| r.entities[i].hash);
-        let own_key = fmix64(entry.key ^ SIGNAL_SALT ^ subject.rotate_left(29));
-        self.risk.fire(entry.key, r.ts_ns);
+        let own_key = fmix64(origin.key ^ SIGNAL_SALT ^ subject.rotate_left(29));
+        self.risk.fire(origin.key, r.ts_ns);
         if let Some(o) = self.signals.get_mut(&own_key)
             && r.ts_ns < o.until_ns
         {
@@ -687,7 +798,7 @@ impl Detector {
         // rule's group signal after, as alerts group (an internet-facing sensor meets a new
         // address every few events, and a stored record for each would cost a write each). The
         // risk is still the entity's own.
-        let (key, until_ns) = match self.group_full(entry.key ^ SIGNAL_SALT, r) {
+        let (key, until_ns) = match self.group_full(origin.key ^ SIGNAL_SALT, r) {
             Some((group_key, until_ns)) => (group_key, until_ns),
             None => (own_key, r.ts_ns.saturating_add(SIGNAL_WINDOW_NS)),
         };
@@ -715,24 +826,11 @@ impl Detector {
                 }
             }
         } else {
-            let m = MatchAlert {
-                alert_type: AlertType::Sigma,
-                severity: entry.severity,
-                title: if grouped {
-                    format!("{} (many entities)", entry.rule.title)
-                } else {
-                    entry.rule.title.clone()
-                },
-                detector: entry.rule.id.clone(),
-                dedup: if grouped {
-                    format!("signal:{}:group", entry.rule.id)
-                } else {
-                    format!("signal:{}", entry.rule.id)
-                },
-                attack: entry.attack.clone(),
-            };
-            let mut signal = self.match_alert(r, key, if grouped { None } else { primary }, m);
+            let mut signal = build(self, key, if grouped { None } else { primary });
             if grouped {
+                signal.title = format!("{} (many entities)", origin.title.text());
+                signal.dedup_key = format!("signal:{}:group:{}", origin.id, signal.source);
+                signal.entity = None;
                 signal.related_entities = primary
                     .into_iter()
                     .chain(actor_address(r, primary))
@@ -773,10 +871,10 @@ impl Detector {
             };
             let addition = SignalRisk {
                 id: &signal.id,
-                rule_key: entry.key,
-                rule_title: &entry.rule.title,
-                level: entry.rule.level,
-                attack: &entry.attack,
+                rule_key: origin.key,
+                rule_title: &origin.title.text(),
+                level: origin.level,
+                attack: origin.attack,
                 event: event_id(&r.block, r.pos),
                 ts_ns: r.ts_ns,
             };
@@ -1165,7 +1263,7 @@ impl Detector {
         if self.is_signal(&entry) {
             if let Some(h) = hit {
                 let record = h.record;
-                self.raise_signal(&record, &entry, sink);
+                self.raise_rule_signal(&record, &entry, sink);
             }
             return;
         }
@@ -1283,12 +1381,8 @@ impl Detector {
             ("holt_winters", c.holt_winters),
             ("cusum", c.cusum),
         ];
-        let (top, contributions) = breakdown(&parts);
-        let what = match top {
-            "hst" => "unusual event content",
-            "markov" => "unusual sequence of messages",
-            _ => "unusual volume",
-        };
+        let (_, contributions) = breakdown(&parts);
+        let what = ml_finding(s);
         let source = r.source_name().to_string();
         let entity = r
             .entities()
@@ -1628,6 +1722,26 @@ fn round6(x: f64) -> f64 {
 
 /// 4 (high) when two or more sub-scores are fully novel, the score is near its maximum, or a
 /// single deviation has odds beyond one in a million (20 bits); 3 otherwise.
+/// What an ensemble score found, by its largest part.
+fn ml_finding(s: &Scored) -> &'static str {
+    let c = s.contributions;
+    let parts = [
+        ("hst", c.hst),
+        ("markov", c.markov),
+        ("holt_winters", c.holt_winters),
+        ("cusum", c.cusum),
+    ];
+    let top = parts
+        .iter()
+        .fold(("", f64::MIN), |a, b| if b.1 > a.1 { *b } else { a })
+        .0;
+    match top {
+        "hst" => "unusual event content",
+        "markov" => "unusual sequence of messages",
+        _ => "unusual volume",
+    }
+}
+
 fn ueba_severity(s: &SubScores, score: f64, deviation: Option<&Deviation>) -> u8 {
     let strong = [s.time_of_day, s.source_novelty, s.volume, s.pattern_novelty]
         .iter()
@@ -1721,6 +1835,7 @@ mod tests {
         DetectorParams {
             ml_enabled: true,
             ml_risk: 1e-4,
+            ml_alert_risk: 1e-4,
             ml_cooldown_ns: 300_000_000_000,
             sigma_cooldown_ns: 300_000_000_000,
             correlation_cooldown_ns: 300_000_000_000,
@@ -1899,6 +2014,94 @@ mod tests {
         let a = run();
         assert!(!a.is_empty());
         assert_eq!(a, run());
+    }
+
+    /// Three quiet hours of one source, then a minute's burst of its usual lines, then a line
+    /// of a kind it never logged; with ml alerts at `alert_risk`.
+    fn burst_then_novel_line(alert_risk: f64) -> Collect {
+        let mut d = Detector::new(DetectorParams {
+            ml_alert_risk: alert_risk,
+            ..params()
+        });
+        let mut sink = Collect::default();
+        let mut ts = 0;
+        for i in 0..10_800i64 {
+            ts = i * 1_000_000_000;
+            d.process(
+                &login(ts, 1 + (i % 5) as u64, OFFICE, (i % 3) as u64),
+                &mut sink,
+            );
+        }
+        for i in 0..600i64 {
+            ts += 100_000_000;
+            d.process(
+                &login(ts, 1 + (i % 5) as u64, OFFICE, (i % 3) as u64),
+                &mut sink,
+            );
+        }
+        ts += 3_600_000_000_000;
+        for i in 0..1_200i64 {
+            ts += 1_000_000_000;
+            let mut r = login(ts, 1 + (i % 5) as u64, OFFICE, (i % 3) as u64);
+            if i == 900 {
+                // A long, severe line of a template the source never logged.
+                r.template = 99;
+                r.severity = 5;
+                r.message_len = 900;
+            }
+            d.process(&r, &mut sink);
+        }
+        d.flush(&mut sink);
+        sink
+    }
+
+    #[test]
+    fn a_volume_anomaly_short_of_the_alert_quantile_is_a_signal_a_novel_line_still_alerts() {
+        let ml = |c: &Collect| -> Vec<Alert> {
+            c.alerts
+                .values()
+                .filter(|a| a.detector == "ensemble")
+                .cloned()
+                .collect()
+        };
+        // Every anomaly alerts when the two risks are one.
+        let all = burst_then_novel_line(1e-4);
+        assert!(
+            ml(&all).iter().any(|a| a.title.ends_with("unusual volume")),
+            "{:?}",
+            ml(&all)
+        );
+        assert!(all.signals.values().all(|s| s.detector != "ensemble"));
+        // With alerts rarer than anomalies, the burst is a signal of the source's anomalies
+        // (risk for its entity), and the never-seen line still alerts.
+        let split = burst_then_novel_line(1e-9);
+        let signals: Vec<&Alert> = split
+            .signals
+            .values()
+            .filter(|s| s.detector == "ensemble")
+            .collect();
+        assert!(
+            signals
+                .iter()
+                .any(|s| s.title == "Anomaly in sshd: unusual volume"
+                    && s.dedup_key.starts_with("signal:ml:sshd")),
+            "{signals:?}"
+        );
+        assert!(
+            ml(&split)
+                .iter()
+                .all(|a| !a.title.ends_with("unusual volume")),
+            "{:?}",
+            ml(&split)
+        );
+        assert!(
+            ml(&split)
+                .iter()
+                .any(|a| a.title.ends_with("unusual event content")
+                    || a.title.ends_with("unusual sequence of messages")),
+            "{:?}",
+            ml(&split)
+        );
     }
 
     #[test]

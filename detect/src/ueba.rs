@@ -196,6 +196,10 @@ pub struct Observation {
     /// For users and service accounts, the host the event is on (the reporter's hash); 0
     /// otherwise.
     pub host: u64,
+    /// The event names an account (a user or service account). For an address or a host the
+    /// account, not the address, is who acted: its own history judges whether the step is new
+    /// (see [`crate::deviation`]), so the address's new counterpart is not a signal of its own.
+    pub account_named: bool,
 }
 
 /// The four sub-scores, in the order of [`UebaParams::weights`].
@@ -497,8 +501,14 @@ impl Baseline {
             // A new source is news in proportion to how rarely the entity meets one: an account
             // that internet scanners try from everywhere, or an edge host, meets new ones all
             // the time (see `deviation::Novelty::new_item_chance`).
-            source_novelty: source_score(o.source, probe)
-                * (1.0 - self.sources_seen.new_item_chance()),
+            // An address's counterpart is the host it reached (a path, this engine's own
+            // reading of "source" for addresses); on an event that names the account behind the
+            // address, the account's history judges the step instead (see `deviation`).
+            source_novelty: if o.account_named && self.kind == UebaType::Ip {
+                0.0
+            } else {
+                source_score(o.source, probe) * (1.0 - self.sources_seen.new_item_chance())
+            },
             volume: self.volume_score(&o.time),
             pattern_novelty: self.pattern_score(probe) * (1.0 - peer_share),
         }
@@ -561,7 +571,11 @@ impl Baseline {
         if total as f64 + 1.0 >= (near as f64 + 0.5) * odds {
             offer(Signal::NewHour, hour_bits(near, total), h as f64);
         }
-        if self.active_minutes >= 30 {
+        // An address's or a host's new counterpart on an event that names its account is judged
+        // on the account (DHCP, NAT and VPN pools hand one address to many people in turn), and
+        // so is an address's rate: it is the account's own burst, seen again.
+        let account_judges = o.account_named && matches!(self.kind, UebaType::Host | UebaType::Ip);
+        if self.active_minutes >= 30 && !(account_judges && self.kind == UebaType::Ip) {
             let count = if o.time.minute == self.minute {
                 self.minute_count as f32 + 1.0
             } else {
@@ -575,6 +589,7 @@ impl Baseline {
         }
         let mut new_source = false;
         if let Some(source) = slots.source
+            && !account_judges
             && !self.sources_seen.contains(source)
             && self.sources_seen.new_item_reaches(odds)
         {
@@ -1044,6 +1059,7 @@ mod tests {
             source,
             template,
             host: 0,
+            account_named: false,
         }
     }
 
@@ -1467,6 +1483,58 @@ mod tests {
         let mut next = obs(20 * DAY + 10 * HOUR, 7, ip("10.1.2.3"), 1);
         next.host = 999;
         assert!(!alerted(roamer.observe(&next)));
+    }
+
+    #[test]
+    fn an_address_that_names_its_account_leaves_a_new_path_and_a_burst_to_the_account() {
+        // An address that reached three servers every working hour for twenty days.
+        let host_key = |h: u64| Some((u128::from(h) << 64) | (1u128 << 127));
+        let address = |ts: i64, host: u64, account_named: bool| Observation {
+            kind: UebaType::Ip,
+            account_named,
+            ..obs(ts, 9, host_key(host), 1)
+        };
+        let run = |account_named: bool| {
+            let mut u = Ueba::new(params());
+            for day in 0..20 {
+                for i in 0..48 {
+                    let ts = day * DAY + 9 * HOUR + i * 10 * NS_PER_MINUTE;
+                    u.observe(&address(ts, 100 + i as u64 % 3, account_named));
+                }
+            }
+            let at = 20 * DAY + 10 * HOUR;
+            let path = u.observe(&address(at, 999, account_named));
+            let burst = (1..300)
+                .map(|i| u.observe(&address(at + HOUR + i * 100_000_000, 100, account_named)))
+                .collect::<Vec<_>>();
+            (path, burst)
+        };
+        // Without an account, the new server is the lateral step to see, and a burst is the
+        // address's own.
+        let (path, burst) = run(false);
+        assert_eq!(
+            deviation_of(path).map(|d| d.signal),
+            Some(Signal::NewSource)
+        );
+        assert!(
+            burst
+                .into_iter()
+                .any(|o| deviation_of(o).is_some_and(|d| d.signal == Signal::Rate))
+        );
+        // With one (a DHCP lease now someone else's, a login naming its user), the account's
+        // own history judges both: the address raises neither signal, and its blend sees no
+        // new path.
+        let (path, burst) = run(true);
+        assert_eq!(deviation_of(path), None);
+        match path {
+            Outcome::Scored { score, .. } => assert!(score < 0.1, "{score}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            burst
+                .into_iter()
+                .all(|o| deviation_of(o).is_none_or(|d| d.signal != Signal::Rate))
+        );
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! reports each attack's detection and the false alerts per 10,000 normal events after warmup.
 //!
 //! ```text
-//! cargo run --release -p watchpost-benches --bin scenario_table -- [--realistic] [--weeks N] [--seed 1] [--out DIR]
+//! cargo run --release -p watchpost-benches --bin scenario_table -- [--realistic] [--weeks N] [--seed 1] [--out DIR] [--config FILE] [--list-false 15]
 //! ```
 //! `--realistic` runs the realistic scenario instead (`watchpost_benches::realistic`: five weeks
 //! by default, mixed formats, internet background, ten attacks with benign look-alikes).
@@ -54,7 +54,12 @@ fn main() {
     )
     .expect("write labels");
 
-    let cfg = Config::default();
+    // `--config FILE` runs with an operator's configuration (for what-if runs); the figures in
+    // docs/benchmarks.md are with the defaults.
+    let cfg = match arg("--config") {
+        Some(path) => Config::load(Some(std::path::Path::new(&path))).expect("load the config"),
+        None => Config::default(),
+    };
     let files = vec![log.clone()];
     let (alerts, summary) = analyze(&cfg, &files).expect("analyze");
     {
@@ -170,16 +175,24 @@ fn main() {
         "false alerts by type: {by_type:?}; signals stored: {}",
         summary.signals
     );
-    for a in false_alerts.iter().take(15) {
+    let listed: usize = arg("--list-false")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(15);
+    for a in false_alerts.iter().take(listed) {
+        let first_line = line_of(a).first().copied();
         println!(
-            "  {} {} {} score {:.3} thr {:.3} {:?} {:?}",
+            "  {} {} {} score {:.3} thr {:.3} {:?} {:?} {:?}",
             a.detector,
             a.title,
             a.entity.as_ref().map_or("", |e| e.value.as_str()),
             a.score,
             a.threshold,
             a.contributions,
-            line_of(a).first()
+            a.deviation.as_ref().map(|d| (d.signal, d.bits)),
+            first_line
         );
+        if let Some(text) = first_line.and_then(|n| s.lines.get(n as usize - 1)) {
+            println!("      {}", text.chars().take(200).collect::<String>());
+        }
     }
 }

@@ -45,6 +45,7 @@ fn main() {
                 source: Some(base + u128::from(i % sources)),
                 template: i % templates,
                 host: 0,
+                account_named: false,
             });
         }
     }

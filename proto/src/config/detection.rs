@@ -25,8 +25,12 @@ pub struct DetectionConfig {
     /// Whether the content ensemble raises `ml` alerts (it always scores, for the anomaly
     /// timeline).
     pub ml_enabled: bool,
-    /// DSPOT risk of each source's `ml` threshold: the share of events expected above it.
+    /// DSPOT risk of each source's `ml` threshold: the share of events expected above it. An
+    /// event past it is an anomaly: a risk signal, or an alert past `ml_alert_risk`.
     pub ml_risk: f64,
+    /// Risk of the quantile (of the same fitted tail) past which an anomaly alerts; at most
+    /// `ml_risk`, which makes every anomaly an alert.
+    pub ml_alert_risk: f64,
     /// Seconds an `ml` alert of one source stays open: repeats inside it bump its count.
     pub ml_alert_cooldown_seconds: u64,
     /// Seconds a `sigma` alert of one rule and entity stays open: repeats inside it bump its
@@ -88,6 +92,7 @@ impl Default for DetectionConfig {
             sigma_custom_max_rules: 1000,
             ml_enabled: true,
             ml_risk: 1e-4,
+            ml_alert_risk: 1e-5,
             ml_alert_cooldown_seconds: 300,
             sigma_alert_cooldown_seconds: 300,
             alert_group_after_entities: 3,
@@ -125,6 +130,16 @@ pub(super) fn check(config: &Config, p: &mut Problems) {
         1_000_000,
     );
     p.range_f64("detection.ml_risk", d.ml_risk, 1e-7, 0.1);
+    p.range_f64("detection.ml_alert_risk", d.ml_alert_risk, 1e-9, 0.1);
+    if d.ml_alert_risk > d.ml_risk {
+        p.add(
+            "detection.ml_alert_risk",
+            format!(
+                "{} is above detection.ml_risk ({}): an alert must be rarer than an anomaly",
+                d.ml_alert_risk, d.ml_risk
+            ),
+        );
+    }
     p.range_u64(
         "detection.ml_alert_cooldown_seconds",
         d.ml_alert_cooldown_seconds,

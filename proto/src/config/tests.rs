@@ -83,6 +83,17 @@ fn informational_can_never_be_the_alerting_level() {
 }
 
 #[test]
+fn an_ml_alert_must_be_rarer_than_an_anomaly() {
+    assert!(problems("[detection]\nml_alert_risk = 0.0001\n").is_empty());
+    let got = problems("[detection]\nml_risk = 0.0001\nml_alert_risk = 0.001\n");
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(
+        got[0].starts_with("detection.ml_alert_risk: 0.001 is above detection.ml_risk (0.0001)"),
+        "{got:?}"
+    );
+}
+
+#[test]
 fn the_probe_listener_needs_its_own_port() {
     let got = problems("dashboard_port = 9000\nhealth_port = 9000\n");
     assert_eq!(got.len(), 1, "{got:?}");
