@@ -152,6 +152,7 @@ impl DetectorParams {
                 threshold: config.detection.risk_threshold,
                 window_ns: (config.detection.risk_window_hours * 3.6e12) as i64,
                 max_entities: config.ueba.max_entities as usize,
+                level_weights: config.detection.risk_level_weights.clone(),
             },
         }
     }
@@ -1858,6 +1859,7 @@ mod tests {
                 threshold: 60.0,
                 window_ns: DAY,
                 max_entities: 1000,
+                level_weights: Default::default(),
             },
         }
     }

@@ -67,7 +67,7 @@ pub use record::{
     CorrelationHit, DetectBatch, DetectRecord, GROUP_TEXT_BYTES, NOT_SCORED, RECORD_ENTITIES,
     RecordEntity, SIGMA_PER_RECORD, SOURCE_NAME_BYTES, route, route_hits, shard_of,
 };
-pub use risk::{Crossing, RiskBook, RiskParams, SignalRisk, level_weight};
+pub use risk::{Crossing, RiskBook, RiskParams, SignalRisk};
 pub use rng::SplitMix64;
 pub use table::EntityTable;
 pub use time::{EventTime, NS_PER_HOUR, NS_PER_MINUTE};

@@ -5,8 +5,8 @@
 //! single probe is a signal, a probe then a login then a privilege change on one account is an
 //! alert.
 //!
-//! A signal's risk is its level's base weight (informational 5, low 15, medium 30, high 50,
-//! critical 80) times the rarity of its rule across the fleet, `1 / sqrt(1 + n / 10)` with `n`
+//! A signal's risk is its level's base weight (`detection.risk_level_weights`: informational 5,
+//! low 15, medium 30, high 50, critical 80) times the rarity of its rule across the fleet, `1 / sqrt(1 + n / 10)` with `n`
 //! the rule's signals in the window (a rule that signals for everyone says little about anyone),
 //! and decays to a tenth over `detection.risk_window_hours`. An entity's risk is the sum, times
 //! `1 + 0.25 (t - 1)` for the `t` distinct ATT&CK tactics its signals showed: breadth across the
@@ -14,7 +14,7 @@
 //! risk once per signal window (an hour), so a flood of one rule is one signal.
 
 use crate::table::EntityTable;
-use watchpost_proto::{AttackMapping, EntityRef, U64Map};
+use watchpost_proto::{AttackMapping, EntityRef, RiskLevelWeights, U64Map};
 use watchpost_rules::Level;
 
 /// Contributions an entity keeps for its risk alert: the highest-weighted ones.
@@ -29,17 +29,22 @@ pub struct RiskParams {
     pub window_ns: i64,
     /// Entities held; the least risky are dropped (and counted) beyond.
     pub max_entities: usize,
+    /// Base risk of a signal by level (`detection.risk_level_weights`).
+    pub level_weights: RiskLevelWeights,
 }
 
-/// Base risk of a signal by Sigma level.
-pub fn level_weight(level: Option<Level>) -> f64 {
-    match level {
-        Some(Level::Informational) => 5.0,
-        Some(Level::Low) => 15.0,
-        // Absent, as for alert severity: medium.
-        None | Some(Level::Medium) => 30.0,
-        Some(Level::High) => 50.0,
-        Some(Level::Critical) => 80.0,
+impl RiskParams {
+    /// Base risk of a signal by Sigma level.
+    pub fn level_weight(&self, level: Option<Level>) -> f64 {
+        let w = &self.level_weights;
+        match level {
+            Some(Level::Informational) => w.informational,
+            Some(Level::Low) => w.low,
+            // Absent, as for alert severity: medium.
+            None | Some(Level::Medium) => w.medium,
+            Some(Level::High) => w.high,
+            Some(Level::Critical) => w.critical,
+        }
     }
 }
 
@@ -157,7 +162,7 @@ impl RiskBook {
             .rules
             .get(&rule_key)
             .map_or(1.0, |&(rate, at)| self.decay(rate, at, ts));
-        let weight = level_weight(level) / (1.0 + (rate - 1.0).max(0.0) / 10.0).sqrt();
+        let weight = self.params.level_weight(level) / (1.0 + (rate - 1.0).max(0.0) / 10.0).sqrt();
         if self.entities.get(key).is_none() && self.entities.len() >= self.params.max_entities {
             self.evict(ts);
         }
@@ -293,6 +298,7 @@ mod tests {
             threshold: 60.0,
             window_ns: 24 * HOUR,
             max_entities: 100,
+            level_weights: RiskLevelWeights::default(),
         }
     }
 
@@ -326,6 +332,31 @@ mod tests {
             value: "alice".into(),
             role: "subject".into(),
         }
+    }
+
+    #[test]
+    fn an_operator_can_weigh_a_level_more() {
+        let weighed = |low: f64| {
+            let mut book = RiskBook::new(RiskParams {
+                level_weights: RiskLevelWeights {
+                    low,
+                    ..RiskLevelWeights::default()
+                },
+                ..params()
+            });
+            (1u64..=2)
+                .map(|rule| {
+                    let s = signal(&format!("s{rule}"), 0, "TA0006");
+                    book.add(7, &alice(), &risk_of(rule, Some(Level::Low), &s))
+                })
+                .collect::<Vec<_>>()
+        };
+        // Two low signals: 30 by default, 60 (the threshold) when low weighs 30.
+        assert!(weighed(15.0).iter().all(Option::is_none));
+        let crossed = weighed(30.0);
+        assert!(crossed[0].is_none());
+        let c = crossed[1].as_ref().expect("two low signals at 30 cross 60");
+        assert!((c.risk - 60.0).abs() < 1e-6, "{}", c.risk);
     }
 
     #[test]
@@ -393,6 +424,7 @@ mod tests {
     fn the_entity_table_is_bounded_and_counts_what_it_drops() {
         let mut book = RiskBook::new(RiskParams {
             max_entities: 10,
+            level_weights: RiskLevelWeights::default(),
             ..params()
         });
         for e in 1..=25u64 {

@@ -42,7 +42,7 @@ pub use api::{ErrorBody, ListMeta, ListResponse, TOTAL_EXACT_UP_TO};
 pub use authority::{AllowedHosts, Authority, HostName};
 pub use clock::{NS_PER_DAY, now_ns};
 pub use codec::bincode_config;
-pub use config::{Config, RateLimit};
+pub use config::{Config, RateLimit, RiskLevelWeights};
 pub use entity::{EntityKind, EntityRef, Role, canonicalize_into, entity_uuid, entity_uuid_of};
 pub use error::ParseError;
 pub use event::{Event, event_id};

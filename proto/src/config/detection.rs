@@ -63,6 +63,8 @@ pub struct DetectionConfig {
     pub risk_threshold: f64,
     /// Hours over which a signal's risk decays to a tenth (and the risk alert stays open).
     pub risk_window_hours: f64,
+    /// Base risk of a signal by its level, before fleet rarity and breadth.
+    pub risk_level_weights: RiskLevelWeights,
     /// Correlation groups (rule and group-by values) one stage B worker holds windows for;
     /// hits for new groups beyond it are dropped and counted.
     pub correlation_max_groups: u32,
@@ -104,12 +106,42 @@ impl Default for DetectionConfig {
             sigma_signal_rules: Vec::new(),
             risk_threshold: 60.0,
             risk_window_hours: 24.0,
+            risk_level_weights: RiskLevelWeights::default(),
             correlation_max_groups: 100_000,
             killchain_min_tactics: 3,
             killchain_window_seconds: 86_400,
             ioc_dir: String::new(),
             ioc_reload_interval_seconds: 30,
             ioc_alert_cooldown_seconds: 3600,
+        }
+    }
+}
+
+/// `[detection.risk_level_weights]`: a signal's base risk by its level (Splunk's defaults scaled
+/// to a threshold of 60: four low signals, or two medium, or a high and a low, cross it).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct RiskLevelWeights {
+    /// An informational signal.
+    pub informational: f64,
+    /// A low signal (and an `ml` anomaly short of alerting).
+    pub low: f64,
+    /// A medium signal (and one of a rule without a level).
+    pub medium: f64,
+    /// A high signal.
+    pub high: f64,
+    /// A critical signal.
+    pub critical: f64,
+}
+
+impl Default for RiskLevelWeights {
+    fn default() -> RiskLevelWeights {
+        RiskLevelWeights {
+            informational: 5.0,
+            low: 15.0,
+            medium: 30.0,
+            high: 50.0,
+            critical: 80.0,
         }
     }
 }
@@ -193,6 +225,16 @@ pub(super) fn check(config: &Config, p: &mut Problems) {
         );
     }
     p.range_f64("detection.risk_threshold", d.risk_threshold, 0.0, 1e6);
+    let w = &d.risk_level_weights;
+    for (name, v) in [
+        ("informational", w.informational),
+        ("low", w.low),
+        ("medium", w.medium),
+        ("high", w.high),
+        ("critical", w.critical),
+    ] {
+        p.range_f64(&format!("detection.risk_level_weights.{name}"), v, 0.0, 1e6);
+    }
     p.range_u64(
         "detection.correlation_alert_cooldown_seconds",
         d.correlation_alert_cooldown_seconds,

@@ -24,7 +24,7 @@ mod tests;
 mod ueba;
 
 pub use dataplane::DataplaneConfig;
-pub use detection::DetectionConfig;
+pub use detection::{DetectionConfig, RiskLevelWeights};
 pub use inputs::{FileInputConfig, HttpInputConfig, InputsConfig, TcpInputConfig, UdpInputConfig};
 pub use llm::LlmConfig;
 pub use problems::{ConfigError, ConfigProblem};

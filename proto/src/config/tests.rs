@@ -94,6 +94,20 @@ fn an_ml_alert_must_be_rarer_than_an_anomaly() {
 }
 
 #[test]
+fn a_risk_level_weight_is_a_number_of_points_named_by_its_level() {
+    let c = Config::from_toml("[detection.risk_level_weights]\nlow = 20\n").unwrap();
+    assert_eq!(c.detection.risk_level_weights.low, 20.0);
+    assert_eq!(c.detection.risk_level_weights.medium, 30.0);
+    let got = problems("[detection.risk_level_weights]\nhigh = -1\n");
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(
+        got[0].starts_with("detection.risk_level_weights.high: -1 is out of range"),
+        "{got:?}"
+    );
+    assert!(Config::from_toml("[detection.risk_level_weights]\nsevere = 1\n").is_err());
+}
+
+#[test]
 fn the_probe_listener_needs_its_own_port() {
     let got = problems("dashboard_port = 9000\nhealth_port = 9000\n");
     assert_eq!(got.len(), 1, "{got:?}");
