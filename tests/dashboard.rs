@@ -149,7 +149,16 @@ fn a_person_can_watch_triage_and_filter_in_a_real_browser() {
     // Alerts before the page opens: invalid-user lines fire a bundled Sigma rule. They carry the
     // present time (rsyslog's ISO form in the RFC 3164 position): the ATT&CK heatmap counts
     // fires by event time over the last 24 hours, so a fixed date would age out of it.
-    let lines = invalid_user_lines();
+    // Failed passwords match an informational rule: signals, never alerts (the Signals tab).
+    let failed: String = (0..2)
+        .map(|i| {
+            format!(
+                "<86>{} web-01 sshd[31{i}]: Failed password for alice from 198.51.100.7 port 5100{i} ssh2\n",
+                stamp(i - 3)
+            )
+        })
+        .collect();
+    let lines = invalid_user_lines() + &failed;
     send_lines(tcp, &lines);
     let t = Instant::now();
     loop {

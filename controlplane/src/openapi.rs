@@ -253,7 +253,7 @@ fn derived_schemas() -> Map<String, Value> {
     use crate::llm::Explanation;
     use crate::llm::hunt::HuntAnswer;
     use crate::llm::suggest::{Pattern, Suggestion};
-    use crate::routes::alerts::{AlertDetail, FeedbackBody};
+    use crate::routes::alerts::{AlertDetail, FeedbackBody, SignalDetail};
     use crate::routes::attack::Coverage;
     use crate::routes::llm::{HuntBody, RefreshBody};
     use crate::routes::sigma::{DryRun, RuleDetail, RuleSummary, Timeline, Toggle, Upload};
@@ -270,6 +270,7 @@ fn derived_schemas() -> Map<String, Value> {
     answers.subschema_for::<ListResponse<Event>>();
     answers.subschema_for::<ListResponse<Alert>>();
     answers.subschema_for::<AlertDetail>();
+    answers.subschema_for::<SignalDetail>();
     answers.subschema_for::<crate::routes::alerts::BulkTriage>();
     answers.subschema_for::<ListResponse<Feedback>>();
     answers.subschema_for::<ListResponse<EntityHit>>();

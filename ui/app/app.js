@@ -7,6 +7,7 @@ import {mountEvents} from './events.js';
 import {mountHunt, mountSuggestions} from './assist.js';
 import {mountAttack} from './attack.js';
 import {mountExceptions} from './exceptions.js';
+import {mountSignals} from './signals.js';
 
 const stream = new Stream();
 mountStatus(document.getElementById('status'), stream);
@@ -16,10 +17,11 @@ mountHunt(document.querySelector('#hunt .widget'));
 const suggestions = mountSuggestions(document.querySelector('#suggestions .widget'));
 const attack = mountAttack(document.querySelector('#attack .widget'));
 const exceptions = mountExceptions(document.querySelector('#exceptions .widget'));
+const signals = mountSignals(document.querySelector('#signals .widget'));
 stream.connect();
 
-// Tabs: one panel shown at a time; the Rule Suggestions list, the ATT&CK matrix and the
-// exceptions reload each time they are opened.
+// Tabs: one panel shown at a time; the Rule Suggestions list, the ATT&CK matrix, the signals and
+// the exceptions reload each time they are opened.
 const tabs = [...document.querySelectorAll('.tabs [role=tab]')];
 for (const tab of tabs) {
   tab.addEventListener('click', () => {
@@ -31,6 +33,7 @@ for (const tab of tabs) {
     if (tab.id === 'tab-suggestions') suggestions.load();
     if (tab.id === 'tab-attack') attack.load();
     if (tab.id === 'tab-exceptions') exceptions.load();
+    if (tab.id === 'tab-signals') signals.load();
     if (tab.id === 'tab-hunt') document.getElementById('hunt-query').focus();
   });
 }

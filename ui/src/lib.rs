@@ -57,6 +57,7 @@ pub static ASSETS: &[Asset] = &[
     asset!("app.js", "text/javascript; charset=utf-8"),
     asset!("attack.js", "text/javascript; charset=utf-8"),
     asset!("exceptions.js", "text/javascript; charset=utf-8"),
+    asset!("signals.js", "text/javascript; charset=utf-8"),
     asset!("api.js", "text/javascript; charset=utf-8"),
     asset!("dom.js", "text/javascript; charset=utf-8"),
     asset!("format.js", "text/javascript; charset=utf-8"),

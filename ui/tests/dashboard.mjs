@@ -198,6 +198,30 @@ try {
   summary.exception = listed.items[0].detector;
   await page.click('#tab-monitor');
 
+  // Signals: the failed passwords (an informational rule) are listed with their matches, open in
+  // place with their events, and never reached the alert feed.
+  await page.click('#tab-signals');
+  const signalRow = page.locator('#signal-rows tr[data-id]', {hasText: 'SSH Failed Password Authentication'}).first();
+  await signalRow.waitFor();
+  const signalApi = await (await fetch(`${base}/api/v1/signals?detector=7dc93f3c-55fc-4fbd-ad46-c28cbd09771a`)).json();
+  expect(signalApi.meta.total >= 1, `signals: ${JSON.stringify(signalApi.meta)}`);
+  await signalRow.click();
+  await page.waitForFunction(() => document.querySelectorAll('#signal-open .events li').length >= 1);
+  expect((await page.locator('#signal-open .events').textContent()).includes('Failed password for alice'),
+    'the signal does not show its event');
+  await page.screenshot({path: `${out}/signals.png`});
+  // The entity filter finds it by the account it was about, and nothing for someone else.
+  await page.fill('#signal-entity', 'nobody-here');
+  await page.locator('#signals form button[type=submit]').click();
+  await page.waitForFunction(() => document.getElementById('signal-rows').textContent.includes('No signals match'));
+  await page.fill('#signal-entity', 'alice');
+  await page.locator('#signals form button[type=submit]').click();
+  await signalRow.waitFor();
+  summary.signals = signalApi.meta.total;
+  await page.click('#tab-monitor');
+  expect(!(await page.locator('#alert-rows').textContent()).includes('SSH Failed Password'),
+    'a signal reached the alert feed');
+
   // Filter the stream on the server: only high and critical events from now on. A first filter
   // (low and up) goes in the same instant, before any acknowledgement: the server applies it and
   // holds the second for its filter interval, and the low events the first lets through

@@ -56,19 +56,31 @@ pub async fn signals(
     records(&st, raw.as_deref(), SIGNAL_PARAMS, Store::search_signals).await
 }
 
-/// `GET /signals/{id}`: one signal.
+/// A signal with its contributing events (what an analyst reads to judge it; signals take no
+/// feedback or triage).
+#[derive(Serialize, schemars::JsonSchema)]
+pub struct SignalDetail {
+    /// The signal.
+    #[serde(flatten)]
+    pub signal: Alert,
+    /// The contributing events still in the store (retention may have removed some).
+    pub events: Vec<Event>,
+}
+
+/// `GET /signals/{id}`: one signal, with its events.
 pub async fn signal(
     State(st): State<AppState>,
     Path(id): Path<String>,
-) -> Result<Json<Alert>, ApiError> {
+) -> Result<Json<SignalDetail>, ApiError> {
     let store = st.store.clone();
     let key = id.clone();
     tokio::task::spawn_blocking(move || {
-        let Some(mut s) = store.signal(&key)? else {
+        let Some(mut signal) = store.signal(&key)? else {
             return Ok(None);
         };
-        resolve_names(&store, &mut s)?;
-        Ok::<_, ApiError>(Some(s))
+        resolve_names(&store, &mut signal)?;
+        let events = stored_events(&store, &signal, usize::MAX)?;
+        Ok::<_, ApiError>(Some(SignalDetail { signal, events }))
     })
     .await
     .map_err(ApiError::internal)??
@@ -441,6 +453,16 @@ pub fn with_events(
         return Ok(None);
     };
     resolve_names(store, &mut alert)?;
+    let events = stored_events(store, &alert, max_events)?;
+    Ok(Some((alert, events)))
+}
+
+/// At most `max_events` of an alert's (or signal's) contributing events still stored.
+fn stored_events(
+    store: &Store,
+    alert: &Alert,
+    max_events: usize,
+) -> Result<Vec<Event>, StoreError> {
     let mut events = Vec::new();
     for e in &alert.contributing_events {
         if events.len() == max_events {
@@ -451,7 +473,7 @@ pub fn with_events(
             events.push(e);
         }
     }
-    Ok(Some((alert, events)))
+    Ok(events)
 }
 
 /// One alert, with its events.
