@@ -226,6 +226,58 @@ fn an_indicator_seen_with_ten_users_is_one_alert_naming_them() {
     assert_eq!(users, 1, "{alerts:#?}");
 }
 
+#[test]
+fn an_indicator_its_feed_is_unsure_of_is_a_signal_a_sure_one_alerts() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path());
+    std::fs::create_dir_all(dir.path().join("ioc")).unwrap();
+    std::fs::write(
+        dir.path().join("ioc/feed.csv"),
+        "indicator,confidence,description\n203.0.113.20,20,scanner list\n203.0.113.90,90,c2\n203.0.113.99,,no score\n",
+    )
+    .unwrap();
+    let lines: String = [20, 90, 99]
+        .iter()
+        .enumerate()
+        .map(|(i, last)| {
+            format!(
+                "<38>Nov 21 11:0{i}:01 vpn-01 sshd[{}]: Accepted password for user{i} from 203.0.113.{last} port 5{i:04} ssh2\n",
+                4000 + i
+            )
+        })
+        .collect();
+    let file = dir.path().join("input.log");
+    std::fs::write(&file, &lines).unwrap();
+    let analyse =
+        |cfg: &Config| watchpost_dataplane::analyze(cfg, std::slice::from_ref(&file)).unwrap();
+    let (alerts, summary) = analyse(&cfg);
+    let mut ioc: Vec<&str> = alerts
+        .iter()
+        .filter(|a| a.alert_type == AlertType::Ioc)
+        .map(|a| a.title.as_str())
+        .collect();
+    ioc.sort_unstable();
+    // The sure indicator and the one without a confidence alert; the unsure one does not.
+    assert_eq!(
+        ioc,
+        [
+            "IOC match: ipv4 203.0.113.90 (c2)",
+            "IOC match: ipv4 203.0.113.99 (no score)"
+        ]
+    );
+    // It is a signal instead: the same run with every match alerting has one signal fewer.
+    cfg.detection.ioc_alert_min_confidence = 0;
+    let (alerts, every) = analyse(&cfg);
+    assert_eq!(
+        alerts
+            .iter()
+            .filter(|a| a.alert_type == AlertType::Ioc)
+            .count(),
+        3
+    );
+    assert_eq!(summary.signals, every.signals + 1);
+}
+
 /// Signals group like alerts, and a grouped account adds its risk once per window even when its
 /// repeats come in a later batch (offline, every batch ends with a flush, as every second does
 /// live): the address gathering the accounts' risk counts each account once.

@@ -87,6 +87,8 @@ pub struct DetectorParams {
     pub ioc_cooldown_ns: i64,
     /// One `ioc` alert per indicator naming every entity seen with it, not one per entity.
     pub ioc_per_indicator: bool,
+    /// Matches of indicators the feed is less sure of than this (0 to 100) are signals.
+    pub ioc_min_confidence: u8,
     /// Entities a Sigma rule alerts on one by one per source and window before the rest fold
     /// into one group alert; 0 = never group.
     pub group_after: u32,
@@ -127,6 +129,7 @@ impl DetectorParams {
             ioc_cooldown_ns: (config.detection.ioc_alert_cooldown_seconds as i64)
                 .saturating_mul(1_000_000_000),
             ioc_per_indicator: config.detection.ioc_alert_per_indicator,
+            ioc_min_confidence: config.detection.ioc_alert_min_confidence,
             group_after: config.detection.alert_group_after_entities,
             group_window_ns: (config.detection.alert_group_window_seconds as i64)
                 .saturating_mul(1_000_000_000),
@@ -240,14 +243,15 @@ struct MatchAlert {
     attack: Vec<AttackMapping>,
 }
 
-/// What a signal is of: a Sigma rule below the alerting level, or a source's ensemble anomalies
-/// below the alert quantile (see [`Detector::raise_signal`]).
+/// What a signal is of: a Sigma rule below the alerting level, a source's ensemble anomalies
+/// below the alert quantile, or an indicator its feed is unsure of (see
+/// [`Detector::raise_signal`]).
 struct SignalOrigin<'a> {
-    /// Counts its fires for rarity and keys its records and group: the rule's key, or the
-    /// source's.
+    /// Counts its fires for rarity and keys its records and group: the rule's key, the
+    /// source's, or the indicator's.
     key: u64,
-    /// The rule's id, or `ensemble`.
-    id: &'a str,
+    /// The detector: the rule's id, `ensemble`, or `ioc:<feed file>`.
+    id: SignalTitle<'a>,
     /// Names it in its group signal and in a risk alert's contributions.
     title: SignalTitle<'a>,
     /// Weighs its risk (`None` counts as medium).
@@ -259,12 +263,20 @@ struct SignalOrigin<'a> {
 /// their open signal on every repeat, and naming them each time would allocate per event.
 #[derive(Clone, Copy)]
 enum SignalTitle<'a> {
-    /// A rule's title.
+    /// A rule's title or id, as it is.
     Rule(&'a str),
+    /// A name after a fixed prefix (`ioc:<feed file>`).
+    Prefixed { prefix: &'static str, name: &'a str },
     /// "Anomaly in <source>: <finding>".
     Anomaly {
         source: &'a str,
         finding: &'static str,
+    },
+    /// "IOC match: <kind> <value> (<label>)".
+    Indicator {
+        kind: &'static str,
+        value: &'a str,
+        label: Option<&'a str>,
     },
 }
 
@@ -272,8 +284,17 @@ impl SignalTitle<'_> {
     fn text(self) -> std::borrow::Cow<'static, str> {
         match self {
             SignalTitle::Rule(title) => title.to_string().into(),
+            SignalTitle::Prefixed { prefix, name } => format!("{prefix}{name}").into(),
             SignalTitle::Anomaly { source, finding } => {
                 format!("Anomaly in {source}: {finding}").into()
+            }
+            SignalTitle::Indicator {
+                kind,
+                value,
+                label: Some(label),
+            } => format!("IOC match: {kind} {value} ({label})").into(),
+            SignalTitle::Indicator { kind, value, .. } => {
+                format!("IOC match: {kind} {value}").into()
             }
         }
     }
@@ -598,7 +619,7 @@ impl Detector {
         if volume_led && s.score < alert_bar {
             let origin = SignalOrigin {
                 key,
-                id: "ensemble",
+                id: SignalTitle::Rule("ensemble"),
                 title: SignalTitle::Anomaly {
                     source: r.source_name(),
                     finding: ml_finding(&s),
@@ -753,7 +774,7 @@ impl Detector {
     ) {
         let origin = SignalOrigin {
             key: entry.key,
-            id: &entry.rule.id,
+            id: SignalTitle::Rule(&entry.rule.id),
             title: SignalTitle::Rule(&entry.rule.title),
             level: entry.rule.level,
             attack: &entry.attack,
@@ -830,7 +851,7 @@ impl Detector {
             let mut signal = build(self, key, if grouped { None } else { primary });
             if grouped {
                 signal.title = format!("{} (many entities)", origin.title.text());
-                signal.dedup_key = format!("signal:{}:group:{}", origin.id, signal.source);
+                signal.dedup_key = format!("signal:{}:group:{}", origin.id.text(), signal.source);
                 signal.entity = None;
                 signal.related_entities = primary
                     .into_iter()
@@ -1103,6 +1124,34 @@ impl Detector {
         {
             return;
         }
+        // A match of an indicator its feed is unsure of (a scanner list, an aged sighting) adds
+        // risk to what it touched instead of alerting: on its own it is a lead, with other
+        // signals on the same entity it is an intrusion.
+        if ind
+            .confidence
+            .is_some_and(|c| c < self.params.ioc_min_confidence)
+        {
+            let origin = SignalOrigin {
+                key: watchpost_proto::hash64(ind.value.as_bytes()) ^ IOC_SALT,
+                id: SignalTitle::Prefixed {
+                    prefix: "ioc:",
+                    name: &ind.source,
+                },
+                title: SignalTitle::Indicator {
+                    kind: ind.kind.as_str(),
+                    value: &ind.value,
+                    label: ind.label.as_deref(),
+                },
+                level: Some(Level::Low),
+                attack: ioc_attack_of(ind.kind),
+            };
+            let build = |d: &mut Detector, key, primary| {
+                let m = ioc_match_alert(ind, "signal:ioc");
+                d.match_alert(r, key, primary, m)
+            };
+            self.raise_signal(r, &origin, build, sink);
+            return;
+        }
         let primary = primary_entity(r);
         let subject = primary.map_or(r.source, |i| r.entities[i].hash);
         let per_indicator = self.params.ioc_per_indicator;
@@ -1120,18 +1169,7 @@ impl Detector {
             }
             return;
         }
-        let kind = ind.kind.as_str();
-        let m = MatchAlert {
-            alert_type: AlertType::Ioc,
-            severity: 4,
-            title: match &ind.label {
-                Some(l) => format!("IOC match: {kind} {} ({l})", ind.value),
-                None => format!("IOC match: {kind} {}", ind.value),
-            },
-            detector: format!("ioc:{}", ind.source),
-            dedup: format!("ioc:{}", ind.value),
-            attack: ioc_attack(ind.kind),
-        };
+        let m = ioc_match_alert(ind, "ioc");
         let until_ns = r.ts_ns.saturating_add(self.params.ioc_cooldown_ns);
         self.open_match(r, key, primary, m, until_ns, sink);
         if per_indicator {
@@ -1643,12 +1681,36 @@ impl Detector {
 /// The ATT&CK reading of an indicator hit: a known-bad address, name or URL is contact with
 /// attacker infrastructure (Command and Control, Application Layer Protocol); a known-bad file
 /// hash is a malicious file run or written (Execution, User Execution: Malicious File).
-fn ioc_attack(kind: IocKind) -> Vec<AttackMapping> {
-    let tag = match kind {
-        IocKind::Md5 | IocKind::Sha1 | IocKind::Sha256 => ["attack.execution", "attack.t1204.002"],
-        _ => ["attack.command-and-control", "attack.t1071"],
-    };
-    watchpost_rules::Attack::get().mappings(&tag.map(String::from))
+/// The alert (or signal) record of an indicator match; `dedup` is `ioc` or `signal:ioc`.
+fn ioc_match_alert(ind: &watchpost_rules::Indicator, dedup: &str) -> MatchAlert {
+    MatchAlert {
+        alert_type: AlertType::Ioc,
+        severity: if dedup == "ioc" { 4 } else { 2 },
+        title: SignalTitle::Indicator {
+            kind: ind.kind.as_str(),
+            value: &ind.value,
+            label: ind.label.as_deref(),
+        }
+        .text()
+        .into_owned(),
+        detector: format!("ioc:{}", ind.source),
+        dedup: format!("{dedup}:{}", ind.value),
+        attack: ioc_attack_of(ind.kind).to_vec(),
+    }
+}
+
+/// ATT&CK of an indicator match, worked out once per kind of indicator: an address, name or URL
+/// is contact with attacker infrastructure, a file hash a malicious file.
+fn ioc_attack_of(kind: IocKind) -> &'static [AttackMapping] {
+    static BY_KIND: std::sync::LazyLock<[Vec<AttackMapping>; 2]> = std::sync::LazyLock::new(|| {
+        [
+            ["attack.command-and-control", "attack.t1071"],
+            ["attack.execution", "attack.t1204.002"],
+        ]
+        .map(|tags| watchpost_rules::Attack::get().mappings(&tags.map(String::from)))
+    });
+    let file = matches!(kind, IocKind::Md5 | IocKind::Sha1 | IocKind::Sha256);
+    &BY_KIND[usize::from(file)]
 }
 
 /// The entity a rule alert is about: the event's first scored entity (user, reporting host,
@@ -1842,6 +1904,7 @@ mod tests {
             correlation_cooldown_ns: 300_000_000_000,
             ioc_cooldown_ns: 3_600_000_000_000,
             ioc_per_indicator: true,
+            ioc_min_confidence: 50,
             group_after: 3,
             group_window_ns: HOUR,
             correlation_max_groups: 1000,

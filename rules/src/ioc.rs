@@ -141,6 +141,10 @@ pub struct Indicator {
     pub source: Arc<str>,
     /// The feed's name or description for it (shared when consecutive rows repeat it).
     pub label: Option<Arc<str>>,
+    /// The feed's confidence in it, 0 to 100 (STIX 2.1 `confidence`, a CSV `confidence`
+    /// column); `None` when the feed does not say. Below `detection.ioc_alert_min_confidence` a
+    /// match is a risk signal, not an alert.
+    pub confidence: Option<u8>,
 }
 
 /// What [`IocSet::add`] did, so loaders can count duplicates across feeds.
@@ -365,7 +369,22 @@ impl IocSet {
         let parsed = parse::parse(text, kind.map_or(Hint::Auto, Hint::from))?;
         let source: Arc<str> = Arc::from(source);
         let label: Option<Arc<str>> = label.map(Arc::from);
-        self.insert(parsed, &source, label.as_ref())
+        self.insert(parsed, &source, label.as_ref(), None)
+    }
+
+    /// [`IocSet::add`] with the feed's confidence in the indicator (0 to 100).
+    ///
+    /// Errors: as [`IocSet::add`].
+    pub fn add_with_confidence(
+        &mut self,
+        text: &str,
+        kind: Option<IocKind>,
+        source: &str,
+        confidence: u8,
+    ) -> Result<Added, IndicatorError> {
+        let parsed = parse::parse(text, kind.map_or(Hint::Auto, Hint::from))?;
+        let source: Arc<str> = Arc::from(source);
+        self.insert(parsed, &source, None, Some(confidence.min(100)))
     }
 
     pub(crate) fn insert(
@@ -373,6 +392,7 @@ impl IocSet {
         parsed: Parsed,
         source: &Arc<str>,
         label: Option<&Arc<str>>,
+        confidence: Option<u8>,
     ) -> Result<Added, IndicatorError> {
         let next = u32::try_from(self.indicators.len())
             .ok()
@@ -420,6 +440,7 @@ impl IocSet {
             value: value.into_boxed_str(),
             source: Arc::clone(source),
             label: label.cloned(),
+            confidence,
         });
         self.counts[kind.slot()] += 1;
         Ok(Added::New(IocId(next)))

@@ -50,6 +50,9 @@ pub struct DetectionConfig {
     /// One `ioc` alert per indicator, naming every entity seen with it (true), or one per
     /// indicator and entity (false).
     pub ioc_alert_per_indicator: bool,
+    /// The least confidence (0 to 100) a feed must give an indicator for a match to alert; a
+    /// match of one it is less sure of is a risk signal. Indicators without a confidence alert.
+    pub ioc_alert_min_confidence: u8,
     /// The least Sigma level that alerts directly (`low`, `medium`, `high`, `critical`; the
     /// Sigma specification's `informational` never alerts); matches of rules below it are
     /// signals: stored, searchable, and adding risk to their entities (docs/risk.md).
@@ -100,6 +103,7 @@ impl Default for DetectionConfig {
             alert_group_after_entities: 3,
             alert_group_window_seconds: 3600,
             ioc_alert_per_indicator: true,
+            ioc_alert_min_confidence: 50,
             correlation_alert_cooldown_seconds: 86_400,
             sigma_alert_min_level: "medium".into(),
             sigma_alert_rules: Vec::new(),
@@ -276,5 +280,11 @@ pub(super) fn check(config: &Config, p: &mut Problems) {
         d.ioc_alert_cooldown_seconds,
         0,
         86_400 * 7,
+    );
+    p.range_u64(
+        "detection.ioc_alert_min_confidence",
+        d.ioc_alert_min_confidence.into(),
+        0,
+        100,
     );
 }

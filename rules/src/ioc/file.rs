@@ -123,15 +123,17 @@ impl<'a> FileCtx<'a> {
         }
     }
 
-    /// Adds one value; the error is for the caller to place.
+    /// Adds one value, with the feed's confidence in it when it gives one; the error is for the
+    /// caller to place.
     pub(crate) fn add(
         &mut self,
         text: &str,
         hint: Hint,
         label: Option<&Arc<str>>,
+        confidence: Option<u8>,
     ) -> Result<(), IndicatorError> {
         let parsed = parse::parse(text, hint)?;
-        match self.set.insert(parsed, &self.source, label)? {
+        match self.set.insert(parsed, &self.source, label, confidence)? {
             Added::New(_) => self.stats.added += 1,
             Added::Duplicate(_) => self.stats.duplicates += 1,
         }
@@ -140,10 +142,17 @@ impl<'a> FileCtx<'a> {
 
     /// Adds one value read at `line`, with its label; a value that does not parse becomes an
     /// error of that line.
-    pub(crate) fn add_at(&mut self, line: usize, text: &str, hint: Hint, label: Option<&str>) {
+    pub(crate) fn add_at(
+        &mut self,
+        line: usize,
+        text: &str,
+        hint: Hint,
+        label: Option<&str>,
+        confidence: Option<u8>,
+    ) {
         let label = label.map(str::trim).filter(|l| !l.is_empty());
         let label = label.map(|l| self.label(l));
-        if let Err(e) = self.add(text, hint, label.as_ref()) {
+        if let Err(e) = self.add(text, hint, label.as_ref(), confidence) {
             self.error(line, e.to_string());
         }
     }

@@ -150,7 +150,7 @@ fn read_list(ctx: &mut FileCtx<'_>, text: &str) {
             (value, rest) = first_word(rest);
         }
         let label = comment.or(Some(rest).filter(|r| !r.is_empty()));
-        ctx.add_at(n + 1, value, Hint::Auto, label);
+        ctx.add_at(n + 1, value, Hint::Auto, label, None);
     }
 }
 
@@ -187,6 +187,7 @@ const TYPED_COLUMNS: [(&str, Hint); 14] = [
 
 const TYPE_COLUMNS: [&str; 4] = ["type", "indicator_type", "ioc_type", "kind"];
 const LABEL_COLUMNS: [&str; 4] = ["description", "comment", "comments", "label"];
+const CONFIDENCE_COLUMNS: [&str; 2] = ["confidence", "confidence_level"];
 
 struct Columns {
     value: usize,
@@ -194,6 +195,7 @@ struct Columns {
     implied: Hint,
     kind: Option<usize>,
     label: Option<usize>,
+    confidence: Option<usize>,
 }
 
 fn columns(header: &[String]) -> Option<Columns> {
@@ -217,6 +219,7 @@ fn columns(header: &[String]) -> Option<Columns> {
         implied,
         kind: find(&TYPE_COLUMNS),
         label: find(&LABEL_COLUMNS),
+        confidence: find(&CONFIDENCE_COLUMNS),
     })
 }
 
@@ -292,5 +295,26 @@ fn read_row(ctx: &mut FileCtx<'_>, cols: &Columns, line: usize, fields: &[String
         _ => cols.implied,
     };
     let label = cols.label.and_then(|l| fields.get(l)).map(String::as_str);
-    ctx.add_at(line, value, hint, label);
+    let confidence = match cols
+        .confidence
+        .and_then(|c| fields.get(c))
+        .map(|c| c.trim())
+    {
+        None | Some("") => None,
+        Some(text) => match parse::confidence(text) {
+            Some(c) => Some(c),
+            None => {
+                // The indicator still counts (at full weight): a feed's typo must not hide it.
+                ctx.error(
+                    line,
+                    format!(
+                        "confidence `{}` is not 0 to 100 or high, medium, low (the indicator is kept without one)",
+                        parse::short(text)
+                    ),
+                );
+                None
+            }
+        },
+    };
+    ctx.add_at(line, value, hint, label, confidence);
 }

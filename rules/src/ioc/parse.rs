@@ -179,6 +179,22 @@ pub(crate) fn unhex<const N: usize>(hex: &[u8]) -> Option<[u8; N]> {
     Some(out)
 }
 
+/// A feed's confidence in an indicator: an integer 0 to 100 (a decimal is rounded), or the
+/// words of the STIX 2.1 High-Medium-Low scale (appendix A: high 85, medium 50, low 15, none 0).
+pub(crate) fn confidence(text: &str) -> Option<u8> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "high" => Some(85),
+        "medium" | "med" => Some(50),
+        "low" => Some(15),
+        "none" => Some(0),
+        number => number
+            .parse::<f64>()
+            .ok()
+            .filter(|c| (0.0..=100.0).contains(c))
+            .map(|c| c.round() as u8),
+    }
+}
+
 /// At most 80 characters of `s`, for error messages about arbitrary input.
 pub(crate) fn short(s: &str) -> Cow<'_, str> {
     match s.char_indices().nth(80) {

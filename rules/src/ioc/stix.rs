@@ -440,12 +440,18 @@ pub(crate) fn read(ctx: &mut FileCtx<'_>, bytes: &[u8], now: i64) {
             .iter()
             .find_map(|k| obj.get(*k).and_then(Value::as_str))
             .filter(|l| !l.trim().is_empty());
+        // STIX 2.1 `confidence`: an integer 0 to 100 (section 3.2); anything else is ignored.
+        let confidence = obj
+            .get("confidence")
+            .and_then(Value::as_u64)
+            .and_then(|c| u8::try_from(c).ok())
+            .filter(|c| *c <= 100);
         match parse_pattern(pattern) {
             Ok(values) => {
                 let label: Option<Arc<str>> = label.map(|l| ctx.label(l));
                 let mut failed = Vec::new();
                 for (hint, value) in values {
-                    if let Err(m) = ctx.add(&value, hint, label.as_ref()) {
+                    if let Err(m) = ctx.add(&value, hint, label.as_ref(), confidence) {
                         failed.push(m);
                     }
                 }

@@ -583,6 +583,49 @@ const BUNDLE: &str = r#"{
 }"#;
 
 #[test]
+fn a_feed_says_how_sure_it_is_in_a_column_or_a_stix_property() {
+    let csv = "indicator,confidence,comment\n\
+               198.51.100.1,90,c2\n\
+               198.51.100.2,low,scanner\n\
+               198.51.100.3,,unknown\n\
+               198.51.100.4,very,typo\n\
+               198.51.100.5,37.6,decimal\n";
+    let mut set = IocSet::new();
+    let (stats, errors) = set.add_file("feed.csv", csv.as_bytes(), now());
+    assert_eq!((stats.added, stats.errors), (5, 1), "{errors:?}");
+    assert_eq!(errors[0].line, 5);
+    assert!(
+        errors[0].message.contains("confidence `very`"),
+        "{}",
+        errors[0].message
+    );
+    let confidence = |addr: &str| set.indicator(set.match_ip(ip(addr)).unwrap()).confidence;
+    assert_eq!(confidence("198.51.100.1"), Some(90));
+    assert_eq!(confidence("198.51.100.2"), Some(15));
+    assert_eq!(confidence("198.51.100.3"), None);
+    // A confidence that does not read is reported, and the indicator kept without one.
+    assert_eq!(confidence("198.51.100.4"), None);
+    assert_eq!(confidence("198.51.100.5"), Some(38));
+
+    let stix = r#"{"type": "bundle", "id": "bundle--1", "objects": [
+        {"type": "indicator", "id": "indicator--a", "pattern": "[ipv4-addr:value = '203.0.113.1']",
+         "pattern_type": "stix", "valid_from": "2020-01-01T00:00:00Z", "confidence": 20},
+        {"type": "indicator", "id": "indicator--b", "pattern": "[ipv4-addr:value = '203.0.113.2']",
+         "pattern_type": "stix", "valid_from": "2020-01-01T00:00:00Z", "confidence": 400},
+        {"type": "indicator", "id": "indicator--c", "pattern": "[ipv4-addr:value = '203.0.113.3']",
+         "pattern_type": "stix", "valid_from": "2020-01-01T00:00:00Z"}]}"#;
+    let mut set = IocSet::new();
+    let (stats, errors) = set.add_file("feed.json", stix.as_bytes(), now());
+    assert_eq!(stats.added, 3, "{errors:?}");
+    let confidence = |addr: &str| set.indicator(set.match_ip(ip(addr)).unwrap()).confidence;
+    assert_eq!(confidence("203.0.113.1"), Some(20));
+    assert_eq!(confidence("203.0.113.2"), None, "out of the STIX range");
+    assert_eq!(confidence("203.0.113.3"), None);
+    // Plain lists say nothing about confidence.
+    assert_eq!(set_of("192.0.2.1").indicator(IocId(0)).confidence, None);
+}
+
+#[test]
 fn stix_bundle() {
     let mut set = IocSet::new();
     let (stats, errors) = set.add_file("feed.json", BUNDLE.as_bytes(), now());
@@ -917,6 +960,7 @@ fn domain_hash_collisions_fall_back_to_the_text() {
         value: "two.example".into(),
         source: Arc::from("t"),
         label: None,
+        confidence: None,
     });
     let h_one = hash::domain_hash(set.seed, b"one.example");
     let inds = &set.indicators;
