@@ -198,7 +198,8 @@ pub struct Observation {
     pub host: u64,
     /// The event names an account (a user or service account). For an address or a host the
     /// account, not the address, is who acted: its own history judges whether the step is new
-    /// (see [`crate::deviation`]), so the address's new counterpart is not a signal of its own.
+    /// (docs/detection.md, "The account judges its address"), so the address's new
+    /// counterpart is not a signal of its own.
     pub account_named: bool,
 }
 
