@@ -54,6 +54,8 @@ const GROUP_SALT: u64 = 0x6772_6f75_7000_0007;
 const MAX_GROUP_ENTITIES: usize = 100_000;
 /// Salt of `ueba` dedup keys.
 const UEBA_SALT: u64 = 0x7565_6261_0000_0002;
+/// Salt of the rarity keys of UEBA signals (per entity type and kind of deviation).
+const UEBA_SIGNAL_SALT: u64 = 0x7565_7369_676e_000b;
 /// Keys of open signals (per rule and entity).
 const SIGNAL_SALT: u64 = 0x7369_676e_616c_0009;
 /// Keys of entities' risk and of their `risk` alerts.
@@ -257,6 +259,12 @@ struct SignalOrigin<'a> {
     /// Weighs its risk (`None` counts as medium).
     level: Option<Level>,
     attack: &'a [AttackMapping],
+    /// The entity it is about: the event's entity at this index (a UEBA signal's own), else the
+    /// event's primary entity.
+    entity: Option<usize>,
+    /// Whether the address acting in the event takes risk too (a rule's match: the scanner
+    /// behind a failed login), or the entity alone (a deviation of its own baseline).
+    with_actor: bool,
 }
 
 /// A signal origin's name, put together only where it is shown: a source's anomalies fold into
@@ -272,6 +280,11 @@ enum SignalTitle<'a> {
         source: &'a str,
         finding: &'static str,
     },
+    /// A UEBA signal of one kind on entities of one type ([`signal_title`]).
+    Deviation {
+        kind: UebaType,
+        deviation: Deviation,
+    },
     /// "IOC match: <kind> <value> (<label>)".
     Indicator {
         kind: &'static str,
@@ -285,6 +298,9 @@ impl SignalTitle<'_> {
         match self {
             SignalTitle::Rule(title) => title.to_string().into(),
             SignalTitle::Prefixed { prefix, name } => format!("{prefix}{name}").into(),
+            SignalTitle::Deviation { kind, deviation } => {
+                signal_title(kind, &deviation, false).into()
+            }
             SignalTitle::Anomaly { source, finding } => {
                 format!("Anomaly in {source}: {finding}").into()
             }
@@ -552,10 +568,12 @@ impl Detector {
             };
             match self.ueba.observe(&o) {
                 Outcome::Alert(_)
+                | Outcome::Signal(_)
                 | Outcome::Scored {
                     suppressed: true, ..
                 } if self.excepted(ueba_detector(kind), Some(record), record.ts_ns) => {}
                 Outcome::Alert(a) => self.raise_ueba(record, i, &a, sink),
+                Outcome::Signal(a) => self.raise_ueba_signal(record, i, &a, sink),
                 Outcome::Scored {
                     suppressed: true,
                     score,
@@ -626,6 +644,8 @@ impl Detector {
                 },
                 level: Some(Level::Low),
                 attack: &[],
+                entity: None,
+                with_actor: true,
             };
             self.raise_signal(
                 r,
@@ -778,6 +798,8 @@ impl Detector {
             title: SignalTitle::Rule(&entry.rule.title),
             level: entry.rule.level,
             attack: &entry.attack,
+            entity: None,
+            with_actor: true,
         };
         // Built only for a new signal: repeats fold in without allocating.
         let build = |d: &mut Detector, key, primary| {
@@ -806,7 +828,7 @@ impl Detector {
         build: impl FnOnce(&mut Self, u64, Option<usize>) -> Alert,
         sink: &mut impl AlertSink,
     ) {
-        let primary = primary_entity(r);
+        let primary = origin.entity.or_else(|| primary_entity(r));
         let subject = primary.map_or(r.source, |i| r.entities[i].hash);
         let own_key = fmix64(origin.key ^ SIGNAL_SALT ^ subject.rotate_left(29));
         self.risk.fire(origin.key, r.ts_ns);
@@ -879,8 +901,8 @@ impl Detector {
         // The entity, and the address acting on it (a scanner probing many accounts gathers
         // the risk of all of them). A host that only reported the event (a web server logging
         // a scanner's request) is where it happened, not who did it: with an actor, the actor
-        // alone takes the risk.
-        let actor = actor_address(r, primary);
+        // alone takes the risk. A deviation of an entity's own baseline is that entity's alone.
+        let actor = actor_address(r, primary).filter(|_| origin.with_actor);
         let reporter_only = primary.is_some_and(|i| {
             r.entities[i].role == watchpost_proto::Role::Reporter as u8 && actor.is_some()
         });
@@ -1144,6 +1166,8 @@ impl Detector {
                 },
                 level: Some(Level::Low),
                 attack: ioc_attack_of(ind.kind),
+                entity: None,
+                with_actor: true,
             };
             let build = |d: &mut Detector, key, primary| {
                 let m = ioc_match_alert(ind, "signal:ioc");
@@ -1453,6 +1477,46 @@ impl Detector {
         }
     }
 
+    /// A deviation of entity `i` short of an alert: a `low` signal about that entity alone, its
+    /// rarity counted per entity type and kind of deviation.
+    fn raise_ueba_signal(
+        &mut self,
+        r: &DetectRecord,
+        i: usize,
+        a: &UebaAlert,
+        sink: &mut impl AlertSink,
+    ) {
+        let Some(d) = a.deviation else {
+            return;
+        };
+        let kind = a.kind;
+        let origin = SignalOrigin {
+            key: fmix64(UEBA_SIGNAL_SALT ^ ((kind as u64) << 8) ^ d.signal as u64),
+            id: SignalTitle::Rule(ueba_detector(kind)),
+            title: SignalTitle::Deviation { kind, deviation: d },
+            level: Some(Level::Low),
+            attack: ueba_attack_of(kind, d.signal),
+            entity: Some(i),
+            with_actor: false,
+        };
+        let build = |det: &mut Detector, key, primary| {
+            let m = MatchAlert {
+                alert_type: AlertType::Ueba,
+                severity: 2,
+                title: signal_title(kind, &d, true),
+                detector: ueba_detector(kind).to_string(),
+                dedup: format!("signal:{}", ueba_detector(kind)),
+                attack: ueba_attack_of(kind, d.signal).to_vec(),
+            };
+            let mut signal = det.match_alert(r, key, primary, m);
+            signal.score = round6(a.score);
+            signal.threshold = round6(a.threshold);
+            signal.deviation = Some(d);
+            signal
+        };
+        self.raise_signal(r, &origin, build, sink);
+    }
+
     fn raise_ueba(&mut self, r: &DetectRecord, i: usize, a: &UebaAlert, sink: &mut impl AlertSink) {
         let e = r.entities[i];
         let key = e.hash ^ UEBA_SALT;
@@ -1501,12 +1565,7 @@ impl Detector {
                 return;
             }
         }
-        let who = match kind {
-            UebaType::User => "User",
-            UebaType::Host => "Host",
-            UebaType::Ip => "IP address",
-            UebaType::ServiceAccount => "Service account",
-        };
+        let who = ueba_who(kind);
         let title = match a.deviation {
             Some(d) => deviation_title(who, kind, &d),
             None => match top {
@@ -1819,6 +1878,75 @@ fn ueba_severity(s: &SubScores, score: f64, deviation: Option<&Deviation>) -> u8
 }
 
 /// The detector name of a UEBA type's alerts.
+/// How a UEBA title names an entity of `kind`.
+fn ueba_who(kind: UebaType) -> &'static str {
+    match kind {
+        UebaType::User => "User",
+        UebaType::Host => "Host",
+        UebaType::Ip => "IP address",
+        UebaType::ServiceAccount => "Service account",
+    }
+}
+
+/// The title of a UEBA signal: a deviation short of an alert, so "rarely" where an alert says
+/// "never"; with the measure (`specific`) on the record, without it where signals of one kind
+/// add up (a risk alert's contributions, a group signal).
+fn signal_title(kind: UebaType, d: &Deviation, specific: bool) -> String {
+    let who = ueba_who(kind);
+    match d.signal {
+        Signal::NewHour if specific => format!(
+            "{who} active at {:02}:00 UTC, an hour it is rarely active in",
+            d.value as u32
+        ),
+        Signal::NewHour => format!("{who} active at an hour it is rarely active in"),
+        Signal::Rate if specific => format!(
+            "{who} with {:.0} times its usual rate of events",
+            d.value.max(1.0)
+        ),
+        Signal::Rate => format!("{who} with more events than usual"),
+        Signal::NewSource if kind == UebaType::Ip => {
+            "IP address reached a host new to it".to_string()
+        }
+        Signal::NewSource => format!("{who} seen from a new address"),
+        Signal::NewHost => format!("{who} on a host new to it"),
+        Signal::Dormancy => format!("{who} active again after a long silence"),
+    }
+}
+
+/// ATT&CK of a UEBA deviation, worked out once per entity type and signal (as [`ueba_attack`]
+/// maps an alert: a first host is a lateral step whoever takes it).
+fn ueba_attack_of(kind: UebaType, signal: Signal) -> &'static [AttackMapping] {
+    const KINDS: [UebaType; 4] = [
+        UebaType::User,
+        UebaType::Host,
+        UebaType::Ip,
+        UebaType::ServiceAccount,
+    ];
+    const SIGNALS: [Signal; 5] = [
+        Signal::NewHour,
+        Signal::Rate,
+        Signal::NewSource,
+        Signal::NewHost,
+        Signal::Dormancy,
+    ];
+    static TABLE: std::sync::LazyLock<Vec<Vec<AttackMapping>>> = std::sync::LazyLock::new(|| {
+        KINDS
+            .iter()
+            .flat_map(|&kind| {
+                SIGNALS.iter().map(move |&signal| match signal {
+                    Signal::NewHost => ueba_attack(UebaType::Host, "source_novelty"),
+                    Signal::NewSource => ueba_attack(kind, "source_novelty"),
+                    Signal::Rate => ueba_attack(kind, "volume"),
+                    Signal::NewHour | Signal::Dormancy => ueba_attack(kind, "time_of_day"),
+                })
+            })
+            .collect()
+    });
+    let k = KINDS.iter().position(|&x| x == kind).unwrap_or(0);
+    let s = SIGNALS.iter().position(|&x| x == signal).unwrap_or(0);
+    &TABLE[k * SIGNALS.len() + s]
+}
+
 fn ueba_detector(kind: UebaType) -> &'static str {
     match kind {
         UebaType::User => "ueba:user",
@@ -2079,6 +2207,49 @@ mod tests {
         let a = run();
         assert!(!a.is_empty());
         assert_eq!(a, run());
+    }
+
+    #[test]
+    fn a_rare_hour_short_of_an_alert_is_a_signal_about_the_account_alone() {
+        let mut d = Detector::new(params());
+        let mut sink = Collect::default();
+        // Three office days of one account (144 logins), then one at 03:00: log2(145 / 0.5) =
+        // 8.2 bits, past the signal's 7 and short of the alert's 9.
+        for day in 0..3 {
+            for h in 9..17 {
+                for m in 0..6 {
+                    let ts = day * DAY + h * HOUR + m * 600_000_000_000;
+                    d.process(&login(ts, 1, OFFICE, 1), &mut sink);
+                }
+            }
+        }
+        d.process(&login(3 * DAY + 3 * HOUR, 1, OFFICE, 1), &mut sink);
+        d.flush(&mut sink);
+        assert!(
+            sink.alerts
+                .values()
+                .all(|a| a.alert_type != AlertType::Ueba),
+            "{:?}",
+            sink.alerts
+        );
+        let signals: Vec<&Alert> = sink
+            .signals
+            .values()
+            .filter(|s| s.detector == "ueba:user")
+            .collect();
+        assert_eq!(signals.len(), 1, "{signals:?}");
+        let s = signals[0];
+        assert_eq!(
+            s.title,
+            "User active at 03:00 UTC, an hour it is rarely active in"
+        );
+        assert_eq!(s.deviation.map(|x| x.signal), Some(Signal::NewHour));
+        assert!(
+            s.dedup_key.starts_with("signal:ueba:user:"),
+            "{}",
+            s.dedup_key
+        );
+        assert_eq!(s.attack[0].technique_id, "T1078");
     }
 
     /// Three quiet hours of one source, then a minute's burst of its usual lines, then a line

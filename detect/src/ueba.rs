@@ -144,6 +144,11 @@ pub struct UebaParams {
     /// `2^ueba.strong_deviation_bits`: the odds against an observation, under the entity's own
     /// history, from which one dimension alerts on its own. 0: off.
     pub strong_odds: f64,
+    /// `ueba.strong_deviation_bits` (infinite when off): a found deviation at or past it alerts.
+    pub strong_bits: f64,
+    /// `2^ueba.signal_bits`: the odds from which one dimension short of `strong_odds` is a
+    /// risk signal. 0: off.
+    pub signal_odds: f64,
     /// `ueba.dormancy_days` in ns: the least silence that may count as dormancy. 0: off.
     pub dormancy_ns: i64,
 }
@@ -165,6 +170,16 @@ impl UebaParams {
             risk: config.dspot_risk,
             strong_odds: if config.strong_deviation_bits > 0.0 {
                 config.strong_deviation_bits.exp2()
+            } else {
+                0.0
+            },
+            strong_bits: if config.strong_deviation_bits > 0.0 {
+                config.strong_deviation_bits
+            } else {
+                f64::INFINITY
+            },
+            signal_odds: if config.signal_bits > 0.0 {
+                config.signal_bits.exp2()
             } else {
                 0.0
             },
@@ -270,6 +285,9 @@ pub enum Outcome {
     },
     /// An alert.
     Alert(UebaAlert),
+    /// One dimension past `ueba.signal_bits` but short of an alert: a risk signal (its
+    /// `deviation` says which), the blend below its threshold.
+    Signal(UebaAlert),
 }
 
 /// The first byte of a saved [`Baseline`]. The layouts before 0xFF began with the varint of
@@ -542,19 +560,21 @@ impl Baseline {
         logistic4((count - self.volume_ema) * self.volume_inv_sd)
     }
 
-    /// The most surprising single dimension of `o` whose surprisal reaches the bar, if any (see
-    /// [`crate::deviation`]). Each test compares counts against `odds` without a logarithm; the
-    /// bits are worked out only for a signal that passes.
+    /// The most surprising single dimension of `o` whose surprisal reaches the bar `odds`, if any
+    /// (see [`crate::deviation`]), one that alerts ([`alerts_alone`]) before one that does not.
+    /// Each test compares counts against `odds` without a logarithm; the bits are worked out
+    /// only for a signal that passes.
     fn strong_deviation(
         &self,
         o: &Observation,
         slots: &NoveltySlots,
         p: &UebaParams,
+        odds: f64,
     ) -> Option<StrongDeviation> {
-        let odds = p.strong_odds;
         let mut best: Option<StrongDeviation> = None;
+        let rank = |signal, bits: f64| (alerts_alone(signal, bits, p), bits);
         let mut offer = |signal, bits: f64, value| {
-            if best.is_none_or(|b| bits > b.bits) {
+            if best.is_none_or(|b| rank(signal, bits) > rank(b.signal, b.bits)) {
                 best = Some(StrongDeviation {
                     signal,
                     bits,
@@ -594,7 +614,9 @@ impl Baseline {
             && !self.sources_seen.contains(source)
             && self.sources_seen.new_item_reaches(odds)
         {
-            new_source = true;
+            // Only a new source that alerts stands in for the host (a signal's worth does not
+            // hide a first host that alerts).
+            new_source = p.strong_odds > 0.0 && self.sources_seen.new_item_reaches(p.strong_odds);
             offer(Signal::NewSource, self.sources_seen.new_item_bits(), 0.0);
         }
         // A new source and a new host at once are one step from that source: the source names
@@ -706,6 +728,14 @@ impl Baseline {
         self.volume_inv_sd = (1.0 / var.max(1.0).max(0.25 * ema).sqrt()) as f32;
         self.active_minutes = self.active_minutes.saturating_add(1);
     }
+}
+
+/// Whether a deviation alerts on its own: past `ueba.strong_deviation_bits`, or dormancy, whose
+/// test is the silence itself (at least `ueba.dormancy_days` and twice the longest gap before)
+/// and whose bits only say how much history the entity had.
+#[inline]
+fn alerts_alone(signal: Signal, bits: f64, p: &UebaParams) -> bool {
+    bits >= p.strong_bits || (signal == Signal::Dormancy && p.strong_odds > 0.0)
 }
 
 /// Where an observation's source and host lie in its entity's novelty filters.
@@ -982,13 +1012,39 @@ impl Ueba {
             let threshold = dspot.threshold();
             let verdict = dspot.update(score);
             let alarm = verdict == Verdict::Alarm && score >= MIN_ALERT_SCORE;
-            let deviation = if p.enabled && p.strong_odds > 0.0 {
-                b.strong_deviation(observation, &slots, p)
+            // One pass finds the most surprising dimension past the lower of the two bars; past
+            // the alert bar it alerts, short of it (and of the blend's threshold) it is a signal.
+            let bar = match (p.strong_odds > 0.0, p.signal_odds > 0.0) {
+                (true, true) => p.strong_odds.min(p.signal_odds),
+                (true, false) => p.strong_odds,
+                (false, true) => p.signal_odds,
+                (false, false) => 0.0,
+            };
+            let found = if p.enabled && bar > 0.0 {
+                b.strong_deviation(observation, &slots, p, bar)
             } else {
                 None
             };
+            let (deviation, weak) = match found {
+                Some(d) if alerts_alone(d.signal, d.bits, p) => (Some(d), None),
+                other => (None, other),
+            };
             let alarm = alarm || deviation.is_some();
-            if alarm && p.enabled && state == Lifecycle::Scoring {
+            if let Some(d) = weak
+                && !alarm
+                && p.enabled
+                && state == Lifecycle::Scoring
+            {
+                Outcome::Signal(UebaAlert {
+                    entity: observation.entity,
+                    kind: b.kind,
+                    ts_ns: observation.time.ts_ns,
+                    score,
+                    threshold,
+                    sub_scores: sub,
+                    deviation: Some(d),
+                })
+            } else if alarm && p.enabled && state == Lifecycle::Scoring {
                 b.cooldown_until_ns = observation.time.ts_ns.saturating_add(p.cooldown_ns);
                 Outcome::Alert(UebaAlert {
                     entity: observation.entity,
@@ -1383,6 +1439,34 @@ mod tests {
         assert_eq!(d.signal, Signal::NewHour);
         assert_eq!(d.value, 3.0);
         assert!(d.bits > 10.0, "{}", d.bits);
+    }
+
+    #[test]
+    fn a_rare_hour_short_of_an_alert_is_a_signal() {
+        let at = 2 * DAY + 3 * HOUR;
+        let run = |signal_odds: f64| {
+            // Blind to the hour in the blend, as above; two office days of history (96 events).
+            let mut u = Ueba::new(UebaParams {
+                weights: [0.0, 0.4, 0.3, 0.3],
+                warmup_ns: DAY,
+                signal_odds,
+                ..params()
+            });
+            office_days(&mut u, 1, 2);
+            u.observe(&obs(at, 1, ip("10.1.2.3"), 1))
+        };
+        // 03:00 after 96 daytime events: log2(97 / 0.5) = 7.6 bits, past the signal's 7 and
+        // short of the alert's 9.
+        match run(UebaParams::default().signal_odds) {
+            Outcome::Signal(a) => {
+                let d = a.deviation.expect("the deviation it is");
+                assert_eq!(d.signal, Signal::NewHour);
+                assert!(d.bits > 7.0 && d.bits < 9.0, "{}", d.bits);
+            }
+            other => panic!("{other:?}"),
+        }
+        // Signals off: a score, nothing more.
+        assert!(matches!(run(0.0), Outcome::Scored { .. }));
     }
 
     #[test]

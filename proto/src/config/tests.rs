@@ -108,6 +108,20 @@ fn a_risk_level_weight_is_a_number_of_points_named_by_its_level() {
 }
 
 #[test]
+fn a_ueba_signal_is_a_deviation_short_of_an_alert() {
+    assert!(problems("[ueba]\nsignal_bits = 0\n").is_empty());
+    let got = problems("[ueba]\nsignal_bits = 9\n");
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(
+        got[0].starts_with("ueba.signal_bits: 9 is not below ueba.strong_deviation_bits (9)"),
+        "{got:?}"
+    );
+    // With the alerting path off, signals may take any bar.
+    assert!(problems("[ueba]\nstrong_deviation_bits = 0\nsignal_bits = 12\n").is_empty());
+    assert_eq!(problems("[ueba]\nsignal_bits = 2\n").len(), 1);
+}
+
+#[test]
 fn the_probe_listener_needs_its_own_port() {
     let got = problems("dashboard_port = 9000\nhealth_port = 9000\n");
     assert_eq!(got.len(), 1, "{got:?}");

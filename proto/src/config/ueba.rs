@@ -31,6 +31,9 @@ pub struct UebaConfig {
     /// Surprisal, in bits, from which one dimension alone alerts (an hour, rate, source or
     /// host far outside the entity's own history); 0 turns the single-deviation path off.
     pub strong_deviation_bits: f64,
+    /// Surprisal, in bits, from which one dimension short of `strong_deviation_bits` is a risk
+    /// signal (stored, adding risk to the entity) rather than nothing; 0 turns UEBA signals off.
+    pub signal_bits: f64,
     /// Least silence, in days, after which an entity active again counts as dormant (when the
     /// silence is also at least twice its longest before); 0 turns dormancy off.
     pub dormancy_days: f64,
@@ -50,6 +53,7 @@ impl Default for UebaConfig {
             dspot_risk: 0.0001,
             sub_score_weights: SubScoreWeights::default(),
             strong_deviation_bits: 9.0,
+            signal_bits: 7.0,
             dormancy_days: 14.0,
         }
     }
@@ -101,6 +105,20 @@ pub(super) fn check(config: &Config, p: &mut Problems) {
         p.add(
             "ueba.strong_deviation_bits",
             format!("{bits} must be 0 (off) or from 4 to 40"),
+        );
+    }
+    let signal = u.signal_bits;
+    if !(signal == 0.0 || (4.0..=40.0).contains(&signal)) {
+        p.add(
+            "ueba.signal_bits",
+            format!("{signal} must be 0 (off) or from 4 to 40"),
+        );
+    } else if signal > 0.0 && (4.0..=40.0).contains(&bits) && signal >= bits {
+        p.add(
+            "ueba.signal_bits",
+            format!(
+                "{signal} is not below ueba.strong_deviation_bits ({bits}): a signal is a deviation short of an alert"
+            ),
         );
     }
     p.range_f64("ueba.dormancy_days", u.dormancy_days, 0.0, 3650.0);
