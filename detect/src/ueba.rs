@@ -294,7 +294,11 @@ pub enum Outcome {
 /// `first_seen_ns`, and no bincode varint of an i64 begins with 0xFE or 0xFF, so a baseline
 /// saved by such a version is refused at its first byte instead of being read at the wrong
 /// offsets (fields of the same total width, such as two f64 that became four f32, would
-/// otherwise decode as garbage). 0xFE added the strong-deviation state at the end.
+/// otherwise decode as garbage). 0xFE added the strong-deviation state at the end, and later
+/// the busiest minute of each hour of day after it: no other first byte is free (a varint of
+/// an i64 may begin with 0xFB to 0xFD), so a 0xFE record that ends before the peaks (each
+/// baseline is a record of its own) reads with them at zero, and the rate signal then judges
+/// as it did before, against the one per-minute baseline.
 const BASELINE_LAYOUT: u8 = 0xFE;
 
 /// The layout before the strong-deviation state: read, with that state starting empty, so that
@@ -359,6 +363,10 @@ pub struct Baseline {
     hosts_seen: Novelty,
     /// The longest silence between two of the entity's events, seconds, for dormancy.
     longest_gap_s: u32,
+    /// The busiest minute seen in each UTC hour of day (events, at most 255), fading while the
+    /// entity stays active at that hour: the rate signal needs a minute busier than any the
+    /// entity had at this hour, so a nightly batch burst is not news at night.
+    hour_peaks: [u8; 24],
 }
 
 impl<C> Decode<C> for Baseline {
@@ -394,11 +402,18 @@ impl<C> Decode<C> for Baseline {
             sources_seen: Novelty::default(),
             hosts_seen: Novelty::default(),
             longest_gap_s: 0,
+            hour_peaks: [0; 24],
         };
         if layout == BASELINE_LAYOUT {
             b.sources_seen = Decode::decode(d)?;
             b.hosts_seen = Decode::decode(d)?;
             b.longest_gap_s = Decode::decode(d)?;
+            b.hour_peaks = match Decode::decode(d) {
+                Ok(peaks) => peaks,
+                // Saved before the peaks: the record ends here.
+                Err(DecodeError::UnexpectedEnd { .. }) => [0; 24],
+                Err(e) => return Err(e),
+            };
         }
         Ok(b)
     }
@@ -439,6 +454,7 @@ impl Baseline {
             sources_seen: Novelty::default(),
             hosts_seen: Novelty::default(),
             longest_gap_s: 0,
+            hour_peaks: [0; 24],
         }
     }
 
@@ -603,7 +619,8 @@ impl Baseline {
                 1.0
             };
             let z = f64::from((count - self.volume_ema) * self.volume_inv_sd);
-            if z > 0.0 && 1.0 + z * z >= odds {
+            let busiest = f32::from(self.hour_peaks[usize::from(o.time.hour_of_day)]);
+            if z > 0.0 && 1.0 + z * z >= odds && count > busiest {
                 let usual = f64::from(self.volume_ema).max(1.0);
                 offer(Signal::Rate, rate_bits(z), f64::from(count) / usual);
             }
@@ -724,6 +741,12 @@ impl Baseline {
         }
         self.volume_ema = ema as f32;
         self.volume_var = var as f32;
+        // The hour's busiest minute, fading by a 64th per closed minute of that hour (a one-off
+        // burst is forgotten within days of ordinary activity at that hour; peaks under 64
+        // never fade, they are ordinary).
+        let hour = self.minute.rem_euclid(1440) as usize / 60;
+        let peak = &mut self.hour_peaks[hour];
+        *peak = (*peak - *peak / 64).max(self.minute_count.min(255) as u8);
         // max(sqrt(var), 1, sqrt(ema) / 2) with one square root (sqrt is monotonic).
         self.volume_inv_sd = (1.0 / var.max(1.0).max(0.25 * ema).sqrt()) as f32;
         self.active_minutes = self.active_minutes.saturating_add(1);
@@ -1536,6 +1559,52 @@ mod tests {
     }
 
     #[test]
+    fn a_nightly_burst_is_not_news_at_night_the_same_burst_at_noon_is() {
+        // An account that logs a few events an hour all day, and a burst of 40 a minute for five
+        // minutes at 01:50 every night: its per-minute baseline is low, its 01:00 is not.
+        let nights = |u: &mut Ueba| {
+            for day in 0..20 {
+                for hour in 0..24 {
+                    let at = day * DAY + hour * HOUR;
+                    for k in 0..4 {
+                        u.observe(&obs(at + k * 15 * NS_PER_MINUTE, 6, ip("10.9.0.2"), 1));
+                    }
+                    if hour == 1 {
+                        for minute in 0..5 {
+                            for i in 0..40 {
+                                let ts = at + (50 + minute) * NS_PER_MINUTE + i * 1_000_000_000;
+                                u.observe(&obs(ts, 6, ip("10.9.0.2"), 1));
+                            }
+                        }
+                    }
+                }
+            }
+        };
+        // A rate deviation of either strength: an alert or a signal.
+        let rate_at = |u: &mut Ueba, at: i64| {
+            (0..40).any(|i| {
+                match u.observe(&obs(at + i * 1_000_000_000, 6, ip("10.9.0.2"), 1)) {
+                    Outcome::Alert(a) | Outcome::Signal(a) => a.deviation,
+                    _ => None,
+                }
+                .is_some_and(|d| d.signal == Signal::Rate)
+            })
+        };
+        let mut u = Ueba::new(params());
+        nights(&mut u);
+        assert!(
+            !rate_at(&mut u, 20 * DAY + HOUR + 50 * NS_PER_MINUTE),
+            "01:00 is its busy hour"
+        );
+        let mut u = Ueba::new(params());
+        nights(&mut u);
+        assert!(
+            rate_at(&mut u, 20 * DAY + 12 * HOUR + 50 * NS_PER_MINUTE),
+            "noon never was"
+        );
+    }
+
+    #[test]
     fn a_first_host_is_news_for_a_settled_user_not_for_one_who_roams() {
         let settled = |hosts: u64, day: i64, u: &mut Ueba, entity: u64| {
             for i in 0..48 {
@@ -1680,15 +1749,41 @@ mod tests {
     }
 
     #[test]
+    fn a_baseline_saved_before_the_hourly_peaks_reads_back_with_them_zero() {
+        let mut u = Ueba::new(params());
+        office_days(&mut u, 12, 3);
+        let b = u.baseline(12).unwrap();
+        assert!(b.hour_peaks[10] > 0, "{:?}", b.hour_peaks);
+        let cfg = watchpost_proto::bincode_config();
+        let bytes = bincode::encode_to_vec(b, cfg).unwrap();
+        let old = bytes[..bytes.len() - 24].to_vec();
+        let (back, read): (Baseline, _) = bincode::decode_from_slice(&old, cfg).unwrap();
+        assert_eq!(read, old.len());
+        assert_eq!(
+            (back.event_count, back.longest_gap_s),
+            (b.event_count, b.longest_gap_s)
+        );
+        assert_eq!(back.hour_peaks, [0; 24]);
+    }
+
+    #[test]
     fn a_baseline_saved_before_the_deviation_state_reads_back_with_it_empty() {
         let mut u = Ueba::new(params());
         office_days(&mut u, 11, 3);
         let b = u.baseline(11).unwrap();
         let cfg = watchpost_proto::bincode_config();
         let bytes = bincode::encode_to_vec(b, cfg).unwrap();
-        let tail = bincode::encode_to_vec((&b.sources_seen, &b.hosts_seen, b.longest_gap_s), cfg)
-            .unwrap()
-            .len();
+        let tail = bincode::encode_to_vec(
+            (
+                &b.sources_seen,
+                &b.hosts_seen,
+                b.longest_gap_s,
+                b.hour_peaks,
+            ),
+            cfg,
+        )
+        .unwrap()
+        .len();
         let mut old = bytes[..bytes.len() - tail].to_vec();
         old[0] = BASELINE_LAYOUT_NO_DEVIATION;
         let (back, read): (Baseline, _) = bincode::decode_from_slice(&old, cfg).unwrap();
