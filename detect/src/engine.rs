@@ -753,14 +753,7 @@ impl Detector {
             self.note_member(group_key, subject);
             return;
         }
-        let m = MatchAlert {
-            alert_type: AlertType::Sigma,
-            severity: entry.severity,
-            title: entry.rule.title.clone(),
-            detector: entry.rule.id.clone(),
-            dedup: format!("sigma:{}", entry.rule.id),
-            attack: entry.attack.clone(),
-        };
+        let m = rule_match_alert(&entry, "sigma");
         let until_ns = r.ts_ns.saturating_add(self.params.sigma_cooldown_ns);
         self.open_match(r, key, primary, m, until_ns, sink);
         if let Some(actor_key) = actor {
@@ -803,15 +796,7 @@ impl Detector {
         };
         // Built only for a new signal: repeats fold in without allocating.
         let build = |d: &mut Detector, key, primary| {
-            let m = MatchAlert {
-                alert_type: AlertType::Sigma,
-                severity: entry.severity,
-                title: entry.rule.title.clone(),
-                detector: entry.rule.id.clone(),
-                dedup: format!("signal:{}", entry.rule.id),
-                attack: entry.attack.clone(),
-            };
-            d.match_alert(r, key, primary, m)
+            d.match_alert(r, key, primary, rule_match_alert(entry, "signal"))
         };
         self.raise_signal(r, &origin, build, sink);
     }
@@ -1740,6 +1725,18 @@ impl Detector {
 /// The ATT&CK reading of an indicator hit: a known-bad address, name or URL is contact with
 /// attacker infrastructure (Command and Control, Application Layer Protocol); a known-bad file
 /// hash is a malicious file run or written (Execution, User Execution: Malicious File).
+/// The record of a Sigma rule's match: an alert (`dedup` `sigma`) or a signal (`signal`).
+fn rule_match_alert(entry: &RuleEntry, dedup: &str) -> MatchAlert {
+    MatchAlert {
+        alert_type: AlertType::Sigma,
+        severity: entry.severity,
+        title: entry.rule.title.clone(),
+        detector: entry.rule.id.clone(),
+        dedup: format!("{dedup}:{}", entry.rule.id),
+        attack: entry.attack.clone(),
+    }
+}
+
 /// The alert (or signal) record of an indicator match; `dedup` is `ioc` or `signal:ioc`.
 fn ioc_match_alert(ind: &watchpost_rules::Indicator, dedup: &str) -> MatchAlert {
     MatchAlert {

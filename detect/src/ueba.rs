@@ -1053,31 +1053,25 @@ impl Ueba {
                 other => (None, other),
             };
             let alarm = alarm || deviation.is_some();
+            let finding = |deviation| UebaAlert {
+                entity: observation.entity,
+                kind: b.kind,
+                ts_ns: observation.time.ts_ns,
+                score,
+                threshold,
+                sub_scores: sub,
+                deviation,
+            };
             if let Some(d) = weak
                 && !alarm
                 && p.enabled
                 && state == Lifecycle::Scoring
             {
-                Outcome::Signal(UebaAlert {
-                    entity: observation.entity,
-                    kind: b.kind,
-                    ts_ns: observation.time.ts_ns,
-                    score,
-                    threshold,
-                    sub_scores: sub,
-                    deviation: Some(d),
-                })
+                Outcome::Signal(finding(Some(d)))
             } else if alarm && p.enabled && state == Lifecycle::Scoring {
+                let alert = finding(deviation);
                 b.cooldown_until_ns = observation.time.ts_ns.saturating_add(p.cooldown_ns);
-                Outcome::Alert(UebaAlert {
-                    entity: observation.entity,
-                    kind: b.kind,
-                    ts_ns: observation.time.ts_ns,
-                    score,
-                    threshold,
-                    sub_scores: sub,
-                    deviation,
-                })
+                Outcome::Alert(alert)
             } else {
                 Outcome::Scored {
                     score,
