@@ -149,6 +149,25 @@ fn frames_follow_the_server_side_filter_and_alerts_arrive() {
     send_lines(tcp, &lines);
     let (alert, _) = until(&mut ws, |v| v["type"] == "alert");
     assert_eq!(alert["alert"]["type"], "sigma", "{alert}");
+    // Its entities are named, as the API names them (the detector's copy holds UUIDs only).
+    let (_, api_body) = http(
+        api,
+        "GET",
+        &format!("/api/v1/alerts/{}", alert["alert"]["id"].as_str().unwrap()),
+        "",
+    );
+    let from_api = json(&api_body);
+    assert_eq!(alert["alert"]["entity"], from_api["entity"], "{alert}");
+    assert!(
+        !alert["alert"]["entity"]["value"]
+            .as_str()
+            .unwrap_or("")
+            .is_empty(),
+        "{alert}"
+    );
+    for e in alert["alert"]["related_entities"].as_array().unwrap() {
+        assert!(!e["value"].as_str().unwrap().is_empty(), "{alert}");
+    }
     // Triage through the API reaches the stream as an update, with the triage in it.
     let id = alert["alert"]["id"].as_str().unwrap().to_string();
     let (status, body) = http(

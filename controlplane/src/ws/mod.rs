@@ -247,25 +247,26 @@ impl Hub {
             if let Some(c) = changes.last() {
                 last = c.seq;
             }
-            // The detector's copy of a folding alert knows nothing of triage, which lives in
-            // the store: without this, a repeat would show a closed alert as open. When the
-            // triage cannot be read (counted by the store, shown on /health), the update is not
-            // sent with a made-up one: it counts as missed, as an overflow would.
+            // The detector's copy of an alert names its entities by UUID only (names live in the
+            // store's entity table, as the API resolves them), and a folding alert's copy knows
+            // nothing of triage: without this, frames would carry `entity.value: ""` and a
+            // repeat would show a closed alert as open. Done once per change here, not per
+            // client. When the store cannot be read (counted by the store, shown on /health),
+            // the change is not sent half made up: it counts as missed, as an overflow would.
             let mut missed = missed;
             changes.retain_mut(|c| {
-                if c.new {
-                    return true;
+                let alert = Arc::make_mut(&mut c.alert);
+                let read =
+                    crate::routes::alerts::resolve_names(&self.store, alert).and_then(|()| {
+                        if !c.new {
+                            alert.triage = self.store.alert_triage(&alert.id)?;
+                        }
+                        Ok(())
+                    });
+                if read.is_err() {
+                    missed += 1;
                 }
-                match self.store.alert_triage(&c.alert.id) {
-                    Ok(triage) => {
-                        Arc::make_mut(&mut c.alert).triage = triage;
-                        true
-                    }
-                    Err(_) => {
-                        missed += 1;
-                        false
-                    }
-                }
+                read.is_ok()
             });
             if !changes.is_empty() || missed > 0 {
                 let _ = self.tx.send(Arc::new(HubMsg::Alerts { changes, missed }));
