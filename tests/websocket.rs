@@ -308,3 +308,27 @@ fn next_quick(ws: &mut Ws) -> Option<Value> {
     }
     v
 }
+
+#[test]
+fn an_alert_raised_right_after_a_client_connects_reaches_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_svc, api, tcp) = start(dir.path(), "detection.alert_group_after_entities = 0");
+    // Each try: a new client, and at once a line that raises a new alert (its own account and
+    // address). The stream must deliver it, however soon after the upgrade it was raised.
+    for attempt in 0..5 {
+        let mut ws = connect(api);
+        send_lines(
+            tcp,
+            &format!(
+                "<38>{} web-01 sshd[7{attempt}]: Invalid user early{attempt} from 198.51.100.{} port 4100{attempt}\n",
+                stamp(0),
+                20 + attempt
+            ),
+        );
+        let user = format!("early{attempt}");
+        let (alert, _) = until(&mut ws, |v| {
+            v["type"] == "alert" && v["alert"]["entity"]["value"] == user.as_str()
+        });
+        assert_eq!(alert["alert"]["type"], "sigma", "{alert}");
+    }
+}

@@ -226,20 +226,13 @@ impl Hub {
         };
         let mut tick = tokio::time::interval(ALERT_POLL);
         let mut last = live.latest();
-        let mut watching = false;
         loop {
             tick.tick().await;
-            let now_watched = self.watched();
-            if now_watched != watching {
-                watching = now_watched;
-                if watching {
-                    live.watchers.fetch_add(1, Ordering::Relaxed);
-                    last = live.latest();
-                } else {
-                    live.watchers.fetch_sub(1, Ordering::Relaxed);
-                }
-            }
-            if !watching {
+            // Publishing starts the moment a client subscribes (its `Watch`), not at this
+            // poll's next tick: an alert raised in between would otherwise reach nobody. With no
+            // client, the ring holds nothing new and `last` follows it.
+            if !self.watched() {
+                last = live.latest();
                 continue;
             }
             let mut changes = Vec::new();
@@ -313,6 +306,28 @@ fn read_tail(
     (events, skipped, now_known, newest)
 }
 
+/// A subscribed client: while one exists, stage B publishes alert changes to the live ring
+/// (see `dataplane::live`). Taken right after subscribing, so that every change published from
+/// then on is read by the poll and reaches the client.
+struct Watch(Option<Arc<watchpost_dataplane::LiveAlerts>>);
+
+impl Watch {
+    fn new(hub: &Hub) -> Watch {
+        if let Some(live) = &hub.live {
+            live.watchers.fetch_add(1, Ordering::Relaxed);
+        }
+        Watch(hub.live.clone())
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        if let Some(live) = &self.0 {
+            live.watchers.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
 /// A connection slot, given back when the session (or an upgrade that never completed) ends.
 struct Slot(Arc<Hub>);
 
@@ -373,10 +388,12 @@ pub async fn upgrade(
     }
     hub.counters.accepted.fetch_add(1, Ordering::Relaxed);
     let rx = hub.tx.subscribe();
+    let watch = Watch::new(&hub);
     ws.max_message_size(MAX_CLIENT_FRAME)
         .max_frame_size(MAX_CLIENT_FRAME)
         .on_upgrade(move |socket| async move {
             session::run(socket, Arc::clone(&hub), rx).await;
+            drop(watch);
             drop(slot);
         })
 }
