@@ -397,6 +397,23 @@ fn probes_and_metrics_have_their_own_listener() {
         (code, json(&body)["error"].as_str()),
         (404, Some("not_found"))
     );
+    // Every answer there carries the security headers too, refusals included.
+    for path in ["/health", "/metrics", "/api/v1/alerts"] {
+        let (_, head, _) = request(probe, "GET", path, &[], "");
+        for (name, want) in [
+            ("x-content-type-options", "nosniff"),
+            ("x-frame-options", "DENY"),
+            ("referrer-policy", "no-referrer"),
+            ("cache-control", "no-store"),
+        ] {
+            assert_eq!(header(&head, name), Some(want), "{path} {name}: {head}");
+        }
+        assert!(
+            header(&head, "content-security-policy")
+                .is_some_and(|c| c.contains("default-src 'none'")),
+            "{path}: {head}"
+        );
+    }
 
     // Something to count: an accepted and a refused list request, and two events stored.
     assert_eq!(status(api, "/api/v1/alerts", &[]).0, 200);

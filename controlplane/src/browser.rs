@@ -61,6 +61,14 @@ pub(crate) fn security_headers(h: &mut HeaderMap) {
     set(h, header::CACHE_CONTROL, "no-store");
 }
 
+/// The probe listener's layer: the same security headers on every answer (health, metrics,
+/// refusals), without CORS (probes are for scrapers and orchestrators, never pages).
+pub async fn headers_only(req: Request, next: Next) -> Response {
+    let mut response = next.run(req).await;
+    security_headers(response.headers_mut());
+    response
+}
+
 /// `origin` is this listener's own: its host and port are the request's `Host` (a browser sends
 /// both for a same-origin request; the scheme is the reverse proxy's business).
 fn same_origin(origin: &str, headers: &HeaderMap) -> bool {

@@ -116,6 +116,7 @@ pub fn probe_router(state: AppState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(hosts, host::layer))
+        .layer(axum::middleware::from_fn(browser::headers_only))
         .with_state(state)
 }
 
