@@ -1422,14 +1422,7 @@ impl Detector {
     }
 
     fn ml_alert(&mut self, r: &DetectRecord, key: u64, s: &Scored) -> Alert {
-        let c = s.contributions;
-        let parts = [
-            ("hst", c.hst),
-            ("markov", c.markov),
-            ("holt_winters", c.holt_winters),
-            ("cusum", c.cusum),
-        ];
-        let (_, contributions) = breakdown(&parts);
+        let (_, contributions) = breakdown(&ml_parts(&s.contributions));
         let what = ml_finding(s);
         let source = r.source_name().to_string();
         let entity = r
@@ -1839,18 +1832,19 @@ fn round6(x: f64) -> f64 {
     (x * 1e6).round() / 1e6
 }
 
-/// 4 (high) when two or more sub-scores are fully novel, the score is near its maximum, or a
-/// single deviation has odds beyond one in a million (20 bits); 3 otherwise.
-/// What an ensemble score found, by its largest part.
-fn ml_finding(s: &Scored) -> &'static str {
-    let c = s.contributions;
-    let parts = [
+/// The ensemble's parts of a score, named as alerts name them.
+fn ml_parts(c: &crate::ensemble::Contributions) -> [(&'static str, f64); 4] {
+    [
         ("hst", c.hst),
         ("markov", c.markov),
         ("holt_winters", c.holt_winters),
         ("cusum", c.cusum),
-    ];
-    let top = parts
+    ]
+}
+
+/// What an ensemble score found, by its largest part.
+fn ml_finding(s: &Scored) -> &'static str {
+    let top = ml_parts(&s.contributions)
         .iter()
         .fold(("", f64::MIN), |a, b| if b.1 > a.1 { *b } else { a })
         .0;
@@ -1861,6 +1855,8 @@ fn ml_finding(s: &Scored) -> &'static str {
     }
 }
 
+/// 4 (high) when two or more sub-scores are fully novel, the score is near its maximum, or a
+/// single deviation has odds beyond one in a million (20 bits); 3 otherwise.
 fn ueba_severity(s: &SubScores, score: f64, deviation: Option<&Deviation>) -> u8 {
     let strong = [s.time_of_day, s.source_novelty, s.volume, s.pattern_novelty]
         .iter()
