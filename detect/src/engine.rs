@@ -131,7 +131,7 @@ impl DetectorParams {
             ioc_cooldown_ns: (config.detection.ioc_alert_cooldown_seconds as i64)
                 .saturating_mul(1_000_000_000),
             ioc_per_indicator: config.detection.ioc_alert_per_indicator,
-            ioc_min_confidence: config.detection.ioc_alert_min_confidence,
+            ioc_min_confidence: config.detection.ioc_alert_min_confidence.min(100) as u8,
             group_after: config.detection.alert_group_after_entities,
             group_window_ns: (config.detection.alert_group_window_seconds as i64)
                 .saturating_mul(1_000_000_000),
@@ -293,10 +293,11 @@ enum SignalTitle<'a> {
     },
 }
 
-impl SignalTitle<'_> {
-    fn text(self) -> std::borrow::Cow<'static, str> {
+impl<'a> SignalTitle<'a> {
+    /// The text; a rule's title is borrowed, not copied (a full group adds risk on every match).
+    fn text(self) -> std::borrow::Cow<'a, str> {
         match self {
-            SignalTitle::Rule(title) => title.to_string().into(),
+            SignalTitle::Rule(title) => title.into(),
             SignalTitle::Prefixed { prefix, name } => format!("{prefix}{name}").into(),
             SignalTitle::Deviation { kind, deviation } => {
                 signal_title(kind, &deviation, false).into()

@@ -52,7 +52,7 @@ pub struct DetectionConfig {
     pub ioc_alert_per_indicator: bool,
     /// The least confidence (0 to 100) a feed must give an indicator for a match to alert; a
     /// match of one it is less sure of is a risk signal. Indicators without a confidence alert.
-    pub ioc_alert_min_confidence: u8,
+    pub ioc_alert_min_confidence: u32,
     /// The least Sigma level that alerts directly (`low`, `medium`, `high`, `critical`; the
     /// Sigma specification's `informational` never alerts); matches of rules below it are
     /// signals: stored, searchable, and adding risk to their entities (docs/risk.md).

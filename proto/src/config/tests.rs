@@ -122,6 +122,17 @@ fn a_ueba_signal_is_a_deviation_short_of_an_alert() {
 }
 
 #[test]
+fn an_indicator_confidence_bar_is_a_percentage() {
+    assert!(problems("[detection]\nioc_alert_min_confidence = 100\n").is_empty());
+    let got = problems("[detection]\nioc_alert_min_confidence = 300\n");
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(
+        got[0].starts_with("detection.ioc_alert_min_confidence: 300 is out of range (0 to 100)"),
+        "{got:?}"
+    );
+}
+
+#[test]
 fn the_probe_listener_needs_its_own_port() {
     let got = problems("dashboard_port = 9000\nhealth_port = 9000\n");
     assert_eq!(got.len(), 1, "{got:?}");
