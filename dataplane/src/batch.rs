@@ -9,7 +9,7 @@ use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use watchpost_proto::InputId;
-use watchpost_store::Checkpoint;
+use watchpost_store::{Checkpoint, SpoolMark};
 
 /// How the worker should read the lines of a batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,6 +49,8 @@ pub struct RawBatch {
     pub format: Format,
     /// File offsets to persist with these lines (file input only).
     pub checkpoints: Vec<Checkpoint>,
+    /// Progress of spooled requests to persist with these lines (acknowledging inputs).
+    pub spool: Vec<SpoolMark>,
     /// Receive time of the first line, for linger.
     pub opened_ns: i64,
     max_lines: usize,
@@ -62,6 +64,7 @@ impl RawBatch {
             input,
             format,
             checkpoints: Vec::with_capacity(4),
+            spool: Vec::with_capacity(8),
             opened_ns: 0,
             max_lines,
         }
@@ -72,6 +75,7 @@ impl RawBatch {
         self.bytes.clear();
         self.lines.clear();
         self.checkpoints.clear();
+        self.spool.clear();
         self.opened_ns = 0;
     }
 

@@ -92,6 +92,10 @@ pub enum Error {
     /// The ingest queue is full; try again shortly.
     #[error("ingest queue is full")]
     IngestBusy,
+    /// The store did not take an ingest body into its spool (a full disk, a failing device):
+    /// nothing of it was accepted, and the client should retry.
+    #[error("the store cannot make events durable now: {0}")]
+    NotDurable(String),
     /// The pipeline is shutting down.
     #[error("ingestion is stopping")]
     Stopped,

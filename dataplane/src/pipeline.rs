@@ -15,7 +15,7 @@ use crate::input::framing::Framing;
 use crate::input::http::HttpIngest;
 use crate::input::outlet::Outlet;
 use crate::input::tcp::TcpSettings;
-use crate::input::{file, http, tcp, udp};
+use crate::input::{file, http, spool, tcp, udp};
 use crate::ioc::IocFeed;
 use crate::live::LiveAlerts;
 use crate::normalize::Normalizer;
@@ -541,6 +541,9 @@ fn spawn_inputs(
         bound: Vec::new(),
         http: None,
     };
+    // Acknowledged before the last stop and not stored then: each acknowledging input replays
+    // its own before it takes new requests.
+    let mut pending = shared.store.spooled()?;
     for r in input_rings {
         let outlet = Outlet::new(r.producers, r.pool, linger, Arc::clone(stats), r.id);
         let counters = stats.input(r.id);
@@ -598,15 +601,50 @@ fn spawn_inputs(
             )
             .map_err(Error::Thread)?,
             InputId::Http => {
-                let (handle, h) = http::spawn(outlet, max_line, linger, Arc::clone(stop))
-                    .map_err(Error::Thread)?;
+                let settings = http::HttpSettings {
+                    max_line,
+                    linger_ms: linger,
+                    store: Arc::clone(shared.store),
+                    pending: take_pending(&mut pending, InputId::Http),
+                };
+                let (handle, h) =
+                    http::spawn(outlet, settings, Arc::clone(stats), Arc::clone(stop))
+                        .map_err(Error::Thread)?;
                 out.http = Some(handle);
                 h
             }
         };
         out.handles.push(h);
     }
+    if !pending.is_empty() {
+        let inputs: std::collections::BTreeSet<&str> = pending
+            .iter()
+            .filter_map(|r| spool::input_of(&r.record).map(InputId::name))
+            .collect();
+        tracing::warn!(
+            "{} acknowledged request(s) wait in the ingest spool for input(s) {:?}, which are \
+             disabled: they stay there and are stored once those inputs are enabled again",
+            pending.len(),
+            inputs
+        );
+        stats
+            .spool
+            .orphaned
+            .store(pending.len() as u64, Ordering::Relaxed);
+    }
     Ok(out)
+}
+
+/// Takes the spooled requests of `input` out of `pending`.
+fn take_pending(
+    pending: &mut Vec<watchpost_store::SpooledRequest>,
+    input: InputId,
+) -> Vec<watchpost_store::SpooledRequest> {
+    let (mine, rest) = std::mem::take(pending)
+        .into_iter()
+        .partition(|r| spool::input_of(&r.record) == Some(input));
+    *pending = rest;
+    mine
 }
 
 /// Cores for each worker, then the writer (`None` = not pinned).

@@ -99,6 +99,21 @@ pub struct InputCounters {
     pub error: Mutex<Option<String>>,
 }
 
+/// Counters of the ingest spool, where acknowledging inputs make events durable before they
+/// answer.
+#[derive(Default, Debug)]
+pub struct SpoolCounters {
+    /// Requests written to the spool (each acknowledged).
+    pub requests: Counter,
+    /// Spool writes that failed (their requests were answered 503 and not accepted).
+    pub failures: Counter,
+    /// Requests replayed at start-up: acknowledged before a stop, not yet stored.
+    pub replayed: Counter,
+    /// Requests pending in the spool for an input that is disabled now: kept, and replayed once
+    /// it is enabled again.
+    pub orphaned: AtomicU64,
+}
+
 /// Counters of the store writer.
 #[derive(Default, Debug)]
 pub struct WriterCounters {
@@ -199,6 +214,8 @@ pub struct Stats {
     pub templates: AtomicU64,
     /// The store writer.
     pub writer: WriterCounters,
+    /// The ingest spool.
+    pub spool: SpoolCounters,
     /// The writer thread is running.
     pub writer_alive: AtomicBool,
     /// While set, the writer commits nothing and the rings behind it fill: how the tests watch
@@ -283,6 +300,7 @@ impl Stats {
             events_parsed: Counter::default(),
             templates: AtomicU64::new(0),
             writer: WriterCounters::default(),
+            spool: SpoolCounters::default(),
             writer_alive: AtomicBool::new(false),
             writer_hold: AtomicBool::new(false),
             detect_alive: (0..detectors).map(|_| AtomicBool::new(false)).collect(),
@@ -331,6 +349,12 @@ impl Stats {
             commits: self.writer.commits.get(),
             write_errors: self.writer.errors.get(),
             templates: self.templates.load(Ordering::Relaxed),
+            spool: SpoolSnapshot {
+                requests: self.spool.requests.get(),
+                failures: self.spool.failures.get(),
+                replayed: self.spool.replayed.get(),
+                orphaned: self.spool.orphaned.load(Ordering::Relaxed),
+            },
             detection: DetectSnapshot {
                 scored: self.detect.scored.get(),
                 alerts: watchpost_proto::AlertType::ALL
@@ -449,12 +473,28 @@ pub struct StatsSnapshot {
     pub write_errors: u64,
     /// Known templates.
     pub templates: u64,
+    /// The ingest spool (acknowledged ingest).
+    pub spool: SpoolSnapshot,
     /// Detection.
     pub detection: DetectSnapshot,
     /// Per input.
     pub inputs: Vec<InputSnapshot>,
     /// Ring depths.
     pub rings: Vec<RingSnapshot>,
+}
+
+/// `/stats` counters of the ingest spool.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[schemars(rename = "SpoolStats")]
+pub struct SpoolSnapshot {
+    /// Requests written to the spool, each acknowledged after its write.
+    pub requests: u64,
+    /// Spool writes that failed: their requests were answered 503, nothing accepted.
+    pub failures: u64,
+    /// Requests replayed at start-up (acknowledged before a stop, not yet stored then).
+    pub replayed: u64,
+    /// Requests kept in the spool for an input that is disabled now.
+    pub orphaned: u64,
 }
 
 /// `/stats` counters of detection.

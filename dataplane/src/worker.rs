@@ -244,6 +244,7 @@ fn process(
     block.seal();
     // Moved, not cloned: the offsets travel on with the block to the writer.
     block.checkpoints.append(&mut batch.checkpoints);
+    block.spool.append(&mut batch.spool);
     let counters = stats.input(batch.input);
     counters.parsed.add(tally.parsed);
     counters.malformed.add(tally.malformed);

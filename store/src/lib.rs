@@ -31,6 +31,7 @@
 mod codec;
 mod detection;
 mod query;
+mod spool;
 mod writer;
 
 pub use codec::{
@@ -39,6 +40,7 @@ pub use codec::{
 };
 pub use detection::{AlertPage, AlertQuery, TriageError, TriageUpdate, alert_key};
 pub use query::{EntityFilter, EntityHit, EventPage, EventQuery, parse_event_id};
+pub use spool::{SpoolMark, SpooledRequest};
 pub use writer::{Checkpoint, CommitScratch, EncodedBlock, NewEntity, Posting, PostingKind};
 
 use rocksdb::{
@@ -59,7 +61,7 @@ pub(crate) const CF_IDX_TEMPLATE: &str = "idx_template";
 pub(crate) const CF_ENTITIES: &str = "entities";
 pub(crate) const CF_TEMPLATES: &str = "templates";
 pub(crate) const CF_CHECKPOINTS: &str = "checkpoints";
-const ALL_CFS: [&str; 19] = [
+const ALL_CFS: [&str; 20] = [
     CF_EVENTS,
     CF_BLOCKS,
     CF_IDX_ENTITY,
@@ -79,6 +81,7 @@ const ALL_CFS: [&str; 19] = [
     detection::CF_EXCEPTIONS,
     detection::CF_SIGNALS,
     detection::CF_SIGNAL_IDX,
+    spool::CF_SPOOL,
 ];
 const INDEX_CFS: [&str; 3] = [CF_IDX_ENTITY, CF_IDX_SOURCE, CF_IDX_TEMPLATE];
 
@@ -142,6 +145,9 @@ pub enum StoreError {
         /// Why it does not encode.
         reason: String,
     },
+    /// A write failed on purpose ([`Store::inject_write_fault`]), as on a full disk.
+    #[error("write refused: injected fault (as no space left on device)")]
+    WriteFault,
     /// A stored record does not decode: the store is damaged or was written by another layout.
     #[error("a stored {what} does not decode: {reason}")]
     Decode {
@@ -180,7 +186,11 @@ pub struct Store {
     /// Next block sequence number: stage A workers take one per block (the writer only for
     /// blocks that come without a key).
     next_seq: AtomicU64,
+    /// Next ingest spool sequence number (see the `spool` module).
+    next_spool_seq: AtomicU64,
     sync_writes: bool,
+    /// While set, every write fails as a full disk would (see [`Store::inject_write_fault`]).
+    write_fault: std::sync::atomic::AtomicBool,
     /// Serialises triage read-modify-writes (the control plane's, a few per minute at most).
     triage_lock: std::sync::Mutex<()>,
     read_failures: ReadFailures,
@@ -256,12 +266,16 @@ impl Store {
             db,
             path,
             next_seq: AtomicU64::new(0),
+            next_spool_seq: AtomicU64::new(0),
             sync_writes: cfg.sync_writes,
+            write_fault: std::sync::atomic::AtomicBool::new(false),
             triage_lock: std::sync::Mutex::new(()),
             read_failures: ReadFailures::default(),
         };
         let next = store.last_block_seq().map_or(0, |s| s + 1);
         store.next_seq.store(next, Ordering::Relaxed);
+        let next = store.last_spool_seq().map_or(0, |s| s + 1);
+        store.next_spool_seq.store(next, Ordering::Relaxed);
         Ok(store)
     }
 
@@ -309,6 +323,22 @@ impl Store {
 
     pub(crate) fn db(&self) -> &DB {
         &self.db
+    }
+
+    /// Makes every write fail (`true`) as a full disk would, until called with `false`: how the
+    /// tests show that acknowledged events, alerts and triage survive a disk that refuses
+    /// writes. Read once per write, never per event. Test hook: the `testsuite` feature.
+    #[cfg(feature = "testsuite")]
+    pub fn inject_write_fault(&self, failing: bool) {
+        self.write_fault.store(failing, Ordering::Relaxed);
+    }
+
+    /// The injected write failure, if one is set.
+    pub(crate) fn check_write_fault(&self) -> Result<(), StoreError> {
+        if self.write_fault.load(Ordering::Relaxed) {
+            return Err(StoreError::WriteFault);
+        }
+        Ok(())
     }
 
     pub(crate) fn write_options(&self) -> WriteOptions {

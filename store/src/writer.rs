@@ -6,6 +6,7 @@
 //! background threads do the compaction.
 
 use crate::StoreError;
+use crate::spool::SpoolMark;
 use crate::{
     BlockKey, BlockMeta, CF_BLOCKS, CF_CHECKPOINTS, CF_ENTITIES, CF_EVENTS, CF_IDX_ENTITY,
     CF_IDX_SOURCE, CF_IDX_TEMPLATE, CF_TEMPLATES, Store, block_key, day_of, index_prefix,
@@ -80,6 +81,8 @@ pub struct EncodedBlock {
     pub template_text: String,
     /// File offsets that become durable with this block.
     pub checkpoints: Vec<Checkpoint>,
+    /// Progress of spooled requests that becomes durable with this block.
+    pub spool: Vec<SpoolMark>,
     /// The block's key, given by the worker so that detection can name events before they are
     /// written; `None` lets the store choose one.
     pub key: Option<BlockKey>,
@@ -99,6 +102,7 @@ impl EncodedBlock {
             templates: Vec::with_capacity(16),
             template_text: String::with_capacity(4096),
             checkpoints: Vec::with_capacity(4),
+            spool: Vec::with_capacity(8),
             ..EncodedBlock::default()
         }
     }
@@ -116,6 +120,7 @@ impl EncodedBlock {
         self.templates.clear();
         self.template_text.clear();
         self.checkpoints.clear();
+        self.spool.clear();
         self.key = None;
     }
 
@@ -178,6 +183,7 @@ impl Store {
         blocks: &mut [Box<EncodedBlock>],
         scratch: &mut CommitScratch,
     ) -> Result<(), StoreError> {
+        self.check_write_fault()?;
         let mut wb = WriteBatch::default();
         for block in blocks.iter_mut() {
             add_block(self, &mut wb, block, scratch);
@@ -251,4 +257,5 @@ fn add_block(store: &Store, wb: &mut WriteBatch, block: &mut EncodedBlock, s: &m
         s.value.extend_from_slice(c.path.as_bytes());
         wb.put_cf(store.cf(CF_CHECKPOINTS), c.path_key.to_be_bytes(), &s.value);
     }
+    crate::spool::add_marks(store, wb, &block.spool);
 }

@@ -264,6 +264,14 @@ impl Service {
     }
 }
 
+impl Service {
+    /// Kills it with SIGKILL, as a crash or the OOM killer would, and reaps it.
+    pub fn kill(mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 impl Drop for Service {
     fn drop(&mut self) {
         let _ = self.0.kill();

@@ -9,7 +9,8 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use watchpost_dataplane::{Error, IngestReceipt};
 
-/// Accepts a body of events; 202 with how many were accepted.
+/// Accepts a body of events; 202 with how many were accepted, once they are durable (in the
+/// store's write-ahead log); 503 with `Retry-After` while the store cannot take them.
 pub async fn ingest(
     State(st): State<AppState>,
     body: Body,
@@ -35,6 +36,12 @@ pub async fn ingest(
                 "ingestion is saturated; retry shortly",
             )
             .retry_after(1),
+            Error::NotDurable(m) => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store_unavailable",
+                format!("nothing was accepted: {m}"),
+            )
+            .retry_after(5),
             Error::Stopped => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "stopping",

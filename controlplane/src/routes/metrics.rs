@@ -218,6 +218,30 @@ fn pipeline(e: &mut Exposition, st: &AppState, s: &StatsSnapshot) {
         s.write_errors,
     );
     e.single(
+        "watchpost_spool_requests_total",
+        "counter",
+        "Acknowledging-input requests written to the ingest spool (each then acknowledged).",
+        s.spool.requests,
+    );
+    e.single(
+        "watchpost_spool_failures_total",
+        "counter",
+        "Ingest spool writes that failed: their requests were answered 503, nothing accepted.",
+        s.spool.failures,
+    );
+    e.single(
+        "watchpost_spool_replayed_total",
+        "counter",
+        "Spooled requests replayed at start-up (acknowledged, not yet stored at the last stop).",
+        s.spool.replayed,
+    );
+    e.single(
+        "watchpost_spool_orphaned",
+        "gauge",
+        "Spooled requests kept for an input that is disabled now.",
+        s.spool.orphaned,
+    );
+    e.single(
         "watchpost_templates",
         "gauge",
         "Templates the miners know.",

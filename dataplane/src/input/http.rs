@@ -2,32 +2,48 @@
 //!
 //! Request handlers run on the control plane's runtime, many at once; a single ingest thread owns
 //! this input's rings so they stay single-producer. Handlers hand it a body over a bounded queue
-//! and wait for the count of accepted events; a full queue answers "busy" at once so the API stays
-//! responsive under overload (the client retries) instead of queueing without bound.
+//! and wait for its receipt; a full queue answers "busy" at once so the API stays responsive
+//! under overload (the client retries) instead of queueing without bound.
+//!
+//! Acknowledged means durable: the thread frames every waiting body, writes them all to the
+//! store's ingest spool in one write (the group commit: under load one write serves many
+//! requests) and only then answers; a spool write that fails answers "unavailable" and nothing
+//! of those bodies enters the pipeline, so the client's retry cannot store anything twice. The
+//! lines then go on to the workers; a crash before they are stored replays them at the next
+//! start ([`super::spool`]).
 
 use super::outlet::Outlet;
+use super::spool::{self, Decoded, SpoolRecord};
 use crate::Error;
 use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
-use watchpost_proto::now_ns;
+use watchpost_proto::{InputId, now_ns};
+use watchpost_store::{SpooledRequest, Store};
 
 /// What the ingest thread answers for one body (and `POST /ingest` with 202).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 #[schemars(rename = "IngestResult")]
 pub struct IngestReceipt {
-    /// Events accepted (each one will be stored; malformed ones as free text).
+    /// Events accepted: in the store's write-ahead log, so each one will be stored (malformed
+    /// ones as free text) even if the service is killed now.
     pub accepted: u64,
     /// Of those, cut at `dataplane.max_line_bytes`.
     pub truncated: u64,
 }
 
+/// The ingest thread's answer to one body: its receipt, or why the store did not take it.
+type Answer = Result<IngestReceipt, String>;
+
 struct Job {
     body: Vec<u8>,
-    reply: Sender<IngestReceipt>,
+    reply: Sender<Answer>,
 }
+
+/// Bodies spooled together at most: one write for up to this many waiting requests.
+const GROUP: usize = 64;
 
 /// The handle the control plane submits bodies through.
 #[derive(Clone)]
@@ -37,7 +53,8 @@ pub struct HttpIngest {
 
 impl HttpIngest {
     /// Submits a body (a JSON array of objects, or one JSON object per line) and waits until its
-    /// events are in the pipeline. Blocking: call it from a blocking task.
+    /// events are durable: in the store's write-ahead log, on their way to the workers.
+    /// Blocking: call it from a blocking task.
     pub fn submit(&self, body: Vec<u8>) -> Result<IngestReceipt, Error> {
         if first_non_space(&body) == Some(b'[') {
             split_array(&body).map_err(Error::InvalidBody)?;
@@ -48,60 +65,52 @@ impl HttpIngest {
             Err(TrySendError::Full(_)) => return Err(Error::IngestBusy),
             Err(TrySendError::Disconnected(_)) => return Err(Error::Stopped),
         }
-        answer.recv().map_err(|_| Error::Stopped)
+        answer
+            .recv()
+            .map_err(|_| Error::Stopped)?
+            .map_err(Error::NotDurable)
     }
 }
 
-/// Starts the ingest thread.
+/// What the ingest thread needs besides its rings.
+pub struct HttpSettings {
+    /// `dataplane.max_line_bytes`.
+    pub max_line: usize,
+    /// `dataplane.batch_linger_ms`.
+    pub linger_ms: u64,
+    /// The store whose spool makes acknowledgements durable.
+    pub store: Arc<Store>,
+    /// Requests this input spooled and the pipeline had not stored at the last stop.
+    pub pending: Vec<SpooledRequest>,
+}
+
+/// Starts the ingest thread: it first replays what was pending, then serves bodies.
 pub fn spawn(
     mut outlet: Outlet,
-    max_line: usize,
-    linger_ms: u64,
+    settings: HttpSettings,
+    stats: Arc<crate::stats::Stats>,
     stop: Arc<AtomicBool>,
 ) -> std::io::Result<(HttpIngest, JoinHandle<()>)> {
     let (tx, rx): (Sender<Job>, Receiver<Job>) = bounded(64);
     let handle = std::thread::Builder::new()
         .name("wp-in-http".into())
         .spawn(move || {
+            let replayed = spool::replay(&mut outlet, InputId::Http, &settings.pending);
+            stats.spool.replayed.add(replayed);
+            drop(settings.pending);
+            let mut group = Group::default();
             let mut next = 0usize;
-            let workers = outlet.workers().max(1);
             loop {
-                match rx.recv_timeout(Duration::from_millis(linger_ms.max(1))) {
+                match rx.recv_timeout(Duration::from_millis(settings.linger_ms.max(1))) {
                     Ok(job) => {
-                        let now = now_ns();
-                        next = (next + 1) % workers;
-                        let mut receipt = IngestReceipt {
-                            accepted: 0,
-                            truncated: 0,
-                        };
-                        let mut push = |line: &[u8]| {
-                            let line = trim(line);
-                            if line.is_empty() {
-                                return;
-                            }
-                            let truncated = line.len() > max_line;
-                            outlet.push_line(
-                                next,
-                                &line[..line.len().min(max_line)],
-                                now,
-                                truncated,
-                            );
-                            receipt.accepted += 1;
-                            receipt.truncated += u64::from(truncated);
-                        };
-                        if first_non_space(&job.body) == Some(b'[') {
-                            if let Ok(items) = split_array(&job.body) {
-                                for r in items {
-                                    push(&job.body[r]);
-                                }
-                            }
-                        } else {
-                            for line in job.body.split(|&b| b == b'\n') {
-                                push(line);
-                            }
+                        group.take(job, &rx);
+                        group.frame(settings.max_line);
+                        let durable = group.spool(&settings.store, &stats);
+                        group.answer(&durable);
+                        if durable.is_ok() {
+                            group.feed(&mut outlet, &mut next);
                         }
                         outlet.flush_all();
-                        let _ = job.reply.send(receipt);
                     }
                     Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
                         if stop.load(Ordering::Relaxed) {
@@ -114,6 +123,120 @@ pub fn spawn(
             outlet.flush_all();
         })?;
     Ok((HttpIngest { jobs: tx }, handle))
+}
+
+/// The requests served together, and their records (reused from group to group).
+#[derive(Default)]
+struct Group {
+    jobs: Vec<Job>,
+    records: Vec<SpoolRecord>,
+    receipts: Vec<IngestReceipt>,
+    seqs: Vec<u64>,
+}
+
+impl Group {
+    /// Takes `first` and whatever else is waiting, up to [`GROUP`].
+    fn take(&mut self, first: Job, rx: &Receiver<Job>) {
+        self.jobs.clear();
+        self.jobs.push(first);
+        while self.jobs.len() < GROUP {
+            match rx.try_recv() {
+                Ok(job) => self.jobs.push(job),
+                Err(_) => break,
+            }
+        }
+    }
+
+    /// Frames each body into its record: trimmed lines, cut at `max_line`, blanks skipped.
+    fn frame(&mut self, max_line: usize) {
+        while self.records.len() < self.jobs.len() {
+            self.records.push(SpoolRecord::default());
+        }
+        self.receipts.clear();
+        let now = now_ns();
+        for (job, record) in self.jobs.iter().zip(self.records.iter_mut()) {
+            record.begin(InputId::Http, now);
+            let mut receipt = IngestReceipt {
+                accepted: 0,
+                truncated: 0,
+            };
+            let mut push = |line: &[u8]| {
+                let line = trim(line);
+                if line.is_empty() {
+                    return;
+                }
+                let truncated = line.len() > max_line;
+                record.push(&line[..line.len().min(max_line)], truncated);
+                receipt.accepted += 1;
+                receipt.truncated += u64::from(truncated);
+            };
+            if first_non_space(&job.body) == Some(b'[') {
+                if let Ok(items) = split_array(&job.body) {
+                    for r in items {
+                        push(&job.body[r]);
+                    }
+                }
+            } else {
+                for line in job.body.split(|&b| b == b'\n') {
+                    push(line);
+                }
+            }
+            self.receipts.push(receipt);
+        }
+    }
+
+    /// Writes the group's non-empty records to the spool in one write.
+    fn spool(&mut self, store: &Arc<Store>, stats: &crate::stats::Stats) -> Result<(), String> {
+        let records: Vec<&SpoolRecord> = self.records[..self.jobs.len()]
+            .iter()
+            .filter(|r| r.lines() > 0)
+            .collect();
+        if records.is_empty() {
+            return Ok(());
+        }
+        match spool::commit(store, &records, &mut self.seqs) {
+            Ok(()) => {
+                stats.spool.requests.add(records.len() as u64);
+                Ok(())
+            }
+            Err(e) => {
+                stats.spool.failures.add(1);
+                tracing::error!("ingest spool write failed, answering 503: {e}");
+                Err(e.to_string())
+            }
+        }
+    }
+
+    /// Answers every request of the group.
+    fn answer(&mut self, durable: &Result<(), String>) {
+        for (job, receipt) in self.jobs.iter().zip(&self.receipts) {
+            let answer = match durable {
+                Ok(()) => Ok(*receipt),
+                Err(e) => Err(e.clone()),
+            };
+            // A handler that gave up waiting is gone; its events are durable all the same.
+            let _ = job.reply.send(answer);
+        }
+    }
+
+    /// Sends the spooled lines on, one request per worker in turn.
+    fn feed(&mut self, outlet: &mut Outlet, next: &mut usize) {
+        let workers = outlet.workers().max(1);
+        let spooled = self.records[..self.jobs.len()]
+            .iter()
+            .filter(|r| r.lines() > 0);
+        for (record, &seq) in spooled.zip(&self.seqs) {
+            *next = (*next + 1) % workers;
+            match Decoded::read(record.as_bytes()) {
+                Ok(d) => {
+                    if let Err(e) = spool::feed(outlet, *next, seq, &d, 0) {
+                        tracing::error!("ingest: a record just written does not read: {e}");
+                    }
+                }
+                Err(e) => tracing::error!("ingest: a record just written does not read: {e}"),
+            }
+        }
+    }
 }
 
 fn first_non_space(b: &[u8]) -> Option<u8> {

@@ -8,6 +8,7 @@ pub mod file;
 pub mod framing;
 pub mod http;
 pub mod outlet;
+pub(crate) mod spool;
 pub mod tcp;
 pub mod udp;
 

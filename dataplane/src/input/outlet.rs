@@ -9,7 +9,7 @@ use crate::batch::{Pool, RawBatch};
 use crate::ring::Producer;
 use crate::stats::InputCounters;
 use std::sync::Arc;
-use watchpost_store::Checkpoint;
+use watchpost_store::{Checkpoint, SpoolMark};
 
 /// The sending side of one input.
 pub struct Outlet {
@@ -101,9 +101,21 @@ impl Outlet {
         }
     }
 
+    /// Records how far a spooled request has got: durable with the lines already pushed to
+    /// `worker`. Called after each of the request's lines, so the block that ends up holding
+    /// the last one deletes the request, and one cut between two blocks records its progress.
+    pub fn mark(&mut self, worker: usize, mark: SpoolMark) {
+        let w = worker % self.rings.len();
+        let b = self.open[w].get_or_insert_with(|| self.pool.take());
+        match b.spool.last_mut() {
+            Some(last) if last.seq == mark.seq => *last = mark,
+            _ => b.spool.push(mark),
+        }
+    }
+
     fn send(&mut self, w: usize) {
         if let Some(b) = self.open[w].take() {
-            if b.is_empty() && b.checkpoints.is_empty() {
+            if b.is_empty() && b.checkpoints.is_empty() && b.spool.is_empty() {
                 self.pool.give(b);
                 return;
             }
@@ -119,7 +131,7 @@ impl Outlet {
     pub fn flush_due(&mut self, now_ns: i64) {
         for w in 0..self.open.len() {
             let due = self.open[w].as_ref().is_some_and(|b| {
-                (!b.is_empty() || !b.checkpoints.is_empty())
+                (!b.is_empty() || !b.checkpoints.is_empty() || !b.spool.is_empty())
                     && now_ns - b.opened_ns >= self.linger_ns
             });
             if due {

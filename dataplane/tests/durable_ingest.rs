@@ -1,0 +1,50 @@
+//! Acknowledged HTTP ingest is durable: a body is answered only once its events are in the
+//! store's spool, a store that refuses writes gets "not durable" (the API's 503) and nothing of
+//! that body is stored. (The replay of what was spooled and not stored is tested in
+//! `input::spool`, and against a real kill -9 in the service's `tests/crash.rs`.)
+
+mod common;
+
+use common::*;
+use watchpost_dataplane::{Error, Pipeline};
+
+fn body(from: u32, to: u32) -> Vec<u8> {
+    (from..to)
+        .map(|i| format!("{{\"message\":\"durable event {i}\",\"host.name\":\"h1\"}}\n"))
+        .collect::<String>()
+        .into_bytes()
+}
+
+#[test]
+fn a_store_that_refuses_writes_gets_not_durable_and_stores_nothing_of_the_body() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = Pipeline::start(&config(dir.path())).unwrap();
+    let ingest = p.http_ingest().unwrap();
+    p.store().inject_write_fault(true);
+    let refused = ingest.submit(body(0, 50));
+    assert!(
+        matches!(&refused, Err(Error::NotDurable(m)) if m.contains("no space left")),
+        "{refused:?}"
+    );
+    p.store().inject_write_fault(false);
+    let receipt = ingest.submit(body(100, 130)).unwrap();
+    assert_eq!(receipt.accepted, 30);
+    wait_stored(&p, 30);
+    let s = p.stats().snapshot();
+    assert_eq!(
+        (s.spool.requests, s.spool.failures),
+        (1, 1),
+        "{:?}",
+        s.spool
+    );
+    let store = p.store();
+    p.shutdown();
+    let events = all_events(&store);
+    assert_eq!(events.len(), 30, "the refused body left nothing behind");
+    assert!(
+        events
+            .iter()
+            .all(|e| e.message.starts_with("durable event 1"))
+    );
+    assert!(store.spooled().unwrap().is_empty());
+}
