@@ -7,6 +7,7 @@
 //! this crate models a small organisation instead.
 
 mod emit;
+pub mod http_post;
 pub mod realistic;
 pub mod rng;
 pub mod scenario;

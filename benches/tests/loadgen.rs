@@ -184,9 +184,79 @@ fn refused_connection_is_a_clean_error() {
 
 #[test]
 fn bad_target_is_rejected() {
-    let out = loadgen(&["--target", "http://127.0.0.1:1", "--count", "1"]);
+    let out = loadgen(&["--target", "ftp://127.0.0.1:1", "--count", "1"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("unsupported scheme"));
+}
+
+/// An ingest endpoint on one keep-alive connection: the first body is refused with 503 and
+/// `Retry-After: 0`, every later one acknowledged. Returns the lines of the acknowledged bodies.
+fn http_ingest() -> (String, thread::JoinHandle<usize>) {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/api/v1/ingest", listener.local_addr().unwrap());
+    let handle = thread::spawn(move || {
+        let (s, _) = listener.accept().unwrap();
+        let mut reader = BufReader::new(s.try_clone().unwrap());
+        let mut out = s;
+        let (mut requests, mut lines) = (0, 0);
+        loop {
+            let mut length = 0usize;
+            let mut line = String::new();
+            if reader.read_line(&mut line).unwrap() == 0 {
+                return lines;
+            }
+            assert!(line.starts_with("POST /api/v1/ingest HTTP/1.1"), "{line}");
+            loop {
+                line.clear();
+                reader.read_line(&mut line).unwrap();
+                if line == "\r\n" {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap();
+                }
+            }
+            let mut body = vec![0u8; length];
+            reader.read_exact(&mut body).unwrap();
+            requests += 1;
+            if requests == 1 {
+                out.write_all(b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 0\r\nContent-Length: 2\r\n\r\n{}").unwrap();
+            } else {
+                lines += body
+                    .split(|&b| b == b'\n')
+                    .filter(|l| !l.is_empty())
+                    .count();
+                out.write_all(b"HTTP/1.1 202 Accepted\r\nContent-Length: 2\r\n\r\n{}")
+                    .unwrap();
+            }
+        }
+    });
+    (url, handle)
+}
+
+#[test]
+fn http_target_counts_acknowledged_events_and_retries_a_503() {
+    let (url, server) = http_ingest();
+    let out = loadgen(&[
+        "--target",
+        &url,
+        "--format",
+        "json",
+        "--count",
+        "500",
+        "--batch-bytes",
+        "4096",
+    ]);
+    let v = summary(&out);
+    assert_eq!(v["sent"], 500, "{v}");
+    assert_eq!(v["retries"], 1, "{v}");
+    assert!(v["ack_p99_ms"].as_f64().unwrap() >= v["ack_p50_ms"].as_f64().unwrap());
+    assert_eq!(
+        server.join().unwrap(),
+        500,
+        "every event reached the server once acknowledged"
+    );
 }
 
 #[test]

@@ -229,7 +229,11 @@ impl Store {
                 o.set_memtable_prefix_bloom_ratio(0.1);
             }
             o.set_block_based_table_factory(&t);
-            let wb = if name == CF_EVENTS || INDEX_CFS.contains(&name) {
+            // The spool's records live from an acknowledgement to the commit of their events,
+            // milliseconds to seconds: a memtable as large as the events' lets a record and its
+            // deletion meet there and vanish at the flush, instead of a flush writing records
+            // that are deleted a moment later.
+            let wb = if name == CF_EVENTS || name == spool::CF_SPOOL || INDEX_CFS.contains(&name) {
                 cfg.write_buffer_mb as usize
             } else {
                 (cfg.write_buffer_mb as usize / 8).max(1)

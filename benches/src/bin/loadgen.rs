@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use watchpost_benches::http_post::{HttpPoster, PostStats};
 use watchpost_benches::{Traffic, stream_seed};
 
 #[global_allocator]
@@ -41,8 +42,9 @@ const MAX_CHUNK_DATAGRAMS: u64 = 256;
                   Without --count or --duration it runs for 10 seconds."
 )]
 struct Args {
-    /// Where to send: tcp://HOST:PORT, udp://HOST:PORT (one datagram per line), or `stdout`
-    /// (the summary then goes to stderr).
+    /// Where to send: tcp://HOST:PORT, udp://HOST:PORT (one datagram per line),
+    /// http://HOST:PORT/PATH (each buffer of --batch-bytes one POST, e.g. to /api/v1/ingest with
+    /// --format json, waiting for each answer), or `stdout` (the summary then goes to stderr).
     #[arg(long, default_value = "tcp://127.0.0.1:5514", value_parser = parse_target)]
     target: Target,
 
@@ -106,13 +108,15 @@ enum Framing {
 enum Target {
     Tcp(String, Vec<SocketAddr>),
     Udp(String, Vec<SocketAddr>),
+    /// The URL, its addresses, the `Host` header and the path.
+    Http(String, Vec<SocketAddr>, String, String),
     Stdout,
 }
 
 impl Target {
     fn describe(&self) -> &str {
         match self {
-            Target::Tcp(s, _) | Target::Udp(s, _) => s,
+            Target::Tcp(s, _) | Target::Udp(s, _) | Target::Http(s, ..) => s,
             Target::Stdout => "stdout",
         }
     }
@@ -122,11 +126,34 @@ fn parse_target(s: &str) -> Result<Target, String> {
     if s == "stdout" || s == "-" {
         return Ok(Target::Stdout);
     }
-    let (scheme, rest) = s
-        .split_once("://")
-        .ok_or_else(|| format!("expected tcp://HOST:PORT, udp://HOST:PORT or stdout, got {s:?}"))?;
+    let (scheme, rest) = s.split_once("://").ok_or_else(|| {
+        format!(
+            "expected tcp://HOST:PORT, udp://HOST:PORT, http://HOST:PORT/PATH or stdout, got {s:?}"
+        )
+    })?;
+    if scheme == "http" {
+        let (host, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, "/api/v1/ingest"),
+        };
+        let addrs: Vec<SocketAddr> = host
+            .to_socket_addrs()
+            .map_err(|e| format!("cannot resolve {host:?}: {e}"))?
+            .collect();
+        if addrs.is_empty() {
+            return Err(format!("{host:?} resolves to no address"));
+        }
+        return Ok(Target::Http(
+            s.to_owned(),
+            addrs,
+            host.to_owned(),
+            path.to_owned(),
+        ));
+    }
     if scheme != "tcp" && scheme != "udp" {
-        return Err(format!("unsupported scheme {scheme:?}: use tcp or udp"));
+        return Err(format!(
+            "unsupported scheme {scheme:?}: use tcp, udp or http"
+        ));
     }
     let addrs: Vec<SocketAddr> = rest
         .to_socket_addrs()
@@ -153,11 +180,18 @@ fn parse_duration(s: &str) -> Result<f64, String> {
 enum Sink {
     Tcp(TcpStream),
     Udp(UdpSocket),
+    Http(HttpPoster),
     Stdout(io::Stdout),
 }
 
-fn connect(target: &Target) -> Result<Sink, String> {
+fn connect(target: &Target, posts: &Arc<PostStats>) -> Result<Sink, String> {
     match target {
+        Target::Http(_, addrs, host, path) => Ok(Sink::Http(HttpPoster::new(
+            addrs[0],
+            host,
+            path,
+            Arc::clone(posts),
+        ))),
         Target::Tcp(name, addrs) => {
             let mut last = None;
             for addr in addrs {
@@ -367,6 +401,7 @@ fn run_worker(job: &Job, sink: Sink, shared: &Shared) -> Result<(), String> {
     let (udp, mut stream): (Option<UdpSocket>, Option<Box<dyn Write>>) = match sink {
         Sink::Udp(s) => (Some(s), None),
         Sink::Tcp(s) => (None, Some(Box::new(s))),
+        Sink::Http(p) => (None, Some(Box::new(p))),
         Sink::Stdout(s) => (None, Some(Box::new(s.lock()))),
     };
     let mut generated: u64 = 0;
@@ -461,9 +496,10 @@ fn run(args: &Args) -> Result<(), String> {
 
     // Connect everything before the clock starts, so connection set-up is not counted and a
     // refused connection fails the run before any load is offered.
+    let posts = Arc::new(PostStats::default());
     let mut sinks = Vec::new();
     for _ in 0..conns {
-        sinks.push(connect(&args.target)?);
+        sinks.push(connect(&args.target, &posts)?);
     }
 
     let shared = Arc::new(Shared {
@@ -558,9 +594,19 @@ fn run(args: &Args) -> Result<(), String> {
     let bytes = shared.bytes.load(Ordering::Relaxed);
     let secs = end.duration_since(start).as_secs_f64();
     let rate = if secs > 0.0 { sent as f64 / secs } else { 0.0 };
-    let summary = format!(
-        "{{\"sent\": {sent}, \"seconds\": {secs:.3}, \"rate\": {rate:.1}, \"bytes\": {bytes}}}"
+    let mut summary = format!(
+        "{{\"sent\": {sent}, \"seconds\": {secs:.3}, \"rate\": {rate:.1}, \"bytes\": {bytes}"
     );
+    if matches!(args.target, Target::Http(..)) {
+        // Sent means acknowledged here: each body counts once its 2xx came back.
+        summary.push_str(&format!(
+            ", \"ack_p50_ms\": {:.2}, \"ack_p99_ms\": {:.2}, \"retries\": {}",
+            posts.quantile_ms(0.5),
+            posts.quantile_ms(0.99),
+            posts.retries.load(Ordering::Relaxed)
+        ));
+    }
+    summary.push('}');
     if matches!(args.target, Target::Stdout) {
         eprintln!("{summary}");
     } else {
