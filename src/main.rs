@@ -540,6 +540,13 @@ fn run(config: Option<PathBuf>) -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    // From here a first signal stops the inputs reading at once (the API then finishes its
+    // last requests and the pipeline stores what was accepted); a second exits at once.
+    let first_signal = {
+        let _in_runtime = runtime.enter();
+        signals.watch(pipeline.stopper())
+    };
+    let shutdown_deadline = std::time::Duration::from_secs(cfg.dataplane.shutdown_timeout_seconds);
     let limits = match watchpost_controlplane::RateLimits::from_config(&cfg) {
         Ok(l) => Arc::new(l),
         Err(e) => {
@@ -582,19 +589,47 @@ fn run(config: Option<PathBuf>) -> ExitCode {
                 Some(tokio::net::TcpListener::from_std(l)?)
             }
         };
-        watchpost_controlplane::serve(listener, probes, state, signals.received()).await
+        let mut stopped = first_signal.clone();
+        let served = watchpost_controlplane::serve(listener, probes, state, async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        });
+        // In-flight requests get a grace period after the signal; a client that sends half a
+        // request and waits (or never reads its answer) must not hold the stop for longer.
+        let mut stopped = first_signal;
+        let grace = async move {
+            let _ = stopped.wait_for(|s| *s).await;
+            tokio::time::sleep(API_GRACE).await;
+        };
+        tokio::select! {
+            r = served => r,
+            () = grace => {
+                tracing::warn!(
+                    "API: connections still open {} s after the stop signal; closing them",
+                    API_GRACE.as_secs()
+                );
+                Ok(())
+            }
+        }
     });
-    tracing::info!("shutting down: flushing everything accepted");
+    tracing::info!(
+        "shutting down: storing everything accepted (at most {} s, dataplane.shutdown_timeout_seconds)",
+        shutdown_deadline.as_secs()
+    );
+    // The pipeline's shutdown runs while the runtime still listens for a second signal.
+    let report = pipeline.shutdown_within(shutdown_deadline);
     runtime.shutdown_timeout(std::time::Duration::from_secs(5));
-    pipeline.shutdown();
-    match served {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
+    match (served, report.completed) {
+        (Ok(()), true) => ExitCode::SUCCESS,
+        (Ok(()), false) => ExitCode::from(1),
+        (Err(e), _) => {
             eprintln!("API server failed: {e}");
             ExitCode::from(1)
         }
     }
 }
+
+/// How long the API's in-flight requests may run on after a stop signal.
+const API_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// SIGTERM and SIGINT, listened for from the moment they are installed: one that arrives before
 /// the service waits for it is kept, not lost.
@@ -619,7 +654,7 @@ impl ShutdownSignals {
     }
 
     /// Completes at the first of them.
-    async fn received(mut self) {
+    async fn received(&mut self) {
         async fn next(s: &mut Option<tokio::signal::unix::Signal>) {
             match s {
                 Some(s) => {
@@ -632,6 +667,27 @@ impl ShutdownSignals {
             _ = next(&mut self.term) => {}
             _ = next(&mut self.interrupt) => {}
         }
+    }
+
+    /// Watches for signals for the rest of the process (inside the runtime): at the first the
+    /// inputs stop reading and the returned flag turns true, which stops the API; a second
+    /// exits the process at once, whatever is left to store (what HTTP acknowledged waits in
+    /// the ingest spool). A signal that came before this was called is kept and counts.
+    fn watch(
+        mut self,
+        stopper: watchpost_dataplane::Stopper,
+    ) -> tokio::sync::watch::Receiver<bool> {
+        let (first_tx, first_rx) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            self.received().await;
+            stopper.stop();
+            let _ = first_tx.send(true);
+            self.received().await;
+            tracing::warn!("second signal: exiting now, without storing what is left");
+            eprintln!("watchpost: second signal, exiting without storing what is left");
+            std::process::exit(130);
+        });
+        first_rx
     }
 }
 

@@ -188,6 +188,57 @@ impl Pipeline {
         self.bound.iter().find(|(i, _)| *i == id).map(|(_, a)| *a)
     }
 
+    /// What stops the inputs reading: the service calls it the moment a signal arrives, long
+    /// before the API has finished its last requests and [`Pipeline::shutdown_within`] runs.
+    pub fn stopper(&self) -> Stopper {
+        Stopper(Arc::clone(&self.stop))
+    }
+
+    /// [`Pipeline::shutdown`], given at most `deadline`: past it, the report says what was not
+    /// stored and the caller exits anyway (the shutdown goes on in its thread until the process
+    /// ends). A store that refuses every write would otherwise keep the process alive forever;
+    /// what HTTP acknowledged is in the spool and is stored at the next start.
+    pub fn shutdown_within(self, deadline: std::time::Duration) -> ShutdownReport {
+        let stats = Arc::clone(&self.stats);
+        let store = Arc::clone(&self.store);
+        self.stop.store(true, Ordering::Relaxed);
+        let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(1);
+        let spawned = std::thread::Builder::new()
+            .name("wp-shutdown".into())
+            .spawn(move || {
+                self.shutdown();
+                let _ = done_tx.send(());
+            });
+        if let Err(e) = spawned {
+            tracing::error!("cannot start the shutdown thread: {e}");
+        }
+        let completed = done_rx.recv_timeout(deadline).is_ok();
+        let s = stats.snapshot();
+        let report = ShutdownReport {
+            completed,
+            unstored_events: s
+                .received_total
+                .saturating_sub(s.dropped_total)
+                .saturating_sub(s.stored_total),
+            spooled_requests: if completed {
+                0
+            } else {
+                store.spooled().map_or(0, |p| p.len() as u64)
+            },
+        };
+        if !completed {
+            tracing::error!(
+                "shutdown: not finished after {} s ({}): about {} accepted events are not stored; \
+                 {} acknowledged requests wait in the ingest spool for the next start",
+                deadline.as_secs(),
+                "dataplane.shutdown_timeout_seconds",
+                report.unstored_events,
+                report.spooled_requests
+            );
+        }
+        report
+    }
+
     /// Stops reading, drains every ring, commits everything accepted and flushes the store.
     pub fn shutdown(mut self) {
         self.stop.store(true, Ordering::Relaxed);
@@ -219,6 +270,28 @@ impl Pipeline {
             self.stats.writer.stored.get()
         );
     }
+}
+
+/// Tells the inputs to stop reading (see [`Pipeline::stopper`]).
+#[derive(Clone)]
+pub struct Stopper(Arc<AtomicBool>);
+
+impl Stopper {
+    /// Every input stops reading at its next check (a read call, a poll, a linger tick).
+    pub fn stop(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// How a shutdown with a deadline ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShutdownReport {
+    /// Everything accepted was stored and the store flushed.
+    pub completed: bool,
+    /// Accepted events (received, not dropped) that were not stored when the report was made.
+    pub unstored_events: u64,
+    /// Acknowledged requests left in the ingest spool (stored at the next start).
+    pub spooled_requests: u64,
 }
 
 /// The sockets of the enabled network inputs, bound before anything starts.

@@ -48,3 +48,32 @@ fn a_store_that_refuses_writes_gets_not_durable_and_stores_nothing_of_the_body()
     );
     assert!(store.spooled().unwrap().is_empty());
 }
+
+#[test]
+fn a_stop_with_a_store_that_refuses_writes_ends_at_its_deadline_and_counts_what_was_not_stored() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let p = Pipeline::start(&config(dir.path())).unwrap();
+    p.store().inject_write_fault(true);
+    let mut tcp =
+        std::net::TcpStream::connect(p.bound(watchpost_proto::InputId::SyslogTcp).unwrap())
+            .unwrap();
+    for i in 0..300 {
+        writeln!(tcp, "<38>Nov 21 10:00:01 web-01 app[1]: line {i}").unwrap();
+    }
+    drop(tcp);
+    let t = std::time::Instant::now();
+    while p.stats().snapshot().received_total < 300 {
+        assert!(t.elapsed().as_secs() < 20);
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let t = std::time::Instant::now();
+    let report = p.shutdown_within(std::time::Duration::from_secs(1));
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(3),
+        "{:?}",
+        t.elapsed()
+    );
+    assert!(!report.completed);
+    assert_eq!(report.unstored_events, 300, "{report:?}");
+}

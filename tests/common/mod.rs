@@ -265,6 +265,16 @@ impl Service {
 }
 
 impl Service {
+    /// Its process id, to signal it.
+    pub fn pid(&self) -> u32 {
+        self.0.id()
+    }
+
+    /// Waits for it to exit by itself.
+    pub fn wait(mut self) -> std::process::ExitStatus {
+        self.0.wait().unwrap()
+    }
+
     /// Kills it with SIGKILL, as a crash or the OOM killer would, and reaps it.
     pub fn kill(mut self) {
         let _ = self.0.kill();

@@ -141,7 +141,7 @@ fn run(
             let Some(Some(conn)) = conns.get_mut(slot) else {
                 continue;
             };
-            if let Some(end) = drain(conn, &mut outlet) {
+            if let Some(end) = drain(conn, &mut outlet, stop) {
                 if end == End::Error {
                     counters.connection_errors.add(1);
                 }
@@ -167,12 +167,11 @@ fn run(
             }
         }
     }
-    // Shutdown: read what the peers already sent, then keep their partial last lines too.
+    // Shutdown: stop reading at once. What the framers hold (whole lines, and a last line
+    // without its newline) goes on; what a peer keeps sending stays unread, and TCP tells it
+    // the connection closed (docs/guarantees.md: TCP input acknowledges as far as the socket).
     for slot in 0..conns.len() {
-        if let Some(conn) = conns[slot].as_mut() {
-            let _ = drain(conn, &mut outlet);
-            close(&poll, &mut conns, slot, &mut outlet);
-        }
+        close(&poll, &mut conns, slot, &mut outlet);
     }
     outlet.flush_all();
 }
@@ -183,9 +182,12 @@ enum End {
     Error,
 }
 
-/// Reads until the socket would block; `Some` when the connection ended.
-fn drain(conn: &mut Conn, outlet: &mut Outlet) -> Option<End> {
-    loop {
+/// Reads until the socket would block or the input is told to stop; `Some` when the connection
+/// ended. The stop flag is read once per read call: a peer that sends faster than the service
+/// reads never lets the socket run dry, and would otherwise keep the input reading after a
+/// SIGTERM for as long as it sent.
+fn drain(conn: &mut Conn, outlet: &mut Outlet, stop: &AtomicBool) -> Option<End> {
+    while !stop.load(Ordering::Relaxed) {
         match conn.framer.read_from(&mut conn.stream) {
             Ok(0) => return Some(End::Eof),
             Ok(_) => {
@@ -200,6 +202,7 @@ fn drain(conn: &mut Conn, outlet: &mut Outlet) -> Option<End> {
             Err(_) => return Some(End::Error),
         }
     }
+    None
 }
 
 /// Closes a connection, keeping a final line that had no newline.

@@ -28,6 +28,9 @@ pub struct DataplaneConfig {
     pub batch_linger_ms: u64,
     /// Longest line kept whole; longer lines are truncated to this and flagged (and counted).
     pub max_line_bytes: u32,
+    /// Seconds a stop (SIGTERM, SIGINT) waits for what was accepted to be stored before the
+    /// process exits anyway, reporting what was not (a failing disk must not keep it running).
+    pub shutdown_timeout_seconds: u64,
 }
 
 impl Default for DataplaneConfig {
@@ -42,6 +45,7 @@ impl Default for DataplaneConfig {
             batch_bytes: 1 << 20,
             batch_linger_ms: 20,
             max_line_bytes: 64 << 10,
+            shutdown_timeout_seconds: 30,
         }
     }
 }
@@ -59,6 +63,12 @@ pub(super) fn check(config: &Config, p: &mut Problems) {
     );
     p.range_u64("dataplane.batch_size", dp.batch_size.into(), 1, 65_535);
     p.range_u64("dataplane.batch_linger_ms", dp.batch_linger_ms, 1, 10_000);
+    p.range_u64(
+        "dataplane.shutdown_timeout_seconds",
+        dp.shutdown_timeout_seconds,
+        1,
+        3600,
+    );
     p.range_u64(
         "dataplane.max_line_bytes",
         dp.max_line_bytes.into(),
