@@ -88,6 +88,19 @@ impl From<watchpost_store::StoreError> for ApiError {
     }
 }
 
+impl ApiError {
+    /// A user's change the store refused to write, after its retries (a full disk): 503 with
+    /// `Retry-After`, since nothing changed and the same request can simply be sent again.
+    pub fn unsaved(what: &str, e: impl std::fmt::Display) -> ApiError {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "store_unavailable",
+            format!("{what} was not saved: {e}"),
+        )
+        .retry_after(5)
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut r = (self.status, axum::Json(self.body)).into_response();

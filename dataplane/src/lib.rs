@@ -42,6 +42,7 @@ mod sigma;
 mod stage;
 mod stats;
 mod template;
+mod unwritten;
 mod worker;
 mod writer;
 

@@ -14,6 +14,7 @@ use crate::exceptions::ExceptionBook;
 use crate::live::LiveAlerts;
 use crate::ring::{Consumer, Pop};
 use crate::stats::Stats;
+use crate::unwritten::{RecordKind, Unwritten};
 use crossbeam_channel::{Receiver, Select, Sender};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -200,6 +201,7 @@ struct StoreSink<'a> {
     store: &'a Store,
     stats: &'a Stats,
     live: &'a LiveAlerts,
+    unwritten: &'a mut Unwritten,
 }
 
 impl AlertSink for StoreSink<'_> {
@@ -213,10 +215,8 @@ impl AlertSink for StoreSink<'_> {
         } else {
             self.stats.detect.alert_updates.add(1);
         }
-        if let Err(e) = self.store.put_alert(alert) {
-            self.stats.detect.alert_errors.add(1);
-            tracing::error!("cannot store alert {}: {e}", alert.id);
-        }
+        self.unwritten
+            .write(self.store, self.stats, RecordKind::Alert, alert);
         self.live.publish(alert, new);
     }
 
@@ -226,10 +226,8 @@ impl AlertSink for StoreSink<'_> {
         } else {
             self.stats.detect.signal_updates.add(1);
         }
-        if let Err(e) = self.store.put_signal(signal) {
-            self.stats.detect.signal_errors.add(1);
-            tracing::error!("cannot store signal {}: {e}", signal.id);
-        }
+        self.unwritten
+            .write(self.store, self.stats, RecordKind::Signal, signal);
     }
 }
 
@@ -392,8 +390,10 @@ fn run(setup: DetectSetup, mut d: Detector, store: &Store, stats: &Stats) {
     let mut last_series = Instant::now();
     let mut last_save = Instant::now();
     let mut last_flush = Instant::now();
+    let mut unwritten = Unwritten::default();
     while open > 0 {
         stats.detect_heartbeat_ns[index].store(now_ns(), Ordering::Relaxed);
+        unwritten.retry(store, stats, false);
         if last_series.elapsed() >= Duration::from_secs(1) {
             last_series = Instant::now();
             publish(
@@ -415,6 +415,7 @@ fn run(setup: DetectSetup, mut d: Detector, store: &Store, stats: &Stats) {
                 store,
                 stats,
                 live: &live,
+                unwritten: &mut unwritten,
             });
         }
         if last_save.elapsed() >= save_interval {
@@ -451,6 +452,7 @@ fn run(setup: DetectSetup, mut d: Detector, store: &Store, stats: &Stats) {
                     store,
                     stats,
                     live: &live,
+                    unwritten: &mut unwritten,
                 };
                 d.process_all(&batch.records, &mut sink);
                 d.correlate(&batch.hits, &mut sink);
@@ -470,8 +472,16 @@ fn run(setup: DetectSetup, mut d: Detector, store: &Store, stats: &Stats) {
         store,
         stats,
         live: &live,
+        unwritten: &mut unwritten,
     };
     d.flush(&mut sink);
+    unwritten.retry(store, stats, true);
+    if !unwritten.is_empty() {
+        tracing::error!(
+            "stage B worker {index}: {} alerts and signals could not be stored before the stop",
+            unwritten.len()
+        );
+    }
     publish(
         index,
         &mut d,

@@ -145,8 +145,12 @@ pub struct DetectCounters {
     pub alerts: [Counter; 5],
     /// Updates of open alerts (repeats inside the cooldown).
     pub alert_updates: Counter,
-    /// Alert writes that failed (logged; the alert stays in memory until its next update).
+    /// Alert write attempts that failed (logged; the alert is kept and retried).
     pub alert_errors: Counter,
+    /// Alerts and signals the store refused, kept for a retry, over all workers.
+    pub unwritten: AtomicU64,
+    /// Alerts and signals dropped because [`crate::unwritten::MAX_UNWRITTEN`] already waited.
+    pub unwritten_dropped: Counter,
     /// New signals (docs/risk.md): matches that add risk instead of alerting.
     pub signals: Counter,
     /// Updates of open signals (repeats inside the signal window).
@@ -364,6 +368,8 @@ impl Stats {
                     .collect(),
                 alert_updates: self.detect.alert_updates.get(),
                 alert_errors: self.detect.alert_errors.get(),
+                unwritten: self.detect.unwritten.load(Ordering::Relaxed),
+                unwritten_dropped: self.detect.unwritten_dropped.get(),
                 signals: self.detect.signals.get(),
                 signal_updates: self.detect.signal_updates.get(),
                 signal_errors: self.detect.signal_errors.get(),
@@ -507,8 +513,13 @@ pub struct DetectSnapshot {
     pub alerts: std::collections::BTreeMap<&'static str, u64>,
     /// Updates of open alerts (repeats inside the cooldown).
     pub alert_updates: u64,
-    /// Alert writes that failed (logged; the alert stays in memory until its next update).
+    /// Alert write attempts that failed (logged; the alert is kept and retried).
     pub alert_errors: u64,
+    /// Alerts and signals the store refused, waiting for a retry (the store is full or
+    /// failing; `/health` is degraded while any wait).
+    pub unwritten: u64,
+    /// Alerts and signals dropped because too many already waited for the store.
+    pub unwritten_dropped: u64,
     /// New signals: matches that add risk instead of alerting.
     pub signals: u64,
     /// Updates of open signals.

@@ -77,3 +77,66 @@ fn a_stop_with_a_store_that_refuses_writes_ends_at_its_deadline_and_counts_what_
     assert!(!report.completed);
     assert_eq!(report.unstored_events, 300, "{report:?}");
 }
+
+/// Waits until `done` holds for the pipeline's counters (or fails after 20 s).
+fn wait_until(
+    p: &Pipeline,
+    what: &str,
+    done: impl Fn(&watchpost_dataplane::StatsSnapshot) -> bool,
+) {
+    let t = std::time::Instant::now();
+    loop {
+        let s = p.stats().snapshot();
+        if done(&s) {
+            return;
+        }
+        assert!(t.elapsed().as_secs() < 20, "{what}: {:?}", s.detection);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn alerts_raised_while_the_store_refuses_writes_are_stored_once_it_takes_them() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path());
+    cfg.detection.sigma_alert_min_level = "low".into();
+    let p = Pipeline::start(&cfg).unwrap();
+    p.store().inject_write_fault(true);
+    let mut tcp =
+        std::net::TcpStream::connect(p.bound(watchpost_proto::InputId::SyslogTcp).unwrap())
+            .unwrap();
+    for i in 0..3 {
+        writeln!(
+            tcp,
+            "<38>Nov 21 10:00:0{i} edge-01 sshd[20{i}]: Invalid user oracle{i} from 203.0.113.9 port 4000{i}"
+        )
+        .unwrap();
+    }
+    drop(tcp);
+    wait_until(&p, "an alert kept for a retry", |s| {
+        s.detection.unwritten >= 1 && s.detection.alert_errors >= 1
+    });
+    let store = p.store();
+    let query = watchpost_store::AlertQuery {
+        limit: 100,
+        page: 1,
+        ..Default::default()
+    };
+    assert_eq!(store.search_alerts(&query).unwrap().items.len(), 0);
+    store.inject_write_fault(false);
+    wait_until(&p, "every kept alert written", |s| {
+        s.detection.unwritten == 0
+    });
+    let stored = store.search_alerts(&query).unwrap().items;
+    assert!(
+        stored
+            .iter()
+            .any(|a| a.detector == "dcec6854-a593-491f-9a9c-59c065d2aca7"),
+        "{stored:#?}"
+    );
+    assert_eq!(p.stats().snapshot().detection.unwritten_dropped, 0);
+    p.store().inject_write_fault(false);
+    drop(store);
+    p.shutdown();
+}

@@ -69,9 +69,27 @@ pub enum TriageError {
     /// The change breaks a rule of the lifecycle: the body field at fault, and which rule.
     #[error("{1}")]
     Refused(&'static str, &'static str),
-    /// The store failed.
+    /// The store failed reading the alert.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The store refused to write the change, after retries (a full disk): nothing changed.
+    #[error("the change was not saved: {0}")]
+    Unsaved(StoreError),
+}
+
+/// Tries a user's write a few times over about a third of a second before giving up: a store
+/// that is briefly busy or short of room gets a chance, and the user waits little for an answer
+/// that says to retry.
+fn retried_write(mut write: impl FnMut() -> Result<(), StoreError>) -> Result<(), StoreError> {
+    let mut wait = std::time::Duration::from_millis(50);
+    for _ in 0..2 {
+        if write().is_ok() {
+            return Ok(());
+        }
+        std::thread::sleep(wait);
+        wait *= 4;
+    }
+    write()
 }
 
 /// A triage change as asked for: each part left `None` stays as it is.
@@ -258,6 +276,7 @@ impl Store {
     }
 
     fn put_record(&self, table: Table, alert: &Alert) -> Result<(), StoreError> {
+        self.check_write_fault()?;
         let Some(key) = alert_key(&alert.id) else {
             return Ok(());
         };
@@ -403,9 +422,13 @@ impl Store {
             t.history.drain(..excess);
         }
         let json = encode_json("triage", t).map_err(TriageError::Store)?;
-        self.db()
-            .put_cf_opt(self.cf(CF_TRIAGE), key, json, &self.write_options())
-            .map_err(|e| TriageError::Store(e.into()))?;
+        retried_write(|| {
+            self.check_write_fault()?;
+            self.db()
+                .put_cf_opt(self.cf(CF_TRIAGE), key, &json, &self.write_options())
+                .map_err(StoreError::from)
+        })
+        .map_err(TriageError::Unsaved)?;
         Ok(Some(alert))
     }
 
@@ -518,9 +541,12 @@ impl Store {
         k[..16].copy_from_slice(&id);
         k[16..].copy_from_slice(&(feedback.created_ns.max(0) as u64).to_be_bytes());
         let v = encode_json("feedback", feedback)?;
-        self.db()
-            .put_cf_opt(self.cf(CF_FEEDBACK), k, v, &self.write_options())?;
-        Ok(())
+        retried_write(|| {
+            self.check_write_fault()?;
+            self.db()
+                .put_cf_opt(self.cf(CF_FEEDBACK), k, &v, &self.write_options())
+                .map_err(StoreError::from)
+        })
     }
 
     /// Feedback on one alert, newest first.
@@ -913,6 +939,28 @@ mod tests {
                 .is_none()
         );
         assert_eq!(store.read_health().read_errors, 3);
+    }
+
+    #[test]
+    fn a_triage_change_the_store_refuses_is_unsaved_and_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), &StorageConfig::default()).unwrap();
+        store.put_alert(&alert(ID, 1)).unwrap();
+        store.inject_write_fault(true);
+        let e = store
+            .update_triage(ID, &closing(Some(CloseReason::FalsePositive)), 5)
+            .unwrap_err();
+        assert!(matches!(e, TriageError::Unsaved(_)), "{e}");
+        assert!(e.to_string().starts_with("the change was not saved"), "{e}");
+        store.inject_write_fault(false);
+        let a = store.alert(ID).unwrap().unwrap();
+        assert_eq!(a.triage.status, TriageStatus::Open);
+        assert!(a.triage.history.is_empty());
+        // Sent again once the store takes writes, it lands once.
+        store
+            .update_triage(ID, &closing(Some(CloseReason::FalsePositive)), 6)
+            .unwrap();
+        assert_eq!(store.alert(ID).unwrap().unwrap().triage.history.len(), 1);
     }
 
     #[test]

@@ -332,7 +332,7 @@ impl Store {
     /// Makes every write fail (`true`) as a full disk would, until called with `false`: how the
     /// tests show that acknowledged events, alerts and triage survive a disk that refuses
     /// writes. Read once per write, never per event. Test hook: the `testsuite` feature.
-    #[cfg(feature = "testsuite")]
+    #[cfg(any(test, feature = "testsuite"))]
     pub fn inject_write_fault(&self, failing: bool) {
         self.write_fault.store(failing, Ordering::Relaxed);
     }

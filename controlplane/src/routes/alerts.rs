@@ -257,6 +257,16 @@ pub async fn patch_many(
                 // state refuses it now (closed meanwhile by someone else) is left as it is.
                 Err(TriageError::Refused(..)) => {}
                 Err(TriageError::Store(e)) => return Err(ApiError::from(e)),
+                Err(TriageError::Unsaved(e)) => {
+                    return Err(ApiError::unsaved(
+                        &format!(
+                            "the change of alert {} (after {} others)",
+                            a.id,
+                            changed.len()
+                        ),
+                        e,
+                    ));
+                }
             }
         }
         let answer = BulkTriage {
@@ -313,6 +323,7 @@ pub async fn patch(
             Ok(None) => Err(ApiError::not_found(format!("no alert {id}"))),
             Err(TriageError::Refused(field, why)) => Err(ApiError::invalid_body(field, why)),
             Err(TriageError::Store(e)) => Err(ApiError::from(e)),
+            Err(TriageError::Unsaved(e)) => Err(ApiError::unsaved("the triage change", e)),
         })
         .await
         .map_err(ApiError::internal)??;
@@ -576,7 +587,7 @@ pub async fn post_feedback(
     })
     .await
     .map_err(ApiError::internal)?
-    .map_err(ApiError::internal)?;
+    .map_err(|e| ApiError::unsaved("the feedback", e))?;
     Ok(StatusCode::NO_CONTENT)
 }
 

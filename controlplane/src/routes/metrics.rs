@@ -331,8 +331,20 @@ fn detection(e: &mut Exposition, s: &StatsSnapshot, suppressed: u64) {
     e.single(
         "watchpost_alert_write_errors_total",
         "counter",
-        "Alert writes that failed.",
+        "Alert write attempts that failed (the alert is kept and retried).",
         d.alert_errors,
+    );
+    e.single(
+        "watchpost_alerts_unwritten",
+        "gauge",
+        "Alerts and signals the store refused, waiting for a retry.",
+        d.unwritten,
+    );
+    e.single(
+        "watchpost_alerts_unwritten_dropped_total",
+        "counter",
+        "Alerts and signals dropped because too many already waited for the store.",
+        d.unwritten_dropped,
     );
     e.single(
         "watchpost_signals_total",

@@ -67,8 +67,12 @@ pub async fn health(State(st): State<AppState>) -> Response {
         model_save_errors: d.save_errors.get(),
         last_model_save_ns: d.last_save_ns.load(Ordering::Relaxed),
         alert_write_errors: d.alert_errors.get(),
+        unwritten_alerts: d.unwritten.load(Ordering::Relaxed),
         series_write_errors: d.series_errors.get(),
     };
+    if detection.unwritten_alerts > 0 {
+        degraded.push("alert writes".into());
+    }
     let writer_alive = st.stats.writer_alive.load(Ordering::Relaxed);
     let writer_error = st
         .stats
@@ -215,8 +219,11 @@ struct DetectionHealth {
     model_save_errors: u64,
     /// Time of the last completed save, ns (0 = none yet).
     last_model_save_ns: i64,
-    /// Alert writes that failed.
+    /// Alert write attempts that failed.
     alert_write_errors: u64,
+    /// Alerts and signals the store refused, kept and retried: `/health` is degraded while any
+    /// wait.
+    unwritten_alerts: u64,
     /// Writes of series points and rule fire counts that failed.
     series_write_errors: u64,
 }
