@@ -19,6 +19,7 @@ mod query;
 mod ratelimit;
 mod router;
 mod routes;
+mod server;
 mod state;
 mod ws;
 
@@ -50,21 +51,16 @@ pub async fn serve(
         shutdown.await;
         let _ = on_signal.send(true);
     });
-    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|s| *s).await;
-    };
+    let limits = server::ConnectionLimits::from_config(&state.config);
+    let counters = std::sync::Arc::clone(&state.api_metrics.connections);
     let probe_server = probes.map(|l| {
         let app = probe_router(state.clone());
-        let stop = stopped(stop_rx.clone());
-        tokio::spawn(async move { axum::serve(l, app).with_graceful_shutdown(stop).await })
+        let (counters, stop) = (std::sync::Arc::clone(&counters), stop_rx.clone());
+        tokio::spawn(async move { server::serve(l, app, limits, counters, stop).await })
     });
-    // The peer address identifies the client for rate limits.
-    let served = axum::serve(
-        listener,
-        router(state).into_make_service_with_connect_info::<std::net::SocketAddr>(),
-    )
-    .with_graceful_shutdown(stopped(stop_rx))
-    .await;
+    // The accept loop gives each request its peer address, which identifies the client for
+    // rate limits.
+    let served = server::serve(listener, router(state), limits, counters, stop_rx).await;
     // However the API server ended, the probes end with it; its error is the one reported.
     let _ = stop_tx.send(true);
     let probed = match probe_server {

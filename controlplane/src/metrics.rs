@@ -32,6 +32,8 @@ pub struct ApiMetrics {
     pub(crate) scrapes: AtomicU64,
     /// Requests refused for their `Host` (421, [`crate::host`]), on every listener.
     pub refused_host: AtomicU64,
+    /// The accept loops' connection counts and refusals.
+    pub connections: Arc<crate::server::ConnectionCounters>,
 }
 
 /// The route layer that counts every routed request.

@@ -501,6 +501,31 @@ fn api(e: &mut Exposition, st: &AppState) {
         "Requests refused for their Host: 421 for one that is not a name of the service (DNS rebinding), 400 for none.",
         st.api_metrics.refused_host.load(Ordering::Relaxed),
     );
+    let c = &st.api_metrics.connections;
+    e.single(
+        "watchpost_api_connections",
+        "gauge",
+        "Connections open on the API and probe listeners.",
+        c.open.load(Ordering::Relaxed),
+    );
+    e.single(
+        "watchpost_api_connections_refused_per_client_total",
+        "counter",
+        "Connections refused over api_max_connections_per_client (503 too_many_connections).",
+        c.refused_per_client.load(Ordering::Relaxed),
+    );
+    e.single(
+        "watchpost_api_connections_refused_total",
+        "counter",
+        "Connections refused over api_max_connections (503 too_many_connections).",
+        c.refused_total.load(Ordering::Relaxed),
+    );
+    e.single(
+        "watchpost_api_requests_malformed_total",
+        "counter",
+        "Requests refused before routing (414, 431, 400), answered in the error shape.",
+        c.refused_malformed.load(Ordering::Relaxed),
+    );
     e.single(
         "watchpost_metrics_scrapes_total",
         "counter",

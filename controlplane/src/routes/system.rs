@@ -307,6 +307,15 @@ pub async fn stats(State(st): State<AppState>) -> Result<Json<StatsAnswer>, ApiE
                 coverage: refused(2),
             },
             refused_host: st.api_metrics.refused_host.load(Ordering::Relaxed),
+            connections: {
+                let c = &st.api_metrics.connections;
+                ConnectionStats {
+                    open: c.open.load(Ordering::Relaxed),
+                    refused_per_client: c.refused_per_client.load(Ordering::Relaxed),
+                    refused_total: c.refused_total.load(Ordering::Relaxed),
+                    refused_malformed: c.refused_malformed.load(Ordering::Relaxed),
+                }
+            },
         },
         store_reads: st.store.read_health(),
         websocket: StreamStats {
@@ -379,6 +388,21 @@ struct ApiStats {
     rate_limited: RateLimited,
     /// Requests refused for a `Host` that is not the service's (421).
     refused_host: u64,
+    /// Connections of both listeners.
+    connections: ConnectionStats,
+}
+
+/// The listeners' connections and what the accept loop refused.
+#[derive(Serialize, schemars::JsonSchema)]
+struct ConnectionStats {
+    /// Open now.
+    open: u64,
+    /// Refused over `api_max_connections_per_client` (503 `too_many_connections`).
+    refused_per_client: u64,
+    /// Refused over `api_max_connections`.
+    refused_total: u64,
+    /// Requests refused before routing as not parseable (414, 431, 400), in the error shape.
+    refused_malformed: u64,
 }
 
 /// Requests refused with 429, by family.

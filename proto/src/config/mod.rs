@@ -75,6 +75,13 @@ pub struct Config {
     pub api_max_body_bytes: u64,
     /// Longest an event search reads before answering what it found, ms; 0 = no bound.
     pub api_search_timeout_ms: u64,
+    /// Seconds a client has to send a whole request head, and a kept-alive connection to start
+    /// its next request, before the connection is closed (both listeners).
+    pub api_header_read_timeout_seconds: u64,
+    /// Connections one client address may hold open (both listeners together).
+    pub api_max_connections_per_client: u32,
+    /// Connections all clients together may hold open (both listeners together).
+    pub api_max_connections: u32,
     /// Allowed WebSocket origins; empty = localhost and 127.0.0.1 on `dashboard_port`.
     pub ws_allowed_origins: Vec<String>,
     /// Concurrent WebSocket clients.
@@ -123,6 +130,9 @@ impl Default for Config {
             api_coverage_rate_limit: "10/minute".into(),
             api_max_body_bytes: 16 << 20,
             api_search_timeout_ms: 5000,
+            api_header_read_timeout_seconds: 10,
+            api_max_connections_per_client: 64,
+            api_max_connections: 1024,
             ws_allowed_origins: Vec::new(),
             ws_max_connections: 20,
             ws_batch_max_events: 200,

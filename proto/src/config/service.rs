@@ -67,6 +67,42 @@ pub(super) fn check(config: &Config, p: &mut Problems) {
         10_000,
     );
     p.range_u64(
+        "api_header_read_timeout_seconds",
+        config.api_header_read_timeout_seconds,
+        1,
+        300,
+    );
+    p.range_u64(
+        "api_max_connections_per_client",
+        config.api_max_connections_per_client.into(),
+        1,
+        65_535,
+    );
+    p.range_u64(
+        "api_max_connections",
+        config.api_max_connections.into(),
+        1,
+        65_535,
+    );
+    if config.api_max_connections_per_client > config.api_max_connections {
+        p.add(
+            "api_max_connections_per_client",
+            format!(
+                "{} is above api_max_connections ({})",
+                config.api_max_connections_per_client, config.api_max_connections
+            ),
+        );
+    }
+    if config.ws_max_connections > config.api_max_connections {
+        p.add(
+            "ws_max_connections",
+            format!(
+                "{} is above api_max_connections ({}): each WebSocket client holds a connection",
+                config.ws_max_connections, config.api_max_connections
+            ),
+        );
+    }
+    p.range_u64(
         "ws_batch_max_events",
         config.ws_batch_max_events.into(),
         1,
