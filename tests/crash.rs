@@ -1,13 +1,14 @@
-//! Acknowledged means durable, tested as a crash happens: a client posts numbered events to
-//! `POST /api/v1/ingest` as fast as the service takes them, the service is killed with SIGKILL at
-//! a random moment, started again, and so on; at the end every event that was answered 202 is
-//! in the store exactly once, and no event is stored twice (an event whose answer was lost in the
-//! crash may be stored or not: its client saw no acknowledgement). `scripts/crash-test` runs the
-//! same loop longer, with RELP beside HTTP, and reports the figures.
+//! Acknowledged means durable, tested as a crash happens: two clients post numbered events to
+//! `POST /api/v1/ingest` as fast as the service takes them, and a RELP sender (as rsyslog's
+//! `omrelp` is one) sends numbered syslog messages; the service is killed with SIGKILL at a random
+//! moment, started again, and so on. At the end every event answered 202, and every message
+//! answered `200 OK`, is in the store exactly once, and no event is stored twice (one whose answer
+//! was lost in the crash may be stored or not: its client saw no acknowledgement).
+//! `scripts/crash-test` runs the same loop longer and reports the figures.
 
 mod common;
 
-use common::{Service, free_port, http, json, syslog_config, wait_for};
+use common::{Service, free_port, http, json, relp_send, syslog_config, wait_for};
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -63,6 +64,32 @@ fn client(api: u16, first: u64, acked: Arc<Mutex<Vec<u64>>>, stop: Arc<AtomicBoo
     next
 }
 
+/// A RELP sender of numbered syslog messages, session after session, until told to stop or the
+/// service goes away; records the numbers answered `200 OK`.
+fn relp_client(port: u16, first: u64, acked: Arc<Mutex<Vec<u64>>>, stop: Arc<AtomicBool>) {
+    let mut next = first;
+    while !stop.load(Ordering::Relaxed) {
+        let messages: Vec<String> = (next..next + 500)
+            .map(|n| {
+                format!(
+                    "<38>Nov 27 01:00:00 relp-{} app[1]: crash-test event {n}",
+                    n % 5
+                )
+            })
+            .collect();
+        let answered = relp_send(port, &messages, 128);
+        let done = answered.len() == messages.len();
+        acked
+            .lock()
+            .unwrap()
+            .extend(answered.into_iter().map(|i| next + i as u64));
+        next += 500;
+        if !done {
+            break;
+        }
+    }
+}
+
 /// Waits until the service has stored everything it took in: the spool replayed and the
 /// pipeline idle (the stored count unchanged for a second).
 fn settle(api: u16) {
@@ -85,9 +112,16 @@ fn acknowledged_events_survive_kill_9_and_none_is_stored_twice() {
         .and_then(|r| r.parse().ok())
         .unwrap_or(4);
     let dir = tempfile::tempdir().unwrap();
-    let api = free_port();
+    let (api, relp) = (free_port(), free_port());
     let config = syslog_config(dir.path(), api, None, "");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        format!("{text}[inputs.relp]\nenabled = true\naddress = \"127.0.0.1:{relp}\"\n"),
+    )
+    .unwrap();
     let acked = Arc::new(Mutex::new(Vec::new()));
+    let relp_acked = Arc::new(Mutex::new(Vec::new()));
     let mut next = 0u64;
     let mut rng = watchpost_detect::SplitMix64::new(7);
     for round in 0..rounds {
@@ -97,13 +131,20 @@ fn acknowledged_events_survive_kill_9_and_none_is_stored_twice() {
             wait_for(api, "/api/v1/health", |_| true);
         }
         let stop = Arc::new(AtomicBool::new(false));
-        let clients: Vec<_> = (0..2u64)
+        let mut clients: Vec<_> = (0..2u64)
             .map(|c| {
                 let (acked, stop) = (Arc::clone(&acked), Arc::clone(&stop));
                 let first = next + c * 1_000_000_000;
-                std::thread::spawn(move || client(api, first, acked, stop))
+                std::thread::spawn(move || {
+                    client(api, first, acked, stop);
+                })
             })
             .collect();
+        let (relp_acked, relp_stop) = (Arc::clone(&relp_acked), Arc::clone(&stop));
+        let relp_first = next + 2_000_000_000;
+        clients.push(std::thread::spawn(move || {
+            relp_client(relp, relp_first, relp_acked, relp_stop)
+        }));
         std::thread::sleep(Duration::from_millis(300 + rng.below(1200)));
         svc.kill();
         stop.store(true, Ordering::Relaxed);
@@ -132,7 +173,15 @@ fn acknowledged_events_survive_kill_9_and_none_is_stored_twice() {
         store.spooled().unwrap().is_empty(),
         "the spool is empty once all is stored"
     );
-    let acked = acked.lock().unwrap();
+    let relp_acked = relp_acked.lock().unwrap().clone();
+    assert!(
+        relp_acked.len() >= 500,
+        "the RELP sender was answered: {}",
+        relp_acked.len()
+    );
+    let mut acked = acked.lock().unwrap().clone();
+    let http_acked = acked.len();
+    acked.extend(&relp_acked);
     assert!(
         acked.len() as u64 >= PER_REQUEST * rounds,
         "each round acknowledged something"
@@ -161,8 +210,8 @@ fn acknowledged_events_survive_kill_9_and_none_is_stored_twice() {
         &twice[..twice.len().min(5)]
     );
     eprintln!(
-        "{rounds} kills: {} events acknowledged, all stored once; {} stored in all",
-        acked.len(),
+        "{rounds} kills: {http_acked} events acknowledged over HTTP and {} over RELP, all stored once; {} stored in all",
+        relp_acked.len(),
         seen.len()
     );
 }

@@ -15,7 +15,7 @@ use crate::input::framing::Framing;
 use crate::input::http::HttpIngest;
 use crate::input::outlet::Outlet;
 use crate::input::tcp::TcpSettings;
-use crate::input::{file, http, spool, tcp, udp};
+use crate::input::{file, http, relp, spool, tcp, udp};
 use crate::ioc::IocFeed;
 use crate::live::LiveAlerts;
 use crate::normalize::Normalizer;
@@ -299,6 +299,7 @@ struct Listeners {
     syslog_udp: Option<UdpSocket>,
     syslog_tcp: Option<TcpListener>,
     json_tcp: Option<TcpListener>,
+    relp: Option<TcpListener>,
 }
 
 impl Listeners {
@@ -340,6 +341,11 @@ impl Listeners {
                 &inputs.json_tcp.address,
                 "inputs.json_tcp.address",
             )?,
+            relp: bind_tcp(
+                inputs.relp.enabled,
+                &inputs.relp.address,
+                "inputs.relp.address",
+            )?,
         })
     }
 
@@ -365,6 +371,9 @@ impl Listeners {
         }
         if inputs.http.enabled {
             enabled.push((InputId::Http, Format::Json));
+        }
+        if self.relp.is_some() {
+            enabled.push((InputId::Relp, Format::Syslog));
         }
         enabled
     }
@@ -685,6 +694,24 @@ fn spawn_inputs(
                         .map_err(Error::Thread)?;
                 out.http = Some(handle);
                 h
+            }
+            InputId::Relp => {
+                let Some(l) = listeners.relp.as_ref().and_then(|l| l.try_clone().ok()) else {
+                    continue;
+                };
+                if let Ok(a) = l.local_addr() {
+                    out.bound.push((r.id, a));
+                }
+                let settings = relp::RelpSettings {
+                    max_line,
+                    max_connections: i.relp.max_connections as usize,
+                    idle_timeout: Duration::from_secs(i.relp.idle_timeout_s),
+                    linger: Duration::from_millis(linger),
+                    store: Arc::clone(shared.store),
+                    pending: take_pending(&mut pending, InputId::Relp),
+                };
+                relp::spawn(l, outlet, settings, Arc::clone(stats), Arc::clone(stop))
+                    .map_err(Error::Thread)?
             }
         };
         out.handles.push(h);

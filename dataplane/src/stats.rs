@@ -207,7 +207,7 @@ pub struct ThreadState {
 #[derive(Debug)]
 pub struct Stats {
     /// Per input, indexed by `InputId as usize`.
-    pub inputs: [InputCounters; 5],
+    pub inputs: [InputCounters; 6],
     /// Stage A workers' heartbeat: last time each finished a batch or idled, ns.
     pub worker_heartbeat_ns: Vec<AtomicI64>,
     /// Stage A workers still running.

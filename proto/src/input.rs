@@ -15,16 +15,19 @@ pub enum InputId {
     File = 3,
     /// HTTP `POST /api/v1/ingest`.
     Http = 4,
+    /// Syslog over RELP (rsyslog's `omrelp`).
+    Relp = 5,
 }
 
 impl InputId {
     /// Every input, in counter order.
-    pub const ALL: [InputId; 5] = [
+    pub const ALL: [InputId; 6] = [
         InputId::SyslogUdp,
         InputId::SyslogTcp,
         InputId::JsonTcp,
         InputId::File,
         InputId::Http,
+        InputId::Relp,
     ];
 
     /// Name in `/stats` and `/health`.
@@ -35,13 +38,14 @@ impl InputId {
             InputId::JsonTcp => "json_tcp",
             InputId::File => "file",
             InputId::Http => "http",
+            InputId::Relp => "relp",
         }
     }
 
     /// The `input` field of events from this input.
     pub fn event_input(self) -> &'static str {
         match self {
-            InputId::SyslogUdp | InputId::SyslogTcp => "syslog",
+            InputId::SyslogUdp | InputId::SyslogTcp | InputId::Relp => "syslog",
             InputId::JsonTcp => "json",
             InputId::File => "file",
             InputId::Http => "http",

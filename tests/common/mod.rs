@@ -290,3 +290,71 @@ impl Drop for Service {
         let _ = self.0.wait();
     }
 }
+
+/// A RELP sender as rsyslog's `omrelp` is one: opens a session, sends messages with up to
+/// `window` unanswered, and returns the indexes of the messages answered `200 OK` before the
+/// session ended (all of them, or up to where the service went away).
+pub fn relp_send(port: u16, messages: &[String], window: usize) -> Vec<usize> {
+    use std::io::BufRead;
+    let Ok(stream) = TcpStream::connect(("127.0.0.1", port)) else {
+        return Vec::new();
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(20)));
+    let _ = stream.set_nodelay(true);
+    let mut writer = stream.try_clone().unwrap();
+    let mut reader = std::io::BufReader::new(stream);
+    let offers = "relp_version=0\nrelp_software=watchpost-test\ncommands=syslog";
+    if writeln!(writer, "1 open {} {offers}", offers.len()).is_err() {
+        return Vec::new();
+    }
+    // Reads one answer: its transaction number and whether it says 200.
+    let read_answer = |reader: &mut std::io::BufReader<TcpStream>| -> Option<(usize, bool)> {
+        let mut head = Vec::new();
+        for _ in 0..3 {
+            let mut field = Vec::new();
+            reader.read_until(b' ', &mut field).ok()?;
+            if field.is_empty() {
+                return None;
+            }
+            head.push(String::from_utf8_lossy(&field).trim().to_string());
+            if head.len() == 3 || field.last() != Some(&b' ') {
+                break;
+            }
+        }
+        let txnr: usize = head.first()?.parse().ok()?;
+        let len: usize = head.get(2)?.trim_end_matches('\n').parse().ok()?;
+        let mut data = vec![0u8; len + 1];
+        if len == 0 {
+            data.truncate(0);
+        }
+        reader.read_exact(&mut data).ok()?;
+        Some((txnr, data.starts_with(b"200")))
+    };
+    if !matches!(read_answer(&mut reader), Some((1, true))) {
+        return Vec::new();
+    }
+    let mut acked = Vec::new();
+    let mut sent = 0usize;
+    let mut answered = 0usize;
+    while answered < messages.len() {
+        while sent < messages.len() && sent - answered < window {
+            let m = &messages[sent];
+            if writeln!(writer, "{} syslog {} {m}", sent + 2, m.len()).is_err() {
+                return acked;
+            }
+            sent += 1;
+        }
+        match read_answer(&mut reader) {
+            Some((txnr, ok)) if txnr >= 2 && txnr - 2 < messages.len() => {
+                if ok {
+                    acked.push(txnr - 2);
+                }
+                answered += 1;
+            }
+            // The server closed the session (`0 serverclose`), or went away.
+            _ => return acked,
+        }
+    }
+    let _ = writeln!(writer, "{} close 0", messages.len() + 2);
+    acked
+}

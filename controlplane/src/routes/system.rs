@@ -32,6 +32,7 @@ pub async fn health(State(st): State<AppState>) -> Response {
             InputId::JsonTcp => cfg.json_tcp.enabled,
             InputId::File => cfg.file.enabled,
             InputId::Http => cfg.http.enabled,
+            InputId::Relp => cfg.relp.enabled,
         };
         let c = st.stats.input(id);
         let up = c.up.load(Ordering::Relaxed);

@@ -8,6 +8,8 @@ pub mod file;
 pub mod framing;
 pub mod http;
 pub mod outlet;
+pub mod relp;
+mod relp_frame;
 pub(crate) mod spool;
 pub mod tcp;
 pub mod udp;

@@ -18,6 +18,8 @@ pub struct InputsConfig {
     pub file: FileInputConfig,
     /// `POST /api/v1/ingest` on the API port.
     pub http: HttpInputConfig,
+    /// Syslog over RELP (rsyslog's `omrelp`), acknowledged once durable.
+    pub relp: TcpInputConfig,
 }
 
 impl Default for InputsConfig {
@@ -34,6 +36,11 @@ impl Default for InputsConfig {
             },
             file: FileInputConfig::default(),
             http: HttpInputConfig::default(),
+            relp: TcpInputConfig {
+                enabled: false,
+                address: "127.0.0.1:2514".into(),
+                ..TcpInputConfig::default()
+            },
         }
     }
 }
@@ -139,7 +146,11 @@ pub(super) fn check(config: &Config, p: &mut Problems) {
         4096,
         1 << 30,
     );
-    for (name, t) in [("syslog_tcp", &i.syslog_tcp), ("json_tcp", &i.json_tcp)] {
+    for (name, t) in [
+        ("syslog_tcp", &i.syslog_tcp),
+        ("json_tcp", &i.json_tcp),
+        ("relp", &i.relp),
+    ] {
         if t.enabled {
             p.socket(&format!("inputs.{name}.address"), &t.address);
         }
