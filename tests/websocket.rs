@@ -332,3 +332,63 @@ fn an_alert_raised_right_after_a_client_connects_reaches_it() {
         assert_eq!(alert["alert"]["type"], "sigma", "{alert}");
     }
 }
+
+#[test]
+fn frames_and_a_stalled_clients_queue_are_bounded_in_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_svc, api, tcp) = start(
+        dir.path(),
+        "ws_tick_interval_s = 0.05\nws_batch_max_events = 500\nws_queue_max_bytes = 262144\nws_frame_max_bytes = 32768",
+    );
+    let mut stalled = connect(api);
+    let mut reader = connect(api);
+    let filler = "y".repeat(400);
+    let t = Instant::now();
+    let mut sent = 0u64;
+    let mut largest = 0usize;
+    let mut batches = 0usize;
+    let mut conn = TcpStream::connect(("127.0.0.1", tcp)).unwrap();
+    while t.elapsed() < Duration::from_secs(3) {
+        let now = stamp(0);
+        let chunk: String = (0..2_000)
+            .map(|i| format!("<14>{now} web-01 app[{i}]: bytes {sent} {i} {filler}\n"))
+            .collect();
+        conn.write_all(chunk.as_bytes()).unwrap();
+        sent += 2_000;
+        if let MaybeTlsStream::Plain(s) = reader.get_ref() {
+            s.set_nonblocking(true).unwrap();
+        }
+        while let Ok(m) = reader.read() {
+            if let Message::Text(t) = m {
+                largest = largest.max(t.len());
+                batches += usize::from(t.as_str().contains("\"type\":\"batch\""));
+            }
+        }
+        if let MaybeTlsStream::Plain(s) = reader.get_ref() {
+            s.set_nonblocking(false).unwrap();
+        }
+    }
+    drop(conn);
+    // A tick of 500 events of about 600 bytes is 300 KB: it went out in frames of 32 KiB.
+    assert!(batches > 0, "batches arrived");
+    assert!(largest <= 32 << 10, "a frame of {largest} bytes");
+    let stats = common::wait_for(api, "/api/v1/stats", |v| {
+        v["stored_total"].as_u64() == Some(sent)
+    });
+    assert!(
+        stats["websocket"]["frames_dropped"].as_u64() > Some(0),
+        "the stalled client's queue dropped frames at 256 KiB, long before 1,000 frames: {}",
+        stats["websocket"]
+    );
+    if let MaybeTlsStream::Plain(s) = stalled.get_ref() {
+        s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    }
+    let (status, _) = until(&mut stalled, |v| {
+        v["type"] == "status" && v["dropped"].as_u64() > Some(0)
+    });
+    assert_eq!(status["queue_max_bytes"], 262144, "{status}");
+    assert!(
+        status["queued_bytes"].as_u64().unwrap() <= 262144,
+        "{status}"
+    );
+}

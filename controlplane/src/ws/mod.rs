@@ -6,7 +6,8 @@
 //! - alert changes from the data plane's live ring ([`LiveAlerts`]), polled every
 //!   [`ALERT_POLL`] (0.1 s).
 //!
-//! Each session filters on the server, frames, and queues at most `ws_queue_maxlen` frames; a
+//! Each session filters on the server, frames (no frame over `ws_frame_max_bytes`), and queues at
+//! most `ws_queue_maxlen` frames and `ws_queue_max_bytes` bytes; a
 //! separate writer task drains the queue to the socket. A client that reads slowly or not at all
 //! only loses its own oldest frames (counted, and reported in a `status` frame); neither the hub,
 //! the other clients nor ingestion wait for it. Frames and refusals are documented in
@@ -81,6 +82,10 @@ pub struct WsConfig {
     pub filter_min_interval: Duration,
     /// `ws_queue_maxlen`.
     pub queue_maxlen: usize,
+    /// `ws_queue_max_bytes`.
+    pub queue_max_bytes: usize,
+    /// `ws_frame_max_bytes`.
+    pub frame_max_bytes: usize,
 }
 
 impl WsConfig {
@@ -108,6 +113,8 @@ impl WsConfig {
             status_every: Duration::from_secs_f64(config.ws_status_interval_s),
             filter_min_interval: Duration::from_millis(config.ws_filter_min_interval_ms),
             queue_maxlen: config.ws_queue_maxlen as usize,
+            queue_max_bytes: config.ws_queue_max_bytes as usize,
+            frame_max_bytes: config.ws_frame_max_bytes as usize,
         }
     }
 }

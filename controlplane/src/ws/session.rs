@@ -12,10 +12,27 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{Notify, broadcast};
 use tokio::time::Instant;
 
-/// Frames waiting for the socket.
+/// Frames waiting for the socket, and their bytes.
+#[derive(Default)]
+struct Waiting {
+    frames: VecDeque<Message>,
+    bytes: usize,
+}
+
+/// Bytes a frame holds in a queue.
+fn frame_bytes(m: &Message) -> usize {
+    match m {
+        Message::Text(t) => t.len(),
+        Message::Binary(b) => b.len(),
+        _ => 0,
+    }
+}
+
+/// Frames waiting for the socket, bounded in frames and in bytes.
 struct Queue {
-    frames: Mutex<VecDeque<Message>>,
+    frames: Mutex<Waiting>,
     max: usize,
+    max_bytes: usize,
     ready: Notify,
     closed: AtomicBool,
     /// Dropped since the last status frame that reported it.
@@ -24,42 +41,83 @@ struct Queue {
 }
 
 impl Queue {
-    /// Adds a frame, dropping the oldest when full.
+    /// Adds a frame, dropping the oldest while the queue is full in frames or in bytes.
     fn push(&self, hub: &Hub, m: Message) {
+        let size = frame_bytes(&m);
         let mut q = self.frames.lock().unwrap_or_else(|p| p.into_inner());
-        if q.len() >= self.max {
-            q.pop_front();
+        while !q.frames.is_empty()
+            && (q.frames.len() >= self.max || q.bytes + size > self.max_bytes)
+        {
+            if let Some(old) = q.frames.pop_front() {
+                q.bytes -= frame_bytes(&old);
+            }
             self.dropped.fetch_add(1, Ordering::Relaxed);
             self.dropped_total.fetch_add(1, Ordering::Relaxed);
             hub.counters.frames_dropped.fetch_add(1, Ordering::Relaxed);
         }
-        q.push_back(m);
+        q.bytes += size;
+        q.frames.push_back(m);
         drop(q);
         self.ready.notify_one();
     }
 
     fn pop(&self) -> Option<Message> {
-        self.frames
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .pop_front()
+        let mut q = self.frames.lock().unwrap_or_else(|p| p.into_inner());
+        let m = q.frames.pop_front()?;
+        q.bytes -= frame_bytes(&m);
+        Some(m)
     }
 
-    fn len(&self) -> usize {
-        self.frames.lock().unwrap_or_else(|p| p.into_inner()).len()
+    /// Frames and bytes waiting.
+    fn len(&self) -> (usize, usize) {
+        let q = self.frames.lock().unwrap_or_else(|p| p.into_inner());
+        (q.frames.len(), q.bytes)
     }
+}
+
+/// Frames of `kind` holding `items` (JSON texts) under `key`, each at most `max_bytes` where the
+/// items allow (one item larger than that goes alone), with `extra` fields (`"matched":3,` or
+/// empty) in each.
+fn chunked(kind: &str, key: &str, extra: &str, items: &[String], max_bytes: usize) -> Vec<String> {
+    let head = format!("{{\"type\":\"{kind}\",{extra}\"{key}\":[");
+    let mut frames = Vec::new();
+    let mut frame = head.clone();
+    let mut count = 0;
+    for item in items {
+        if count > 0 && frame.len() + 1 + item.len() + 2 > max_bytes {
+            frame.push_str("]}");
+            frames.push(std::mem::replace(&mut frame, head.clone()));
+            count = 0;
+        }
+        if count > 0 {
+            frame.push(',');
+        }
+        frame.push_str(item);
+        count += 1;
+    }
+    if count > 0 {
+        frame.push_str("]}");
+        frames.push(frame);
+    }
+    frames
 }
 
 fn text(v: &Value) -> Message {
     Message::Text(v.to_string().into())
 }
 
+/// One item of a batch frame as JSON text.
+fn json_text(item: &impl serde::Serialize) -> String {
+    serde_json::to_string(item).unwrap_or_else(|_| "null".into())
+}
+
 /// Runs one connection until the client leaves.
 pub async fn run(socket: WebSocket, hub: Arc<Hub>, mut rx: broadcast::Receiver<Arc<HubMsg>>) {
     let (mut sink, mut stream) = socket.split();
     let queue = Arc::new(Queue {
-        frames: Mutex::new(VecDeque::new()),
+        frames: Mutex::new(Waiting::default()),
         max: hub.config.queue_maxlen,
+        max_bytes: hub.config.queue_max_bytes,
         ready: Notify::new(),
         closed: AtomicBool::new(false),
         dropped: AtomicU64::new(0),
@@ -155,6 +213,16 @@ impl Session {
         self.queue.push(&self.hub, text(v));
     }
 
+    fn push_all(&self, frames: Vec<String>) {
+        for f in frames {
+            self.queue.push(&self.hub, Message::Text(f.into()));
+        }
+    }
+
+    fn frame_max(&self) -> usize {
+        self.hub.config.frame_max_bytes
+    }
+
     fn hub_msg(&mut self, m: &HubMsg) {
         match m {
             HubMsg::Alerts { changes, missed } => {
@@ -186,13 +254,20 @@ impl Session {
             1 => self.push(&json!({"type": "event", "event": matched[0]})),
             n => {
                 let keep = &matched[n.saturating_sub(self.hub.config.batch_max_events)..];
-                self.push(&json!({"type": "batch", "events": keep, "matched": n}));
+                let items: Vec<String> = keep.iter().map(json_text).collect();
+                let extra = format!("\"matched\":{n},");
+                self.push_all(chunked("batch", "events", &extra, &items, self.frame_max()));
             }
         }
         if !self.updates.is_empty() {
-            let alerts: Vec<&watchpost_proto::Alert> =
-                self.updates.values().map(|a| &**a).collect();
-            self.push(&json!({"type": "alert_batch", "alerts": alerts}));
+            let items: Vec<String> = self.updates.values().map(|a| json_text(&**a)).collect();
+            self.push_all(chunked(
+                "alert_batch",
+                "alerts",
+                "",
+                &items,
+                self.frame_max(),
+            ));
             self.updates.clear();
         }
         if self.queue.dropped.load(Ordering::Relaxed) > 0 || self.lagged > 0 {
@@ -208,8 +283,10 @@ impl Session {
             "reason": reason,
             "dropped": dropped,
             "dropped_total": self.queue.dropped_total.load(Ordering::Relaxed),
-            "queued": self.queue.len(),
+            "queued": self.queue.len().0,
+            "queued_bytes": self.queue.len().1,
             "queue_max": self.hub.config.queue_maxlen,
+            "queue_max_bytes": self.hub.config.queue_max_bytes,
             "filter": &self.filter,
             "events_skipped": self.skipped_events,
             "alerts_missed": self.missed_alerts,

@@ -96,6 +96,12 @@ pub struct Config {
     pub ws_filter_min_interval_ms: u64,
     /// Frames buffered per client before the oldest are dropped.
     pub ws_queue_maxlen: u32,
+    /// Bytes of frames buffered per client: the oldest are dropped first past it, as past
+    /// `ws_queue_maxlen` frames, so a client that reads nothing costs at most this.
+    pub ws_queue_max_bytes: u64,
+    /// Largest frame sent: a tick's `batch` or `alert_batch` larger than this goes out as
+    /// several frames.
+    pub ws_frame_max_bytes: u64,
     /// Log verbosity of the service itself: error, warn, info, debug, trace.
     pub log_level: String,
     /// Per-entity behaviour analytics.
@@ -140,6 +146,8 @@ impl Default for Config {
             ws_status_interval_s: 10.0,
             ws_filter_min_interval_ms: 100,
             ws_queue_maxlen: 1000,
+            ws_queue_max_bytes: 8 << 20,
+            ws_frame_max_bytes: 1 << 20,
             log_level: "info".into(),
             ueba: UebaConfig::default(),
             llm: LlmConfig::default(),

@@ -127,6 +127,27 @@ pub(super) fn check(config: &Config, p: &mut Problems) {
         1,
         1_000_000,
     );
+    p.range_u64(
+        "ws_queue_max_bytes",
+        config.ws_queue_max_bytes,
+        64 << 10,
+        1 << 30,
+    );
+    p.range_u64(
+        "ws_frame_max_bytes",
+        config.ws_frame_max_bytes,
+        16 << 10,
+        64 << 20,
+    );
+    if config.ws_frame_max_bytes > config.ws_queue_max_bytes {
+        p.add(
+            "ws_frame_max_bytes",
+            format!(
+                "{} is above ws_queue_max_bytes ({}): a frame must fit in a client's queue",
+                config.ws_frame_max_bytes, config.ws_queue_max_bytes
+            ),
+        );
+    }
     p.one_of(
         "log_level",
         &config.log_level,
