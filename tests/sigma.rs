@@ -353,3 +353,54 @@ fn rules_nested_past_the_bounds_are_refused_with_their_place_and_the_service_run
     );
     assert_eq!(code, 404, "nothing refused was stored");
 }
+
+#[test]
+fn custom_rules_are_bounded_per_rule_and_in_total_with_answers_that_name_the_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let api = free_port();
+    let config = syslog_config(
+        dir.path(),
+        api,
+        None,
+        "detection.sigma_custom_max_total_bytes = 65536",
+    );
+    let _svc = Service::start(dir.path(), &config, api);
+    let post = |yaml: &str| {
+        let body = serde_json::json!({"yaml": yaml}).to_string();
+        let (code, text) = http(api, "POST", "/api/v1/sigma/rules", &body);
+        (code, json(&text))
+    };
+    let rule = |id: usize, values: usize, pad: usize| {
+        let list: String = (0..values)
+            .map(|v| format!("            - 'canary-{id}-{v}'\n"))
+            .collect();
+        format!(
+            "title: Many values {id}\nid: 7c1d9a52-0000-4000-8000-{id:012}\nstatus: test\ndescription: '{}'\nlogsource:\n    product: linux\ndetection:\n    sel:\n        message|contains:\n{list}    condition: sel\nlevel: low\n",
+            "d".repeat(pad)
+        )
+    };
+    // Past the values one rule may hold: 422, with the bound in the message.
+    let (code, e) = post(&rule(1, 10_001, 0));
+    assert_eq!(
+        (code, e["error"].as_str()),
+        (422, Some("invalid_rule")),
+        "{e}"
+    );
+    assert!(e["message"].as_str().unwrap().contains("10000"), "{e}");
+    // Rules of about 20 KB each: three fit in 64 KiB, the fourth would not.
+    for id in 2..5 {
+        let (code, e) = post(&rule(id, 10, 20_000));
+        assert_eq!(code, 201, "{e}");
+    }
+    let (code, e) = post(&rule(5, 10, 20_000));
+    assert_eq!(
+        (code, e["error"].as_str(), e["limit"].as_str()),
+        (
+            413,
+            Some("custom_rules_too_large"),
+            Some("detection.sigma_custom_max_total_bytes")
+        ),
+        "{e}"
+    );
+    assert_eq!(e["max"], 65536, "{e}");
+}

@@ -42,6 +42,8 @@ pub struct Catalog {
     mapping: Mapping,
     custom_dir: PathBuf,
     custom_max: u32,
+    /// `detection.sigma_custom_max_total_bytes`.
+    custom_max_bytes: u64,
     store: Option<Arc<Store>>,
     /// Files that failed to load at start: (path, error).
     pub load_errors: Vec<(String, String)>,
@@ -152,6 +154,7 @@ impl Catalog {
             mapping,
             custom_dir,
             custom_max: cfg.detection.sigma_custom_max_rules,
+            custom_max_bytes: cfg.detection.sigma_custom_max_total_bytes,
             store,
             load_errors: errors,
         })
@@ -255,7 +258,8 @@ impl Catalog {
     /// storing anything: dry runs.
     pub fn check_upload(&self, yaml: &str) -> Result<Rule, Error> {
         let rule = parse_rule(yaml).map_err(Error::InvalidRule)?;
-        self.admit(&self.read(), rule).map(|(rule, _)| rule)
+        self.admit(&self.read(), rule, yaml.len())
+            .map(|(rule, _)| rule)
     }
 
     /// How `rule` would be listed once uploaded.
@@ -276,7 +280,7 @@ impl Catalog {
     /// The checks of an uploaded rule against state `s`: the rule and the file it would be
     /// stored in. The rule is parsed before, outside the catalogue's lock: parsing a large rule
     /// takes a while, and matching and listing wait for the lock meanwhile.
-    fn admit(&self, s: &State, rule: Rule) -> Result<(Rule, PathBuf), Error> {
+    fn admit(&self, s: &State, rule: Rule, yaml_len: usize) -> Result<(Rule, PathBuf), Error> {
         let loaded = s
             .detection
             .iter()
@@ -299,8 +303,19 @@ impl Catalog {
         if loaded || path.exists() {
             return Err(Error::RuleCollision(rule.id));
         }
-        if custom_files(&self.custom_dir).map_err(Error::WriteRule)? >= self.custom_max as usize {
+        let (files, bytes) = custom_files(&self.custom_dir).map_err(Error::WriteRule)?;
+        if files >= self.custom_max as usize {
             return Err(Error::RulesFull(self.custom_max));
+        }
+        // The rules' text bounds what they cost compiled (each value a pattern): a bound on the
+        // folder's bytes is a bound on the custom rules' memory, which up to
+        // `sigma_custom_max_rules` rules of the largest size each would not be.
+        if bytes + yaml_len as u64 > self.custom_max_bytes {
+            return Err(Error::RulesTooLarge {
+                stored: bytes,
+                upload: yaml_len as u64,
+                max: self.custom_max_bytes,
+            });
         }
         if let Body::Correlation(_) = &rule.body {
             // A correlation that cannot be evaluated (an unknown rule, a cycle) is refused
@@ -328,7 +343,7 @@ impl Catalog {
         let rule = parse_rule(yaml).map_err(Error::InvalidRule)?;
         // Held across the check and the write: two uploads of one id cannot both pass.
         let mut s = self.write();
-        let (rule, path) = self.admit(&s, rule)?;
+        let (rule, path) = self.admit(&s, rule, yaml.len())?;
         // Written aside then renamed: a crash leaves the old state or the new, never half a file.
         let tmp = path.with_extension("yml.tmp");
         std::fs::write(&tmp, yaml)
@@ -401,8 +416,14 @@ fn read_folder(
     Ok(())
 }
 
-fn custom_files(dir: &Path) -> std::io::Result<usize> {
-    Ok(rule_files(&[dir.to_path_buf()])?.len())
+/// The custom rule files: how many, and their bytes together.
+fn custom_files(dir: &Path) -> std::io::Result<(usize, u64)> {
+    let files = rule_files(&[dir.to_path_buf()])?;
+    let mut bytes = 0;
+    for f in &files {
+        bytes += std::fs::metadata(f)?.len();
+    }
+    Ok((files.len(), bytes))
 }
 
 /// Stage B names the rules stage A reports through the catalogue.

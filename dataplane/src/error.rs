@@ -83,6 +83,19 @@ pub enum Error {
     /// The upload folder holds `detection.sigma_custom_max_rules` rules already.
     #[error("the custom rule folder holds {0} rules, detection.sigma_custom_max_rules")]
     RulesFull(u32),
+    /// The custom rule folder's files and the upload together pass
+    /// `detection.sigma_custom_max_total_bytes`.
+    #[error(
+        "the custom rules hold {stored} bytes and this one {upload}: together over detection.sigma_custom_max_total_bytes ({max})"
+    )]
+    RulesTooLarge {
+        /// Bytes of the custom rules stored.
+        stored: u64,
+        /// Bytes of the upload.
+        upload: u64,
+        /// The bound.
+        max: u64,
+    },
     /// An uploaded rule could not be written to its file.
     #[error("cannot write the rule file: {0}")]
     WriteRule(std::io::Error),

@@ -420,6 +420,19 @@ fn upload_error(e: Error) -> ApiError {
             "upload_dir_full",
             e.to_string(),
         ),
+        Error::RulesTooLarge {
+            stored,
+            upload,
+            max,
+        } => ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "custom_rules_too_large",
+            format!(
+                "the custom rules hold {stored} bytes and this one {upload}: together over detection.sigma_custom_max_total_bytes ({max}); delete rules or raise the bound"
+            ),
+        )
+        .with("limit", "detection.sigma_custom_max_total_bytes")
+        .with("max", max),
         other => ApiError::internal(other),
     }
 }
@@ -427,7 +440,8 @@ fn upload_error(e: Error) -> ApiError {
 /// `POST /sigma/rules` with `{"yaml": "...", "dry_run": bool}`. 201 with the rule once it is
 /// stored and live; with `dry_run`, 200 with what it would have matched in the stored events
 /// of the last 24 hours, nothing written. 409 on an id collision, 422 with line and column
-/// for an invalid rule, 507 when the upload folder is full.
+/// for an invalid rule (one past the size or value bounds of every rule included), 507 when the
+/// upload folder is full, 413 when the custom rules would pass their total size bound.
 pub async fn post(
     State(st): State<AppState>,
     body: Body,

@@ -22,6 +22,9 @@ pub struct DetectionConfig {
     pub sigma_custom_upload_dir: String,
     /// Custom rules the upload folder may hold before uploads answer 507.
     pub sigma_custom_max_rules: u32,
+    /// Bytes of rule text the custom rule folder may hold in all: what bounds the custom rules'
+    /// memory, since each rule's values become compiled patterns.
+    pub sigma_custom_max_total_bytes: u64,
     /// Whether the content ensemble raises `ml` alerts (it always scores, for the anomaly
     /// timeline).
     pub ml_enabled: bool,
@@ -95,6 +98,7 @@ impl Default for DetectionConfig {
             sigma_logsource_mappings: Vec::new(),
             sigma_custom_upload_dir: String::new(),
             sigma_custom_max_rules: 1000,
+            sigma_custom_max_total_bytes: 16 << 20,
             ml_enabled: true,
             ml_risk: 1e-4,
             ml_alert_risk: 1e-5,
@@ -158,6 +162,12 @@ pub(super) fn check(config: &Config, p: &mut Problems) {
         d.model_save_interval_seconds,
         1,
         86_400,
+    );
+    p.range_u64(
+        "detection.sigma_custom_max_total_bytes",
+        d.sigma_custom_max_total_bytes,
+        64 << 10,
+        1 << 30,
     );
     p.range_u64(
         "detection.sigma_custom_max_rules",
