@@ -561,6 +561,7 @@ fn run(config: Option<PathBuf>) -> ExitCode {
         Some(pipeline.live_alerts()),
     ));
     let llm = Arc::new(watchpost_controlplane::Llm::new(&cfg.llm));
+    let cfg_ingest_in_flight = cfg.api_ingest_max_in_flight;
     let state = watchpost_controlplane::AppState {
         api_metrics: Default::default(),
         ws,
@@ -576,6 +577,7 @@ fn run(config: Option<PathBuf>) -> ExitCode {
         limits,
         llm,
         started: std::time::Instant::now(),
+        ingest_permits: Arc::new(tokio::sync::Semaphore::new(cfg_ingest_in_flight as usize)),
     };
     tracing::info!("API listening on http://{api_addr}/api/v1");
     let served = runtime.block_on(async move {

@@ -13,6 +13,7 @@ mod dashboard;
 mod error;
 mod host;
 mod llm;
+mod memory;
 mod metrics;
 mod openapi;
 mod query;

@@ -38,6 +38,9 @@ pub struct AppState {
     pub llm: Arc<crate::llm::Llm>,
     /// When the API started.
     pub started: Instant,
+    /// One permit per ingest request being served (`api_ingest_max_in_flight`): what bounds the
+    /// ingest bodies in memory.
+    pub ingest_permits: Arc<tokio::sync::Semaphore>,
 }
 
 /// The stream's handler takes only the hub: the stream needs nothing else of the state, and so

@@ -212,6 +212,10 @@ impl Store {
         db_opts.set_max_background_jobs(2);
         db_opts.set_bytes_per_sync(1 << 20);
         db_opts.set_keep_log_file_num(4);
+        // All memtables together: without this bound twenty families of up to four memtables
+        // each could hold 1.7 GiB at the default write buffer; eight write buffers' worth is
+        // four times what the busiest family (events) needs to flush smoothly.
+        db_opts.set_db_write_buffer_size(cfg.write_buffer_mb as usize * 8 * (1 << 20));
 
         let cf_opts = |name: &str| {
             let mut o = Options::default();

@@ -22,6 +22,19 @@ pub async fn ingest(
             "inputs.http.enabled is false",
         ));
     };
+    // Taken before the body is read and held until it is durable: at most
+    // `api_ingest_max_in_flight` bodies are in memory (docs/guarantees.md, memory budget).
+    let Ok(_permit) = std::sync::Arc::clone(&st.ingest_permits).try_acquire_owned() else {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "busy",
+            format!(
+                "{} ingest requests are being served, api_ingest_max_in_flight; retry shortly",
+                st.config.api_ingest_max_in_flight
+            ),
+        )
+        .retry_after(1));
+    };
     let bytes = read_body(body, st.config.api_max_body_bytes)
         .await
         .map_err(|e| e.retry_after(0))?;

@@ -501,6 +501,19 @@ fn api(e: &mut Exposition, st: &AppState) {
         "Requests refused for their Host: 421 for one that is not a name of the service (DNS rebinding), 400 for none.",
         st.api_metrics.refused_host.load(Ordering::Relaxed),
     );
+    let memory = crate::memory::stats(&st.config);
+    e.single(
+        "watchpost_memory_resident_bytes",
+        "gauge",
+        "Resident memory of the process.",
+        memory.resident_bytes,
+    );
+    e.single(
+        "watchpost_memory_budget_bytes",
+        "gauge",
+        "The most the bounded parts may hold at the configured limits (/stats memory.parts).",
+        memory.budget_bytes,
+    );
     let c = &st.api_metrics.connections;
     e.single(
         "watchpost_api_connections",

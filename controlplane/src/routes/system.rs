@@ -334,6 +334,7 @@ pub async fn stats(State(st): State<AppState>) -> Result<Json<StatsAnswer>, ApiE
         },
         feedback,
         exceptions: exception_stats(&st),
+        memory: crate::memory::stats(&st.config),
     }))
 }
 
@@ -368,6 +369,8 @@ pub(crate) struct StatsAnswer {
     feedback: FeedbackSummary,
     /// The operators' exceptions and what they held back.
     exceptions: ExceptionStats,
+    /// Resident memory, and the budget the configuration sets, part by part.
+    memory: crate::memory::MemoryStats,
 }
 
 /// The operators' exceptions and what they held back.

@@ -82,6 +82,8 @@ pub struct Config {
     pub api_max_connections_per_client: u32,
     /// Connections all clients together may hold open (both listeners together).
     pub api_max_connections: u32,
+    /// Ingest requests served at once (their bodies in memory); more are answered 503 `busy`.
+    pub api_ingest_max_in_flight: u32,
     /// Allowed WebSocket origins; empty = localhost and 127.0.0.1 on `dashboard_port`.
     pub ws_allowed_origins: Vec<String>,
     /// Concurrent WebSocket clients.
@@ -139,6 +141,7 @@ impl Default for Config {
             api_header_read_timeout_seconds: 10,
             api_max_connections_per_client: 64,
             api_max_connections: 1024,
+            api_ingest_max_in_flight: 16,
             ws_allowed_origins: Vec::new(),
             ws_max_connections: 20,
             ws_batch_max_events: 200,

@@ -84,6 +84,12 @@ pub(super) fn check(config: &Config, p: &mut Problems) {
         1,
         65_535,
     );
+    p.range_u64(
+        "api_ingest_max_in_flight",
+        config.api_ingest_max_in_flight.into(),
+        1,
+        1024,
+    );
     if config.api_max_connections_per_client > config.api_max_connections {
         p.add(
             "api_max_connections_per_client",
