@@ -77,6 +77,16 @@ fn requests_the_http_library_refuses_come_back_in_the_error_shape() {
         "{}",
         stats["api"]
     );
+    // The memory budget is reported beside the resident memory, part by part.
+    let memory = &stats["memory"];
+    assert!(memory["resident_bytes"].as_u64() > Some(0), "{memory}");
+    let parts = memory["parts"].as_array().unwrap();
+    let sum: u64 = parts.iter().map(|p| p["bytes"].as_u64().unwrap()).sum();
+    assert_eq!(memory["budget_bytes"].as_u64(), Some(sum), "{memory}");
+    assert!(
+        parts.iter().any(|p| p["part"] == "websocket queues"),
+        "{memory}"
+    );
 }
 
 #[test]
