@@ -29,6 +29,7 @@ mod exception;
 mod fields;
 mod hash;
 mod input;
+pub mod mutate;
 mod series;
 mod severity;
 pub mod store_url;

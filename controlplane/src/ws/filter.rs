@@ -134,6 +134,25 @@ impl Filter {
 mod tests {
     use super::*;
 
+    /// Property: any text a client sends is a filter or an error it is told, never a panic.
+    #[test]
+    fn mangled_filter_frames_are_errors_never_panics() {
+        let examples: [&[u8]; 2] = [
+            br#"{"type":"filter","min_severity":3,"source":["sshd","nginx"],"entity":"6ba7b810-9dad-51d1-80b4-00c04fd430c8"}"#,
+            br#"{"type":"filter","min_severity":"high","source":null}"#,
+        ];
+        let mut inputs = watchpost_proto::mutate::Mutations::new(&examples, 31, 64 << 10);
+        let mut refused = 0;
+        for _ in 0..5_000 {
+            let bytes = inputs.next_input();
+            if let Err(e) = Filter::parse(&String::from_utf8_lossy(&bytes)) {
+                assert!(!e.to_string().is_empty());
+                refused += 1;
+            }
+        }
+        assert!(refused > 0);
+    }
+
     #[test]
     fn filters_parse_strictly() {
         let f = Filter::parse(

@@ -250,3 +250,19 @@ fn rate_limits_parse() {
     assert!(RateLimit::parse("0/minute").is_err());
     assert!(RateLimit::parse("5/fortnight").is_err());
 }
+
+/// Property: any bytes given as a configuration file give a configuration or an error that
+/// names a key or a position, never a panic.
+#[test]
+fn mangled_configuration_files_are_errors_never_panics() {
+    let example = include_str!("../../../deploy/watchpost.toml");
+    let examples: [&[u8]; 2] = [example.as_bytes(), b"[storage]\nretention_days = 30\n"];
+    let mut inputs = crate::mutate::Mutations::new(&examples, 25, 64 << 10);
+    for _ in 0..3_000 {
+        let bytes = inputs.next_input();
+        let text = String::from_utf8_lossy(&bytes);
+        if let Err(e) = Config::from_toml(&text) {
+            assert!(!e.to_string().is_empty());
+        }
+    }
+}
