@@ -145,7 +145,7 @@ pub enum StoreError {
         /// Why it does not encode.
         reason: String,
     },
-    /// A write failed on purpose ([`Store::inject_write_fault`]), as on a full disk.
+    /// A write failed on purpose (the test suite's write-fault hook), as on a full disk.
     #[error("write refused: injected fault (as no space left on device)")]
     WriteFault,
     /// A stored record does not decode: the store is damaged or was written by another layout.
