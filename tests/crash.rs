@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{Service, free_port, http, json, relp_send, syslog_config, wait_for};
+use common::{Service, enable_relp, free_port, http, json, relp_send, syslog_config, wait_for};
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -114,12 +114,7 @@ fn acknowledged_events_survive_kill_9_and_none_is_stored_twice() {
     let dir = tempfile::tempdir().unwrap();
     let (api, relp) = (free_port(), free_port());
     let config = syslog_config(dir.path(), api, None, "");
-    let text = std::fs::read_to_string(&config).unwrap();
-    std::fs::write(
-        &config,
-        format!("{text}[inputs.relp]\nenabled = true\naddress = \"127.0.0.1:{relp}\"\n"),
-    )
-    .unwrap();
+    enable_relp(&config, relp);
     let acked = Arc::new(Mutex::new(Vec::new()));
     let relp_acked = Arc::new(Mutex::new(Vec::new()));
     let mut next = 0u64;

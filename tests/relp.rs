@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Service, free_port, json, syslog_config, wait_for};
+use common::{Service, enable_relp, free_port, json, syslog_config, wait_for};
 use std::io::Write;
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
@@ -67,12 +67,7 @@ fn rsyslog_forwards_over_relp_and_every_message_is_stored() {
     let dir = tempfile::tempdir().unwrap();
     let (api, relp, tcp) = (free_port(), free_port(), free_port());
     let config = syslog_config(dir.path(), api, None, "");
-    let text = std::fs::read_to_string(&config).unwrap();
-    std::fs::write(
-        &config,
-        format!("{text}[inputs.relp]\nenabled = true\naddress = \"127.0.0.1:{relp}\"\n"),
-    )
-    .unwrap();
+    enable_relp(&config, relp);
     let _svc = Service::start(dir.path(), &config, api);
     let _rsyslog = rsyslog(dir.path(), tcp, relp);
     let mut s = TcpStream::connect(("127.0.0.1", tcp)).unwrap();

@@ -227,6 +227,16 @@ pub fn syslog_config(dir: &Path, api: u16, syslog_tcp: Option<u16>, extra: &str)
     path
 }
 
+/// Adds the RELP input on `port` to the configuration file at `config`.
+pub fn enable_relp(config: &Path, port: u16) {
+    let text = std::fs::read_to_string(config).unwrap();
+    std::fs::write(
+        config,
+        format!("{text}[inputs.relp]\nenabled = true\naddress = \"127.0.0.1:{port}\"\n"),
+    )
+    .unwrap();
+}
+
 /// The service, killed when dropped.
 pub struct Service(Child);
 
