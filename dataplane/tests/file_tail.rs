@@ -93,3 +93,45 @@ fn rotation_truncation_and_restart_lose_and_repeat_nothing() {
     );
     p.shutdown();
 }
+
+/// A stop while a large file is read from its beginning ends without reading the rest, and the
+/// next start reads on from the checkpoint: every line once.
+#[test]
+fn a_stop_in_the_middle_of_a_large_file_reads_no_further_and_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    let log = logs.join("big.log");
+    let total = 1_000_000u32;
+    append(&log, 0..total);
+    let mut cfg = config(&dir.path().join("data"));
+    cfg.inputs.file.enabled = true;
+    cfg.inputs.file.paths = vec![format!("{}/*.log", logs.display())];
+    cfg.inputs.file.poll_interval_ms = 20;
+    let p = Pipeline::start(&cfg).unwrap();
+    wait_stored(&p, 1);
+    let stats = p.stats();
+    let report = p.shutdown_within(Duration::from_secs(60));
+    assert!(report.completed, "{report:?}");
+    let first = stats.snapshot().stored_total;
+    assert!(
+        first < u64::from(total),
+        "the stop read the whole file ({first} lines) before it ended"
+    );
+    let p = Pipeline::start(&cfg).unwrap();
+    wait_stored(&p, u64::from(total) - first);
+    let second = p.stats().snapshot().stored_total;
+    let store = p.store();
+    p.shutdown();
+    assert_eq!(first + second, u64::from(total), "every line once");
+    let mut seen = vec![false; total as usize];
+    store
+        .scan_events(i64::MIN, i64::MAX, u64::MAX, |_, e| {
+            if let Some(n) = e.message.strip_prefix("line ") {
+                seen[n.parse::<usize>().unwrap()] = true;
+            }
+            true
+        })
+        .unwrap();
+    assert!(seen.iter().all(|s| *s), "a line is missing");
+}

@@ -98,7 +98,7 @@ fn run(s: FileSettings, mut outlet: Outlet, store: &Store, stats: &Stats, stop: 
         }
         let mut gone = Vec::new();
         for (key, t) in tailed.iter_mut() {
-            read_available(t, &mut outlet);
+            read_available(t, &mut outlet, stop);
             match std::fs::metadata(&t.path) {
                 Ok(m) if m.dev() != t.dev || m.ino() != t.ino => {
                     // Rotated: the old file is fully read above; continue with the new one.
@@ -110,7 +110,7 @@ fn run(s: FileSettings, mut outlet: Outlet, store: &Store, stats: &Stats, stop: 
                             t.ino = m.ino();
                             t.base = 0;
                             t.framer = Framer::new(Framing::Newline, s.max_line);
-                            read_available(t, &mut outlet);
+                            read_available(t, &mut outlet, stop);
                         }
                         Err(_) => gone.push(key.clone()),
                     }
@@ -120,7 +120,7 @@ fn run(s: FileSettings, mut outlet: Outlet, store: &Store, stats: &Stats, stop: 
                     if t.file.seek(SeekFrom::Start(0)).is_ok() {
                         t.base = 0;
                         t.framer = Framer::new(Framing::Newline, s.max_line);
-                        read_available(t, &mut outlet);
+                        read_available(t, &mut outlet, stop);
                     }
                 }
                 Ok(_) => {}
@@ -137,8 +137,10 @@ fn run(s: FileSettings, mut outlet: Outlet, store: &Store, stats: &Stats, stop: 
         outlet.flush_all();
         sleep_unless_stopped(s.poll, stop);
     }
+    // Stop: no more reading (a large file read from its beginning would hold the stop for as
+    // long as it takes). The checkpoint is the offset after the last line pushed, so the next
+    // start reads on from there and nothing is lost.
     for t in tailed.values_mut() {
-        read_available(t, &mut outlet);
         outlet.checkpoint(t.shard, t.checkpoint());
     }
     outlet.flush_all();
@@ -177,8 +179,10 @@ fn open(
     })
 }
 
-fn read_available(t: &mut Tailed, outlet: &mut Outlet) {
-    loop {
+/// Reads what the file holds past the framer, until its end or a stop (checked once per read
+/// call).
+fn read_available(t: &mut Tailed, outlet: &mut Outlet, stop: &AtomicBool) {
+    while !stop.load(Ordering::Relaxed) {
         match t.framer.read_from(&mut t.file) {
             Ok(0) => return,
             Ok(_) => {
