@@ -55,21 +55,13 @@ fn sigterm_stops_reading_at_once_while_a_sender_keeps_sending() {
 fn a_second_signal_exits_at_once_while_the_first_waits() {
     let dir = tempfile::tempdir().unwrap();
     let api = free_port();
-    let config = syslog_config(
-        dir.path(),
-        api,
-        None,
+    let config = syslog_config(dir.path(), api, None, "");
+    // The key goes into the [dataplane] table syslog_config writes.
+    let text = std::fs::read_to_string(&config).unwrap().replacen(
+        "[dataplane]\n",
         "[dataplane]\nshutdown_timeout_seconds = 600\n",
+        1,
     );
-    // syslog_config appends its own [dataplane] table; keep ours by merging the two.
-    let text = std::fs::read_to_string(&config).unwrap();
-    let text = text
-        .replacen("[dataplane]\nshutdown_timeout_seconds = 600\n", "", 1)
-        .replacen(
-            "[dataplane]\n",
-            "[dataplane]\nshutdown_timeout_seconds = 600\n",
-            1,
-        );
     std::fs::write(&config, text).unwrap();
     let svc = Service::start(dir.path(), &config, api);
     // A client that sends half a request and waits keeps the API's graceful stop waiting (for

@@ -33,12 +33,6 @@ pub struct MemoryStats {
 }
 
 const MIB: u64 = 1 << 20;
-/// RocksDB column families with the full write buffer (events, three indexes, the spool) and
-/// with an eighth of it (the rest); see `Store::open`.
-const FULL_BUFFER_FAMILIES: u64 = 5;
-const SMALL_BUFFER_FAMILIES: u64 = 15;
-/// Memtables a family may hold before writes stall (`max_write_buffer_number`).
-const MEMTABLES_PER_FAMILY: u64 = 4;
 /// Bytes of an encoded block per event of a batch: the record, its compressed copy and its
 /// postings (capacities `EncodedBlock::with_capacity` reserves).
 const BLOCK_BYTES_PER_EVENT: u64 = 256 + 128 + 8 * 24;
@@ -47,15 +41,11 @@ const BLOCK_BYTES_PER_EVENT: u64 = 256 + 128 + 8 * 24;
 const BASELINE_BYTES: u64 = 2_200;
 /// Bytes of one alert kept for a retry: a large alert's JSON-sized record.
 const UNWRITTEN_ALERT_BYTES: u64 = 8 << 10;
-/// Alerts kept for a retry per detection worker (`dataplane::unwritten::MAX_UNWRITTEN`).
-const UNWRITTEN_PER_WORKER: u64 = 10_000;
 /// Bytes of one open correlation group (keys, counts, distinct values kept).
 const CORRELATION_GROUP_BYTES: u64 = 512;
 /// Copies of an ingest body held while it is served: the body, and its lines framed into the
 /// spool record.
 const INGEST_BODY_COPIES: u64 = 2;
-/// Inputs that may be enabled, each with its own rings and batches.
-const INPUTS: u64 = 6;
 
 /// The budget of `config`, largest part first.
 pub fn budget(config: &Config) -> Vec<BudgetPart> {
@@ -64,8 +54,6 @@ pub fn budget(config: &Config) -> Vec<BudgetPart> {
     let workers = u64::from(dp.parse_workers);
     let detectors = u64::from(dp.detect_workers);
     let ring = u64::from(dp.ring_capacity);
-    let wb = u64::from(st.write_buffer_mb) * MIB;
-    let small_wb = (u64::from(st.write_buffer_mb) / 8).max(1) * MIB;
     let batch = u64::from(dp.batch_bytes) + u64::from(dp.batch_size) * 24;
     let mut parts = vec![
         BudgetPart {
@@ -76,16 +64,15 @@ pub fn budget(config: &Config) -> Vec<BudgetPart> {
         BudgetPart {
             part: "rocksdb memtables",
             keys: "storage.write_buffer_mb",
-            // Every family's memtables, or the store's bound on all of them (eight write
-            // buffers), whichever is less.
-            bytes: ((FULL_BUFFER_FAMILIES * wb + SMALL_BUFFER_FAMILIES * small_wb)
-                * MEMTABLES_PER_FAMILY)
-                .min(8 * wb),
+            bytes: watchpost_store::memtable_bound(st),
         },
         BudgetPart {
             part: "input batches",
             keys: "dataplane.ring_capacity, batch_bytes, batch_size, parse_workers",
-            bytes: INPUTS * (ring * workers + 2 * workers + 2) * batch,
+            // Every input that may be enabled has its own rings and batches.
+            bytes: watchpost_proto::InputId::ALL.len() as u64
+                * (ring * workers + 2 * workers + 2)
+                * batch,
         },
         BudgetPart {
             part: "encoded blocks",
@@ -107,7 +94,7 @@ pub fn budget(config: &Config) -> Vec<BudgetPart> {
         BudgetPart {
             part: "alerts waiting for the store",
             keys: "(10,000 per detection worker)",
-            bytes: UNWRITTEN_PER_WORKER * detectors * UNWRITTEN_ALERT_BYTES,
+            bytes: watchpost_dataplane::MAX_UNWRITTEN as u64 * detectors * UNWRITTEN_ALERT_BYTES,
         },
         BudgetPart {
             part: "websocket queues",

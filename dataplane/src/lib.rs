@@ -43,6 +43,7 @@ mod stage;
 mod stats;
 mod template;
 mod unwritten;
+pub use unwritten::MAX_UNWRITTEN;
 mod worker;
 mod writer;
 

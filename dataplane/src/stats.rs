@@ -149,7 +149,8 @@ pub struct DetectCounters {
     pub alert_errors: Counter,
     /// Alerts and signals the store refused, kept for a retry, over all workers.
     pub unwritten: AtomicU64,
-    /// Alerts and signals dropped because 10,000 per detection worker already waited.
+    /// Alerts and signals dropped because [`crate::MAX_UNWRITTEN`] per detection worker already
+    /// waited.
     pub unwritten_dropped: Counter,
     /// New signals (docs/risk.md): matches that add risk instead of alerting.
     pub signals: Counter,

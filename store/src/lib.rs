@@ -123,6 +123,26 @@ pub fn index_prefix(day: u32, tag: u8, hash: u64) -> [u8; INDEX_PREFIX_LEN] {
     k
 }
 
+/// The memtable size of family `name`: the busy ones (events, indexes, the spool) get
+/// `storage.write_buffer_mb`, the rest an eighth of it.
+fn write_buffer_bytes(cfg: &StorageConfig, name: &str) -> u64 {
+    let mb = u64::from(cfg.write_buffer_mb);
+    let busy = name == CF_EVENTS || name == spool::CF_SPOOL || INDEX_CFS.contains(&name);
+    (if busy { mb } else { (mb / 8).max(1) }) << 20
+}
+
+/// The most all memtables hold together: the store's bound on them (eight write buffers), or
+/// every family's four memtables full, whichever is less. The memory budget reports it.
+pub fn memtable_bound(cfg: &StorageConfig) -> u64 {
+    // Memtables a family may hold before writes stall (`max_write_buffer_number`).
+    const PER_FAMILY: u64 = 4;
+    let all: u64 = ALL_CFS
+        .iter()
+        .map(|n| write_buffer_bytes(cfg, n) * PER_FAMILY)
+        .sum();
+    all.min((u64::from(cfg.write_buffer_mb) * 8) << 20)
+}
+
 /// Errors of the store.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -215,7 +235,7 @@ impl Store {
         // All memtables together: without this bound twenty families of up to four memtables
         // each could hold 1.7 GiB at the default write buffer; eight write buffers' worth is
         // four times what the busiest family (events) needs to flush smoothly.
-        db_opts.set_db_write_buffer_size(cfg.write_buffer_mb as usize * 8 * (1 << 20));
+        db_opts.set_db_write_buffer_size(memtable_bound(cfg) as usize);
 
         let cf_opts = |name: &str| {
             let mut o = Options::default();
@@ -237,12 +257,7 @@ impl Store {
             // milliseconds to seconds: a memtable as large as the events' lets a record and its
             // deletion meet there and vanish at the flush, instead of a flush writing records
             // that are deleted a moment later.
-            let wb = if name == CF_EVENTS || name == spool::CF_SPOOL || INDEX_CFS.contains(&name) {
-                cfg.write_buffer_mb as usize
-            } else {
-                (cfg.write_buffer_mb as usize / 8).max(1)
-            };
-            o.set_write_buffer_size(wb << 20);
+            o.set_write_buffer_size(write_buffer_bytes(cfg, name) as usize);
             o.set_max_write_buffer_number(4);
             // Fresh data is read most (live tails, dashboards): keep the upper levels uncompressed
             // and cheap to write, compress what settles.
