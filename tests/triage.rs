@@ -97,3 +97,45 @@ fn a_sweep_is_closed_in_one_bulk_change() {
     assert_eq!(status, 200);
     assert_eq!(json(&body)["changed"], 0);
 }
+
+/// An alert stays open for its cooldown and folds repeats; once an analyst closes it, the
+/// next firing is a new alert in the queue, not a count on a closed one.
+#[test]
+fn after_a_close_the_next_firing_is_a_new_alert() {
+    let dir = tempfile::tempdir().unwrap();
+    let (api, tcp) = (free_port(), free_port());
+    let config = syslog_config(dir.path(), api, Some(tcp), "");
+    let _svc = Service::start(dir.path(), &config, api);
+    let guess = |i: i64| {
+        let t = stamp(i - 10);
+        format!("<38>{t} edge-01 sshd[40{i}]: Invalid user probe from 198.51.100.9 port 4200{i}\n")
+    };
+    let by_rule = format!("/api/v1/alerts?detector={RULE}");
+    send_lines(tcp, &guess(0));
+    let first = wait_for(api, &by_rule, |v| v["meta"]["total"] == 1)["items"][0].clone();
+    // Inside the cooldown, a repeat bumps the open alert.
+    send_lines(tcp, &guess(1));
+    let id = first["id"].as_str().unwrap().to_string();
+    wait_for(api, &format!("/api/v1/alerts/{id}"), |v| v["count"] == 2);
+    let (status, body) = http(
+        api,
+        "PATCH",
+        &format!("/api/v1/alerts/{id}"),
+        r#"{"status":"closed","reason":"false_positive"}"#,
+    );
+    assert_eq!(status, 200, "{body}");
+    send_lines(tcp, &guess(2));
+    let open = wait_for(api, &format!("{by_rule}&status=open"), |v| {
+        v["meta"]["total"] == 1
+    });
+    let next = &open["items"][0];
+    assert_ne!(next["id"], first["id"], "{open}");
+    assert_eq!(next["count"], 1, "{next}");
+    let (_, body) = http(api, "GET", &format!("/api/v1/alerts/{id}"), "");
+    let closed = json(&body);
+    assert_eq!(
+        closed["count"], 2,
+        "the closed alert took no repeat: {closed}"
+    );
+    assert_eq!(closed["triage"]["status"], "closed");
+}

@@ -648,6 +648,7 @@ impl Normalizer {
             }
             add_record_entity(&mut rec, slot, kind, known);
         }
+        leave_targets_to_their_actor(&mut rec);
         if let Some((version, set)) = &self.iocs
             && rec.ioc == 0
             && let Some(id) = self.first_indicator(set, &view)
@@ -884,6 +885,25 @@ fn add_record_entity(rec: &mut DetectRecord, slot: &EntitySlot, kind: EntityKind
     }
 }
 
+/// An account acted upon by a person (sudo's `USER=root`, su's target, explicit credentials) is
+/// not the one behaving: the person is. Scoring the target would give `root` a baseline that is
+/// every administrator's sudo use at once, noisy by construction, and would judge it again for
+/// what the person's own baseline already judges. A target stays scored when no person acts
+/// (a Windows logon, whose subject is the machine account), since it is then the actor.
+fn leave_targets_to_their_actor(rec: &mut DetectRecord) {
+    let entities = &mut rec.entities[..rec.n_entities as usize];
+    let person_acts = entities
+        .iter()
+        .any(|e| e.role == Role::Subject as u8 && e.ueba == UebaType::User as u8);
+    if person_acts {
+        for e in entities.iter_mut() {
+            if e.role == Role::Target as u8 && e.kind == EntityKind::User as u8 {
+                e.ueba = NOT_SCORED;
+            }
+        }
+    }
+}
+
 /// The correlation hits of one event: for each rule it matched, each correlation that rule
 /// feeds (a tap of `plan`, numbered by catalogue `version`) whose group and value fields the
 /// event has.
@@ -966,4 +986,55 @@ fn fmt_u8(v: u8, buf: &mut [u8; 3]) -> &str {
     buf[n] = b'0' + v % 10;
     n += 1;
     std::str::from_utf8(&buf[..n]).unwrap_or("0")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{LineMeta, MinerConfig};
+
+    /// The UEBA types of the users of one normalised line, by role name.
+    fn scored_users(line: &str, format: Format) -> Vec<(&'static str, Option<UebaType>)> {
+        let mut n = Normalizer::new(TemplateMiner::new(&MinerConfig::default()).unwrap());
+        let mut block = EncodedBlock::with_capacity(0, 16);
+        let meta = LineMeta {
+            start: 0,
+            len: line.len() as u32,
+            received_ns: 1_795_255_200_000_000_000,
+            truncated: false,
+        };
+        n.push_line(
+            line.as_bytes(),
+            &meta,
+            InputId::SyslogTcp,
+            format,
+            &mut block,
+            &mut Tally::default(),
+        );
+        let rec = n.detect_batch().records[0];
+        rec.entities()
+            .iter()
+            .filter(|e| e.kind == EntityKind::User as u8)
+            .map(|e| (Role::from_u8(e.role).name(), e.ueba_type()))
+            .collect()
+    }
+
+    #[test]
+    fn an_account_a_person_acts_on_is_left_to_the_person() {
+        let sudo = "<86>Nov  3 12:00:50 srv-05 sudo[47235]: marco.evans : TTY=pts/5 ; \
+                    PWD=/home/marco.evans ; USER=root ; COMMAND=/usr/bin/journalctl -u app";
+        assert_eq!(
+            scored_users(sudo, Format::Syslog),
+            [("subject", Some(UebaType::User)), ("target", None)]
+        );
+        // A logon whose subject is the machine account: the target is the one logging on.
+        let logon = r#"{"@timestamp":"2026-11-03T12:00:00Z","host":{"name":"dc-01"},"EventID":4624,"SubjectUserName":"DC-01$","TargetUserName":"alice"}"#;
+        assert_eq!(
+            scored_users(logon, Format::Json),
+            [
+                ("subject", Some(UebaType::ServiceAccount)),
+                ("target", Some(UebaType::User))
+            ]
+        );
+    }
 }

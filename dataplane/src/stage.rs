@@ -378,6 +378,8 @@ fn run(setup: DetectSetup, mut d: Detector, store: &Store, stats: &Stats) {
         exceptions,
     } = setup;
     let mut exceptions_version = 0;
+    let mut closed_seen = store.closed_generation();
+    let mut closed_ids: Vec<String> = Vec::new();
     let mut sel = Select::new();
     for inp in &inputs {
         sel.recv(inp.ring.receiver());
@@ -454,6 +456,12 @@ fn run(setup: DetectSetup, mut d: Detector, store: &Store, stats: &Stats) {
                     live: &live,
                     unwritten: &mut unwritten,
                 };
+                // Likewise for alerts analysts closed: this batch's firings open new ones.
+                if store.closed_generation() != closed_seen {
+                    closed_seen = store.closed_since(closed_seen, &mut closed_ids);
+                    d.forget_closed(&closed_ids, &mut sink);
+                    closed_ids.clear();
+                }
                 d.process_all(&batch.records, &mut sink);
                 d.correlate(&batch.hits, &mut sink);
                 stats.detect.scored.add(batch.records.len() as u64);

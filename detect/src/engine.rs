@@ -330,6 +330,8 @@ pub struct Detector {
     members: U64Map<U64Set>,
     /// Entity key -> key of the open alert it joined (new-source alerts are keyed by address).
     alias: U64Map<u64>,
+    /// Acting address -> the open account alert raised from it (see `incident_of`).
+    actors: HashMap<u128, u64>,
     minutes: Vec<MinutePoint>,
     seq: u64,
     now_ns: i64,
@@ -371,6 +373,7 @@ impl Detector {
             sources: U64Map::with_capacity_and_hasher(256, Default::default()),
             open: U64Map::with_capacity_and_hasher(256, Default::default()),
             alias: U64Map::with_capacity_and_hasher(256, Default::default()),
+            actors: HashMap::new(),
             groups: U64Map::default(),
             members: U64Map::default(),
             minutes: Vec::with_capacity(1024),
@@ -541,50 +544,70 @@ impl Detector {
                 Some(UebaType::User | UebaType::ServiceAccount)
             )
         });
-        for (i, e) in record.entities().iter().enumerate() {
-            if record.owned & (2 << i) == 0 {
-                continue;
-            }
-            let Some(kind) = e.ueba_type() else { continue };
-            let counterpart = if kind == UebaType::Ip {
-                // An address's counterpart is the host it reached: a new pair is a new path.
-                // The hash sits in the high bits, so each host is its own "network" (see
-                // `network_of`), with the top bit marking a host rather than an address.
-                (record.reporter != 0)
-                    .then_some((u128::from(record.reporter) << 64) | (1u128 << 127))
-            } else {
-                (record.client_ip != 0).then_some(record.client_ip)
-            };
-            let o = Observation {
-                time,
-                entity: e.hash,
-                kind,
-                source: counterpart,
-                template: record.template,
-                host: match kind {
-                    UebaType::User | UebaType::ServiceAccount => record.reporter,
-                    UebaType::Host | UebaType::Ip => 0,
-                },
-                account_named,
-            };
-            match self.ueba.observe(&o) {
-                Outcome::Alert(_)
-                | Outcome::Signal(_)
-                | Outcome::Scored {
-                    suppressed: true, ..
-                } if self.excepted(ueba_detector(kind), Some(record), record.ts_ns) => {}
-                Outcome::Alert(a) => self.raise_ueba(record, i, &a, sink),
-                Outcome::Signal(a) => self.raise_ueba_signal(record, i, &a, sink),
-                Outcome::Scored {
-                    suppressed: true,
-                    score,
-                } => {
-                    let own = e.hash ^ UEBA_SALT;
-                    let key = self.alias.get(&own).copied().unwrap_or(own);
-                    self.repeat(key, record, score, None);
+        // Accounts first: when one event alarms an account and the server it is on, the
+        // account's alert is the incident's and the server's joins it (see `incident_of`).
+        for hosts in [false, true] {
+            for (i, e) in record.entities().iter().enumerate() {
+                if record.owned & (2 << i) != 0
+                    && let Some(kind) = e.ueba_type()
+                    && (kind == UebaType::Host) == hosts
+                {
+                    self.judge_entity(record, i, kind, time, account_named, sink);
                 }
-                _ => {}
             }
+        }
+    }
+
+    /// Scores entity `i` of `record` (of UEBA type `kind`) against its baseline and raises
+    /// what the outcome calls for.
+    #[inline]
+    fn judge_entity(
+        &mut self,
+        record: &DetectRecord,
+        i: usize,
+        kind: UebaType,
+        time: EventTime,
+        account_named: bool,
+        sink: &mut impl AlertSink,
+    ) {
+        let e = &record.entities[i];
+        let counterpart = if kind == UebaType::Ip {
+            // An address's counterpart is the host it reached: a new pair is a new path.
+            // The hash sits in the high bits, so each host is its own "network" (see
+            // `network_of`), with the top bit marking a host rather than an address.
+            (record.reporter != 0).then_some((u128::from(record.reporter) << 64) | (1u128 << 127))
+        } else {
+            (record.client_ip != 0).then_some(record.client_ip)
+        };
+        let o = Observation {
+            time,
+            entity: e.hash,
+            kind,
+            source: counterpart,
+            template: record.template,
+            host: match kind {
+                UebaType::User | UebaType::ServiceAccount => record.reporter,
+                UebaType::Host | UebaType::Ip => 0,
+            },
+            account_named,
+        };
+        match self.ueba.observe(&o) {
+            Outcome::Alert(_)
+            | Outcome::Signal(_)
+            | Outcome::Scored {
+                suppressed: true, ..
+            } if self.excepted(ueba_detector(kind), Some(record), record.ts_ns) => {}
+            Outcome::Alert(a) => self.raise_ueba(record, i, &a, sink),
+            Outcome::Signal(a) => self.raise_ueba_signal(record, i, &a, sink),
+            Outcome::Scored {
+                suppressed: true,
+                score,
+            } => {
+                let own = e.hash ^ UEBA_SALT;
+                let key = self.alias.get(&own).copied().unwrap_or(own);
+                self.repeat(key, record, score, None);
+            }
+            _ => {}
         }
     }
 
@@ -1544,6 +1567,11 @@ impl Detector {
                 return;
             }
         }
+        if let Some(joined) = self.incident_of(r, kind) {
+            self.alias.insert(e.hash ^ UEBA_SALT, joined);
+            self.repeat(joined, r, a.score, Some(entity));
+            return;
+        }
         let who = ueba_who(kind);
         let title = match a.deviation {
             Some(d) => deviation_title(who, kind, &d),
@@ -1601,6 +1629,26 @@ impl Detector {
         };
         let until_ns = r.ts_ns.saturating_add(self.params.ueba.cooldown_ns);
         self.open_alert(key, alert, until_ns, sink);
+        if matches!(kind, UebaType::User | UebaType::ServiceAccount) && r.client_ip != 0 {
+            self.actors.insert(r.client_ip, key);
+        }
+    }
+
+    /// The open UEBA alert that a server's alert joins: an account's, raised from the same
+    /// acting address within its cooldown. A user doing something new on a server is one
+    /// incident, and the account is its actor, so the account's alert leads (accounts are
+    /// judged before hosts on one event); an account's alert never joins a server's. Two
+    /// accounts from one address stay apart (an office NAT) unless the address itself is new to
+    /// both (the by-source fold).
+    fn incident_of(&self, r: &DetectRecord, kind: UebaType) -> Option<u64> {
+        if kind != UebaType::Host || r.client_ip == 0 {
+            return None;
+        }
+        let &key = self.actors.get(&r.client_ip)?;
+        self.open
+            .get(&key)
+            .is_some_and(|o| r.ts_ns < o.until_ns)
+            .then_some(key)
     }
 
     /// A repeat inside an open alert's cooldown: bump its count, keep the event. The sink hears
@@ -1639,6 +1687,10 @@ impl Detector {
             let open = &self.open;
             self.alias.retain(|_, k| open.contains_key(k));
         }
+        if !self.actors.is_empty() {
+            let open = &self.open;
+            self.actors.retain(|_, k| open.contains_key(k));
+        }
         if !self.members.is_empty() {
             // Group alerts and group signals both count their entities here.
             let (open, signals) = (&self.open, &self.signals);
@@ -1647,6 +1699,43 @@ impl Detector {
         }
         if !self.groups.is_empty() {
             self.groups.retain(|_, g| now < g.until_ns);
+        }
+    }
+
+    /// Alerts an analyst has closed (their ids): each stops taking repeats, so the next firing
+    /// of its rule, source or entity opens a new alert instead of vanishing into a closed one.
+    /// An alert stays open for its whole cooldown (a day for UEBA and correlations), far longer
+    /// than an analyst takes to close it; without this an attacker's next step inside that day
+    /// would only bump the count of an alert nobody looks at any more. Changes it held but the
+    /// sink has not heard go out first; a UEBA entity's cooldown ends with its alert.
+    pub fn forget_closed(&mut self, ids: &[String], sink: &mut impl AlertSink) {
+        if ids.is_empty() || self.open.is_empty() {
+            return;
+        }
+        let closed: Vec<u64> = self
+            .open
+            .iter()
+            .filter(|(_, o)| ids.contains(&o.alert.id))
+            .map(|(&key, _)| key)
+            .collect();
+        for key in closed {
+            let Some(o) = self.open.remove(&key) else {
+                continue;
+            };
+            if o.dirty {
+                sink.alert(&o.alert, false);
+            }
+            if o.alert.alert_type == AlertType::Ueba {
+                // The alert's own entity (its key, unless it is keyed by address) and every
+                // entity that joined it.
+                self.ueba.end_cooldown(key ^ UEBA_SALT);
+                for (&entity_key, _) in self.alias.iter().filter(|&(_, &k)| k == key) {
+                    self.ueba.end_cooldown(entity_key ^ UEBA_SALT);
+                }
+            }
+            self.members.remove(&key);
+            self.alias.retain(|_, k| *k != key);
+            self.actors.retain(|_, k| *k != key);
         }
     }
 
@@ -2012,6 +2101,7 @@ fn ueba_attack(kind: UebaType, top: &str) -> Vec<AttackMapping> {
 mod tests {
     use super::*;
     use crate::record::RecordEntity;
+    use watchpost_proto::Role;
 
     const HOUR: i64 = 3_600_000_000_000;
     const DAY: i64 = 24 * HOUR;
@@ -2178,6 +2268,122 @@ mod tests {
         // Time-ordered id of the triggering event's millisecond.
         let id = Uuid::parse_str(&a.id).unwrap();
         assert_eq!(id.get_version_num(), 7);
+    }
+
+    /// A login of `user` on server `host` (the reporter) from `ip`.
+    fn login_on(ts: i64, user: u64, host: u64, ip: u128) -> DetectRecord {
+        let mut r = login(ts, user, ip, 1);
+        r.reporter = host;
+        r.entities[1] = RecordEntity {
+            hash: host,
+            uuid: [host as u8; 16],
+            kind: EntityKind::Host as u8,
+            role: Role::Reporter as u8,
+            ueba: UebaType::Host as u8,
+        };
+        r.n_entities = 2;
+        r.entity_count = 2;
+        r
+    }
+
+    /// Ten office days of twelve colleagues on server `host`, 09:00-17:00.
+    fn office_logins_on(d: &mut Detector, sink: &mut Collect, host: u64) {
+        for day in 0..10 {
+            for h in 9..17 {
+                for m in 0..6 {
+                    for user in 1..=12 {
+                        let ts = day * DAY + h * HOUR + m * 600_000_000_000 + user as i64;
+                        d.process(&login_on(ts, user, host, OFFICE), sink);
+                    }
+                }
+            }
+        }
+        d.flush(sink);
+    }
+
+    #[test]
+    fn a_server_and_an_account_alarmed_from_one_address_are_one_alert_two_accounts_are_not() {
+        const SERVER: u64 = 100;
+        let mut d = Detector::new(params());
+        let mut sink = Collect::default();
+        office_logins_on(&mut d, &mut sink, SERVER);
+        assert!(sink.alerts.is_empty(), "{:?}", sink.alerts.values().next());
+        // 03:00: an hour neither the accounts nor the server have ever been active in.
+        let t = 10 * DAY + 3 * HOUR;
+        d.process(&login_on(t, 1, SERVER, OFFICE), &mut sink);
+        d.process(&login_on(t + 60_000_000_000, 2, SERVER, OFFICE), &mut sink);
+        d.flush(&mut sink);
+        // The server alarmed too (it is in its cooldown) ...
+        let server = d.ueba().baseline(SERVER).expect("the server's baseline");
+        assert_eq!(
+            server.lifecycle(t, d.ueba().params()),
+            crate::ueba::Lifecycle::Cooldown
+        );
+        // ... and joined account 1's alert; account 2 has an alert of its own.
+        let ueba: Vec<&Alert> = sink
+            .alerts
+            .values()
+            .filter(|a| a.alert_type == AlertType::Ueba)
+            .collect();
+        assert_eq!(ueba.len(), 2, "{ueba:#?}");
+        let first = ueba.iter().find(|a| a.first_seen_ns == t).unwrap();
+        assert_eq!(
+            first.entity.as_ref().unwrap().uuid,
+            Uuid::from_bytes([1; 16])
+        );
+        assert!(
+            first
+                .related_entities
+                .iter()
+                .any(|e| e.uuid == Uuid::from_bytes([SERVER as u8; 16])),
+            "{first:#?}"
+        );
+        let second = ueba.iter().find(|a| a.first_seen_ns > t).unwrap();
+        assert_eq!(
+            second.entity.as_ref().unwrap().uuid,
+            Uuid::from_bytes([2; 16])
+        );
+    }
+
+    #[test]
+    fn an_alert_closed_by_an_analyst_takes_no_repeats_the_next_firing_opens_a_new_one() {
+        let far: u128 = 0xffff_cb00_7101;
+        let t = 10 * DAY + 10 * HOUR;
+        // Logins from five unknown networks a second apart, inside the cooldown (as in
+        // `a_login_from_a_new_network_alerts_once_and_repeats_bump_the_count`); with `close`,
+        // the first alert is closed after the first login.
+        let run = |close: bool| {
+            let mut d = Detector::new(params());
+            let mut sink = Collect::default();
+            office_logins(&mut d, &mut sink);
+            d.process(&login(t, 1, far, 1), &mut sink);
+            d.flush(&mut sink);
+            let first = sink.alerts.keys().next().expect("the first alert").clone();
+            if close {
+                d.forget_closed(std::slice::from_ref(&first), &mut sink);
+            }
+            for k in 1..5u16 {
+                let mut r = login(
+                    t + i64::from(k) * 1_000_000_000,
+                    1,
+                    far + (u128::from(k) << 8),
+                    1,
+                );
+                r.pos = k;
+                d.process(&r, &mut sink);
+            }
+            d.flush(&mut sink);
+            (first, sink.alerts)
+        };
+        let (first, open) = run(false);
+        assert_eq!(open.len(), 1);
+        assert!(open[&first].count >= 2, "repeats fold into the open alert");
+        let (first, closed) = run(true);
+        assert_eq!(closed.len(), 2, "{closed:#?}");
+        assert_eq!(closed[&first].count, 1, "the closed alert took no repeat");
+        let next = closed.values().find(|a| a.id != first).unwrap();
+        assert_eq!(next.count, open[&first].count - 1, "{next:#?}");
+        assert_eq!(next.detector, "ueba:user");
     }
 
     #[test]

@@ -980,6 +980,14 @@ impl Ueba {
         self.entities.get(entity)
     }
 
+    /// Ends an entity's alert cooldown: its alert was closed by an analyst, so its next alarm
+    /// is a new alert rather than a repeat of the closed one.
+    pub fn end_cooldown(&mut self, entity: u64) {
+        if let Some(b) = self.entities.get_mut(entity) {
+            b.cooldown_until_ns = i64::MIN;
+        }
+    }
+
     /// The threshold of a type.
     pub fn threshold(&self, kind: UebaType) -> &Dspot {
         &self.thresholds[kind as usize]

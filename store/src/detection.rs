@@ -386,6 +386,7 @@ impl Store {
             return Ok(None);
         };
         let t = &mut alert.triage;
+        let was_closed = t.status == TriageStatus::Closed;
         let status = change.status.unwrap_or(t.status);
         if status == TriageStatus::Closed {
             if change.status == Some(TriageStatus::Closed) && change.reason.is_none() {
@@ -429,7 +430,22 @@ impl Store {
                 .map_err(StoreError::from)
         })
         .map_err(TriageError::Unsaved)?;
+        if status == TriageStatus::Closed && !was_closed {
+            self.closed.record(id);
+        }
         Ok(Some(alert))
+    }
+
+    /// The generation of the latest alert closed by an analyst: one atomic load, for the
+    /// detection workers to compare per batch (see [`Store::closed_since`]).
+    pub fn closed_generation(&self) -> u64 {
+        self.closed.generation()
+    }
+
+    /// Appends to `out` the ids of alerts closed after generation `seen` (at most the latest
+    /// 4,096) and returns the generation read to.
+    pub fn closed_since(&self, seen: u64, out: &mut Vec<String>) -> u64 {
+        self.closed.since(seen, out)
     }
 
     /// Alerts matching `query`, newest first, one page, with the total: exact up to

@@ -28,6 +28,7 @@
 //! and everything that points at it become durable together, and a file offset is never ahead of
 //! the lines before it.
 
+mod closed;
 mod codec;
 mod detection;
 mod query;
@@ -213,6 +214,8 @@ pub struct Store {
     write_fault: std::sync::atomic::AtomicBool,
     /// Serialises triage read-modify-writes (the control plane's, a few per minute at most).
     triage_lock: std::sync::Mutex<()>,
+    /// Alerts closed by analysts, for the detectors (see the `closed` module).
+    closed: closed::ClosedLog,
     read_failures: ReadFailures,
 }
 
@@ -293,6 +296,7 @@ impl Store {
             sync_writes: cfg.sync_writes,
             write_fault: std::sync::atomic::AtomicBool::new(false),
             triage_lock: std::sync::Mutex::new(()),
+            closed: closed::ClosedLog::default(),
             read_failures: ReadFailures::default(),
         };
         let next = store.last_block_seq().map_or(0, |s| s + 1);

@@ -34,7 +34,9 @@ pub struct DetectionConfig {
     /// Risk of the quantile (of the same fitted tail) past which an anomaly alerts; at most
     /// `ml_risk`, which makes every anomaly an alert.
     pub ml_alert_risk: f64,
-    /// Seconds an `ml` alert of one source stays open: repeats inside it bump its count.
+    /// Seconds an `ml` alert of one source stays open: repeats inside it bump its count. The
+    /// default is the specification's UEBA cooldown (900): one anomaly of a source, such as a
+    /// scanner sweeping two web servers within minutes, is one alert for either detector.
     pub ml_alert_cooldown_seconds: u64,
     /// Seconds a `sigma` alert of one rule and entity stays open: repeats inside it bump its
     /// count. Correlation alerts (per rule and group) use it too.
@@ -102,7 +104,7 @@ impl Default for DetectionConfig {
             ml_enabled: true,
             ml_risk: 1e-4,
             ml_alert_risk: 1e-5,
-            ml_alert_cooldown_seconds: 300,
+            ml_alert_cooldown_seconds: 900,
             sigma_alert_cooldown_seconds: 300,
             alert_group_after_entities: 3,
             alert_group_window_seconds: 3600,
