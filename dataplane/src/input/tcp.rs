@@ -1,7 +1,9 @@
 //! TCP inputs (syslog and JSON lines): one thread per input, all connections on one `mio` poll.
 //!
 //! One thread per input rather than per connection keeps each ring single-producer, and costs one
-//! `epoll_wait` per wake-up, not per connection. When a ring is full the thread waits in
+//! `epoll_wait` per wake-up, not per connection. Connections take turns: each reads at most
+//! [`TURN_BYTES`] before the others get theirs, so one sender flooding as fast as it can does not
+//! starve the rest (nor accepting new connections, the batch linger and the idle sweep). When a ring is full the thread waits in
 //! `Outlet::push_line`, so it stops reading every connection of this input and TCP flow control
 //! slows the senders: nothing accepted is dropped.
 
@@ -18,6 +20,11 @@ use std::time::{Duration, Instant};
 use watchpost_proto::{InputId, now_ns};
 
 const LISTENER: Token = Token(usize::MAX);
+
+/// Bytes one connection reads per turn: enough to fill a few batches (the per-turn cost is one
+/// bookkeeping step), small enough that a thousand connections each get a turn within a few
+/// hundred milliseconds at line rate.
+const TURN_BYTES: usize = 256 * 1024;
 
 /// Settings of one TCP input.
 pub struct TcpSettings {
@@ -40,6 +47,9 @@ struct Conn {
     framer: Framer,
     last_active: Instant,
     shard: usize,
+    /// Ended its last turn with bytes still to read: it is in the ready list. The poll is
+    /// edge-triggered and will not report the socket again until more arrives.
+    ready: bool,
 }
 
 /// Starts a TCP input on an already bound listener.
@@ -85,11 +95,20 @@ fn run(
     let mut live = 0usize;
     let mut next_shard = 0usize;
     let mut events = Events::with_capacity(256);
+    // Connections that ended their turn still readable, served after this wake-up's events.
+    let mut ready: Vec<usize> = Vec::new();
+    let mut turn: Vec<usize> = Vec::new();
     let mut last_sweep = Instant::now();
     let workers = outlet.workers().max(1);
 
     while !stop.load(Ordering::Relaxed) {
-        if let Err(e) = poll.poll(&mut events, Some(s.linger)) {
+        // With connections still readable the poll only collects what else happened.
+        let wait = if ready.is_empty() {
+            s.linger
+        } else {
+            Duration::ZERO
+        };
+        if let Err(e) = poll.poll(&mut events, Some(wait)) {
             if e.kind() != ErrorKind::Interrupted {
                 tracing::warn!("{}: poll: {e}", s.input.name());
             }
@@ -125,6 +144,7 @@ fn run(
                                 framer: Framer::new(s.framing, s.max_line),
                                 last_active: Instant::now(),
                                 shard: next_shard % workers,
+                                ready: false,
                             });
                         }
                         Err(e) if e.kind() == ErrorKind::WouldBlock => break,
@@ -137,19 +157,43 @@ fn run(
                 }
                 continue;
             }
+            // One already in the ready list gets its turn there (once a round).
             let slot = ev.token().0;
+            if conns
+                .get(slot)
+                .is_some_and(|c| c.as_ref().is_some_and(|c| !c.ready))
+            {
+                turn.push(slot);
+            }
+        }
+        // This wake-up's connections, then those left readable by the last round, one turn each.
+        turn.append(&mut ready);
+        for &slot in &turn {
             let Some(Some(conn)) = conns.get_mut(slot) else {
                 continue;
             };
-            if let Some(end) = drain(conn, &mut outlet, stop) {
-                if end == End::Error {
-                    counters.connection_errors.add(1);
+            conn.ready = false;
+            match drain(conn, &mut outlet, stop) {
+                Drained::Dry => {}
+                Drained::Turn => {
+                    if !conn.ready {
+                        conn.ready = true;
+                        ready.push(slot);
+                    }
                 }
-                close(&poll, &mut conns, slot, &mut outlet);
-                free_slots.push(slot);
-                live -= 1;
+                Drained::End(end) => {
+                    if end == End::Error {
+                        counters.connection_errors.add(1);
+                    }
+                    close(&poll, &mut conns, slot, &mut outlet);
+                    free_slots.push(slot);
+                    live -= 1;
+                    // A slot is reused by the next connection: its old place in line goes.
+                    ready.retain(|&r| r != slot);
+                }
             }
         }
+        turn.clear();
         let now = now_ns();
         outlet.flush_due(now);
         if last_sweep.elapsed() >= Duration::from_secs(1) {
@@ -163,6 +207,7 @@ fn run(
                     close(&poll, &mut conns, slot, &mut outlet);
                     free_slots.push(slot);
                     live -= 1;
+                    ready.retain(|&r| r != slot);
                 }
             }
         }
@@ -182,27 +227,42 @@ enum End {
     Error,
 }
 
-/// Reads until the socket would block or the input is told to stop; `Some` when the connection
-/// ended. The stop flag is read once per read call: a peer that sends faster than the service
+/// How a connection's turn ended.
+enum Drained {
+    /// The socket ran dry (or the input is stopping): the poll reports it when more arrives.
+    Dry,
+    /// It read its [`TURN_BYTES`] with more waiting: it goes to the back of the ready list.
+    Turn,
+    /// The connection ended.
+    End(End),
+}
+
+/// Reads until the socket would block, the turn's bytes are read, or the input is told to
+/// stop. The stop flag is read once per read call: a peer that sends faster than the service
 /// reads never lets the socket run dry, and would otherwise keep the input reading after a
 /// SIGTERM for as long as it sent.
-fn drain(conn: &mut Conn, outlet: &mut Outlet, stop: &AtomicBool) -> Option<End> {
+fn drain(conn: &mut Conn, outlet: &mut Outlet, stop: &AtomicBool) -> Drained {
+    let mut read = 0;
     while !stop.load(Ordering::Relaxed) {
+        if read >= TURN_BYTES {
+            return Drained::Turn;
+        }
         match conn.framer.read_from(&mut conn.stream) {
-            Ok(0) => return Some(End::Eof),
-            Ok(_) => {
+            Ok(0) => return Drained::End(End::Eof),
+            Ok(n) => {
+                read += n;
                 conn.last_active = Instant::now();
                 let now = now_ns();
                 while let Some(f) = conn.framer.next_frame() {
                     outlet.push_line(conn.shard, &conn.framer.buffer()[f.range], now, f.truncated);
                 }
             }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => return None,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return Drained::Dry,
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-            Err(_) => return Some(End::Error),
+            Err(_) => return Drained::End(End::Error),
         }
     }
-    None
+    Drained::Dry
 }
 
 /// Closes a connection, keeping a final line that had no newline.
