@@ -225,8 +225,8 @@ fn sigma_rules_alert_list_toggle_upload_and_survive_a_restart() {
 
     // Coverage counts the enabled rules and the fires.
     let cov = json(&http(api, "GET", "/api/v1/attack/coverage", "").1);
-    assert_eq!(cov["attack_version"], "18.1");
-    assert_eq!(cov["tactics"].as_array().unwrap().len(), 14);
+    assert_eq!(cov["attack_version"], "19.1");
+    assert_eq!(cov["tactics"].as_array().unwrap().len(), 15);
     let disc = cov["tactics"]
         .as_array()
         .unwrap()

@@ -91,7 +91,8 @@ impl KillChain {
         trail.last_ns = trail.last_ns.max(ts);
         let mut seen_here: Vec<&str> = Vec::new();
         for m in &alert.attack {
-            if seen_here.contains(&m.tactic_id.as_str()) {
+            // A technique kept as written with no tactic (an id ATT&CK does not know) is no step.
+            if m.tactic_id.is_empty() || seen_here.contains(&m.tactic_id.as_str()) {
                 continue;
             }
             seen_here.push(&m.tactic_id);

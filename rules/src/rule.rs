@@ -334,6 +334,8 @@ pub fn rule_of(doc: &Node) -> Result<Rule, RuleError> {
             ));
         }
     }
+    // ATT&CK ids no version knows are kept on alerts as written; the author hears of them here.
+    warnings.extend(crate::attack::Attack::get().tag_warnings(&tags));
     for (k, _) in map {
         if k.as_str() == Some("action") {
             return Err(schema(

@@ -8,9 +8,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The `watchpost` binary under test.
+/// The `watchpost` binary under test: the one cargo built, or `WATCHPOST_TEST_BIN` (the long
+/// runs of `scripts/soak` and `scripts/crash-test` run a copy, so that a rebuild meanwhile does
+/// not swap the binary between two of their restarts).
 pub fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_watchpost"))
+    match std::env::var_os("WATCHPOST_TEST_BIN") {
+        Some(path) => Command::new(path),
+        None => Command::new(env!("CARGO_BIN_EXE_watchpost")),
+    }
 }
 
 /// A port nothing listens on now, and not handed out before in this test binary. The kernel may
