@@ -35,6 +35,11 @@ pub struct Summary {
     pub alerts: std::collections::BTreeMap<String, u64>,
     /// Signals (matches below the alerting level that add risk; docs/risk.md).
     pub signals: u64,
+    /// Sigma matches in all (every rule an event matched).
+    pub sigma_matches: u64,
+    /// Matches past `detection.sigma_max_matches_per_event` of their event, which neither
+    /// alerted nor added risk (the least severe of that event's).
+    pub sigma_dropped: u64,
     /// Event time of the first and last event, ns.
     pub first_ns: i64,
     /// See `first_ns`.
@@ -64,6 +69,7 @@ pub fn analyze_with(
     let miner_cfg = MinerConfig::from_config(&cfg.templates);
     let miner = TemplateMiner::new(&miner_cfg)?;
     let mut norm = Normalizer::new(miner);
+    norm.set_max_matches(cfg.detection.sigma_max_matches_per_event as usize);
     let mut detector = Detector::new(DetectorParams::from_config(cfg));
     // The rules live ingestion would apply: bundled, configured folders, custom uploads.
     let catalog = std::sync::Arc::new(Catalog::load(cfg, None)?);
@@ -156,7 +162,7 @@ pub fn analyze_with(
                 for h in detect.hits.iter_mut() {
                     h.record.block = key;
                 }
-                detector.process_all(&detect.records, &mut sink);
+                detector.process_all(detect, &mut sink);
                 detector.correlate(&detect.hits, &mut sink);
                 detector.flush(&mut sink);
                 detect.clear();
@@ -167,6 +173,8 @@ pub fn analyze_with(
             }
         }
         summary.malformed += tally.malformed;
+        summary.sigma_matches += tally.sigma_matches;
+        summary.sigma_dropped += tally.sigma_dropped;
     }
     detector.flush(&mut sink);
     summary.signals = sink.signals.len() as u64;

@@ -17,13 +17,13 @@ use std::ops::Range;
 use std::sync::Arc;
 use watchpost_detect::{
     CorrelationHit, DetectBatch, DetectRecord, GROUP_TEXT_BYTES, NOT_SCORED, RECORD_ENTITIES,
-    RecordEntity, SIGMA_PER_RECORD, UebaType, ip_key, is_service_account,
+    RecordEntity, UebaType, ip_key, is_service_account,
 };
 use watchpost_proto::{
     EntityKind, InputId, Role, Severity, U64Map, bincode_config, canonicalize_into, entity_uuid,
     hash64, hash64_seeded,
 };
-use watchpost_rules::{IocId, IocKind, IocSet, Plan, RuleSet};
+use watchpost_rules::{IocId, IocKind, IocSet, Level, Plan, RuleSet};
 use watchpost_store::{
     EncodedBlock, EntitySlot, EventView, FLAG_INVALID_UTF8, FLAG_MALFORMED, FLAG_TRUNCATED,
     NewEntity, Posting, PostingKind,
@@ -93,6 +93,8 @@ pub struct Normalizer {
     rules: Option<Arc<RuleSet>>,
     /// Matches of the current event (reused).
     hits: Vec<u32>,
+    /// Matches of one event that go on to detection (see [`Normalizer::set_max_matches`]).
+    max_matches: usize,
     /// What detection needs of the lines pushed since the worker last took it: the records and
     /// correlation hits of the block being filled. They part from the block at the worker (the
     /// block goes to the writer, these to stage B), so the store never sees detection types.
@@ -136,10 +138,17 @@ impl Normalizer {
             seen,
             rules: None,
             hits: Vec::with_capacity(16),
+            max_matches: 64,
             detect: DetectBatch::default(),
             plan: None,
             iocs: None,
         }
+    }
+
+    /// Hands at most `max` Sigma matches of an event to detection, the most severe first
+    /// (`detection.sigma_max_matches_per_event`); the rest are counted as dropped.
+    pub fn set_max_matches(&mut self, max: usize) {
+        self.max_matches = max.max(1);
     }
 
     /// Evaluates `rules` on every event from now on (`None`: no Sigma matching).
@@ -614,9 +623,16 @@ impl Normalizer {
             ..DetectRecord::default()
         };
         rec.set_source_name(src);
-        let kept = self.hits.len().min(SIGMA_PER_RECORD);
-        rec.sigma[..kept].copy_from_slice(&self.hits[..kept]);
-        rec.n_sigma = kept as u8;
+        let kept = self.hits.len().min(self.max_matches);
+        if kept < self.hits.len()
+            && let Some(rules) = &self.rules
+        {
+            // The most severe go on; ties by catalogue order, so the choice is stable.
+            self.hits.sort_unstable_by_key(|&i| {
+                let level = rules.rule(i).level.unwrap_or(Level::Medium);
+                (std::cmp::Reverse(level), i)
+            });
+        }
         tally.sigma_matches += self.hits.len() as u64;
         tally.sigma_dropped += (self.hits.len() - kept) as u64;
         for slot in &self.entities {
@@ -669,7 +685,7 @@ impl Normalizer {
                 &mut self.detect.hits,
             );
         }
-        self.detect.records.push(rec);
+        self.detect.push(rec, &self.hits[..kept]);
     }
 
     /// The event's header: its source (the input's name when it has none), host (recorded as

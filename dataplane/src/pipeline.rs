@@ -587,7 +587,11 @@ fn spawn_workers(
             free_blocks: r.free_blocks,
             max_blocks: dp.ring_capacity as usize + 2,
             batch_size: dp.batch_size as usize,
-            normalizer: Normalizer::new(miner),
+            normalizer: {
+                let mut n = Normalizer::new(miner);
+                n.set_max_matches(shared.cfg.detection.sigma_max_matches_per_event as usize);
+                n
+            },
             core: shared.cores.get(w).copied().flatten(),
             to_detect: r.to_detect,
             detect_free: r.detect_free,

@@ -462,7 +462,7 @@ fn run(setup: DetectSetup, mut d: Detector, store: &Store, stats: &Stats) {
                     d.forget_closed(&closed_ids, &mut sink);
                     closed_ids.clear();
                 }
-                d.process_all(&batch.records, &mut sink);
+                d.process_all(&batch, &mut sink);
                 d.correlate(&batch.hits, &mut sink);
                 stats.detect.scored.add(batch.records.len() as u64);
                 stats.detect.correlation_hits.add(batch.hits.len() as u64);

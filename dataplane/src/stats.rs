@@ -162,8 +162,8 @@ pub struct DetectCounters {
     pub risk_evicted: AtomicU64,
     /// Sigma rule matches (an event matching three rules counts three).
     pub sigma_matches: Counter,
-    /// Matches past the [`watchpost_detect::SIGMA_PER_RECORD`] an event carries to stage
-    /// B: counted, not alerted on (the event matched that many other rules already).
+    /// Matches past `detection.sigma_max_matches_per_event` of their event (its least severe):
+    /// counted, neither alerted on nor added to risk.
     pub sigma_dropped: Counter,
     /// Events that matched an indicator of compromise.
     pub ioc_matches: Counter,
@@ -531,8 +531,8 @@ pub struct DetectSnapshot {
     pub risk_evicted: u64,
     /// Sigma rule matches (an event matching three rules counts three).
     pub sigma_matches: u64,
-    /// Matches past the [`watchpost_detect::SIGMA_PER_RECORD`] an event carries to stage
-    /// B: counted, not alerted on (the event matched that many other rules already).
+    /// Matches past `detection.sigma_max_matches_per_event` of their event (its least severe):
+    /// counted, neither alerted on nor added to risk.
     pub sigma_dropped: u64,
     /// Events that matched an indicator of compromise.
     pub ioc_matches: u64,

@@ -202,7 +202,7 @@ impl DetectOut {
         for h in block.hits.iter_mut() {
             h.record.block = key;
         }
-        route(&block.records, &mut self.bufs);
+        route(block, &mut self.bufs);
         route_hits(&block.hits, &mut self.bufs);
         block.clear();
         for (s, buf) in self.bufs.iter_mut().enumerate() {

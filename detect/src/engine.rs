@@ -12,7 +12,7 @@ use crate::ensemble::{EventFeatures, Scored, SourceModel};
 use crate::exceptions::ExceptionSet;
 use crate::killchain::KillChain;
 use crate::names::{IndicatorBook, RuleBook};
-use crate::record::{CorrelationHit, DetectRecord};
+use crate::record::{CorrelationHit, DetectBatch, DetectRecord};
 use crate::risk::{Crossing, RiskBook, RiskParams, SignalRisk};
 use crate::time::{EventTime, NS_PER_HOUR, NS_PER_MINUTE};
 use crate::ueba::{
@@ -500,14 +500,15 @@ impl Detector {
     /// While one event is scored, the baselines of the next [`LOOKAHEAD`] events are loading in
     /// stages (see [`Ueba::prefetch`]), so the memory latency of a large entity population
     /// overlaps with work instead of stalling each observation in turn.
-    pub fn process_all(&mut self, records: &[DetectRecord], sink: &mut impl AlertSink) {
+    pub fn process_all(&mut self, batch: &DetectBatch, sink: &mut impl AlertSink) {
+        let records = &batch.records;
         for (i, r) in records.iter().enumerate() {
             for ahead in 1..=LOOKAHEAD {
                 if let Some(next) = records.get(i + ahead) {
                     self.prefetch(next, ahead);
                 }
             }
-            self.process(r, sink);
+            self.process_matched(r, batch.sigma_of(r), sink);
         }
     }
 
@@ -524,14 +525,25 @@ impl Detector {
         }
     }
 
-    /// Scores and learns one event; alerts go to `sink`.
-    #[inline]
+    /// Scores and learns one event that matched no Sigma rule; alerts go to `sink`.
     pub fn process(&mut self, record: &DetectRecord, sink: &mut impl AlertSink) {
+        self.process_matched(record, &[], sink);
+    }
+
+    /// Scores and learns one event that matched the Sigma rules `matches` (catalogue numbers);
+    /// alerts go to `sink`.
+    #[inline]
+    pub fn process_matched(
+        &mut self,
+        record: &DetectRecord,
+        matches: &[u32],
+        sink: &mut impl AlertSink,
+    ) {
         self.now_ns = self.now_ns.max(record.ts_ns);
         let time = EventTime::new(record.ts_ns);
         if record.owned & 1 != 0 {
             self.ensemble(record, &time, sink);
-            for &rule in record.sigma() {
+            for &rule in matches {
                 self.raise_sigma(record, rule, sink);
             }
             if record.ioc != 0 {

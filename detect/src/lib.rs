@@ -65,7 +65,7 @@ pub use names::{IndicatorBook, RuleBook};
 pub use prefetch::{prefetch, prefetch_lines};
 pub use record::{
     CorrelationHit, DetectBatch, DetectRecord, GROUP_TEXT_BYTES, NOT_SCORED, RECORD_ENTITIES,
-    RecordEntity, SIGMA_PER_RECORD, SOURCE_NAME_BYTES, route, route_hits, shard_of,
+    RecordEntity, SOURCE_NAME_BYTES, route, route_hits, shard_of,
 };
 pub use risk::{Crossing, RiskBook, RiskParams, SignalRisk};
 pub use rng::SplitMix64;

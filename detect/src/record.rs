@@ -12,9 +12,6 @@ pub const RECORD_ENTITIES: usize = 6;
 /// Bytes of the source name kept on a record (longer names are cut; the hash is of the whole).
 pub const SOURCE_NAME_BYTES: usize = 32;
 
-/// Sigma matches carried per event; more are counted (`sigma_dropped`) but not alerted on.
-pub const SIGMA_PER_RECORD: usize = 4;
-
 /// No UEBA type: the entity is carried for context (related entities), not scored.
 pub const NOT_SCORED: u8 = u8::MAX;
 
@@ -74,10 +71,10 @@ pub struct DetectRecord {
     pub entities: [RecordEntity; RECORD_ENTITIES],
     /// The source name, cut to [`SOURCE_NAME_BYTES`].
     pub source_name: [u8; SOURCE_NAME_BYTES],
-    /// Sigma rules the event matched, by catalogue number (see [`crate::RuleBook`]).
-    pub sigma: [u32; SIGMA_PER_RECORD],
-    /// Matches kept in `sigma`.
-    pub n_sigma: u8,
+    /// Where its Sigma matches start in its batch's [`DetectBatch::sigma`].
+    pub sigma_at: u32,
+    /// How many Sigma matches it has there (see [`DetectBatch::sigma_of`]).
+    pub n_sigma: u16,
     /// First indicator matched: its number in the IOC set + 1 (0: none).
     pub ioc: u32,
     /// Version of the IOC set `ioc` numbers into (see [`crate::IndicatorBook`]).
@@ -102,7 +99,7 @@ impl Default for DetectRecord {
             owned: 0,
             entities: [RecordEntity::default(); RECORD_ENTITIES],
             source_name: [0; SOURCE_NAME_BYTES],
-            sigma: [0; SIGMA_PER_RECORD],
+            sigma_at: 0,
             n_sigma: 0,
             ioc: 0,
             ioc_version: 0,
@@ -111,11 +108,6 @@ impl Default for DetectRecord {
 }
 
 impl DetectRecord {
-    /// The Sigma rules matched (catalogue numbers).
-    pub fn sigma(&self) -> &[u32] {
-        &self.sigma[..self.n_sigma as usize]
-    }
-
     /// The kept entities.
     pub fn entities(&self) -> &[RecordEntity] {
         &self.entities[..self.n_entities as usize]
@@ -186,6 +178,11 @@ pub struct DetectBatch {
     pub records: Vec<DetectRecord>,
     /// Correlation hits of the groups this worker owns.
     pub hits: Vec<CorrelationHit>,
+    /// The records' Sigma matches (catalogue numbers, see [`crate::RuleBook`]), back to back:
+    /// each record names its run. A list beside the records rather than an array in each keeps
+    /// the records small and copyable while an event may match any number of rules, with no
+    /// allocation per event once the list has grown to a batch's needs.
+    pub sigma: Vec<u32>,
 }
 
 impl DetectBatch {
@@ -194,6 +191,7 @@ impl DetectBatch {
         DetectBatch {
             records: Vec::with_capacity(events),
             hits: Vec::with_capacity(16),
+            sigma: Vec::with_capacity(events / 4),
         }
     }
 
@@ -202,17 +200,28 @@ impl DetectBatch {
         self.records.is_empty() && self.hits.is_empty()
     }
 
-    /// Empties both, keeping their capacity.
+    /// Empties it, keeping the capacity.
     pub fn clear(&mut self) {
         self.records.clear();
         self.hits.clear();
+        self.sigma.clear();
     }
-}
 
-/// So that [`route`] fills a batch's records.
-impl AsMut<Vec<DetectRecord>> for Box<DetectBatch> {
-    fn as_mut(&mut self) -> &mut Vec<DetectRecord> {
-        &mut self.records
+    /// The Sigma rules `record` (one of this batch's) matched.
+    pub fn sigma_of(&self, record: &DetectRecord) -> &[u32] {
+        let at = record.sigma_at as usize;
+        self.sigma
+            .get(at..at + usize::from(record.n_sigma))
+            .unwrap_or(&[])
+    }
+
+    /// Appends `record` with `matches` as its Sigma matches.
+    pub fn push(&mut self, mut record: DetectRecord, matches: &[u32]) {
+        record.sigma_at = self.sigma.len() as u32;
+        record.n_sigma = matches.len().min(usize::from(u16::MAX)) as u16;
+        self.sigma
+            .extend_from_slice(&matches[..usize::from(record.n_sigma)]);
+        self.records.push(record);
     }
 }
 
@@ -235,19 +244,21 @@ pub fn shard_of(key: u64, shards: usize) -> usize {
     }
 }
 
-/// Splits `records` between `shards` stage B workers: each record goes to every worker that owns
-/// a part of it, with `owned` saying which parts. `out[i]` receives worker i's records.
-pub fn route<V: AsMut<Vec<DetectRecord>>>(records: &[DetectRecord], out: &mut [V]) {
+/// Splits `batch`'s records between `shards` stage B workers: each record goes to every worker
+/// that owns a part of it, with `owned` saying which parts. `out[i]` receives worker i's records;
+/// the Sigma matches go with the record to the worker that owns its source (the one that acts on
+/// them), and to no other.
+pub fn route(batch: &DetectBatch, out: &mut [Box<DetectBatch>]) {
     let shards = out.len();
     if shards == 1 {
-        for r in records {
+        for r in &batch.records {
             let mut r = *r;
             r.owned = u8::MAX;
-            out[0].as_mut().push(r);
+            out[0].push(r, batch.sigma_of(&r));
         }
         return;
     }
-    for r in records {
+    for r in &batch.records {
         let mut masks = [0u8; 64];
         let mut used = 0u64;
         let s = r.source_shard(shards);
@@ -262,9 +273,14 @@ pub fn route<V: AsMut<Vec<DetectRecord>>>(records: &[DetectRecord], out: &mut [V
         }
         for (s, out) in out.iter_mut().enumerate() {
             if used & (1 << s) != 0 {
-                let mut r = *r;
-                r.owned = masks[s];
-                out.as_mut().push(r);
+                let mut copy = *r;
+                copy.owned = masks[s];
+                let matches = if masks[s] & 1 != 0 {
+                    batch.sigma_of(r)
+                } else {
+                    &[]
+                };
+                out.push(copy, matches);
             }
         }
     }
@@ -288,13 +304,23 @@ mod tests {
                 ..RecordEntity::default()
             };
         }
-        let mut out = vec![Vec::new(); 4];
-        route(&[rec], &mut out);
+        let mut batch = DetectBatch::default();
+        batch.push(DetectRecord::default(), &[5]);
+        batch.push(rec, &[1, 2, 3, 4, 5, 6, 7, 8, 9]);
+        let mut out: Vec<Box<DetectBatch>> = (0..4).map(|_| Box::default()).collect();
+        route(&batch, &mut out);
         let mut owned = 0u8;
-        for recs in &out {
-            for r in recs {
+        for b in &out {
+            for r in b.records.iter().filter(|r| r.source == 42) {
                 assert_eq!(owned & r.owned, 0, "a part owned twice");
                 owned |= r.owned;
+                // The matches travel with the source's part only, every one of them.
+                let matches = b.sigma_of(r);
+                if r.owned & 1 != 0 {
+                    assert_eq!(matches, [1, 2, 3, 4, 5, 6, 7, 8, 9]);
+                } else {
+                    assert!(matches.is_empty());
+                }
             }
         }
         assert_eq!(
@@ -302,9 +328,11 @@ mod tests {
             1 | 2 | 8,
             "source and both scored entities, once each"
         );
-        let mut one = vec![Vec::new()];
-        route(&[rec], &mut one);
-        assert_eq!(one[0][0].owned, u8::MAX);
+        let mut one: Vec<Box<DetectBatch>> = vec![Box::default()];
+        route(&batch, &mut one);
+        assert_eq!(one[0].records[1].owned, u8::MAX);
+        assert_eq!(one[0].sigma_of(&one[0].records[0]), [5]);
+        assert_eq!(one[0].sigma_of(&one[0].records[1]).len(), 9);
     }
 
     #[test]

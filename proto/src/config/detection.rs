@@ -25,6 +25,10 @@ pub struct DetectionConfig {
     /// Bytes of rule text the custom rule folder may hold in all: what bounds the custom rules'
     /// memory, since each rule's values become compiled patterns.
     pub sigma_custom_max_total_bytes: u64,
+    /// Sigma matches of one event that go on to alerting: past it the most severe are kept and
+    /// the rest counted (`sigma_dropped`). A bound on a batch's memory, not on what an event may
+    /// match: with the whole SigmaHQ set an event rarely matches more than a dozen rules.
+    pub sigma_max_matches_per_event: u32,
     /// Whether the content ensemble raises `ml` alerts (it always scores, for the anomaly
     /// timeline).
     pub ml_enabled: bool,
@@ -101,6 +105,7 @@ impl Default for DetectionConfig {
             sigma_custom_upload_dir: String::new(),
             sigma_custom_max_rules: 1000,
             sigma_custom_max_total_bytes: 16 << 20,
+            sigma_max_matches_per_event: 64,
             ml_enabled: true,
             ml_risk: 1e-4,
             ml_alert_risk: 1e-5,
@@ -164,6 +169,12 @@ pub(super) fn check(config: &Config, p: &mut Problems) {
         d.model_save_interval_seconds,
         1,
         86_400,
+    );
+    p.range_u64(
+        "detection.sigma_max_matches_per_event",
+        d.sigma_max_matches_per_event.into(),
+        1,
+        65_535,
     );
     p.range_u64(
         "detection.sigma_custom_max_total_bytes",
