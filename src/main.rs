@@ -40,10 +40,12 @@ enum Command {
         #[command(subcommand)]
         action: ConfigAction,
     },
-    /// Run the whole detection stack over log files (syslog or JSON lines), using the events'
-    /// own timestamps as the clock; prints the alerts as JSON lines, a summary on stderr.
+    /// Run the whole detection stack over log files (syslog or JSON lines, `.evtx` exports),
+    /// using the events' own timestamps as the clock; prints the alerts as JSON lines, a summary
+    /// on stderr.
     Analyze {
-        /// Log files, read in the order given.
+        /// Log files, read in the order given; a folder stands for its `.evtx`, `.log`, `.json`,
+        /// `.jsonl`, `.ndjson` and `.txt` files (recursively, in name order).
         #[arg(required = true)]
         files: Vec<PathBuf>,
         /// TOML configuration (detection, UEBA and template settings).
@@ -101,13 +103,15 @@ enum RulesAction {
         #[arg(required = true)]
         paths: Vec<PathBuf>,
     },
-    /// Match events against rules: one JSON line per match, `{"rule_id": ..., "line": N}` with
-    /// N the 1-based line of the event file.
+    /// Match events against rules: one JSON line per match, `{"rule_id": ..., "file": ...,
+    /// "line": N}` with N the 1-based line of the event file (of an `.evtx` file: the record's
+    /// position in it).
     Test {
         /// Rule files or folders.
         #[arg(long, required = true, num_args = 1..)]
         rules: Vec<PathBuf>,
-        /// Events, one per line: JSON objects or syslog lines.
+        /// Events: a file of JSON objects or syslog lines, one per line, an `.evtx` export, or a
+        /// folder of them.
         #[arg(long)]
         events: PathBuf,
         /// TOML configuration (template settings).
@@ -173,7 +177,17 @@ fn main() -> ExitCode {
             config,
             exceptions,
         } => match (load(config), load_exceptions(exceptions.as_deref())) {
-            (Ok(cfg), Ok(book)) => analyze(&cfg, &files, &book),
+            (Ok(cfg), Ok(book)) => match watchpost_dataplane::input_files(&files) {
+                Ok(files) if files.is_empty() => {
+                    eprintln!("no event files in the paths given");
+                    ExitCode::from(2)
+                }
+                Ok(files) => analyze(&cfg, &files, &book),
+                Err(e) => {
+                    eprintln!("cannot read the paths given: {e}");
+                    ExitCode::from(2)
+                }
+            },
             (Err(code), _) | (_, Err(code)) => code,
         },
         Command::Templates {
@@ -420,7 +434,7 @@ fn rules_test(cfg: &Config, rule_paths: &[PathBuf], events: &PathBuf) -> ExitCod
             return ExitCode::from(2);
         }
     };
-    let file = match std::fs::File::open(events) {
+    let event_files = match watchpost_dataplane::input_files(std::slice::from_ref(events)) {
         Ok(f) => f,
         Err(e) => {
             eprintln!("{}: {e}", events.display());
@@ -430,28 +444,61 @@ fn rules_test(cfg: &Config, rule_paths: &[PathBuf], events: &PathBuf) -> ExitCod
     let mut out = std::io::stdout().lock();
     let mut matched = 0usize;
     let mut n = 0usize;
-    let mut reader = std::io::BufReader::new(file);
     let mut line = Vec::with_capacity(4096);
     // Lines longer than `dataplane.max_line_bytes` are cut as live ingestion cuts them.
     let max = cfg.dataplane.max_line_bytes as usize;
-    loop {
-        match watchpost_dataplane::read_line(&mut reader, &mut line, max) {
-            Ok((0, _)) => break,
-            Ok(_) => n += 1,
-            Err(e) => {
-                eprintln!("{}: read error after line {n}: {e}", events.display());
-                return ExitCode::from(2);
+    for path in &event_files {
+        let mut reader: Box<dyn std::io::BufRead> = if watchpost_dataplane::is_evtx(path) {
+            let mut text = Vec::new();
+            match watchpost_dataplane::evtx_lines(path, &mut text) {
+                Ok(read) if read.bad_records > 0 => eprintln!(
+                    "{}: {} records could not be read",
+                    path.display(),
+                    read.bad_records
+                ),
+                Ok(_) => {}
+                Err(e) => {
+                    eprintln!("{}: not a readable Windows event log: {e}", path.display());
+                    return ExitCode::from(2);
+                }
             }
-        }
-        let text = line.strip_suffix(b"\r").unwrap_or(&line);
-        if text.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        for &r in matcher.matches(text) {
-            matched += 1;
-            let m = serde_json::json!({"rule_id": set.rule(r).id, "line": n});
-            if writeln!(out, "{m}").is_err() {
-                return ExitCode::from(2);
+            Box::new(std::io::Cursor::new(text))
+        } else {
+            match std::fs::File::open(path) {
+                Ok(f) => Box::new(std::io::BufReader::new(f)),
+                Err(e) => {
+                    eprintln!("{}: {e}", path.display());
+                    return ExitCode::from(2);
+                }
+            }
+        };
+        let mut line_no = 0usize;
+        loop {
+            match watchpost_dataplane::read_line(&mut reader, &mut line, max) {
+                Ok((0, _)) => break,
+                Ok(_) => {
+                    n += 1;
+                    line_no += 1;
+                }
+                Err(e) => {
+                    eprintln!("{}: read error after line {line_no}: {e}", path.display());
+                    return ExitCode::from(2);
+                }
+            }
+            let text = line.strip_suffix(b"\r").unwrap_or(&line);
+            if text.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            for &r in matcher.matches(text) {
+                matched += 1;
+                let m = serde_json::json!({
+                    "rule_id": set.rule(r).id,
+                    "file": path.display().to_string(),
+                    "line": line_no,
+                });
+                if writeln!(out, "{m}").is_err() {
+                    return ExitCode::from(2);
+                }
             }
         }
     }

@@ -13,8 +13,9 @@ use watchpost_proto::ErrorBody;
 pub struct ApiError {
     /// HTTP status.
     pub status: StatusCode,
-    /// The JSON body.
-    pub body: ErrorBody,
+    /// The JSON body, boxed: it is most of the error's size, and handlers return
+    /// `Result<_, ApiError>` everywhere.
+    pub body: Box<ErrorBody>,
     /// Seconds for `Retry-After`, on 429 and 503.
     pub retry_after: Option<u64>,
 }
@@ -24,27 +25,25 @@ impl ApiError {
     pub fn new(status: StatusCode, code: &str, message: impl Into<String>) -> ApiError {
         ApiError {
             status,
-            body: ErrorBody::new(code, message),
+            body: Box::new(ErrorBody::new(code, message)),
             retry_after: None,
         }
     }
 
     /// 422 for a query parameter, naming it.
     pub fn invalid_parameter(name: &str, message: impl Into<String>) -> ApiError {
-        let mut e = ApiError::new(
+        let e = ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
             "invalid_parameter",
             message,
         );
-        e.body = e.body.with("parameter", name);
-        e
+        e.with("parameter", name)
     }
 
     /// 422 for a request body, naming the offending field.
     pub fn invalid_body(field: &str, message: impl Into<String>) -> ApiError {
-        let mut e = ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_body", message);
-        e.body = e.body.with("field", field);
-        e
+        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_body", message)
+            .with("field", field)
     }
 
     /// 404.
@@ -64,7 +63,7 @@ impl ApiError {
 
     /// Adds a field of the case to the body.
     pub fn with(mut self, key: &str, value: impl Into<serde_json::Value>) -> ApiError {
-        self.body = self.body.with(key, value);
+        self.body.details.insert(key.to_string(), value.into());
         self
     }
 
@@ -103,7 +102,7 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut r = (self.status, axum::Json(self.body)).into_response();
+        let mut r = (self.status, axum::Json(*self.body)).into_response();
         if let Some(s) = self.retry_after {
             r.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(s));

@@ -35,6 +35,8 @@ pub struct Summary {
     pub alerts: std::collections::BTreeMap<String, u64>,
     /// Signals (matches below the alerting level that add risk; docs/risk.md).
     pub signals: u64,
+    /// Records of `.evtx` files the parser could not read (counted, not analysed).
+    pub evtx_bad_records: u64,
     /// Sigma matches in all (every rule an event matched).
     pub sigma_matches: u64,
     /// Matches past `detection.sigma_max_matches_per_event` of their event, which neither
@@ -97,6 +99,21 @@ pub fn analyze_with(
             path: path.clone(),
             source,
         })?;
+        // An event log export is read record by record into JSON lines (one file's worth in
+        // memory at a time); a line number is then the record's position in the file.
+        let evtx = crate::evtx::is_evtx(path);
+        let mut evtx_text = Vec::new();
+        if evtx {
+            let read =
+                crate::evtx::evtx_lines(path, &mut evtx_text).map_err(|e| Error::ReadInput {
+                    path: path.clone(),
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        format!("not a readable Windows event log: {e}"),
+                    ),
+                })?;
+            summary.evtx_bad_records += read.bad_records;
+        }
         // Year-less syslog timestamps are read relative to the file's modification time: the
         // lines were written before it. Deterministic for a given file.
         let reference_ns = file
@@ -105,7 +122,11 @@ pub fn analyze_with(
             .ok()
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
             .map_or(0, |d| d.as_nanos() as i64);
-        let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
+        let mut reader: Box<dyn std::io::BufRead> = if evtx {
+            Box::new(std::io::Cursor::new(evtx_text))
+        } else {
+            Box::new(std::io::BufReader::with_capacity(1 << 20, file))
+        };
         let mut line = Vec::with_capacity(4096);
         let mut line_no: u64 = 0;
         let mut first_line = 1u64;

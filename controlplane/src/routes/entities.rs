@@ -338,9 +338,7 @@ pub async fn baseline(
             ))
         })?;
         if view.warming_up {
-            let mut e = ApiError::not_found(format!("the baseline of {name} is still warming up"));
-            e.body = e
-                .body
+            let e = ApiError::not_found(format!("the baseline of {name} is still warming up"))
                 .with("status", "warming_up")
                 .with("entity_uuid", u.to_string())
                 .with("event_count", view.event_count)

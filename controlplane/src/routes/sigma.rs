@@ -400,20 +400,19 @@ fn upload_error(e: Error) -> ApiError {
                 "invalid_rule",
                 err.message.clone(),
             );
-            a.body = a.body.with("kind", err.kind.as_str());
+            a = a.with("kind", err.kind.as_str());
             if let Some(p) = err.pos {
-                a.body = a.body.with("line", p.line).with("column", p.column);
+                a = a.with("line", p.line).with("column", p.column);
             }
             a
         }
         Error::RuleCollision(id) => {
-            let mut a = ApiError::new(
+            ApiError::new(
                 StatusCode::CONFLICT,
                 "rule_exists",
                 format!("a rule with id {id} is already loaded"),
-            );
-            a.body = a.body.with("rule_id", id);
-            a
+            )
+            .with("rule_id", id)
         }
         e @ Error::RulesFull(_) => ApiError::new(
             StatusCode::INSUFFICIENT_STORAGE,
