@@ -158,11 +158,20 @@ pub fn flat_event(record: &Value) -> Map<String, Value> {
 }
 
 /// The fields of an `EventData`-like element into `out`: named ones by name, an unnamed list of
-/// values as `Data` (the classic-log form), attributes and nulls left out.
+/// values as `Data` (the classic-log form), attributes and nulls left out. A name with spaces
+/// loses them: Defender writes `Threat Name` and `Source Name`, and the Sigma taxonomy (and
+/// every SigmaHQ `windefend` rule) reads `ThreatName` and `SourceName`.
 fn put_data(data: &Value, out: &mut Map<String, Value>) {
     match data {
         Value::Object(fields) => {
             for (name, value) in fields {
+                let spaced;
+                let name = if name.contains(' ') {
+                    spaced = name.replace(' ', "");
+                    &spaced
+                } else {
+                    name
+                };
                 match (name.as_str(), value) {
                     ("#attributes", _) | (_, Value::Null) => {}
                     ("#text", v) => {
@@ -201,7 +210,8 @@ mod tests {
                 "Execution": {"#attributes": {"ProcessID": 508, "ThreadID": 1032}},
                 "Channel": "Security", "Computer": "IE8Win7", "Security": null
             },
-            "EventData": {"TargetUserName": "IEUser", "SubjectUserName": "WIN$", "Channel": "spoof"}
+            "EventData": {"TargetUserName": "IEUser", "SubjectUserName": "WIN$", "Channel": "spoof",
+                          "Threat Name": "Tool:Win32/EICAR_Test_File"}
         }});
         let e = flat_event(&record);
         assert_eq!(e["EventID"], 4720);
@@ -210,6 +220,10 @@ mod tests {
         assert_eq!(e["TimeCreated"], "2013-10-23T16:22:39.9735000Z");
         assert_eq!(e["Computer"], "IE8Win7");
         assert_eq!(e["TargetUserName"], "IEUser");
+        assert_eq!(
+            e["ThreatName"], "Tool:Win32/EICAR_Test_File",
+            "spaces dropped"
+        );
         assert!(!e.contains_key("Execution") && !e.contains_key("Correlation"));
     }
 
