@@ -135,3 +135,48 @@ fn a_stop_in_the_middle_of_a_large_file_reads_no_further_and_loses_nothing() {
         .unwrap();
     assert!(seen.iter().all(|s| *s), "a line is missing");
 }
+
+/// A folder watched for Windows event log exports: an export that appears is read whole, each
+/// record one event with its Windows fields; a restart takes none of it again, nor does the
+/// export saved again over itself (read again, its records already taken are passed over).
+#[test]
+fn an_evtx_export_dropped_in_a_watched_folder_is_read_once_record_by_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let exports = dir.path().join("exports");
+    std::fs::create_dir_all(&exports).unwrap();
+    let mut cfg = config(&dir.path().join("data"));
+    cfg.inputs.file.enabled = true;
+    cfg.inputs.file.paths = vec![format!("{}/*.evtx", exports.display())];
+    cfg.inputs.file.poll_interval_ms = 20;
+    // Not from the beginning: an export is a whole all the same.
+    cfg.inputs.file.start_at = "end".into();
+    let sample = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/data/evtx/new-user-security.evtx");
+    let p = Pipeline::start(&cfg).unwrap();
+    std::fs::copy(&sample, exports.join("dc-01.evtx")).unwrap();
+    let t = Instant::now();
+    let events = loop {
+        let events = all_events(&p.store());
+        if events.len() >= 4 || t.elapsed() > Duration::from_secs(20) {
+            break events;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(events.len(), 4);
+    assert!(events.iter().all(|e| e.source == "Security"), "{events:?}");
+    assert!(
+        events
+            .iter()
+            .any(|e| e.attributes.get("EventID").map(String::as_str) == Some("4720")),
+        "{events:?}"
+    );
+    p.shutdown();
+    let p = Pipeline::start(&cfg).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(all_events(&p.store()).len(), 4, "nothing read twice");
+    std::thread::sleep(Duration::from_millis(1100));
+    std::fs::copy(&sample, exports.join("dc-01.evtx")).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(all_events(&p.store()).len(), 4, "the same records once");
+    p.shutdown();
+}

@@ -5,6 +5,11 @@
 //! after the last stored line: nothing lost, nothing repeated. Files are identified by device and
 //! inode: a path whose inode changed was rotated (the old file is read to its end first); a file
 //! smaller than its offset was truncated (read again from the start).
+//!
+//! A Windows event log export (`.evtx`) is not a text log: it is read whole, record by record,
+//! each record one flat JSON event (`crate::evtx`), and its offset counts records instead of
+//! bytes. An export that changes (a longer one saved over it) is read again past the records
+//! already taken.
 
 use super::framing::{Framer, Framing};
 use super::outlet::Outlet;
@@ -43,10 +48,16 @@ struct Tailed {
     base: u64,
     framer: Framer,
     shard: usize,
+    /// An event log export: its size and modification time when last read (`None` for a text
+    /// log). `base` then counts the records taken.
+    evtx: Option<(u64, i64)>,
 }
 
 impl Tailed {
     fn offset(&self) -> u64 {
+        if self.evtx.is_some() {
+            return self.base;
+        }
         self.base + self.framer.consumed()
     }
 
@@ -98,6 +109,14 @@ fn run(s: FileSettings, mut outlet: Outlet, store: &Store, stats: &Stats, stop: 
         }
         let mut gone = Vec::new();
         for (key, t) in tailed.iter_mut() {
+            if t.evtx.is_some() {
+                match std::fs::metadata(&t.path) {
+                    Ok(m) => read_export(t, &m, &mut outlet, stop, s.max_line),
+                    Err(_) => gone.push(key.clone()),
+                }
+                outlet.checkpoint(t.shard, t.checkpoint());
+                continue;
+            }
             read_available(t, &mut outlet, stop);
             match std::fs::metadata(&t.path) {
                 Ok(m) if m.dev() != t.dev || m.ino() != t.ino => {
@@ -160,12 +179,29 @@ fn open(
     // Where reading stopped is unknown when the checkpoint cannot be read: the file waits for
     // the next scan rather than be read again from the start or skipped to its end. (The store
     // counts and logs the failure.)
+    let export = crate::evtx::is_evtx(path);
     let start = match store.checkpoint(path_key).ok()? {
+        // An export's offset counts records: any count may follow (it is checked on reading).
+        Some(cp) if export && cp.dev == m.dev() && cp.ino == m.ino() => cp.offset,
         Some(cp) if cp.dev == m.dev() && cp.ino == m.ino() && cp.offset <= m.len() => cp.offset,
         Some(_) => 0, // replaced while we were down: all of it is new
-        None if from_beginning => 0,
+        // An export is a whole: one that appears is read, whatever `from_beginning` says.
+        None if from_beginning || export => 0,
         None => m.len(),
     };
+    if export {
+        return Some(Tailed {
+            path: key.to_string(),
+            path_key,
+            file,
+            dev: m.dev(),
+            ino: m.ino(),
+            base: start,
+            framer: Framer::new(Framing::Newline, max_line),
+            shard,
+            evtx: Some((u64::MAX, 0)),
+        });
+    }
     file.seek(SeekFrom::Start(start)).ok()?;
     Some(Tailed {
         path: key.to_string(),
@@ -176,7 +212,63 @@ fn open(
         base: start,
         framer: Framer::new(Framing::Newline, max_line),
         shard,
+        evtx: None,
     })
+}
+
+/// Reads an event log export again when it changed since the last read (size or modification
+/// time), pushing the records past those already taken (`t.base` of them). A stop ends the read between records;
+/// the offset then says where to go on.
+fn read_export(
+    t: &mut Tailed,
+    m: &std::fs::Metadata,
+    outlet: &mut Outlet,
+    stop: &AtomicBool,
+    max_line: usize,
+) {
+    let seen = (m.len(), m.mtime());
+    if t.evtx == Some(seen) {
+        return;
+    }
+    if m.dev() != t.dev || m.ino() != t.ino {
+        // Another export saved under the name: all of it is new.
+        t.dev = m.dev();
+        t.ino = m.ino();
+        t.base = 0;
+    }
+    let mut text = Vec::new();
+    match crate::evtx::evtx_lines(std::path::Path::new(&t.path), &mut text) {
+        Ok(read) => {
+            if read.bad_records > 0 {
+                tracing::warn!(
+                    "file input: {}: {} records could not be read",
+                    t.path,
+                    read.bad_records
+                );
+            }
+        }
+        Err(e) => {
+            // Half written (an export being copied in): tried again when it changes.
+            tracing::warn!("file input: {}: not a readable event log yet: {e}", t.path);
+            t.evtx = Some(seen);
+            return;
+        }
+    }
+    let now = now_ns();
+    for line in text
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .skip(t.base as usize)
+    {
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
+        // Cut and flagged past `dataplane.max_line_bytes`, as any input's lines are.
+        let cut = line.len() > max_line;
+        outlet.push_line(t.shard, &line[..line.len().min(max_line)], now, cut);
+        t.base += 1;
+    }
+    t.evtx = Some(seen);
 }
 
 /// Reads what the file holds past the framer, until its end or a stop (checked once per read
