@@ -361,8 +361,8 @@ fn rules_validate(paths: &[PathBuf]) -> ExitCode {
     let mapping = watchpost_rules::Mapping::bundled();
     let mut out = std::io::stdout().lock();
     let (mut valid, mut invalid) = (0usize, 0usize);
-    for path in files {
-        let loaded = watchpost_rules::load_file(&path);
+    for loaded in watchpost_rules::load_files(&files) {
+        let path = &loaded.path;
         let line = match &loaded.rule {
             Ok(rule) => {
                 valid += 1;
@@ -417,10 +417,10 @@ fn rules_test(cfg: &Config, rule_paths: &[PathBuf], events: &PathBuf) -> ExitCod
         }
     };
     let mut rules = Vec::new();
-    for path in files {
-        match watchpost_rules::load_file(&path).rule {
+    for loaded in watchpost_rules::load_files(&files) {
+        match loaded.rule {
             Ok(r) => rules.push(Arc::new(r)),
-            Err(e) => eprintln!("{}: skipped: {e}", path.display()),
+            Err(e) => eprintln!("{}: skipped: {e}", loaded.path.display()),
         }
     }
     let set = Arc::new(watchpost_rules::RuleSet::compile(

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use watchpost_proto::Config;
 use watchpost_rules::{
-    BUNDLED, Body, Mapping, Origin, Plan, Rule, RuleEntry, RuleError, RuleSet, load_file,
+    BUNDLED, Body, Mapping, Origin, Plan, Rule, RuleEntry, RuleError, RuleSet, load_files,
     parse_rule, rule_files,
 };
 use watchpost_store::{Store, StoreError};
@@ -400,17 +400,11 @@ fn read_folder(
         context: format!("cannot read rule folder {}", dir.display()),
         source,
     })?;
-    for f in files {
-        let l = load_file(&f);
+    for l in load_files(&files) {
+        let f = l.path.display().to_string();
         match l.rule {
-            Ok(r) => entries.push(RuleEntry::new(
-                r,
-                l.text,
-                origin,
-                f.display().to_string(),
-                mapping,
-            )),
-            Err(e) => errors.push((f.display().to_string(), e.to_string())),
+            Ok(r) => entries.push(RuleEntry::new(r, l.text, origin, f, mapping)),
+            Err(e) => errors.push((f, e.to_string())),
         }
     }
     Ok(())

@@ -76,7 +76,7 @@ pub use ioc::{
     FileStats, Format as IocFormat, Indicator, IndicatorError, IocError, IocId, IocKind, IocLoad,
     IocSet, names_a_hash,
 };
-pub use load::{Loaded, load_file, rule_files};
+pub use load::{Loaded, load_file, load_files, rule_files};
 pub use mapping::{Mapping, MappingError};
 pub use rule::{Body, Level, Logsource, Rule, parse_rule};
 /// Rules read events through this trait; defined with the shared types (see `watchpost_proto`).
