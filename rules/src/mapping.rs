@@ -366,6 +366,43 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// Every Windows service of the table selects its channel, and nothing else: a rule for
+    /// `service: windefend` reads Defender's events only. (`rules validate` on the whole SigmaHQ
+    /// set names the services still without an entry.)
+    #[test]
+    fn every_windows_service_selects_its_channel() {
+        let m = Mapping::bundled();
+        let entries: Vec<(String, String)> = BUNDLED_LOGSOURCES
+            .split("\n- ")
+            .filter_map(|e| {
+                let service = e.lines().find_map(|l| l.trim().strip_prefix("service: "))?;
+                let channel = e.lines().find_map(|l| {
+                    let v = l.trim().strip_prefix("- 'Channel': ['")?;
+                    v.strip_suffix("']")
+                })?;
+                e.starts_with("product: windows")
+                    .then(|| (service.to_string(), channel.to_string()))
+            })
+            .collect();
+        assert!(entries.len() >= 40, "{entries:?}");
+        for service in ["windefend", "dns-client", "ldap", "smbserver-connectivity"] {
+            assert!(entries.iter().any(|(s, _)| s == service), "{service}");
+        }
+        for (service, channel) in &entries {
+            let shapes = m
+                .shapes(&Logsource {
+                    product: Some("windows".into()),
+                    service: Some(service.clone()),
+                    category: None,
+                })
+                .unwrap_or_else(|| panic!("service {service} is not mapped"));
+            assert_eq!(shapes.len(), 1, "{service}");
+            let tests = &shapes[0].0;
+            assert_eq!(tests.len(), 1, "{service}: the channel alone");
+            assert_eq!(tests[0].1, std::slice::from_ref(channel), "{service}");
+        }
+    }
+
     #[test]
     fn logsources_resolve_to_shapes() {
         let m = Mapping::bundled();
