@@ -8,10 +8,11 @@
 
 mod common;
 
-use common::{Service, enable_relp, free_port, http, json, relp_send, syslog_config, wait_for};
+use common::{
+    Service, enable_relp, free_port, http, ingest_acknowledged, json, relp_send, syslog_config,
+    wait_for,
+};
 use std::collections::HashMap;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -20,24 +21,6 @@ use watchpost_store::Store;
 
 /// Events per request.
 const PER_REQUEST: u64 = 200;
-
-/// Posts `body` and tells whether the service answered 202 (anything else, a reset connection
-/// included, is no acknowledgement).
-fn post(api: u16, body: &str) -> bool {
-    let attempt = || -> std::io::Result<bool> {
-        let mut s = TcpStream::connect(("127.0.0.1", api))?;
-        s.set_read_timeout(Some(Duration::from_secs(20)))?;
-        write!(
-            s,
-            "POST /api/v1/ingest HTTP/1.1\r\nHost: 127.0.0.1:{api}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        )?;
-        let mut out = String::new();
-        s.read_to_string(&mut out)?;
-        Ok(out.starts_with("HTTP/1.1 202"))
-    };
-    attempt().unwrap_or(false)
-}
 
 /// A client that posts numbered events until told to stop or the service goes away, and records
 /// the numbers acknowledged.
@@ -52,7 +35,7 @@ fn client(api: u16, first: u64, acked: Arc<Mutex<Vec<u64>>>, stop: Arc<AtomicBoo
                 )
             })
             .collect();
-        let ok = post(api, &body);
+        let ok = ingest_acknowledged(api, &body);
         if ok {
             acked.lock().unwrap().extend(next..next + PER_REQUEST);
         }

@@ -14,7 +14,7 @@ mod common;
 
 use common::{Service, free_port, http, json, syslog_config, wait_for};
 use std::collections::HashMap;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -27,23 +27,6 @@ const PER_REQUEST: u64 = 100;
 /// Pause between a client's requests and between syslog chunks: a steady load of a few
 /// thousand events a second, not a flood (the crash test and the benchmarks flood).
 const PACE: Duration = Duration::from_millis(20);
-
-/// Posts `body`; true when the service answered 202.
-fn post(api: u16, body: &str) -> bool {
-    let attempt = || -> std::io::Result<bool> {
-        let mut s = TcpStream::connect(("127.0.0.1", api))?;
-        s.set_read_timeout(Some(Duration::from_secs(20)))?;
-        write!(
-            s,
-            "POST /api/v1/ingest HTTP/1.1\r\nHost: 127.0.0.1:{api}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        )?;
-        let mut out = String::new();
-        s.read_to_string(&mut out)?;
-        Ok(out.starts_with("HTTP/1.1 202"))
-    };
-    attempt().unwrap_or(false)
-}
 
 /// The load, running across restarts until `stop`: it waits out the gaps when the service is
 /// down. Returns the numbers acknowledged over HTTP.
@@ -76,7 +59,7 @@ impl Load {
                             )
                         })
                         .collect();
-                    if post(api, &body) {
+                    if common::ingest_acknowledged(api, &body) {
                         acked.lock().unwrap().extend(next..next + PER_REQUEST);
                     } else {
                         std::thread::sleep(Duration::from_millis(200));

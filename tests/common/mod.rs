@@ -200,6 +200,24 @@ impl Drop for Redis {
     }
 }
 
+/// Posts `body` to `POST /api/v1/ingest` and tells whether the service answered 202 (anything
+/// else, a reset connection included, is no acknowledgement).
+pub fn ingest_acknowledged(api: u16, body: &str) -> bool {
+    let attempt = || -> std::io::Result<bool> {
+        let mut s = TcpStream::connect(("127.0.0.1", api))?;
+        s.set_read_timeout(Some(Duration::from_secs(20)))?;
+        write!(
+            s,
+            "POST /api/v1/ingest HTTP/1.1\r\nHost: 127.0.0.1:{api}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )?;
+        let mut out = String::new();
+        s.read_to_string(&mut out)?;
+        Ok(out.starts_with("HTTP/1.1 202"))
+    };
+    attempt().unwrap_or(false)
+}
+
 /// Writes `lines` to a TCP input on `port` in one connection.
 pub fn send_lines(port: u16, lines: &str) {
     TcpStream::connect(("127.0.0.1", port))

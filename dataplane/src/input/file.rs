@@ -189,20 +189,9 @@ fn open(
         None if from_beginning || export => 0,
         None => m.len(),
     };
-    if export {
-        return Some(Tailed {
-            path: key.to_string(),
-            path_key,
-            file,
-            dev: m.dev(),
-            ino: m.ino(),
-            base: start,
-            framer: Framer::new(Framing::Newline, max_line),
-            shard,
-            evtx: Some((u64::MAX, 0)),
-        });
+    if !export {
+        file.seek(SeekFrom::Start(start)).ok()?;
     }
-    file.seek(SeekFrom::Start(start)).ok()?;
     Some(Tailed {
         path: key.to_string(),
         path_key,
@@ -212,7 +201,8 @@ fn open(
         base: start,
         framer: Framer::new(Framing::Newline, max_line),
         shard,
-        evtx: None,
+        // Never read yet: no size and time match, so the first scan reads it.
+        evtx: export.then_some((u64::MAX, 0)),
     })
 }
 
