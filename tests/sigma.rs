@@ -171,6 +171,30 @@ fn sigma_rules_alert_list_toggle_upload_and_survive_a_restart() {
     assert_eq!(s, 200, "{b}");
     let dry = json(&b);
     assert_eq!(dry["matched"], 1, "{dry}");
+    // An ATT&CK id no version knows is kept and warned about, not dropped in silence.
+    let unknown = CUSTOM.replace("attack.t1087", "attack.t9999");
+    let (s, b) = http(
+        api,
+        "POST",
+        "/api/v1/sigma/rules",
+        &serde_json::json!({"yaml": unknown, "dry_run": true}).to_string(),
+    );
+    assert_eq!(s, 200, "{b}");
+    let warned = json(&b);
+    assert!(
+        warned["warnings"][0]
+            .as_str()
+            .is_some_and(|w| w.starts_with("tag attack.t9999: no such technique")),
+        "{warned}"
+    );
+    assert!(
+        warned["rule"]["attack"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["technique_id"] == "T9999"),
+        "{warned}"
+    );
     assert!(dry["events_scanned"].as_u64().unwrap() >= 6);
     assert_eq!(
         http(

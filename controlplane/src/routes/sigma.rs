@@ -382,6 +382,9 @@ pub struct DryRun {
     pub valid: bool,
     /// The rule as it would be listed.
     pub rule: RuleSummary,
+    /// What the parser would warn about (unusual constructs, ATT&CK ids it does not know), as
+    /// `GET /sigma/rules/{id}` shows them once uploaded.
+    pub warnings: Vec<String>,
     /// Stored events of the last 24 h that were read.
     pub events_scanned: u64,
     /// Of those, how many the rule matches.
@@ -488,6 +491,7 @@ pub async fn post(
         Ok(DryRun {
             valid: true,
             rule: summary(&entry, 0),
+            warnings: entry.rule.warnings.clone(),
             events_scanned: scanned,
             matched,
             sample_event_ids: sample,
