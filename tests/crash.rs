@@ -9,7 +9,7 @@
 mod common;
 
 use common::{
-    Service, enable_relp, free_port, http, ingest_acknowledged, json, relp_send, syslog_config,
+    Service, enable_relp, free_port, ingest_acknowledged, relp_send, settle, syslog_config,
     wait_for,
 };
 use std::collections::HashMap;
@@ -70,21 +70,6 @@ fn relp_client(port: u16, first: u64, acked: Arc<Mutex<Vec<u64>>>, stop: Arc<Ato
         if !done {
             break;
         }
-    }
-}
-
-/// Waits until the service has stored everything it took in: the spool replayed and the
-/// pipeline idle (the stored count unchanged for a second).
-fn settle(api: u16) {
-    let mut last = u64::MAX;
-    loop {
-        std::thread::sleep(Duration::from_millis(1000));
-        let s = json(&http(api, "GET", "/api/v1/stats", "").1);
-        let stored = s["stored_total"].as_u64().unwrap();
-        if stored == last {
-            return;
-        }
-        last = stored;
     }
 }
 

@@ -216,21 +216,6 @@ fn healthy(api: u16) {
     }
 }
 
-/// Waits until the stored count stops moving for a second.
-fn settle(api: u16) {
-    let mut last = u64::MAX;
-    loop {
-        std::thread::sleep(Duration::from_millis(1000));
-        let stored = json(&http(api, "GET", "/api/v1/stats", "").1)["stored_total"]
-            .as_u64()
-            .unwrap();
-        if stored == last {
-            return;
-        }
-        last = stored;
-    }
-}
-
 #[test]
 fn a_long_run_with_restarts_and_rule_uploads_loses_nothing_acknowledged_and_stays_in_budget() {
     let seconds: u64 = std::env::var("WATCHPOST_SOAK_SECONDS")
@@ -308,7 +293,7 @@ fn a_long_run_with_restarts_and_rule_uploads_loses_nothing_acknowledged_and_stay
         }
     }
     let (acked, lines_sent, ws_frames) = load.stop();
-    settle(api);
+    common::settle(api);
     let svc = svc.take().unwrap();
     assert!(svc.stop().success());
 

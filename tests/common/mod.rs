@@ -218,6 +218,22 @@ pub fn ingest_acknowledged(api: u16, body: &str) -> bool {
     attempt().unwrap_or(false)
 }
 
+/// Waits until the service has stored everything it took in: the spool replayed and the
+/// pipeline idle (the stored count unchanged for a second).
+pub fn settle(api: u16) {
+    let mut last = u64::MAX;
+    loop {
+        std::thread::sleep(Duration::from_millis(1000));
+        let stored = json(&http(api, "GET", "/api/v1/stats", "").1)["stored_total"]
+            .as_u64()
+            .unwrap();
+        if stored == last {
+            return;
+        }
+        last = stored;
+    }
+}
+
 /// Writes `lines` to a TCP input on `port` in one connection.
 pub fn send_lines(port: u16, lines: &str) {
     TcpStream::connect(("127.0.0.1", port))
