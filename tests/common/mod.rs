@@ -276,6 +276,22 @@ pub fn enable_relp(config: &Path, port: u16) {
     .unwrap();
 }
 
+/// Whether the API on `api` answers an HTTP request (any status).
+fn answers(api: u16) -> bool {
+    let attempt = || -> std::io::Result<bool> {
+        let mut s = TcpStream::connect(("127.0.0.1", api))?;
+        s.set_read_timeout(Some(Duration::from_secs(2)))?;
+        write!(
+            s,
+            "GET /api/v1/health HTTP/1.1\r\nHost: 127.0.0.1:{api}\r\nConnection: close\r\n\r\n"
+        )?;
+        let mut head = [0u8; 9];
+        s.read_exact(&mut head)?;
+        Ok(&head == b"HTTP/1.1 ")
+    };
+    attempt().unwrap_or(false)
+}
+
 /// The service, killed when dropped.
 pub struct Service(Child);
 
@@ -299,6 +315,18 @@ impl Service {
             assert!(
                 t.elapsed() < Duration::from_secs(20),
                 "service did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // The API port is bound before the pipeline starts (its inputs bind then): the service is
+        // up once the API answers, whatever it answers.
+        while !answers(api) {
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("the service exited at start ({status})");
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(60),
+                "the service did not answer"
             );
             std::thread::sleep(Duration::from_millis(20));
         }
