@@ -1716,9 +1716,9 @@ impl Detector {
 
     /// Alerts an analyst has closed (their ids): each stops taking repeats, so the next firing
     /// of its rule, source or entity opens a new alert instead of vanishing into a closed one.
-    /// An alert stays open for its whole cooldown (a day for UEBA and correlations), far longer
-    /// than an analyst takes to close it; without this an attacker's next step inside that day
-    /// would only bump the count of an alert nobody looks at any more. Changes it held but the
+    /// An alert stays open for its whole cooldown (a day for correlations, an hour for indicators),
+    /// often longer than an analyst takes to close it; without this an attacker's next step
+    /// inside that time would only bump the count of an alert nobody looks at any more. Changes it held but the
     /// sink has not heard go out first; a UEBA entity's cooldown ends with its alert.
     pub fn forget_closed(&mut self, ids: &[String], sink: &mut impl AlertSink) {
         if ids.is_empty() || self.open.is_empty() {

@@ -1,6 +1,6 @@
 //! Alerts that analysts closed, announced to the detection workers.
 //!
-//! A detector keeps an alert open for its cooldown (a day for UEBA and correlations) and folds
+//! A detector keeps an alert open for its cooldown (a day for correlations) and folds
 //! repeats into it. Once an analyst closes it, a repeat must open a new alert instead, or the
 //! next step of an attack would only bump the count of an alert out of everyone's queue. The
 //! workers cannot read the triage family per repeat, so every close that lands here is logged

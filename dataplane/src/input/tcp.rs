@@ -176,10 +176,8 @@ fn run(
             match drain(conn, &mut outlet, stop) {
                 Drained::Dry => {}
                 Drained::Turn => {
-                    if !conn.ready {
-                        conn.ready = true;
-                        ready.push(slot);
-                    }
+                    conn.ready = true;
+                    ready.push(slot);
                 }
                 Drained::End(end) => {
                     if end == End::Error {
