@@ -108,7 +108,7 @@ impl Default for DetectionConfig {
             sigma_max_matches_per_event: 64,
             ml_enabled: true,
             ml_risk: 1e-4,
-            ml_alert_risk: 1e-5,
+            ml_alert_risk: 3e-6,
             ml_alert_cooldown_seconds: 900,
             sigma_alert_cooldown_seconds: 300,
             alert_group_after_entities: 3,
