@@ -3,12 +3,16 @@
 //! count grows from 100 to 2,000 with the SigmaHQ subset (`../shared/data/sigmahq-subset`, or
 //! `WATCHPOST_SIGMAHQ`; skipped when absent).
 //!
-//! `cargo bench -p watchpost-benches --bench rules`
+//! `cargo bench -p watchpost-benches --bench rules` (the whole SigmaHQ set on Windows events
+//! with `WATCHPOST_SIGMAHQ_FULL=<checkout>`).
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
+use std::path::PathBuf;
 use std::sync::Arc;
-use watchpost_benches::sigma::{bundled_rules, plain_events, sigmahq_rules};
+use watchpost_benches::sigma::{
+    bundled_rules, evtx_events, plain_events, sigmahq_full_rules, sigmahq_rules,
+};
 use watchpost_rules::{Mapping, PlainEvent, Rule, RuleSet};
 
 /// One worker batch: stage A matches an event while it is being built, in cache, so the
@@ -60,6 +64,40 @@ fn benches(c: &mut Criterion) {
     } else {
         eprintln!("sigma: SigmaHQ subset not found; the rule-count curve is skipped");
     }
+    g.finish();
+    sigmahq_on_windows(c, &mapping, &mut hits);
+}
+
+/// The whole SigmaHQ set (a checkout named by `WATCHPOST_SIGMAHQ_FULL`: its `rules`,
+/// `rules-emerging-threats` and `rules-threat-hunting`) on Windows events: the records of its
+/// `regression_data` exports (attacks among their hosts' ordinary events) and of the `.evtx`
+/// files under `WATCHPOST_EVTX`, when set. Skipped without a checkout: CI has none.
+fn sigmahq_on_windows(c: &mut Criterion, mapping: &Mapping, hits: &mut Vec<u32>) {
+    let Some(root) = std::env::var_os("WATCHPOST_SIGMAHQ_FULL").map(PathBuf::from) else {
+        eprintln!("sigma: WATCHPOST_SIGMAHQ_FULL not set; the whole-SigmaHQ bench is skipped");
+        return;
+    };
+    let rules = sigmahq_full_rules(&root);
+    let mut events = evtx_events(&root.join("regression_data"));
+    if let Some(more) = std::env::var_os("WATCHPOST_EVTX") {
+        events.extend(evtx_events(&PathBuf::from(more)));
+    }
+    let started = std::time::Instant::now();
+    let set = RuleSet::compile(rules, mapping);
+    eprintln!(
+        "sigma: whole SigmaHQ set, {} detection rules compiled in {:.0} ms; {} matches over {} \
+         Windows events",
+        set.len(),
+        started.elapsed().as_secs_f64() * 1e3,
+        run(&set, &events, hits),
+        events.len()
+    );
+    let mut g = c.benchmark_group("sigma");
+    g.throughput(Throughput::Elements(events.len() as u64));
+    g.sample_size(10);
+    g.bench_function("sigmahq_full_windows", |b| {
+        b.iter(|| run(&set, &events, hits))
+    });
     g.finish();
 }
 

@@ -1,9 +1,12 @@
 //! Realistic events and rule sets for the Sigma matching bench and its equivalence test.
 
 use crate::Traffic;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use watchpost_dataplane::{Format, LineMeta, MinerConfig, Normalizer, Tally, TemplateMiner};
+use watchpost_dataplane::{
+    Format, LineMeta, MinerConfig, Normalizer, Tally, TemplateMiner, evtx_lines, input_files,
+    is_evtx,
+};
 use watchpost_proto::InputId;
 use watchpost_rules::{BUNDLED, Body, PlainEvent, Rule, load_file, parse_rule, rule_files};
 use watchpost_store::{BlockReader, EncodedBlock};
@@ -14,19 +17,39 @@ const NOW_S: i64 = 1_795_000_000;
 /// normalised by the real normaliser, stored in a block, read back.
 pub fn plain_events(seed: u64, n: usize) -> Vec<PlainEvent> {
     let mut t = Traffic::new(seed);
-    let mut norm = Normalizer::new(TemplateMiner::new(&MinerConfig::default()).expect("miner"));
-    let mut out = Vec::with_capacity(n);
-    let mut block = EncodedBlock::with_capacity(0, 1024);
-    let mut tally = Tally::default();
-    let mut line = Vec::new();
-    for i in 0..n {
-        line.clear();
+    let lines = (0..n).map(|i| {
+        let mut line = Vec::new();
         let json = i % 2 == 1;
         if json {
             t.next_json(NOW_S, &mut line);
         } else {
             t.next_syslog(NOW_S, &mut line);
         }
+        (line, json)
+    });
+    normalised(lines)
+}
+
+/// Lines (JSON when the flag says so, syslog otherwise) as Sigma rules read them: normalised by
+/// the real normaliser, stored in a block, read back.
+fn normalised(lines: impl Iterator<Item = (Vec<u8>, bool)>) -> Vec<PlainEvent> {
+    let mut norm = Normalizer::new(TemplateMiner::new(&MinerConfig::default()).expect("miner"));
+    let mut out = Vec::new();
+    let mut block = EncodedBlock::with_capacity(0, 1024);
+    let mut tally = Tally::default();
+    let mut flush = |block: &mut EncodedBlock, norm: &mut Normalizer| {
+        block.seal();
+        if let Some(r) = BlockReader::new(&block.sealed) {
+            out.extend(
+                (0..r.len())
+                    .filter_map(|j| r.get(j))
+                    .map(|e| e.into_plain()),
+            );
+        }
+        block.clear();
+        norm.detect_batch().clear();
+    };
+    for (line, json) in lines {
         let meta = LineMeta {
             start: 0,
             len: line.len() as u32,
@@ -39,20 +62,30 @@ pub fn plain_events(seed: u64, n: usize) -> Vec<PlainEvent> {
             (InputId::SyslogTcp, Format::Syslog)
         };
         norm.push_line(&line, &meta, input, format, &mut block, &mut tally);
-        if block.len() == 1024 || i + 1 == n {
-            block.seal();
-            if let Some(r) = BlockReader::new(&block.sealed) {
-                out.extend(
-                    (0..r.len())
-                        .filter_map(|j| r.get(j))
-                        .map(|e| e.into_plain()),
-                );
-            }
-            block.clear();
-            norm.detect_batch().clear();
+        if block.len() == 1024 {
+            flush(&mut block, &mut norm);
         }
     }
+    if !block.is_empty() {
+        flush(&mut block, &mut norm);
+    }
     out
+}
+
+/// Every record of the `.evtx` files under `dir` (recursively, in name order), flattened as
+/// `analyze` flattens them, as Sigma rules read them. Unreadable files are passed over.
+pub fn evtx_events(dir: &Path) -> Vec<PlainEvent> {
+    let files = input_files(&[dir.to_path_buf()]).unwrap_or_default();
+    let mut text = Vec::new();
+    for f in files.iter().filter(|f| is_evtx(f)) {
+        // `evtx_lines` appends; a damaged file adds what it could read.
+        let _ = evtx_lines(f, &mut text);
+    }
+    normalised(
+        text.split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| (l.to_vec(), true)),
+    )
 }
 
 fn detection(rules: impl IntoIterator<Item = Rule>) -> Vec<Arc<Rule>> {
@@ -82,6 +115,20 @@ pub fn sigmahq_rules() -> Vec<Arc<Rule>> {
         PathBuf::from,
     );
     let Ok(files) = rule_files(&[dir]) else {
+        return Vec::new();
+    };
+    detection(files.iter().filter_map(|f| load_file(f).rule.ok()))
+}
+
+/// The detection rules of a whole SigmaHQ checkout (`rules`, `rules-emerging-threats` and
+/// `rules-threat-hunting` under `root`), as users load it.
+pub fn sigmahq_full_rules(root: &Path) -> Vec<Arc<Rule>> {
+    let dirs: Vec<PathBuf> = ["rules", "rules-emerging-threats", "rules-threat-hunting"]
+        .iter()
+        .map(|d| root.join(d))
+        .filter(|d| d.is_dir())
+        .collect();
+    let Ok(files) = rule_files(&dirs) else {
         return Vec::new();
     };
     detection(files.iter().filter_map(|f| load_file(f).rule.ok()))

@@ -175,22 +175,51 @@ fn put_data(data: &Value, out: &mut Map<String, Value>) {
                 match (name.as_str(), value) {
                     ("#attributes", _) | (_, Value::Null) => {}
                     ("#text", v) => {
-                        out.insert("Data".to_string(), v.clone());
+                        out.insert("Data".to_string(), joined(v));
                     }
                     (_, Value::Object(inner)) if inner.contains_key("#text") => {
-                        out.insert(name.clone(), inner["#text"].clone());
+                        out.insert(name.clone(), joined(&inner["#text"]));
                     }
                     _ => {
-                        out.insert(name.clone(), value.clone());
+                        out.insert(name.clone(), joined(value));
                     }
                 }
             }
         }
         Value::Null => {}
         other => {
-            out.insert("Data".to_string(), other.clone());
+            out.insert("Data".to_string(), joined(other));
         }
     }
+}
+
+/// Separates the values of a classic log's unnamed `Data` list in the one `Data` field, as
+/// Hayabusa shows them: a character no Windows path or command line holds.
+pub const DATA_SEPARATOR: &str = "\u{a6}";
+
+/// A classic log's unnamed `Data` list as one text, its values joined by [`DATA_SEPARATOR`],
+/// so that `Data|contains: '\Temp\'` reads the values as written. Left as a JSON array, the
+/// list was matched as JSON text, with every backslash doubled and quotes around each value:
+/// SigmaHQ's "MSI Installation From Suspicious Locations" (`'\\'` for a UNC path) fired on 298
+/// of the 351 MsiInstaller records of an EVTX-ATTACK-SAMPLES export, and single-backslash
+/// patterns never matched.
+fn joined(value: &Value) -> Value {
+    let Value::Array(items) = value else {
+        return value.clone();
+    };
+    let texts: Vec<String> = items
+        .iter()
+        .map(|item| match item {
+            Value::String(s) => s.clone(),
+            Value::Null => String::new(),
+            Value::Object(m) => m
+                .get("#text")
+                .map(|t| t.as_str().map_or_else(|| t.to_string(), str::to_string))
+                .unwrap_or_default(),
+            other => other.to_string(),
+        })
+        .collect();
+    Value::String(texts.join(DATA_SEPARATOR))
 }
 
 #[cfg(test)]
@@ -240,6 +269,16 @@ mod tests {
         assert_eq!(e["SubjectUserName"], "alice");
         let classic = serde_json::json!({"Event": {"System": {"EventID": 1},
             "EventData": {"Data": ["a", "b"], "Binary": null}}});
-        assert_eq!(flat_event(&classic)["Data"], serde_json::json!(["a", "b"]));
+        assert_eq!(
+            flat_event(&classic)["Data"],
+            format!("a{DATA_SEPARATOR}b"),
+            "one text, each value as written"
+        );
+        let paths = serde_json::json!({"Event": {"System": {"EventID": 1040},
+            "EventData": {"Data": [r"C:\Program Files\x.msi", "", 7]}}});
+        assert_eq!(
+            flat_event(&paths)["Data"],
+            format!(r"C:\Program Files\x.msi{DATA_SEPARATOR}{DATA_SEPARATOR}7")
+        );
     }
 }

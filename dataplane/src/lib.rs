@@ -52,7 +52,7 @@ pub use analyze::{Summary, analyze, analyze_with, event_line, read_line, write_a
 pub use batch::{Format, LineMeta};
 pub use catalog::Catalog;
 pub use error::Error;
-pub use evtx::{EvtxRead, evtx_lines, flat_event, input_files, is_evtx};
+pub use evtx::{DATA_SEPARATOR, EvtxRead, evtx_lines, flat_event, input_files, is_evtx};
 pub use exceptions::{ExceptionBook, ExceptionError, MAX_EXCEPTIONS};
 pub use input::{HttpIngest, IngestReceipt};
 pub use ioc::{IocFeed, IocStatus};

@@ -8,12 +8,14 @@
 //! record, so matching allocates nothing.
 
 use crate::condition::Expr;
+use crate::gate::{self, Gate, Key, folded_hash};
 use crate::mapping::{FieldSource, Mapping, Shape};
 use crate::pattern::{Pattern, Place};
-use crate::rule::Search;
 use crate::rule::{Body, Item, Rule};
 use aho_corasick::AhoCorasick;
+use rayon::prelude::*;
 use regex::{Regex, RegexBuilder};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use watchpost_proto::EventFields;
 
@@ -51,19 +53,11 @@ struct CItem {
     regexes: Option<Regex>,
 }
 
-/// Shortest literal the rule prefilter takes.
-const MIN_PREFILTER_LITERAL: usize = 3;
-
 /// Literals from which an item gets an automaton: below this, direct searches are as fast.
 const AUTOMATON_MIN_LITERALS: usize = 3;
 
-/// Prefilter literals up to which the automaton is a DFA (see [`RuleSet::compile`]).
-const DFA_MAX_LITERALS: usize = 4_000;
-
 #[derive(Clone, Debug)]
 struct CRule {
-    /// It has necessary literals: it is evaluated only when the prefilter saw one of them.
-    gated: bool,
     rule: Arc<Rule>,
     /// Per search: alternatives of conjunctions.
     searches: Vec<Vec<Vec<CItem>>>,
@@ -84,6 +78,8 @@ struct ShapeTest {
     field: usize,
     /// `*` is allowed: any present value holds.
     any: bool,
+    /// No value is listed: the field must be absent (or empty).
+    absent: bool,
     /// (hash, value) sorted by hash.
     allowed: Vec<(u64, String)>,
 }
@@ -96,16 +92,10 @@ impl ShapeTest {
         ShapeTest {
             field,
             any: values.iter().any(|v| v == "*"),
+            absent: values.is_empty(),
             allowed,
         }
     }
-}
-
-/// FNV-1a of the ASCII lower case of `s`.
-fn folded_hash(s: &str) -> u64 {
-    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b.to_ascii_lowercase())).wrapping_mul(0x100_0000_01b3)
-    })
 }
 
 /// Fields whose values are kept per event (the rest are read at each use).
@@ -171,6 +161,9 @@ impl FieldTable {
 impl CShape {
     fn holds<E: EventFields>(&self, values: &mut FieldValues<'_, '_, E>) -> bool {
         self.0.iter().all(|t| {
+            if t.absent {
+                return values.get(t.field).is_none_or(str::is_empty);
+            }
             values.get_hashed(t.field).is_some_and(|(v, h)| {
                 t.any || {
                     let at = t.allowed.partition_point(|(x, _)| *x < h);
@@ -192,176 +185,139 @@ pub struct RuleSet {
     /// Every field the shapes and rules read, each once, the most read first: an event's
     /// values of the first [`FIELDS_CACHED`] are looked up once per event.
     fields: Vec<Field>,
-    /// Rules by shape index.
-    by_shape: Vec<Vec<u32>>,
-    /// Rules whose logsource covers every event.
-    everywhere: Vec<u32>,
+    /// Rules grouped by their logsource's shapes: each rule is in one group.
+    groups: Vec<Group>,
+    /// The groups each shape's events go to, by shape index.
+    shape_groups: Vec<Vec<u32>>,
+    /// The shapes to test on an event, found by its values (see [`ShapeIndex`]).
+    shape_index: ShapeIndex,
+    /// The group of rules whose logsource covers every event.
+    everywhere: Option<u32>,
     /// Rules whose logsource is not mapped (they match nothing), by index.
     unmapped: Vec<u32>,
-    /// One automaton over the necessary literals of every gated rule (see [`necessary`]).
-    prefilter: Option<AhoCorasick>,
-    /// The rules of each prefilter literal, by pattern id.
-    literal_rules: Vec<Vec<u32>>,
+}
+
+/// Shapes by the value one of their tests requires: an event is tested against the shapes
+/// whose value it holds (a Sysmon process event: the two or three shapes of the Sysmon
+/// channel), not against the hundred of the whole SigmaHQ set.
+#[derive(Clone, Debug, Default)]
+struct ShapeIndex {
+    /// Per field (a number in the set's table): (folded hash of an allowed value, shape),
+    /// sorted. Each shape is under one field, the one most shapes test.
+    by_value: Vec<(usize, Vec<(u64, u32)>)>,
+    /// Shapes with no test of listed values (`*`, absent fields): tested on every event.
+    always: Vec<u32>,
+}
+
+impl ShapeIndex {
+    fn build(shapes: &[CShape]) -> ShapeIndex {
+        let listed = |t: &&ShapeTest| !t.any && !t.absent;
+        let mut uses: HashMap<usize, usize> = HashMap::new();
+        for t in shapes.iter().flat_map(|s| s.0.iter().filter(listed)) {
+            *uses.entry(t.field).or_default() += 1;
+        }
+        let mut index = ShapeIndex::default();
+        let mut tables: BTreeMap<usize, Vec<(u64, u32)>> = BTreeMap::new();
+        for (i, shape) in shapes.iter().enumerate() {
+            match shape
+                .0
+                .iter()
+                .filter(listed)
+                .max_by_key(|t| (uses[&t.field], t.field))
+            {
+                Some(t) => tables
+                    .entry(t.field)
+                    .or_default()
+                    .extend(t.allowed.iter().map(|(h, _)| (*h, i as u32))),
+                None => index.always.push(i as u32),
+            }
+        }
+        for (field, mut table) in tables {
+            table.sort_unstable();
+            table.dedup();
+            index.by_value.push((field, table));
+        }
+        index
+    }
+
+    /// Calls `on` with each shape that may hold for the event, each once.
+    #[inline]
+    fn candidates<E: EventFields>(
+        &self,
+        values: &mut FieldValues<'_, '_, E>,
+        mut on: impl FnMut(u32, &mut FieldValues<'_, '_, E>),
+    ) {
+        for &shape in &self.always {
+            on(shape, values);
+        }
+        for (field, table) in &self.by_value {
+            let Some((_, hash)) = values.get_hashed(*field) else {
+                continue;
+            };
+            let at = table.partition_point(|(h, _)| *h < hash);
+            let mut last = None;
+            for &(_, shape) in table[at..].iter().take_while(|(h, _)| *h == hash) {
+                // One shape can list two values of one hash.
+                if last != Some(shape) {
+                    on(shape, values);
+                    last = Some(shape);
+                }
+            }
+        }
+    }
+}
+
+/// The rules whose logsources give one set of shapes: an event of any of those shapes is
+/// tested against them, once however many of the shapes hold.
+#[derive(Clone, Debug, Default)]
+struct Group {
+    /// Rules evaluated on every such event (no necessary literal is known), ascending.
+    ungated: Vec<u32>,
+    /// One automaton per field over the literals the other rules need there: only the rules
+    /// whose literal an event holds are evaluated (see [`crate::gate`]).
+    gates: Vec<Gate>,
 }
 
 std::thread_local! {
-    /// Gated rules whose literals the current event holds, one bit per rule (reused: matching
-    /// allocates nothing once it has grown to the rule count).
-    static CANDIDATES: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// The longest ASCII literal run a wildcard regex requires, when the regex is a plain wildcard
-/// pattern: optional flags, `^`, escaped literal characters, `.*` and `.` gaps, `$` (what
-/// `pattern` makes of `*` and `?` values). Anything else (a class, a group, a repetition) gives
-/// `None`: its literals are not simply required. Only ASCII is taken, so that ASCII case folding
-/// finds the literal wherever the regex's own case folding would match.
-fn wildcard_literal(re: &str) -> Option<String> {
-    let folded = re.starts_with("(?is)");
-    let body = re
-        .strip_prefix("(?is)")
-        .or_else(|| re.strip_prefix("(?s)"))
-        .unwrap_or(re);
-    let body = body.strip_prefix('^').unwrap_or(body);
-    let mut best = String::new();
-    let mut run = String::new();
-    let mut chars = body.chars().peekable();
-    let flush = |run: &mut String, best: &mut String| {
-        if run.len() > best.len() {
-            *best = std::mem::take(run);
-        }
-        run.clear();
+    /// One event's matching state, reused so that matching allocates nothing once grown.
+    static SCRATCH: std::cell::RefCell<Scratch> = const {
+        std::cell::RefCell::new(Scratch { seen: Vec::new(), found: Vec::new(), groups: Vec::new() })
     };
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' => {
-                let lit = chars.next()?;
-                if !lit.is_ascii_punctuation() && lit != ' ' {
-                    // `\d`, `\w`... are classes, not literals.
-                    return None;
-                }
-                run.push(lit);
-            }
-            // Unicode case folding matches `k` with the Kelvin sign and `s` with the long s,
-            // which ASCII folding would not find: such letters end a run.
-            'k' | 'K' | 's' | 'S' if folded => flush(&mut run, &mut best),
-            '.' => {
-                if chars.peek() == Some(&'*') {
-                    chars.next();
-                }
-                flush(&mut run, &mut best);
-            }
-            '$' if chars.peek().is_none() => {}
-            c if c.is_ascii() && !"[](){}|+*?^$".contains(c) => run.push(c),
-            c if !c.is_ascii() => flush(&mut run, &mut best),
-            _ => return None,
-        }
-    }
-    flush(&mut run, &mut best);
-    (best.len() >= MIN_PREFILTER_LITERAL).then_some(best)
 }
 
-/// Most literals one rule is gated by. A rule with more is not gated (it is tried on every
-/// event of its logsource): the bound keeps `x or x or x ...` over a long list from copying the
-/// list once per reference.
-const MAX_PREFILTER_LITERALS: usize = 4096;
+/// A group's literals while the set is compiled: by place (a field's number, `None` for any
+/// value), by literal, the rules that need it (ordered maps: the
+/// automata, and so the matches, come out the same on every load).
+type Needs = BTreeMap<Option<usize>, BTreeMap<Key, Vec<u32>>>;
 
-/// Literals a rule cannot match without: when it matches, one of them occurs (ASCII case
-/// folded) in one of the event's values (message, source, host, attributes). `None` when no
-/// such set is known: a negation, a regex, a numeric or CIDR test, an entity field, or more than
-/// [`MAX_PREFILTER_LITERALS`].
-fn necessary(searches: &[Search], cond: &Expr, mapping: &Mapping) -> Option<Vec<String>> {
-    fn item(i: &Item, mapping: &Mapping) -> Option<Vec<String>> {
-        if let Some(f) = &i.field
-            && mapping
-                .places(f)
-                .iter()
-                .any(|p| matches!(p, FieldSource::Entity { .. }))
-        {
-            return None;
-        }
-        if i.patterns.len() > MAX_PREFILTER_LITERALS {
-            return None;
-        }
-        let mut texts = Vec::with_capacity(i.patterns.len());
-        for p in &i.patterns {
-            match p {
-                // A lenient number (`0x17` matching `23`) need not appear as written.
-                Pattern::Text {
-                    text, number: None, ..
-                } if text.len() >= 2 => texts.push(text.clone()),
-                Pattern::Regex(re) => texts.push(wildcard_literal(re.as_str())?),
-                _ => return None,
-            }
-        }
-        if texts.is_empty() {
-            return None;
-        }
-        if i.all {
-            // Every one must appear: the longest is the most selective.
-            let longest = texts.iter().max_by_key(|t| t.len())?.clone();
-            return Some(vec![longest]);
-        }
-        Some(texts)
-    }
-    fn search(s: &Search, mapping: &Mapping) -> Option<Vec<String>> {
-        let mut all = Vec::new();
-        for conj in &s.any_of {
-            // Every item holds: any one item's set will do; the smallest is the sharpest.
-            let best = conj
-                .iter()
-                .filter_map(|i| item(i, mapping))
-                .min_by_key(Vec::len)?;
-            all.extend(best);
-            if all.len() > MAX_PREFILTER_LITERALS {
-                return None;
-            }
-        }
-        (!all.is_empty()).then_some(all)
-    }
-    /// Over the condition, borrowing each search's literals (worked out once per search: a
-    /// condition may name one search thousands of times).
-    fn over<'s>(cond: &Expr, per_search: &'s [Option<Vec<String>>]) -> Option<Vec<&'s str>> {
-        match cond {
-            Expr::Search(i) => Some(
-                per_search
-                    .get(*i)?
-                    .as_ref()?
-                    .iter()
-                    .map(String::as_str)
-                    .collect(),
-            ),
-            Expr::And(parts) => parts
-                .iter()
-                .filter_map(|p| over(p, per_search))
-                .min_by_key(Vec::len),
-            Expr::Or(parts) => {
-                let mut all = Vec::new();
-                for p in parts {
-                    all.extend(over(p, per_search)?);
-                    if all.len() > MAX_PREFILTER_LITERALS {
-                        return None;
-                    }
-                }
-                (!all.is_empty()).then_some(all)
-            }
-            Expr::Not(_) => None,
-        }
-    }
-    let per_search: Vec<Option<Vec<String>>> =
-        searches.iter().map(|s| search(s, mapping)).collect();
-    Some(
-        over(cond, &per_search)?
-            .into_iter()
-            .map(str::to_string)
-            .collect(),
-    )
+/// One place's literals of a group, each with the rules that need it.
+type Literals = Vec<(Key, Vec<u32>)>;
+
+/// Reusable state of [`RuleSet::matches`].
+struct Scratch {
+    /// One bit per rule: already among `found` (always all clear between events).
+    seen: Vec<u64>,
+    /// The rules of the current group to evaluate.
+    found: Vec<u32>,
+    /// The groups whose shapes hold.
+    groups: Vec<u32>,
 }
 
 pub(crate) fn resolve(mapping: &Mapping, name: &str) -> Field {
     Field(mapping.places(name).into_boxed_slice())
 }
 
-fn compile_item(mapping: &Mapping, fields: &mut FieldTable, item: &Item) -> CItem {
+/// An item's patterns with its alternatives joined: several case-insensitive substrings into
+/// one automaton, several regexes into one alternation (the costly part of compiling a rule,
+/// done on all cores; see [`RuleSet::compile`]).
+struct Joined {
+    /// The patterns left to test one by one.
+    patterns: Vec<Pattern>,
+    literals: Option<AhoCorasick>,
+    regexes: Option<Regex>,
+}
+
+fn join_item(item: &Item) -> Joined {
     let is_literal = |p: &Pattern| {
         matches!(
             p,
@@ -417,6 +373,20 @@ fn compile_item(mapping: &Mapping, fields: &mut FieldTable, item: &Item) -> CIte
             patterns.retain(|p| !matches!(p, Pattern::Regex(_)));
         }
     }
+    Joined {
+        patterns,
+        literals,
+        regexes,
+    }
+}
+
+/// `item`, joined, with its fields numbered in `fields`.
+fn compile_item(mapping: &Mapping, fields: &mut FieldTable, item: &Item, joined: Joined) -> CItem {
+    let Joined {
+        patterns,
+        literals,
+        regexes,
+    } = joined;
     CItem {
         field: item
             .field
@@ -433,6 +403,41 @@ fn compile_item(mapping: &Mapping, fields: &mut FieldTable, item: &Item) -> CIte
         all: item.all,
         literals,
         regexes,
+    }
+}
+
+/// What compiling a rule computes without the set's shared tables, on all cores.
+struct Prepared {
+    /// Its necessary literals ([`gate::necessary`]).
+    needs: Option<Vec<gate::Need>>,
+    /// Its items joined, by search, alternative and item.
+    searches: Vec<Vec<Vec<Joined>>>,
+}
+
+impl Prepared {
+    fn of(rule: &Rule, mapping: &Mapping) -> Prepared {
+        let Body::Detection {
+            searches,
+            condition,
+        } = &rule.body
+        else {
+            return Prepared {
+                needs: None,
+                searches: Vec::new(),
+            };
+        };
+        Prepared {
+            needs: gate::necessary(searches, condition, mapping),
+            searches: searches
+                .iter()
+                .map(|s| {
+                    s.any_of
+                        .iter()
+                        .map(|conj| conj.iter().map(join_item).collect())
+                        .collect()
+                })
+                .collect(),
+        }
     }
 }
 
@@ -497,83 +502,88 @@ impl RuleSet {
     /// Compiles `rules` (detection rules; correlation rules are skipped here) with `mapping`.
     pub fn compile(rules: impl IntoIterator<Item = Arc<Rule>>, mapping: &Mapping) -> RuleSet {
         let mut set = RuleSet::default();
-        let mut literals: Vec<String> = Vec::new();
-        let mut literal_ids: std::collections::HashMap<String, usize> =
-            std::collections::HashMap::new();
         let mut shape_index: Vec<Shape> = Vec::new();
+        let mut group_of: HashMap<Vec<usize>, u32> = HashMap::new();
+        // Per group: per place (field number, or any value), each folded literal with its
+        // spelling and the rules that need it.
+        let mut needs: Vec<Needs> = Vec::new();
         let mut table = FieldTable::default();
-        for rule in rules {
-            let Body::Detection {
-                searches,
-                condition,
-            } = &rule.body
-            else {
+        let rules: Vec<Arc<Rule>> = rules
+            .into_iter()
+            .filter(|r| matches!(r.body, Body::Detection { .. }))
+            .collect();
+        // Automata, alternations and necessary literals per rule on all cores: most of the
+        // compile time of a large set (the whole SigmaHQ set: 3,754 rules).
+        let prepared: Vec<Prepared> = rules.par_iter().map(|r| Prepared::of(r, mapping)).collect();
+        for (rule, prepared) in rules.into_iter().zip(prepared) {
+            let Body::Detection { condition, .. } = &rule.body else {
                 continue;
             };
+            let Prepared {
+                needs: rule_needs,
+                searches: joined,
+            } = prepared;
             let idx = set.rules.len() as u32;
-            match mapping.shapes(&rule.logsource) {
+            let shape_ids = mapping.shapes(&rule.logsource).map(|shapes| {
+                shapes
+                    .into_iter()
+                    .map(|shape| set.shape_number(&mut shape_index, &mut table, shape))
+                    .collect::<std::collections::BTreeSet<usize>>()
+            });
+            match shape_ids {
                 None => set.unmapped.push(idx),
-                Some(shapes) if shapes.is_empty() => set.everywhere.push(idx),
-                Some(shapes) => {
-                    for shape in shapes {
-                        let at = match shape_index.iter().position(|s| *s == shape) {
-                            Some(at) => at,
-                            None => {
-                                set.shapes.push(CShape(
-                                    shape
-                                        .0
-                                        .iter()
-                                        .map(|(places, values)| {
-                                            let f = Field(places.clone().into_boxed_slice());
-                                            ShapeTest::new(table.intern(f), values)
-                                        })
-                                        .collect(),
-                                ));
-                                set.by_shape.push(Vec::new());
-                                shape_index.push(shape);
-                                shape_index.len() - 1
-                            }
-                        };
-                        if !set.by_shape[at].contains(&idx) {
-                            set.by_shape[at].push(idx);
-                        }
-                    }
-                }
-            }
-            // A literal of one or two letters is in nearly every event: such a rule gains
-            // nothing from the prefilter, and its literal would slow the scan for all.
-            let gate = necessary(searches, condition, mapping)
-                .filter(|lits| lits.iter().all(|l| l.len() >= MIN_PREFILTER_LITERAL));
-            if let Some(lits) = &gate {
-                for l in lits {
-                    let folded = l.to_ascii_lowercase();
-                    let id = *literal_ids.entry(folded).or_insert_with(|| {
-                        literals.push(l.clone());
-                        set.literal_rules.push(Vec::new());
-                        literals.len() - 1
+                Some(ids) => {
+                    let ids: Vec<usize> = ids.into_iter().collect();
+                    let g = *group_of.entry(ids.clone()).or_insert_with(|| {
+                        set.groups.push(Group::default());
+                        needs.push(Needs::new());
+                        (set.groups.len() - 1) as u32
                     });
-                    // Rules are numbered in order: a repeat of this rule is the last entry.
-                    if set.literal_rules[id].last() != Some(&idx) {
-                        set.literal_rules[id].push(idx);
+                    if ids.is_empty() {
+                        set.everywhere = Some(g);
+                    }
+                    for &shape in &ids {
+                        set.shape_groups[shape].push(g);
+                    }
+                    match rule_needs {
+                        Some(lits) => {
+                            for (place, literal) in lits {
+                                let field = place.map(|f| table.intern(f));
+                                let by_key = needs[g as usize].entry(field).or_default();
+                                for key in Key::of(&literal) {
+                                    let rules = by_key.entry(key).or_default();
+                                    // Rules are numbered in order: a repeat is the last entry.
+                                    if rules.last() != Some(&idx) {
+                                        rules.push(idx);
+                                    }
+                                }
+                            }
+                        }
+                        None => set.groups[g as usize].ungated.push(idx),
                     }
                 }
             }
+            let Body::Detection { searches, .. } = &rule.body else {
+                continue;
+            };
             let fields = &mut table;
             let compiled = searches
                 .iter()
-                .map(|s| {
+                .zip(joined)
+                .map(|(s, joined)| {
                     s.any_of
                         .iter()
-                        .map(|conj| {
+                        .zip(joined)
+                        .map(|(conj, joined)| {
                             conj.iter()
-                                .map(|i| compile_item(mapping, fields, i))
+                                .zip(joined)
+                                .map(|(i, j)| compile_item(mapping, fields, i, j))
                                 .collect()
                         })
                         .collect()
                 })
                 .collect();
             set.rules.push(CRule {
-                gated: gate.is_some(),
                 searches: compiled,
                 condition: condition.clone(),
                 enabled: true,
@@ -581,35 +591,76 @@ impl RuleSet {
             });
         }
         set.fields = table.fields;
-        set.most_read_fields_first();
-        if !literals.is_empty() {
-            // A DFA while it stays small: the prefilter reads every value of every event, so
-            // bytes per nanosecond matter (the bundled set's 708 literals: 0.99 M events/s with a
-            // DFA, 0.77 M with the contiguous NFA). Past a few thousand literals the DFA no
-            // longer fits the caches and scans no faster than the NFA (2,000 SigmaHQ rules: 170-
-            // 215 k/s against 190 k/s), while the whole SigmaHQ set's 9,950 literals took most
-            // of its load time (0.6-1.0 s against 0.45 s) and 75 MB more to build.
-            let kind = if literals.len() <= DFA_MAX_LITERALS {
-                aho_corasick::AhoCorasickKind::DFA
-            } else {
-                aho_corasick::AhoCorasickKind::ContiguousNFA
-            };
-            match AhoCorasick::builder()
-                .ascii_case_insensitive(true)
-                .kind(Some(kind))
-                .build(&literals)
-            {
-                Ok(ac) => set.prefilter = Some(ac),
-                // Without the automaton every rule is evaluated: slower, never wrong.
-                Err(_) => set.rules.iter_mut().for_each(|r| r.gated = false),
+        let new_of = set.most_read_fields_first();
+        set.shape_index = ShapeIndex::build(&set.shapes);
+        // Every gate's automaton, on all cores.
+        let jobs: Vec<(usize, Option<usize>, Literals)> = needs
+            .into_iter()
+            .enumerate()
+            .flat_map(|(g, by_field)| {
+                by_field
+                    .into_iter()
+                    .map(move |(field, literals)| (g, field, literals.into_iter().collect()))
+            })
+            .collect();
+        let built: Vec<(usize, Option<Gate>, Literals)> = jobs
+            .into_par_iter()
+            .map(|(g, field, literals)| {
+                let gate = Gate::build(field.map(|f| new_of[f]), &literals);
+                (g, gate, literals)
+            })
+            .collect();
+        for (g, gate, literals) in built {
+            let group = &mut set.groups[g];
+            match gate {
+                Some(gate) => group.gates.push(gate),
+                // Without the automaton its rules are evaluated on every event: slower,
+                // never wrong.
+                None => group
+                    .ungated
+                    .extend(literals.iter().flat_map(|(_, r)| r.iter().copied())),
             }
+        }
+        for group in &mut set.groups {
+            // A rule gated in one place and not in another (no automaton) is ungated.
+            group.ungated.sort_unstable();
+            group.ungated.dedup();
+            let ungated = &group.ungated;
+            group
+                .gates
+                .retain(|g| !g.rules().iter().all(|r| ungated.binary_search(r).is_ok()));
         }
         set
     }
 
+    /// The number of `shape`, added (with its fields) when new.
+    fn shape_number(
+        &mut self,
+        known: &mut Vec<Shape>,
+        table: &mut FieldTable,
+        shape: Shape,
+    ) -> usize {
+        if let Some(at) = known.iter().position(|s| *s == shape) {
+            return at;
+        }
+        self.shapes.push(CShape(
+            shape
+                .0
+                .iter()
+                .map(|(places, values)| {
+                    let f = Field(places.clone().into_boxed_slice());
+                    ShapeTest::new(table.intern(f), values)
+                })
+                .collect(),
+        ));
+        self.shape_groups.push(Vec::new());
+        known.push(shape);
+        known.len() - 1
+    }
+
     /// Renumbers the field table so that the most read fields come first (those are cached per
-    /// event).
-    fn most_read_fields_first(&mut self) {
+    /// event); gives the new number of each old one.
+    fn most_read_fields_first(&mut self) -> Vec<usize> {
         let mut uses = vec![0u32; self.fields.len()];
         for t in self.shapes.iter().flat_map(|s| &s.0) {
             uses[t.field] += 1;
@@ -648,32 +699,20 @@ impl RuleSet {
                 *f = new_of[*f];
             }
         }
+        new_of
     }
 
-    /// Turns the rule prefilter off: every rule of a holding shape is evaluated. The results
+    /// Turns the literal index off: every rule of a holding shape is evaluated. The results
     /// must not change; tests compare both ways.
     pub fn without_prefilter(mut self) -> RuleSet {
-        self.prefilter = None;
-        self.rules.iter_mut().for_each(|r| r.gated = false);
+        for g in &mut self.groups {
+            let gated = g.gates.iter().flat_map(|gate| gate.rules().iter().copied());
+            g.ungated.extend(gated.collect::<Vec<u32>>());
+            g.ungated.sort_unstable();
+            g.ungated.dedup();
+            g.gates.clear();
+        }
         self
-    }
-
-    /// Marks in `bits` the gated rules whose literals `e` holds.
-    fn scan<E: EventFields>(&self, e: &E, bits: &mut [u64]) {
-        let Some(ac) = &self.prefilter else {
-            return;
-        };
-        let mut mark = |v: &str| {
-            for m in ac.find_overlapping_iter(v) {
-                for &r in &self.literal_rules[m.pattern().as_usize()] {
-                    bits[r as usize / 64] |= 1 << (r % 64);
-                }
-            }
-            false
-        };
-        mark(e.source());
-        mark(e.host());
-        e.any_value(&mut mark);
     }
 
     /// Rules compiled.
@@ -706,91 +745,88 @@ impl RuleSet {
         found
     }
 
-    /// Appends the index of every enabled rule that `event` matches to `out` (each once).
+    /// Appends the index of every enabled rule that `event` matches to `out` (each once, in
+    /// ascending order).
     pub fn matches<E: EventFields>(&self, event: &E, out: &mut Vec<u32>) {
-        CANDIDATES.with(|c| {
-            let mut bits = c.borrow_mut();
-            bits.clear();
-            bits.resize(self.rules.len().div_ceil(64), 0);
-            // The prefilter runs once, when the first gated rule is reached: events whose
-            // shapes hold no gated rule never pay for it.
-            let mut scanned = false;
-            let mut wanted = |i: u32, bits: &mut Vec<u64>| {
-                let r = &self.rules[i as usize];
-                if !r.enabled {
-                    return None;
-                }
-                if r.gated {
-                    if !scanned {
-                        scanned = true;
-                        self.scan(event, bits);
-                    }
-                    if bits[i as usize / 64] & (1 << (i % 64)) == 0 {
-                        return None;
-                    }
-                }
-                Some(r)
-            };
-            let start = out.len();
+        SCRATCH.with(|scratch| {
+            let Scratch {
+                seen,
+                found,
+                groups,
+            } = &mut *scratch.borrow_mut();
+            let words = self.rules.len().div_ceil(64);
+            if seen.len() < words {
+                seen.resize(words, 0);
+            }
             let mut values = FieldValues {
                 event,
                 fields: &self.fields,
                 cache: [None; FIELDS_CACHED],
                 hashes: [None; FIELDS_CACHED],
             };
-            for &i in &self.everywhere {
-                if wanted(i, &mut bits).is_some_and(|r| r.matches(&mut values)) {
-                    out.push(i);
-                }
-            }
-            for (shape, rules) in self.shapes.iter().zip(&self.by_shape) {
-                if !shape.holds(&mut values) {
-                    continue;
-                }
-                for &i in rules {
-                    // A rule can sit under several shapes of which more than one hold.
-                    if !out[start..].contains(&i)
-                        && wanted(i, &mut bits).is_some_and(|r| r.matches(&mut values))
-                    {
-                        out.push(i);
+            groups.clear();
+            groups.extend(self.everywhere);
+            self.shape_index.candidates(&mut values, |shape, values| {
+                if self.shapes[shape as usize].holds(values) {
+                    for g in &self.shape_groups[shape as usize] {
+                        if !groups.contains(g) {
+                            groups.push(*g);
+                        }
                     }
                 }
+            });
+            let start = out.len();
+            for &g in groups.iter() {
+                let group = &self.groups[g as usize];
+                self.match_group(group, &mut values, seen, found, out);
             }
+            out[start..].sort_unstable();
         });
     }
-}
 
-#[cfg(test)]
-mod wildcard_tests {
-    use super::wildcard_literal;
-
-    #[test]
-    fn wildcard_regexes_give_their_longest_required_literal() {
-        assert_eq!(
-            wildcard_literal(r"(?is).*wget .* \- http.*\| perl").as_deref(),
-            Some(" - http")
-        );
-        assert_eq!(
-            wildcard_literal(r"(?is)^cmd\.exe /c .*whoami$").as_deref(),
-            Some("cmd.exe /c ")
-        );
-        assert_eq!(
-            wildcard_literal(r"(?s)^cmd\.exe /s .*$").as_deref(),
-            Some("cmd.exe /s "),
-            "case-sensitive: no Unicode folding"
-        );
-        assert_eq!(wildcard_literal(r"(?is)a.b").as_deref(), None, "too short");
-        assert_eq!(wildcard_literal(r"(?i:foo[0-9]+bar)"), None, "a class");
-        assert_eq!(wildcard_literal(r"\d{3}-abcdef"), None, "a class escape");
-        assert_eq!(wildcard_literal(r"(?is)abc|defgh"), None, "an alternation");
-        assert_eq!(
-            wildcard_literal("(?is).*🦆.*longer part").as_deref(),
-            Some("longer part")
-        );
-        assert_eq!(
-            wildcard_literal("(?is).*chmod 777.*").as_deref(),
-            Some("chmod 777")
-        );
+    /// Appends the rules of `group` that the event matches: its ungated rules and those whose
+    /// literal the event holds in its place.
+    fn match_group<E: EventFields>(
+        &self,
+        group: &Group,
+        values: &mut FieldValues<'_, '_, E>,
+        seen: &mut [u64],
+        found: &mut Vec<u32>,
+        out: &mut Vec<u32>,
+    ) {
+        found.clear();
+        for gate in &group.gates {
+            match gate.field {
+                Some(f) => {
+                    if let Some((v, hash)) = values.get_hashed(f) {
+                        gate.mark(v, hash, seen, found);
+                    }
+                }
+                None => {
+                    let e = values.event;
+                    gate.mark_substrings(e.source(), seen, found);
+                    gate.mark_substrings(e.host(), seen, found);
+                    e.any_value(&mut |v| {
+                        gate.mark_substrings(v, seen, found);
+                        false
+                    });
+                }
+            }
+        }
+        for &r in found.iter() {
+            seen[r as usize / 64] &= !(1u64 << (r % 64));
+        }
+        found.extend_from_slice(&group.ungated);
+        // In rule order, each once (a rule whose gate could not be built is among the
+        // ungated and may still sit under another gate).
+        found.sort_unstable();
+        found.dedup();
+        for &i in found.iter() {
+            let r = &self.rules[i as usize];
+            if r.enabled && r.matches(values) {
+                out.push(i);
+            }
+        }
     }
 }
 
@@ -907,6 +943,89 @@ detection:
         e.source = "sudo".into();
         s.matches(&e, &mut out);
         assert!(out.is_empty());
+    }
+
+    #[test]
+    fn exact_values_are_indexed_and_still_compare_as_numbers() {
+        let s = set(
+            "title: t\nid: 5f2a3c1e-8b7d-4e6f-9a0b-1c2d3e4f5a70\nlogsource: {product: windows, service: security}\ndetection:\n  sel:\n    EventID: 4625\n    LogonType: 10\n  condition: sel\n",
+        );
+        let login = |id: &str, logon: &str| {
+            ev(
+                "Security",
+                &[
+                    ("Channel", "Security"),
+                    ("EventID", id),
+                    ("LogonType", logon),
+                ],
+            )
+        };
+        let mut out = Vec::new();
+        // `0x1211` is 4625 written in hex: the index finds the number, not only the text.
+        for (id, logon, hit) in [
+            ("4625", "10", true),
+            ("0x1211", "10", true),
+            ("4625", "010", true),
+            ("4624", "10", false),
+            ("4625", "2", false),
+        ] {
+            out.clear();
+            s.matches(&login(id, logon), &mut out);
+            assert_eq!(
+                out.len(),
+                usize::from(hit),
+                "EventID {id}, LogonType {logon}"
+            );
+            out.clear();
+            s.clone()
+                .without_prefilter()
+                .matches(&login(id, logon), &mut out);
+            assert_eq!(
+                out.len(),
+                usize::from(hit),
+                "without the index: {id} {logon}"
+            );
+        }
+    }
+
+    #[test]
+    fn linux_keyword_rules_leave_windows_records_alone() {
+        let s = set(
+            "title: t\nid: 5f2a3c1e-8b7d-4e6f-9a0b-1c2d3e4f5a71\nlogsource: {product: linux}\ndetection:\n  kw:\n    - 'chmod 777 /tmp'\n  condition: kw\n",
+        );
+        let mut out = Vec::new();
+        let mut line = ev("bash", &[]);
+        line.message = "user ran chmod 777 /tmp/x".into();
+        s.matches(&line, &mut out);
+        assert_eq!(out, vec![0], "a syslog line");
+        out.clear();
+        let windows = ev(
+            "Microsoft-Windows-Sysmon/Operational",
+            &[
+                ("Channel", "Microsoft-Windows-Sysmon/Operational"),
+                ("CommandLine", "wsl chmod 777 /tmp/x"),
+            ],
+        );
+        s.matches(&windows, &mut out);
+        assert!(out.is_empty(), "a Windows record is not a Linux log");
+    }
+
+    #[test]
+    fn an_antivirus_signature_is_defenders_threat_name() {
+        let s = set(
+            "title: t\nid: 5f2a3c1e-8b7d-4e6f-9a0b-1c2d3e4f5a72\nlogsource: {category: antivirus}\ndetection:\n  sel:\n    Signature|contains: 'Mimikatz'\n  condition: sel\n",
+        );
+        let mut out = Vec::new();
+        let detected = ev(
+            "Microsoft-Windows-Windows Defender/Operational",
+            &[
+                ("Channel", "Microsoft-Windows-Windows Defender/Operational"),
+                ("EventID", "1116"),
+                ("ThreatName", "HackTool:Win32/Mimikatz.D"),
+            ],
+        );
+        s.matches(&detected, &mut out);
+        assert_eq!(out, vec![0]);
     }
 
     #[test]

@@ -57,6 +57,7 @@ mod correlation;
 mod engine;
 mod entry;
 mod error;
+mod gate;
 mod ioc;
 mod load;
 mod mapping;

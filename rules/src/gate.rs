@@ -1,0 +1,621 @@
+//! The literal index: for each rule, the literals it cannot match without and the field each
+//! must sit in; for each group of rules, one automaton per field over its rules' literals.
+//!
+//! An event is scanned field by field, each field only by the automaton of the literals rules
+//! need in that field, and only the rules whose literal was found are evaluated. Cost follows
+//! the event's fields and the rules it can match, not the rule count: with the whole SigmaHQ
+//! set a Sysmon process event reaches a few dozen of the ~1,300 process rules.
+
+use crate::condition::Expr;
+use crate::engine::Field;
+use crate::mapping::Mapping;
+use crate::pattern::{Pattern, Place as TextPlace, parse_number};
+use crate::rule::{Item, Search};
+use aho_corasick::Anchored;
+use aho_corasick::automaton::Automaton;
+
+/// Shortest literal that gates: one or two letters are in nearly every value, so such a rule
+/// gains nothing and its literal would slow the scan for all.
+pub(crate) const MIN_LITERAL: usize = 3;
+
+/// Most literals one rule is gated by. A rule with more is not gated (it is tried on every
+/// event of its logsource): the bound keeps `x or x or x ...` over a long list from copying the
+/// list once per reference.
+const MAX_LITERALS: usize = 4096;
+
+/// Literals up to which a field's automaton is a DFA. The scan reads the field of every event
+/// of the group, so bytes per nanosecond matter (the bundled set's literals: 0.99 M events/s
+/// with a DFA against 0.77 M with the contiguous NFA); past a few thousand literals a DFA no
+/// longer fits the caches, scans no faster than the NFA and costs most of the load time.
+const DFA_MAX_LITERALS: usize = 500;
+
+/// Where a literal must sit: one field's value, or (keyword searches) any value of the event.
+pub(crate) type Place = Option<Field>;
+
+/// Whether `literal` is worth gating on: three bytes, or two of a non-ASCII character (a
+/// Cyrillic letter in a Windows command line is rare; `ab` is in nearly every value).
+fn long_enough(literal: &[u8]) -> bool {
+    literal.len() >= MIN_LITERAL || (literal.len() == 2 && !literal.is_ascii())
+}
+
+/// Roughly how often a value holds `literal`: halved per ASCII byte past two, a non-ASCII
+/// literal rare. Only used to choose between sets of literals, each of which would do.
+fn frequency(literal: &[u8]) -> f64 {
+    if !literal.is_ascii() {
+        return 0.001;
+    }
+    0.5f64.powi(literal.len() as i32 - 2)
+}
+
+/// How often a set of literals lets a rule through: the sum of its members' frequencies.
+fn set_frequency(literals: &[Vec<u8>]) -> f64 {
+    literals.iter().map(|l| frequency(l)).sum()
+}
+
+/// Most alternatives taken from one regex: past them it is not worth gating on.
+const MAX_REGEX_LITERALS: usize = 64;
+
+/// Literals of which every match of the regex `re` contains one, ASCII lower case,
+/// deduplicated; `None` when no such set is known, is large, or has a member that is too short
+/// ([`long_enough`]). Reads the regex's syntax tree: a concatenation yields the runs of its
+/// literal parts and the sets of its other parts, the rarest kept; an alternation the union of
+/// its branches; a repetition of at least one its body. Case-insensitive letters are taken as
+/// their ASCII lower case, which the gate's automaton folds, except `k` and `s`, which Unicode
+/// folding also matches with the Kelvin sign and the long s: they end a run.
+fn regex_literals(re: &str) -> Option<Vec<String>> {
+    let hir = regex_syntax::Parser::new().parse(re).ok()?;
+    let mut set = hir_literals(&hir)?;
+    for l in &mut set {
+        l.make_ascii_lowercase();
+    }
+    set.sort();
+    set.dedup();
+    set.into_iter().map(|l| String::from_utf8(l).ok()).collect()
+}
+
+/// See [`regex_literals`].
+fn hir_literals(hir: &regex_syntax::hir::Hir) -> Option<Vec<Vec<u8>>> {
+    use regex_syntax::hir::HirKind;
+    let usable = |set: &Vec<Vec<u8>>| {
+        !set.is_empty() && set.len() <= MAX_REGEX_LITERALS && set.iter().all(|l| long_enough(l))
+    };
+    match hir.kind() {
+        HirKind::Literal(l) => Some(vec![l.0.to_vec()]).filter(usable),
+        HirKind::Class(c) => class_members(c).filter(usable),
+        HirKind::Capture(c) => hir_literals(&c.sub),
+        HirKind::Repetition(r) if r.min >= 1 => hir_literals(&r.sub),
+        HirKind::Alternation(branches) => {
+            let mut all = Vec::new();
+            for b in branches {
+                all.extend(hir_literals(b)?);
+            }
+            Some(all).filter(usable)
+        }
+        HirKind::Concat(parts) => {
+            let mut best: Option<Vec<Vec<u8>>> = None;
+            let mut consider = |set: Vec<Vec<u8>>| {
+                let rarer = best
+                    .as_ref()
+                    .is_none_or(|b| set_frequency(&set) < set_frequency(b));
+                if usable(&set) && rarer {
+                    best = Some(set);
+                }
+            };
+            let mut run: Vec<u8> = Vec::new();
+            for part in parts {
+                match run_piece(part) {
+                    Some(bytes) => run.extend_from_slice(&bytes),
+                    None => {
+                        consider(vec![std::mem::take(&mut run)]);
+                        if let Some(set) = hir_literals(part) {
+                            consider(set);
+                        }
+                    }
+                }
+            }
+            consider(vec![run]);
+            best
+        }
+        _ => None,
+    }
+}
+
+/// The bytes `part` matches when it matches exactly one thing up to ASCII case: a literal, or
+/// a letter and its ASCII other case (`[Aa]`). `k`, `s` and anything else: `None`.
+fn run_piece(part: &regex_syntax::hir::Hir) -> Option<Vec<u8>> {
+    use regex_syntax::hir::HirKind;
+    match part.kind() {
+        HirKind::Literal(l) => Some(l.0.to_vec()),
+        HirKind::Class(c) => {
+            let members = class_members(c)?;
+            let [a, b] = members.as_slice() else {
+                return None;
+            };
+            let (&[x], &[y]) = (a.as_slice(), b.as_slice()) else {
+                return None;
+            };
+            (x.is_ascii_alphabetic() && x != y && x.eq_ignore_ascii_case(&y))
+                .then(|| vec![x.to_ascii_lowercase()])
+        }
+        _ => None,
+    }
+}
+
+/// The members of a small class (at most four characters), each as its UTF-8 bytes.
+fn class_members(class: &regex_syntax::hir::Class) -> Option<Vec<Vec<u8>>> {
+    use regex_syntax::hir::Class;
+    let mut out = Vec::new();
+    match class {
+        Class::Unicode(c) => {
+            for r in c.ranges() {
+                for ch in r.start()..=r.end() {
+                    if out.len() == 4 {
+                        return None;
+                    }
+                    out.push(ch.to_string().into_bytes());
+                }
+            }
+        }
+        Class::Bytes(c) => {
+            for r in c.ranges() {
+                for b in r.start()..=r.end() {
+                    if out.len() == 4 {
+                        return None;
+                    }
+                    out.push(vec![b]);
+                }
+            }
+        }
+    }
+    Some(out)
+}
+
+/// What a rule needs of a value.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Literal {
+    /// The value contains this text (ASCII case folded).
+    Contains(String),
+    /// The value is this text (ASCII case folded), or a number equal to `number`: what an
+    /// exact item (`EventID: 4624`, `LogonType: 10`) tests. Sharper than a substring, and it
+    /// needs no minimum length.
+    Equals {
+        /// The text.
+        text: String,
+        /// The text as a number, for the lenient comparison (`0x1210` is `4624`).
+        number: Option<f64>,
+    },
+}
+
+impl Literal {
+    /// Roughly how often a value holds it (see [`frequency`]).
+    fn frequency(&self) -> f64 {
+        match self {
+            Literal::Contains(t) => frequency(t.as_bytes()),
+            Literal::Equals { .. } => 0.02,
+        }
+    }
+}
+
+/// One required (place, literal) of a rule.
+pub(crate) type Need = (Place, Literal);
+
+/// How often a set of needs lets its rule through (see [`frequency`]).
+fn needs_frequency<N: std::borrow::Borrow<Need>>(needs: &[N]) -> f64 {
+    needs.iter().map(|n| n.borrow().1.frequency()).sum()
+}
+
+/// Literals a rule cannot match without, each with the place it must sit in: when the rule
+/// matches, one of them holds in its place. An item's literal sits in the value the item tests
+/// (the field as the mapping resolves it, the first place present); a keyword's in any value.
+/// Where several sets would do (the items of a conjunction, the parts of an `and`), the one
+/// that lets the rule through least often is taken. `None` when no such set is known: a
+/// negation, a regex without a literal set, a numeric or CIDR test, a literal that is too
+/// short, or more than [`MAX_LITERALS`].
+pub(crate) fn necessary(searches: &[Search], cond: &Expr, mapping: &Mapping) -> Option<Vec<Need>> {
+    /// The literals one pattern cannot match without.
+    fn pattern(p: &Pattern) -> Option<Vec<Literal>> {
+        match p {
+            // A lenient number (`0x17` matching `23`) need not appear as written.
+            Pattern::Text {
+                text, number: None, ..
+            } if long_enough(text.as_bytes()) => Some(vec![Literal::Contains(text.clone())]),
+            Pattern::Regex(re) => Some(
+                regex_literals(re.as_str())?
+                    .into_iter()
+                    .map(Literal::Contains)
+                    .collect(),
+            ),
+            _ => None,
+        }
+    }
+    fn item(i: &Item, mapping: &Mapping) -> Option<Vec<Need>> {
+        if i.patterns.len() > MAX_LITERALS {
+            return None;
+        }
+        let place: Place = i
+            .field
+            .as_deref()
+            .map(|f| crate::engine::resolve(mapping, f));
+        let exact = |p: &Pattern| match p {
+            Pattern::Text {
+                text,
+                place: TextPlace::Exact,
+                number,
+                ..
+            } if !text.is_empty() => Some(Literal::Equals {
+                text: text.clone(),
+                number: *number,
+            }),
+            _ => None,
+        };
+        let placed = |lits: Vec<Literal>| -> Vec<Need> {
+            lits.into_iter().map(|l| (place.clone(), l)).collect()
+        };
+        if place.is_some() {
+            let equals: Vec<Literal> = i.patterns.iter().filter_map(exact).collect();
+            if !equals.is_empty() && equals.len() == i.patterns.len() {
+                if i.all {
+                    // The value is each of them: any one is necessary.
+                    return Some(placed(vec![equals.into_iter().next()?]));
+                }
+                return Some(placed(equals));
+            }
+        }
+        if i.all {
+            // Every pattern holds: any one's set will do; the rarest is best.
+            return i
+                .patterns
+                .iter()
+                .filter_map(pattern)
+                .map(placed)
+                .min_by(|a, b| needs_frequency(a).total_cmp(&needs_frequency(b)));
+        }
+        let mut all = Vec::new();
+        for p in &i.patterns {
+            all.extend(placed(pattern(p)?));
+        }
+        (!all.is_empty()).then_some(all)
+    }
+    fn search(s: &Search, mapping: &Mapping) -> Option<Vec<Need>> {
+        let mut all = Vec::new();
+        for conj in &s.any_of {
+            // Every item holds: any one item's set will do; the rarest is best.
+            let best = conj
+                .iter()
+                .filter_map(|i| item(i, mapping))
+                .min_by(|a, b| needs_frequency(a).total_cmp(&needs_frequency(b)))?;
+            all.extend(best);
+            if all.len() > MAX_LITERALS {
+                return None;
+            }
+        }
+        (!all.is_empty()).then_some(all)
+    }
+    /// Over the condition, borrowing each search's literals (worked out once per search: a
+    /// condition may name one search thousands of times).
+    fn over<'s>(cond: &Expr, per_search: &'s [Option<Vec<Need>>]) -> Option<Vec<&'s Need>> {
+        match cond {
+            Expr::Search(i) => Some(per_search.get(*i)?.as_ref()?.iter().collect()),
+            Expr::And(parts) => parts
+                .iter()
+                .filter_map(|p| over(p, per_search))
+                .min_by(|a, b| needs_frequency(a).total_cmp(&needs_frequency(b))),
+            Expr::Or(parts) => {
+                let mut all = Vec::new();
+                for p in parts {
+                    all.extend(over(p, per_search)?);
+                    if all.len() > MAX_LITERALS {
+                        return None;
+                    }
+                }
+                (!all.is_empty()).then_some(all)
+            }
+            Expr::Not(_) => None,
+        }
+    }
+    let per_search: Vec<Option<Vec<Need>>> = searches.iter().map(|s| search(s, mapping)).collect();
+    Some(over(cond, &per_search)?.into_iter().cloned().collect())
+}
+
+/// An automaton over a gate's substrings, of a concrete type: the search loop is compiled for
+/// it, with no call through a trait object per byte (what `AhoCorasick`'s searches pay, 20% of
+/// matching with the whole SigmaHQ set).
+#[derive(Clone, Debug)]
+enum Substrings {
+    Dfa(aho_corasick::dfa::DFA),
+    Nfa(aho_corasick::nfa::contiguous::NFA),
+}
+
+impl Substrings {
+    /// A DFA up to [`DFA_MAX_LITERALS`], a contiguous NFA past them; ASCII case folded.
+    fn build(patterns: &[&str]) -> Option<Substrings> {
+        if patterns.len() <= DFA_MAX_LITERALS {
+            aho_corasick::dfa::Builder::new()
+                .ascii_case_insensitive(true)
+                .build(patterns)
+                .ok()
+                .map(Substrings::Dfa)
+        } else {
+            aho_corasick::nfa::contiguous::Builder::new()
+                .ascii_case_insensitive(true)
+                .build(patterns)
+                .ok()
+                .map(Substrings::Nfa)
+        }
+    }
+
+    /// Calls `on` with the number of every pattern occurring in `haystack`, overlaps included.
+    #[inline]
+    fn each(&self, haystack: &[u8], on: impl FnMut(usize)) {
+        match self {
+            Substrings::Dfa(a) => occurrences(a, haystack, on),
+            Substrings::Nfa(a) => occurrences(a, haystack, on),
+        }
+    }
+}
+
+/// Every pattern occurrence of `automaton` (built for standard, overlapping matches) in
+/// `haystack`. No pattern is empty, so the start state is never a match. In the start state
+/// the automaton's prefilter (a SIMD search for a few literals, rare bytes for more) skips to
+/// the next place a match can start, as `AhoCorasick`'s own searches do.
+#[inline]
+fn occurrences<A: Automaton>(automaton: &A, haystack: &[u8], mut on: impl FnMut(usize)) {
+    let Ok(mut sid) = automaton.start_state(Anchored::No) else {
+        return;
+    };
+    let prefilter = automaton.prefilter();
+    let mut at = 0;
+    if let Some(pre) = prefilter {
+        match pre
+            .find_in(haystack, aho_corasick::Span::from(0..haystack.len()))
+            .into_option()
+        {
+            None => return,
+            Some(i) => at = i,
+        }
+    }
+    while at < haystack.len() {
+        sid = automaton.next_state(Anchored::No, sid, haystack[at]);
+        if automaton.is_special(sid) {
+            if automaton.is_dead(sid) {
+                return;
+            }
+            if automaton.is_match(sid) {
+                for i in 0..automaton.match_len(sid) {
+                    on(automaton.match_pattern(sid, i).as_usize());
+                }
+            } else if let Some(pre) = prefilter {
+                // Back in the start state: skip to the next candidate.
+                let span = aho_corasick::Span::from(at + 1..haystack.len());
+                match pre.find_in(haystack, span).into_option() {
+                    None => return,
+                    Some(i) => {
+                        at = i;
+                        continue;
+                    }
+                }
+            }
+        }
+        at += 1;
+    }
+}
+
+/// A literal as a gate indexes it: the same key for the same literal in any spelling of case.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Key {
+    /// A substring, ASCII lower case.
+    Contains(String),
+    /// A whole value, by the hash of its ASCII lower case ([`folded_hash`]).
+    Equals(u64),
+    /// A whole value read as a number, by its bits.
+    Number(u64),
+}
+
+impl Key {
+    /// The keys of `literal`: a number is found as written and as a number.
+    pub(crate) fn of(literal: &Literal) -> Vec<Key> {
+        match literal {
+            Literal::Contains(t) => vec![Key::Contains(t.to_ascii_lowercase())],
+            Literal::Equals { text, number } => {
+                let mut keys = vec![Key::Equals(folded_hash(text))];
+                keys.extend(number.map(|n| Key::Number(number_bits(n))));
+                keys
+            }
+        }
+    }
+}
+
+/// FNV-1a of the ASCII lower case of `text`.
+pub(crate) fn folded_hash(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b.to_ascii_lowercase())).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+/// The bits of `n`, with `-0` as `0` (they compare equal).
+fn number_bits(n: f64) -> u64 {
+    if n == 0.0 { 0 } else { n.to_bits() }
+}
+
+/// One place's index over the literals that some rules of a group need there: an automaton
+/// over the substrings, sorted tables of the whole values and numbers.
+#[derive(Clone, Debug)]
+pub(crate) struct Gate {
+    /// The field's number in the set's table; `None`: any value of the event.
+    pub(crate) field: Option<usize>,
+    automaton: Option<Substrings>,
+    /// (hash, literal number), sorted.
+    equals: Vec<(u64, u32)>,
+    /// (number bits, literal number), sorted.
+    numbers: Vec<(u64, u32)>,
+    /// The rules of literal `i` are `rules[starts[i]..starts[i + 1]]`: the automaton's
+    /// patterns come first, in order.
+    starts: Vec<u32>,
+    rules: Vec<u32>,
+}
+
+impl Gate {
+    /// The gate of `field` over `literals`, each with the rules that need it (ascending, each
+    /// once). `None` when the automaton cannot be built: its rules must then be evaluated on
+    /// every event, which is slower, never wrong.
+    pub(crate) fn build(field: Option<usize>, literals: &[(Key, Vec<u32>)]) -> Option<Gate> {
+        // Substrings first: their literal numbers are the automaton's pattern ids.
+        let mut order: Vec<&(Key, Vec<u32>)> = literals.iter().collect();
+        order.sort_by_key(|(k, _)| !matches!(k, Key::Contains(_)));
+        let substrings: Vec<&str> = order
+            .iter()
+            .filter_map(|(k, _)| match k {
+                Key::Contains(t) => Some(t.as_str()),
+                _ => None,
+            })
+            .collect();
+        let automaton = if substrings.is_empty() {
+            None
+        } else {
+            Some(Substrings::build(&substrings)?)
+        };
+        let (mut equals, mut numbers) = (Vec::new(), Vec::new());
+        let mut starts = Vec::with_capacity(order.len() + 1);
+        let mut rules = Vec::new();
+        for (id, (key, of)) in order.iter().enumerate() {
+            match key {
+                Key::Contains(_) => {}
+                Key::Equals(h) => equals.push((*h, id as u32)),
+                Key::Number(bits) => numbers.push((*bits, id as u32)),
+            }
+            starts.push(rules.len() as u32);
+            rules.extend_from_slice(of);
+        }
+        starts.push(rules.len() as u32);
+        equals.sort_unstable();
+        numbers.sort_unstable();
+        Some(Gate {
+            field,
+            automaton,
+            equals,
+            numbers,
+            starts,
+            rules,
+        })
+    }
+
+    /// Adds to `found` each rule with a literal that `value` (whose [`folded_hash`] is `hash`)
+    /// holds and whose bit in `seen` is clear, setting the bit.
+    #[inline]
+    pub(crate) fn mark(&self, value: &str, hash: u64, seen: &mut [u64], found: &mut Vec<u32>) {
+        if let Some(substrings) = &self.automaton {
+            substrings.each(value.as_bytes(), |id| self.admit(id, seen, found));
+        }
+        if !self.equals.is_empty() {
+            self.admit_all(&self.equals, hash, seen, found);
+        }
+        if !self.numbers.is_empty()
+            && let Some(n) = parse_number(value)
+        {
+            self.admit_all(&self.numbers, number_bits(n), seen, found);
+        }
+    }
+
+    /// Substrings only, for places read value by value (keyword searches).
+    #[inline]
+    pub(crate) fn mark_substrings(&self, value: &str, seen: &mut [u64], found: &mut Vec<u32>) {
+        if let Some(substrings) = &self.automaton {
+            substrings.each(value.as_bytes(), |id| self.admit(id, seen, found));
+        }
+    }
+
+    #[inline]
+    fn admit_all(&self, table: &[(u64, u32)], key: u64, seen: &mut [u64], found: &mut Vec<u32>) {
+        let at = table.partition_point(|(k, _)| *k < key);
+        for &(_, id) in table[at..].iter().take_while(|(k, _)| *k == key) {
+            self.admit(id as usize, seen, found);
+        }
+    }
+
+    #[inline]
+    fn admit(&self, id: usize, seen: &mut [u64], found: &mut Vec<u32>) {
+        let of = &self.rules[self.starts[id] as usize..self.starts[id + 1] as usize];
+        for &r in of {
+            let (word, bit) = (r as usize / 64, 1u64 << (r % 64));
+            if seen[word] & bit == 0 {
+                seen[word] |= bit;
+                found.push(r);
+            }
+        }
+    }
+
+    /// The rules this gate can admit.
+    pub(crate) fn rules(&self) -> &[u32] {
+        &self.rules
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::regex_literals;
+
+    fn lits(re: &str) -> Option<Vec<String>> {
+        regex_literals(re)
+    }
+
+    fn one(re: &str) -> Option<String> {
+        let set = lits(re)?;
+        assert_eq!(set.len(), 1, "{re}: {set:?}");
+        set.into_iter().next()
+    }
+
+    #[test]
+    fn a_regex_gives_its_rarest_required_run() {
+        assert_eq!(
+            one(r"(?is).*wget .* \- http.*\| perl").as_deref(),
+            Some(" - http")
+        );
+        assert_eq!(
+            one(r"(?is)^cmd\.exe /c .*whoami$").as_deref(),
+            Some("cmd.exe /c ")
+        );
+        assert_eq!(
+            one(r"(?s)^cmd\.exe /s .*$").as_deref(),
+            Some("cmd.exe /s "),
+            "case-sensitive: no Unicode folding"
+        );
+        assert_eq!(lits(r"(?is)a.b"), None, "too short");
+        assert_eq!(one(r"(?i:foo[0-9]+bar)").as_deref(), Some("foo"));
+        assert_eq!(one(r"\d{3}-abcdef").as_deref(), Some("-abcdef"));
+        assert_eq!(one("(?is).*chmod 777.*").as_deref(), Some("chmod 777"));
+        assert_eq!(lits(r".{1000,}"), None, "no literal at all");
+        // The SigmaHQ WSASS rule: `.exe` is in every command line, the tool's name is not.
+        assert_eq!(
+            one(r#"(?i)\.exe["']?\s+[^"]{0,64}werfaultsecure\.exe["']?\s+\d{2,10}"#).as_deref(),
+            Some("ecure.exe")
+        );
+    }
+
+    #[test]
+    fn alternatives_and_rare_characters_give_sets() {
+        assert_eq!(
+            lits(r"(?is)abc|defgh"),
+            Some(vec!["abc".to_string(), "defgh".to_string()])
+        );
+        assert_eq!(
+            one("(?is).*\u{1f986}.*longer part").as_deref(),
+            Some("\u{1f986}"),
+            "a non-ASCII literal is rare"
+        );
+        // A case-insensitive Cyrillic letter: both cases, two bytes each.
+        assert_eq!(
+            lits("(?i)\u{410}"),
+            Some(vec!["\u{410}".to_string(), "\u{430}".to_string()])
+        );
+    }
+
+    #[test]
+    fn k_and_s_end_a_run_as_unicode_folding_matches_them_with_other_letters() {
+        let re = "(?i)takeown";
+        assert_eq!(one(re).as_deref(), Some("eown"));
+        let kelvin = "ta\u{212a}eown /f x";
+        assert!(regex::Regex::new(re).unwrap().is_match(kelvin));
+        assert!(kelvin.contains("eown"));
+        assert_eq!(one("(?i)mimikatz").as_deref(), Some("mimi"));
+    }
+}
