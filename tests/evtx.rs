@@ -68,3 +68,60 @@ fn rules_test_matches_evtx_records_by_their_windows_fields() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("1 rules, 4 events, 1 matches"), "{err}");
 }
+
+#[test]
+fn a_damaged_export_in_a_folder_is_skipped_and_named_the_others_are_analysed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("exports");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(
+        sample_dir().join("new-user-security.evtx"),
+        dir.join("a-good.evtx"),
+    )
+    .unwrap();
+    // A truncated header: not an event log the parser can open.
+    std::fs::write(dir.join("b-damaged.evtx"), b"ElfFile\0 truncated").unwrap();
+
+    let out = bin().arg("analyze").arg(&dir).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("b-damaged.evtx: not a readable Windows event log"),
+        "{stderr}"
+    );
+    let summary = json(
+        stderr
+            .lines()
+            .find(|l| l.starts_with('{'))
+            .unwrap_or_else(|| panic!("{stderr}")),
+    );
+    assert_eq!(
+        summary["lines"], 4,
+        "the good export is analysed: {summary}"
+    );
+    assert_eq!(
+        summary["unreadable_files"].as_array().unwrap().len(),
+        1,
+        "{summary}"
+    );
+    let alerts = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        alerts.contains("Member Added to a Privileged Group"),
+        "{alerts}"
+    );
+
+    let tested = bin()
+        .args(["rules", "test", "--rules"])
+        .arg(
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("rules/sigma/windows/security/win_member_added_to_privileged_group.yml"),
+        )
+        .arg("--events")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&tested.stderr);
+    assert_eq!(tested.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("b-damaged.evtx"), "{stderr}");
+    assert!(stderr.contains("4 events, 1 matches"), "{stderr}");
+}

@@ -37,6 +37,11 @@ pub struct Summary {
     pub signals: u64,
     /// Records of `.evtx` files the parser could not read (counted, not analysed).
     pub evtx_bad_records: u64,
+    /// `.evtx` files that could not be read at all (no valid header), each as `path: error`:
+    /// passed over, so that one damaged export does not stop a folder's analysis. The CLI
+    /// names them and exits 1.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unreadable_files: Vec<String>,
     /// Sigma matches in all (every rule an event matched).
     pub sigma_matches: u64,
     /// Matches past `detection.sigma_max_matches_per_event` of their event, which neither
@@ -104,15 +109,16 @@ pub fn analyze_with(
         let evtx = crate::evtx::is_evtx(path);
         let mut evtx_text = Vec::new();
         if evtx {
-            let read =
-                crate::evtx::evtx_lines(path, &mut evtx_text).map_err(|e| Error::ReadInput {
-                    path: path.clone(),
-                    source: std::io::Error::new(
-                        std::io::ErrorKind::InvalidData,
-                        format!("not a readable Windows event log: {e}"),
-                    ),
-                })?;
-            summary.evtx_bad_records += read.bad_records;
+            match crate::evtx::evtx_lines(path, &mut evtx_text) {
+                Ok(read) => summary.evtx_bad_records += read.bad_records,
+                Err(e) => {
+                    summary.unreadable_files.push(format!(
+                        "{}: not a readable Windows event log: {e}",
+                        path.display()
+                    ));
+                    continue;
+                }
+            }
         }
         // Year-less syslog timestamps are read relative to the file's modification time: the
         // lines were written before it. Deterministic for a given file.
