@@ -21,7 +21,7 @@ use watchpost_proto::EventFields;
 
 /// A field reference resolved through the mapping.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct Field(Box<[FieldSource]>);
+pub(crate) struct Field(pub(crate) Box<[FieldSource]>);
 
 impl Field {
     #[inline]
@@ -195,6 +195,8 @@ pub struct RuleSet {
     everywhere: Option<u32>,
     /// Rules whose logsource is not mapped (they match nothing), by index.
     unmapped: Vec<u32>,
+    /// Per rule: the clauses of literals it is gated by (0: ungated; see [`gate::necessary`]).
+    clauses: Vec<u8>,
 }
 
 /// Shapes by the value one of their tests requires: an event is tested against the shapes
@@ -409,7 +411,7 @@ fn compile_item(mapping: &Mapping, fields: &mut FieldTable, item: &Item, joined:
 /// What compiling a rule computes without the set's shared tables, on all cores.
 struct Prepared {
     /// Its necessary literals ([`gate::necessary`]).
-    needs: Option<Vec<gate::Need>>,
+    needs: Option<Vec<gate::Clause>>,
     /// Its items joined, by search, alternative and item.
     searches: Vec<Vec<Vec<Joined>>>,
 }
@@ -524,6 +526,7 @@ impl RuleSet {
                 searches: joined,
             } = prepared;
             let idx = set.rules.len() as u32;
+            set.clauses.push(0);
             let shape_ids = mapping.shapes(&rule.logsource).map(|shapes| {
                 shapes
                     .into_iter()
@@ -546,15 +549,20 @@ impl RuleSet {
                         set.shape_groups[shape].push(g);
                     }
                     match rule_needs {
-                        Some(lits) => {
-                            for (place, literal) in lits {
-                                let field = place.map(|f| table.intern(f));
-                                let by_key = needs[g as usize].entry(field).or_default();
-                                for key in Key::of(&literal) {
-                                    let rules = by_key.entry(key).or_default();
-                                    // Rules are numbered in order: a repeat is the last entry.
-                                    if rules.last() != Some(&idx) {
-                                        rules.push(idx);
+                        Some(clauses) => {
+                            set.clauses[idx as usize] = clauses.len() as u8;
+                            for (c, clause) in clauses.into_iter().enumerate() {
+                                let tagged = idx * 2 + c as u32;
+                                for (place, literal) in clause {
+                                    let field = place.map(|f| table.intern(f));
+                                    let by_key = needs[g as usize].entry(field).or_default();
+                                    for key in Key::of(&literal) {
+                                        let rules = by_key.entry(key).or_default();
+                                        // Rules are numbered in order: a repeat is the last
+                                        // entry.
+                                        if rules.last() != Some(&tagged) {
+                                            rules.push(tagged);
+                                        }
                                     }
                                 }
                             }
@@ -618,7 +626,7 @@ impl RuleSet {
                 // never wrong.
                 None => group
                     .ungated
-                    .extend(literals.iter().flat_map(|(_, r)| r.iter().copied())),
+                    .extend(literals.iter().flat_map(|(_, r)| r.iter().map(|t| t >> 1))),
             }
         }
         for group in &mut set.groups {
@@ -628,7 +636,7 @@ impl RuleSet {
             let ungated = &group.ungated;
             group
                 .gates
-                .retain(|g| !g.rules().iter().all(|r| ungated.binary_search(r).is_ok()));
+                .retain(|g| !g.rules().all(|r| ungated.binary_search(&r).is_ok()));
         }
         set
     }
@@ -706,7 +714,7 @@ impl RuleSet {
     /// must not change; tests compare both ways.
     pub fn without_prefilter(mut self) -> RuleSet {
         for g in &mut self.groups {
-            let gated = g.gates.iter().flat_map(|gate| gate.rules().iter().copied());
+            let gated = g.gates.iter().flat_map(|gate| gate.rules());
             g.ungated.extend(gated.collect::<Vec<u32>>());
             g.ungated.sort_unstable();
             g.ungated.dedup();
@@ -754,7 +762,8 @@ impl RuleSet {
                 found,
                 groups,
             } = &mut *scratch.borrow_mut();
-            let words = self.rules.len().div_ceil(64);
+            // Two bits per rule, one per clause.
+            let words = (2 * self.rules.len()).div_ceil(64);
             if seen.len() < words {
                 seen.resize(words, 0);
             }
@@ -797,9 +806,15 @@ impl RuleSet {
         found.clear();
         for gate in &group.gates {
             match gate.field {
-                Some(f) => {
+                // The value's hash only where whole values are looked up.
+                Some(f) if gate.has_equals() => {
                     if let Some((v, hash)) = values.get_hashed(f) {
                         gate.mark(v, hash, seen, found);
+                    }
+                }
+                Some(f) => {
+                    if let Some(v) = values.get(f) {
+                        gate.mark_substrings(v, seen, found);
                     }
                 }
                 None => {
@@ -813,9 +828,14 @@ impl RuleSet {
                 }
             }
         }
-        for &r in found.iter() {
-            seen[r as usize / 64] &= !(1u64 << (r % 64));
-        }
+        // A rule with two clauses is evaluated only when both were marked; every bit is
+        // cleared for the next group.
+        found.retain(|&r| {
+            let (word, at) = ((2 * r) as usize / 64, (2 * r) % 64);
+            let marks = (seen[word] >> at) & 0b11;
+            seen[word] &= !(0b11 << at);
+            marks == 0b11 || (marks == 0b01 && self.clauses[r as usize] < 2)
+        });
         found.extend_from_slice(&group.ungated);
         // In rule order, each once (a rule whose gate could not be built is among the
         // ungated and may still sit under another gate).

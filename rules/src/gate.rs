@@ -204,14 +204,64 @@ fn needs_frequency<N: std::borrow::Borrow<Need>>(needs: &[N]) -> f64 {
     needs.iter().map(|n| n.borrow().1.frequency()).sum()
 }
 
-/// Literals a rule cannot match without, each with the place it must sit in: when the rule
-/// matches, one of them holds in its place. An item's literal sits in the value the item tests
-/// (the field as the mapping resolves it, the first place present); a keyword's in any value.
-/// Where several sets would do (the items of a conjunction, the parts of an `and`), the one
-/// that lets the rule through least often is taken. `None` when no such set is known: a
-/// negation, a regex without a literal set, a numeric or CIDR test, a literal that is too
-/// short, or more than [`MAX_LITERALS`].
-pub(crate) fn necessary(searches: &[Search], cond: &Expr, mapping: &Mapping) -> Option<Vec<Need>> {
+/// One clause of what a rule needs: when the rule matches, one of these holds.
+pub(crate) type Clause = Vec<Need>;
+
+/// Clauses kept per rule: a rule is evaluated only when every one holds (`Image` ends with
+/// `\rundll32.exe` *and* the command line holds the rule's argument), so a common literal
+/// beside a rare one does not let it through on its own.
+pub(crate) const MAX_CLAUSES: usize = 2;
+
+/// The [`MAX_CLAUSES`] rarest of `clauses`, each once.
+fn rarest(mut clauses: Vec<Clause>) -> Vec<Clause> {
+    clauses.sort_by(|a, b| needs_frequency(a).total_cmp(&needs_frequency(b)));
+    let mut out: Vec<Clause> = Vec::with_capacity(MAX_CLAUSES);
+    for c in clauses {
+        if out.len() == MAX_CLAUSES {
+            break;
+        }
+        if !out.contains(&c) {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// What an `or` of parts needs, given what each part needs: clause `k` is the union of each
+/// part's clause `k` (or its first, when it has fewer), since each part implies every one of its
+/// clauses. A union past [`MAX_LITERALS`] is dropped; `None` when the first is.
+fn either(parts: Vec<Vec<Clause>>) -> Option<Vec<Clause>> {
+    let most = parts.iter().map(Vec::len).max()?;
+    let mut out = Vec::with_capacity(most);
+    for k in 0..most {
+        let mut union: Clause = Vec::new();
+        for p in &parts {
+            union.extend(p.get(k).or_else(|| p.first())?.iter().cloned());
+        }
+        union.dedup();
+        if union.len() > MAX_LITERALS {
+            if k == 0 {
+                return None;
+            }
+            break;
+        }
+        out.push(union);
+    }
+    Some(out)
+}
+
+/// Literals a rule cannot match without, each with the place it must sit in, as up to
+/// [`MAX_CLAUSES`] clauses: when the rule matches, every clause has a member that holds in its
+/// place. An item's literal sits in the value the item tests (the field as the mapping resolves
+/// it, the first place present); a keyword's in any value. Where more would do (the items of a
+/// conjunction, the parts of an `and`), the rarest are kept. `None` when no clause is known: a
+/// negation, a regex without a literal set, a numeric or CIDR test, a literal that is too short,
+/// or more than [`MAX_LITERALS`].
+pub(crate) fn necessary(
+    searches: &[Search],
+    cond: &Expr,
+    mapping: &Mapping,
+) -> Option<Vec<Clause>> {
     /// The literals one pattern cannot match without.
     fn pattern(p: &Pattern) -> Option<Vec<Literal>> {
         match p {
@@ -276,45 +326,58 @@ pub(crate) fn necessary(searches: &[Search], cond: &Expr, mapping: &Mapping) -> 
         }
         (!all.is_empty()).then_some(all)
     }
-    fn search(s: &Search, mapping: &Mapping) -> Option<Vec<Need>> {
-        let mut all = Vec::new();
+    fn search(s: &Search, mapping: &Mapping) -> Option<Vec<Clause>> {
+        let mut alternatives = Vec::with_capacity(s.any_of.len());
+        let mut size = 0;
         for conj in &s.any_of {
-            // Every item holds: any one item's set will do; the rarest is best.
-            let best = conj
-                .iter()
-                .filter_map(|i| item(i, mapping))
-                .min_by(|a, b| needs_frequency(a).total_cmp(&needs_frequency(b)))?;
-            all.extend(best);
-            if all.len() > MAX_LITERALS {
+            // Every item holds: each item's set is a clause.
+            let clauses: Vec<Clause> = conj.iter().filter_map(|i| item(i, mapping)).collect();
+            if clauses.is_empty() {
                 return None;
             }
+            let clauses = rarest(clauses);
+            size += clauses.first().map_or(0, Vec::len);
+            if size > MAX_LITERALS {
+                return None;
+            }
+            alternatives.push(clauses);
         }
-        (!all.is_empty()).then_some(all)
+        either(alternatives)
     }
-    /// Over the condition, borrowing each search's literals (worked out once per search: a
-    /// condition may name one search thousands of times).
-    fn over<'s>(cond: &Expr, per_search: &'s [Option<Vec<Need>>]) -> Option<Vec<&'s Need>> {
+    /// Over the condition (each search worked out once: a condition may name one search
+    /// thousands of times).
+    fn over(cond: &Expr, per_search: &[Option<Vec<Clause>>]) -> Option<Vec<Clause>> {
         match cond {
-            Expr::Search(i) => Some(per_search.get(*i)?.as_ref()?.iter().collect()),
-            Expr::And(parts) => parts
-                .iter()
-                .filter_map(|p| over(p, per_search))
-                .min_by(|a, b| needs_frequency(a).total_cmp(&needs_frequency(b))),
+            Expr::Search(i) => per_search.get(*i)?.clone(),
+            Expr::And(parts) => {
+                let clauses: Vec<Clause> = parts
+                    .iter()
+                    .filter_map(|p| over(p, per_search))
+                    .flatten()
+                    .collect();
+                (!clauses.is_empty()).then(|| rarest(clauses))
+            }
             Expr::Or(parts) => {
-                let mut all = Vec::new();
+                // Bounded as it goes: `x or x or ...` over a long list must not copy the list
+                // once per reference before finding it too long.
+                let mut all = Vec::with_capacity(parts.len().min(64));
+                let mut size = 0;
                 for p in parts {
-                    all.extend(over(p, per_search)?);
-                    if all.len() > MAX_LITERALS {
+                    let clauses = over(p, per_search)?;
+                    size += clauses.first().map_or(0, Vec::len);
+                    if size > MAX_LITERALS {
                         return None;
                     }
+                    all.push(clauses);
                 }
-                (!all.is_empty()).then_some(all)
+                either(all)
             }
             Expr::Not(_) => None,
         }
     }
-    let per_search: Vec<Option<Vec<Need>>> = searches.iter().map(|s| search(s, mapping)).collect();
-    Some(over(cond, &per_search)?.into_iter().cloned().collect())
+    let per_search: Vec<Option<Vec<Clause>>> =
+        searches.iter().map(|s| search(s, mapping)).collect();
+    over(cond, &per_search).filter(|c| !c.is_empty())
 }
 
 /// An automaton over a gate's substrings, of a concrete type: the search loop is compiled for
@@ -449,7 +512,8 @@ pub(crate) struct Gate {
     /// (number bits, literal number), sorted.
     numbers: Vec<(u64, u32)>,
     /// The rules of literal `i` are `rules[starts[i]..starts[i + 1]]`: the automaton's
-    /// patterns come first, in order.
+    /// patterns come first, in order. Each entry is a rule's number times two plus the clause
+    /// the literal belongs to (see [`MAX_CLAUSES`]).
     starts: Vec<u32>,
     rules: Vec<u32>,
 }
@@ -516,7 +580,14 @@ impl Gate {
         }
     }
 
-    /// Substrings only, for places read value by value (keyword searches).
+    /// It looks whole values up (by hash or as numbers), not only substrings.
+    #[inline]
+    pub(crate) fn has_equals(&self) -> bool {
+        !self.equals.is_empty() || !self.numbers.is_empty()
+    }
+
+    /// Substrings only: for places read value by value (keyword searches), and gates without
+    /// whole values.
     #[inline]
     pub(crate) fn mark_substrings(&self, value: &str, seen: &mut [u64], found: &mut Vec<u32>) {
         if let Some(substrings) = &self.automaton {
@@ -532,27 +603,94 @@ impl Gate {
         }
     }
 
+    /// Marks the clauses literal `id` satisfies in `seen` (two bits per rule); a rule goes to
+    /// `found` when the first of its clauses is marked.
     #[inline]
     fn admit(&self, id: usize, seen: &mut [u64], found: &mut Vec<u32>) {
         let of = &self.rules[self.starts[id] as usize..self.starts[id + 1] as usize];
-        for &r in of {
-            let (word, bit) = (r as usize / 64, 1u64 << (r % 64));
+        for &tagged in of {
+            let (word, bit) = (tagged as usize / 64, 1u64 << (tagged % 64));
             if seen[word] & bit == 0 {
                 seen[word] |= bit;
-                found.push(r);
+                // The other clause's bit sits beside it, in the same word.
+                let partner = 1u64 << ((tagged ^ 1) % 64);
+                if seen[word] & partner == 0 {
+                    found.push(tagged >> 1);
+                }
             }
         }
     }
 
-    /// The rules this gate can admit.
-    pub(crate) fn rules(&self) -> &[u32] {
-        &self.rules
+    /// The rules this gate can admit, each as often as it has literals here.
+    pub(crate) fn rules(&self) -> impl Iterator<Item = u32> + '_ {
+        self.rules.iter().map(|tagged| tagged >> 1)
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::regex_literals;
+    use super::{Literal, necessary, regex_literals};
+    use crate::mapping::Mapping;
+    use crate::rule::{Body, parse_rule};
+
+    /// The clauses of a rule's detection, as (field's first name, literal) pairs.
+    fn clauses(detection: &str) -> Option<Vec<Vec<(String, String)>>> {
+        let yaml = format!(
+            "title: t\nid: 5f2a3c1e-8b7d-4e6f-9a0b-1c2d3e4f5a80\nlogsource: {{product: windows, category: process_creation}}\ndetection:\n{detection}"
+        );
+        let rule = parse_rule(&yaml).unwrap();
+        let Body::Detection {
+            searches,
+            condition,
+        } = &rule.body
+        else {
+            unreachable!()
+        };
+        let got = necessary(searches, condition, &Mapping::bundled())?;
+        Some(
+            got.into_iter()
+                .map(|clause| {
+                    clause
+                        .into_iter()
+                        .map(|(place, literal)| {
+                            let field = place.map_or("*".to_string(), |f| format!("{:?}", f.0[0]));
+                            let text = match literal {
+                                Literal::Contains(t) => t,
+                                Literal::Equals { text, .. } => format!("={text}"),
+                            };
+                            (field, text)
+                        })
+                        .collect()
+                })
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn a_conjunction_gives_its_two_rarest_clauses_a_negation_none() {
+        let got = clauses(
+            "  sel:\n    Image|endswith: '\\rundll32.exe'\n    CommandLine|contains: 'zzqx-unique'\n    ParentImage|endswith: '.exe'\n  condition: sel\n",
+        )
+        .unwrap();
+        assert_eq!(got.len(), 2, "{got:?}");
+        // `.exe` is in every parent image: the two rarer items are kept, the rarest first.
+        assert_eq!(
+            got[0],
+            vec![(r#"Attr("Image")"#.into(), r"\rundll32.exe".into())]
+        );
+        assert_eq!(
+            got[1],
+            vec![(r#"Attr("CommandLine")"#.into(), "zzqx-unique".into())]
+        );
+        // Either of two searches: each clause is the union of the alternatives' clauses.
+        let got = clauses(
+            "  a:\n    Image|endswith: '\\aaaa.exe'\n    CommandLine|contains: 'alpha-arg'\n  b:\n    Image|endswith: '\\bbbb.exe'\n  condition: a or b\n",
+        )
+        .unwrap();
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert!(got.iter().all(|c| c.len() == 2), "{got:?}");
+        assert!(clauses("  sel:\n    Image|endswith: '\\x.exe'\n  condition: not sel\n").is_none());
+    }
 
     fn lits(re: &str) -> Option<Vec<String>> {
         regex_literals(re)
