@@ -106,23 +106,61 @@ const FIELDS_CACHED: usize = 48;
 struct FieldValues<'e, 'f, E> {
     event: &'e E,
     fields: &'f [Field],
+    /// Per field: the names its attributes can have, when it has nothing but attributes.
+    names: &'f [Option<NameSet>],
+    /// The names of the event's attributes, read at the first lookup that needs them.
+    present: Option<NameSet>,
     cache: [Option<Option<&'e str>>; FIELDS_CACHED],
     /// Folded hashes of cached values, for shape tests.
     hashes: [Option<u64>; FIELDS_CACHED],
 }
 
-impl<'e, E: EventFields> FieldValues<'e, '_, E> {
+impl<'e, 'f, E: EventFields> FieldValues<'e, 'f, E> {
+    fn new(event: &'e E, set: &'f RuleSet) -> FieldValues<'e, 'f, E> {
+        FieldValues {
+            event,
+            fields: &set.fields,
+            names: &set.field_names,
+            present: None,
+            cache: [None; FIELDS_CACHED],
+            hashes: [None; FIELDS_CACHED],
+        }
+    }
+
     #[inline]
     fn get(&mut self, i: usize) -> Option<&'e str> {
         match self.cache.get(i) {
             Some(Some(v)) => *v,
             Some(None) => {
-                let v = self.fields[i].get(self.event);
+                let v = self.look_up(i);
                 self.cache[i] = Some(v);
                 v
             }
-            None => self.fields[i].get(self.event),
+            None => self.look_up(i),
         }
+    }
+
+    /// Field `i`'s value. A field of attributes none of whose names the event has is absent
+    /// without a look: an event has a few dozen attributes and a lookup compares names one by
+    /// one, while shapes and gates ask for dozens of fields most events lack (the cloud
+    /// logsources' on every Windows record).
+    #[inline]
+    fn look_up(&mut self, i: usize) -> Option<&'e str> {
+        if let Some(Some(wanted)) = self.names.get(i) {
+            let event = self.event;
+            let present = self.present.get_or_insert_with(|| {
+                let mut names = NameSet::default();
+                event.any_attribute_name(&mut |n| {
+                    names.insert(n);
+                    false
+                });
+                names
+            });
+            if !present.meets(wanted) {
+                return None;
+            }
+        }
+        self.fields[i].get(self.event)
     }
 
     /// `get(i)` with the value's folded hash.
@@ -135,6 +173,51 @@ impl<'e, E: EventFields> FieldValues<'e, '_, E> {
             None => folded_hash(v),
         };
         Some((v, h))
+    }
+}
+
+/// A set of attribute names as 256 bits, one per name (a Bloom filter with one hash): if none
+/// of a field's names is in an event's set, the event has none of them.
+#[derive(Clone, Copy, Debug, Default)]
+struct NameSet([u64; 4]);
+
+impl NameSet {
+    /// The bit of `name`: from its length and three of its bytes, cheap enough to take for
+    /// every attribute of every event.
+    #[inline]
+    fn bit(name: &str) -> usize {
+        let b = name.as_bytes();
+        let at = |i: usize| u32::from(b.get(i).copied().unwrap_or(0));
+        let h = (b.len() as u32).wrapping_mul(0x9e37_79b9)
+            ^ (at(0) << 16)
+            ^ (at(b.len() / 2) << 8)
+            ^ at(b.len().wrapping_sub(1));
+        (h.wrapping_mul(0x85eb_ca6b) >> 24) as usize
+    }
+
+    #[inline]
+    fn insert(&mut self, name: &str) {
+        let bit = NameSet::bit(name);
+        self.0[bit / 64] |= 1 << (bit % 64);
+    }
+
+    /// They share a bit.
+    #[inline]
+    fn meets(&self, other: &NameSet) -> bool {
+        self.0.iter().zip(&other.0).any(|(a, b)| a & b != 0)
+    }
+
+    /// The names of `field`, when it has only attributes (a record field or an entity is
+    /// looked up as it is).
+    fn of(field: &Field) -> Option<NameSet> {
+        let mut set = NameSet::default();
+        for place in field.0.iter() {
+            match place {
+                FieldSource::Attr(name) => set.insert(name),
+                _ => return None,
+            }
+        }
+        Some(set)
     }
 }
 
@@ -185,6 +268,8 @@ pub struct RuleSet {
     /// Every field the shapes and rules read, each once, the most read first: an event's
     /// values of the first [`FIELDS_CACHED`] are looked up once per event.
     fields: Vec<Field>,
+    /// Per field, its attribute names ([`NameSet::of`]).
+    field_names: Vec<Option<NameSet>>,
     /// Rules grouped by their logsource's shapes: each rule is in one group.
     groups: Vec<Group>,
     /// The groups each shape's events go to, by shape index.
@@ -601,6 +686,7 @@ impl RuleSet {
         set.fields = table.fields;
         let new_of = set.most_read_fields_first();
         set.shape_index = ShapeIndex::build(&set.shapes);
+        set.field_names = set.fields.iter().map(NameSet::of).collect();
         // Every gate's automaton, on all cores.
         let jobs: Vec<(usize, Option<usize>, Literals)> = needs
             .into_iter()
@@ -767,12 +853,7 @@ impl RuleSet {
             if seen.len() < words {
                 seen.resize(words, 0);
             }
-            let mut values = FieldValues {
-                event,
-                fields: &self.fields,
-                cache: [None; FIELDS_CACHED],
-                hashes: [None; FIELDS_CACHED],
-            };
+            let mut values = FieldValues::new(event, self);
             groups.clear();
             groups.extend(self.everywhere);
             self.shape_index.candidates(&mut values, |shape, values| {

@@ -90,6 +90,9 @@ impl watchpost_proto::EventFields for EventView<'_> {
     fn any_value(&self, f: &mut dyn FnMut(&str) -> bool) -> bool {
         f(self.s(&self.message)) || self.attributes.iter().any(|(_, v)| f(self.s(v)))
     }
+    fn any_attribute_name(&self, f: &mut dyn FnMut(&str) -> bool) -> bool {
+        self.attributes.iter().any(|(k, _)| f(self.s(k)))
+    }
     fn entity(&self, kind: &str, role: Option<&str>) -> Option<&str> {
         self.entities
             .iter()
