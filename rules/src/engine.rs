@@ -2,10 +2,12 @@
 //! resolved through the mapping once, and one pass over an event that reports every rule it
 //! matches.
 //!
-//! Per event, each distinct logsource shape is tested once (there are a few dozen, however many
-//! rules share them); only the rules of the shapes that hold are evaluated. Evaluation reads
-//! fields through [`EventFields`], which the data plane implements over its in-place event
-//! record, so matching allocates nothing.
+//! Per event, only the shapes its `Channel` or `@source` can belong to are tested, and each
+//! group of rules whose shapes hold is visited once: its per-field literal index
+//! ([`crate::gate`]) picks the rules the event can match, and only those (and the rules with no
+//! literal to index) are evaluated. Evaluation reads fields through [`EventFields`], which the
+//! data plane implements over its in-place event record, so matching allocates nothing once
+//! the per-thread scratch has grown.
 
 use crate::condition::Expr;
 use crate::gate::{self, Gate, Key, folded_hash};
@@ -603,7 +605,11 @@ impl RuleSet {
         // compile time of a large set (the whole SigmaHQ set: 3,754 rules).
         let prepared: Vec<Prepared> = rules.par_iter().map(|r| Prepared::of(r, mapping)).collect();
         for (rule, prepared) in rules.into_iter().zip(prepared) {
-            let Body::Detection { condition, .. } = &rule.body else {
+            let Body::Detection {
+                searches,
+                condition,
+            } = &rule.body
+            else {
                 continue;
             };
             let Prepared {
@@ -656,9 +662,6 @@ impl RuleSet {
                     }
                 }
             }
-            let Body::Detection { searches, .. } = &rule.body else {
-                continue;
-            };
             let fields = &mut table;
             let compiled = searches
                 .iter()
