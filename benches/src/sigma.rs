@@ -73,13 +73,20 @@ fn normalised(lines: impl Iterator<Item = (Vec<u8>, bool)>) -> Vec<PlainEvent> {
 }
 
 /// Every record of the `.evtx` files under `dir` (recursively, in name order), flattened as
-/// `analyze` flattens them, as Sigma rules read them. Unreadable files are passed over.
+/// `analyze` flattens them, as Sigma rules read them. Unreadable files are named on stderr and
+/// passed over.
 pub fn evtx_events(dir: &Path) -> Vec<PlainEvent> {
     let files = input_files(&[dir.to_path_buf()]).unwrap_or_default();
     let mut text = Vec::new();
     for f in files.iter().filter(|f| is_evtx(f)) {
-        // `evtx_lines` appends; a damaged file adds what it could read.
-        let _ = evtx_lines(f, &mut text);
+        // `evtx_lines` appends; a damaged file adds what it could read, and is named so that
+        // a figure is not quietly taken over fewer records.
+        if let Err(e) = evtx_lines(f, &mut text) {
+            eprintln!(
+                "{}: not a readable Windows event log, passed over: {e}",
+                f.display()
+            );
+        }
     }
     normalised(
         text.split(|&b| b == b'\n')

@@ -607,8 +607,8 @@ impl RuleSet {
         // Automata, alternations and necessary literals per rule on all cores for a large set
         // (most of the compile time of the whole SigmaHQ set's 3,754 rules). A small one is
         // compiled on this thread: the bundled set takes milliseconds either way, and memory the
-        // pool's threads allocate stays resident with them (14 MB for the bundled set, about
-        // 40 MiB more resident memory end to end).
+        // pool's threads allocate stays resident with them (about 6 MB for the bundled set:
+        // `rules test` 80 -> 74 MB; docs/benchmarks.md).
         let parallel = rules.len() >= PARALLEL_MIN_RULES;
         let prepared: Vec<Prepared> = if parallel {
             rules.par_iter().map(|r| Prepared::of(r, mapping)).collect()
