@@ -11,12 +11,13 @@
 
 use crate::condition::Expr;
 use crate::gate::{self, Gate, Key, folded_hash};
+use crate::joint::Joint;
 use crate::mapping::{FieldSource, Mapping, Shape};
 use crate::pattern::{Pattern, Place};
 use crate::rule::{Body, Item, Rule};
 use aho_corasick::AhoCorasick;
 use rayon::prelude::*;
-use regex::{Regex, RegexBuilder};
+use regex::Regex;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use watchpost_proto::EventFields;
@@ -47,12 +48,11 @@ struct CItem {
     refs: Vec<Option<usize>>,
     all: bool,
     /// For an "any of" item with several case-insensitive substrings (a keyword list, a
-    /// `contains` list): one automaton over all of them, so a value is read once rather than
-    /// once per literal; `patterns` then holds only the others.
-    literals: Option<AhoCorasick>,
+    /// `contains` list): one automaton over all of them; `patterns` then holds only the others.
+    literals: Option<Joint<AhoCorasick>>,
     /// For an "any of" item with several regexes (wildcards, `re`, non-ASCII text): their
-    /// alternation, one pass per value; `patterns` then holds only the others.
-    regexes: Option<Regex>,
+    /// alternation; `patterns` then holds only the others.
+    regexes: Option<Joint<Regex>>,
 }
 
 /// Rules from which a set is compiled on all cores (see [`RuleSet::compile`]).
@@ -405,8 +405,8 @@ pub(crate) fn resolve(mapping: &Mapping, name: &str) -> Field {
 struct Joined {
     /// The patterns left to test one by one.
     patterns: Vec<Pattern>,
-    literals: Option<AhoCorasick>,
-    regexes: Option<Regex>,
+    literals: Option<Joint<AhoCorasick>>,
+    regexes: Option<Joint<Regex>>,
 }
 
 fn join_item(item: &Item) -> Joined {
@@ -420,49 +420,22 @@ fn join_item(item: &Item) -> Joined {
             }
         )
     };
-    let literal_count = item.patterns.iter().filter(|p| is_literal(p)).count();
+    let is_regex = |p: &Pattern| matches!(p, Pattern::Regex(_));
     let mut patterns = item.patterns.clone();
     let mut literals = None;
-    if !item.all && literal_count >= AUTOMATON_MIN_LITERALS {
-        let needles: Vec<&str> = item
-            .patterns
-            .iter()
-            .filter_map(|p| match p {
-                Pattern::Text { text, .. } if is_literal(p) => Some(text.as_str()),
-                _ => None,
-            })
-            .collect();
-        // Literals are ASCII (others compile to regexes), so ASCII case folding is the rule's
-        // own comparison.
-        if let Ok(ac) = AhoCorasick::builder()
-            .ascii_case_insensitive(true)
-            .build(&needles)
-        {
-            literals = Some(ac);
-            patterns.retain(|p| !is_literal(p));
-        }
-    }
     let mut regexes = None;
-    let regex_count = patterns
-        .iter()
-        .filter(|p| matches!(p, Pattern::Regex(_)))
-        .count();
-    if !item.all && regex_count >= 2 {
-        let joined: Vec<String> = patterns
-            .iter()
-            .filter_map(|p| match p {
-                Pattern::Regex(re) => Some(format!("(?:{})", re.as_str())),
-                _ => None,
-            })
-            .collect();
-        // Each regex carries its flags inline (see `pattern`), so the alternation means what
-        // the separate regexes meant. Too large an automaton keeps them separate.
-        if let Ok(re) = RegexBuilder::new(&joined.join("|"))
-            .size_limit(1 << 24)
-            .build()
-        {
-            regexes = Some(re);
-            patterns.retain(|p| !matches!(p, Pattern::Regex(_)));
+    if !item.all {
+        // Literals are ASCII (others compile to regexes), so the automaton's ASCII case folding
+        // is the rule's own comparison.
+        if patterns.iter().filter(|p| is_literal(p)).count() >= AUTOMATON_MIN_LITERALS {
+            let (joint, rest) = patterns.into_iter().partition(is_literal);
+            literals = Some(Joint::new(joint));
+            patterns = rest;
+        }
+        if patterns.iter().filter(|p| is_regex(p)).count() >= 2 {
+            let (joint, rest) = patterns.into_iter().partition(is_regex);
+            regexes = Some(Joint::new(joint));
+            patterns = rest;
         }
     }
     Joined {
@@ -539,8 +512,8 @@ impl CItem {
         let e = vals.event;
         if self.literals.is_some() || self.regexes.is_some() {
             let joined = |v: &str| {
-                self.literals.as_ref().is_some_and(|ac| ac.is_match(v))
-                    || self.regexes.as_ref().is_some_and(|re| re.is_match(v))
+                self.literals.as_ref().is_some_and(|ac| ac.matches(v))
+                    || self.regexes.as_ref().is_some_and(|re| re.matches(v))
             };
             let hit = match &self.field {
                 None => e.any_value(&mut |v| joined(v)),

@@ -59,6 +59,7 @@ mod entry;
 mod error;
 mod gate;
 mod ioc;
+mod joint;
 mod load;
 mod mapping;
 mod pattern;

@@ -11,6 +11,7 @@
 use crate::error::Pos;
 use crate::error::{ErrorKind, RuleError};
 use regex::{Regex, RegexBuilder};
+use std::sync::{Arc, OnceLock};
 
 /// Where in the field a string must sit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,7 +54,7 @@ pub enum Pattern {
         number: Option<f64>,
     },
     /// A regular expression (wildcards, `re`, non-ASCII case folding).
-    Regex(Regex),
+    Regex(LazyRegex),
     /// A numeric comparison with a constant.
     Number(NumOp, f64),
     /// An address inside a network.
@@ -78,6 +79,75 @@ pub enum Pattern {
         /// Case-sensitive.
         cased: bool,
     },
+}
+
+/// A regular expression, compiled when it is first tested where that cannot fail.
+///
+/// The whole SigmaHQ set holds thousands of wildcard values; past the rule index most are never
+/// tested, and compiling them all took a quarter of the set's load. What is deferred cannot fail
+/// to compile: Sigma wildcards and non-ASCII text are escaped literals, `.*` and `.`, and only
+/// values up to [`LazyRegex::DEFERRED_MAX_BYTES`] are deferred (a test compiles the costliest
+/// such value under the size limit). A `re` value, or a longer one, is compiled when the rule is
+/// parsed, so that its error names the rule's line. Clones share the compiled expression.
+#[derive(Clone, Debug)]
+pub struct LazyRegex {
+    source: Arc<str>,
+    size_limit: usize,
+    compiled: Arc<OnceLock<Option<Regex>>>,
+}
+
+impl LazyRegex {
+    /// Longest wildcard expression compiled at its first test: half the length at which the
+    /// costliest one (1,024 `.`, any character) still compiles under the size limit; 1,536
+    /// would not.
+    pub const DEFERRED_MAX_BYTES: usize = 512;
+
+    /// `source` compiled now.
+    fn compiled(source: &str, size_limit: usize) -> Result<LazyRegex, regex::Error> {
+        let re = RegexBuilder::new(source).size_limit(size_limit).build()?;
+        Ok(LazyRegex {
+            source: source.into(),
+            size_limit,
+            compiled: Arc::new(OnceLock::from(Some(re))),
+        })
+    }
+
+    /// `source`, a Sigma wildcard's translation, compiled at its first test when it is short
+    /// enough that compiling cannot fail, now otherwise.
+    fn wildcard(source: &str, size_limit: usize) -> Result<LazyRegex, regex::Error> {
+        if source.len() > LazyRegex::DEFERRED_MAX_BYTES {
+            return LazyRegex::compiled(source, size_limit);
+        }
+        Ok(LazyRegex {
+            source: source.into(),
+            size_limit,
+            compiled: Arc::new(OnceLock::new()),
+        })
+    }
+
+    /// The expression's text.
+    pub fn as_str(&self) -> &str {
+        &self.source
+    }
+
+    /// Whether `value` matches. Compiles the expression at the first call.
+    #[inline]
+    pub fn is_match(&self, value: &str) -> bool {
+        self.regex().is_some_and(|re| re.is_match(value))
+    }
+
+    /// The compiled expression; `None` only if a deferred one failed to compile, which the
+    /// size bound rules out.
+    fn regex(&self) -> Option<&Regex> {
+        self.compiled
+            .get_or_init(|| {
+                RegexBuilder::new(&self.source)
+                    .size_limit(self.size_limit)
+                    .build()
+                    .ok()
+            })
+            .as_ref()
+    }
 }
 
 /// ASCII-case-insensitive substring search without allocation.
@@ -268,6 +338,9 @@ fn pieces(s: &str) -> Vec<Piece> {
     out
 }
 
+/// Compiled size allowed a wildcard's expression (a `re` value gets four times as much).
+const WILDCARD_SIZE_LIMIT: usize = 1 << 20;
+
 /// Compiles a string value (after transformations) for `place`.
 pub fn compile_text(
     value: &str,
@@ -316,9 +389,7 @@ pub fn compile_text(
     if matches!(place, Place::Exact | Place::Suffix) {
         re.push('$');
     }
-    let re = RegexBuilder::new(&re)
-        .size_limit(1 << 20)
-        .build()
+    let re = LazyRegex::wildcard(&re, WILDCARD_SIZE_LIMIT)
         .map_err(|e| RuleError::at(pos, ErrorKind::Regex, format!("value `{value}`: {e}")))?;
     Ok(Pattern::Regex(re))
 }
@@ -343,9 +414,7 @@ pub fn compile_regex(
     } else {
         value.to_string()
     };
-    RegexBuilder::new(&text)
-        .size_limit(1 << 22)
-        .build()
+    LazyRegex::compiled(&text, 1 << 22)
         .map(Pattern::Regex)
         .map_err(|e| {
             RuleError::at(
@@ -477,6 +546,39 @@ mod tests {
         assert!(t(&p, "4625") && t(&p, "04625") && !t(&p, "4624"));
         let p = compile_text("Abc", Place::Exact, true, false, P).unwrap();
         assert!(t(&p, "Abc") && !t(&p, "abc"));
+    }
+
+    /// A deferred expression cannot fail to compile: the costliest things a wildcard's
+    /// translation can repeat (any character, letters whose case folds to three, `.*`) fill
+    /// the longest deferred expression and still compile under the size limit.
+    #[test]
+    fn the_costliest_deferred_wildcard_compiles() {
+        for unit in [".", "k", "ǅ", ".*", "\\*", "ſ."] {
+            let mut source = String::from("(?is)^");
+            while source.len() + unit.len() < LazyRegex::DEFERRED_MAX_BYTES {
+                source.push_str(unit);
+            }
+            source.push('$');
+            let deferred = LazyRegex::wildcard(&source, WILDCARD_SIZE_LIMIT).unwrap();
+            assert!(deferred.compiled.get().is_none(), "{unit}: deferred");
+            assert!(deferred.regex().is_some(), "{unit}: compiles");
+        }
+    }
+
+    #[test]
+    fn a_wildcard_is_compiled_at_its_first_test_and_shared_by_its_clones() {
+        let p = compile_text("*\\rundll32.exe*", Place::Exact, false, false, P).unwrap();
+        let Pattern::Regex(re) = &p else {
+            panic!("a wildcard compiles to a regex")
+        };
+        let clone = p.clone();
+        assert!(re.compiled.get().is_none());
+        assert!(clone.test(Some(r"C:\Windows\System32\RUNDLL32.EXE shell32"), |_| None));
+        assert!(
+            re.compiled.get().is_some(),
+            "the clone's compilation is the original's"
+        );
+        assert!(!p.test(Some("rundll.exe"), |_| None));
     }
 
     #[test]
