@@ -6,7 +6,7 @@
 
 use clap::{Parser, Subcommand};
 use mimalloc::MiMalloc;
-use std::io::{BufRead, Write};
+use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -543,9 +543,11 @@ fn run(config: Option<PathBuf>) -> ExitCode {
         Err(code) => return code,
     };
     let level = cfg.log_level.parse().unwrap_or(tracing::Level::INFO);
+    // Colour codes only on a terminal: a log written to a file or the journal stays plain text.
     tracing_subscriber::fmt()
         .with_max_level(level)
         .with_target(false)
+        .with_ansi(std::io::stdout().is_terminal())
         .init();
 
     let runtime = match tokio::runtime::Builder::new_multi_thread()

@@ -278,3 +278,27 @@ fn the_service_ingests_serves_and_keeps_events_across_a_restart() {
     );
     assert!(svc.stop().success());
 }
+
+/// A log written to a file (a unit's journal, `> watchpost.log`) is plain text: colour codes
+/// only when standard output is a terminal.
+#[test]
+fn a_log_written_to_a_file_carries_no_colour_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (api, syslog, json_port) = (free_port(), free_port(), free_port());
+    let config = dir.path().join("watchpost.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "dashboard_port = {api}\nhealth_port = 0\n[inputs.syslog_udp]\naddress = \"127.0.0.1:{syslog}\"\n[inputs.syslog_tcp]\naddress = \"127.0.0.1:{syslog}\"\n[inputs.json_tcp]\naddress = \"127.0.0.1:{json_port}\"\n[dataplane]\npin_workers = false\n"
+        ),
+    )
+    .unwrap();
+    let log_path = dir.path().join("watchpost.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let svc = Service::start_logging_to(dir.path(), &config, api, log);
+    assert!(svc.stop().success());
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    assert!(log.lines().count() >= 2, "too little logged: {log}");
+    assert!(log.contains("INFO"), "{log}");
+    assert!(!log.contains('\u{1b}'), "colour codes in a file: {log:?}");
+}

@@ -298,11 +298,16 @@ pub struct Service(Child);
 impl Service {
     /// Starts `watchpost run --config CONFIG` in DIR and waits for the API port.
     pub fn start(dir: &Path, config: &Path, api: u16) -> Service {
+        Service::start_logging_to(dir, config, api, Stdio::null())
+    }
+
+    /// [`Service::start`], its log (standard output) going to `log`.
+    pub fn start_logging_to(dir: &Path, config: &Path, api: u16, log: impl Into<Stdio>) -> Service {
         let child = bin()
             .args(["run", "--config"])
             .arg(config)
             .current_dir(dir)
-            .stdout(Stdio::null())
+            .stdout(log)
             .stderr(Stdio::null())
             .spawn()
             .unwrap();

@@ -8,6 +8,7 @@ import {mountHunt, mountSuggestions} from './assist.js';
 import {mountAttack} from './attack.js';
 import {mountExceptions} from './exceptions.js';
 import {mountSignals} from './signals.js';
+import {mountRules} from './rules.js';
 
 const stream = new Stream();
 mountStatus(document.getElementById('status'), stream);
@@ -18,10 +19,11 @@ const suggestions = mountSuggestions(document.querySelector('#suggestions .widge
 const attack = mountAttack(document.querySelector('#attack .widget'));
 const exceptions = mountExceptions(document.querySelector('#exceptions .widget'));
 const signals = mountSignals(document.querySelector('#signals .widget'));
+const rules = mountRules(document.querySelector('#rules .widget'));
 stream.connect();
 
-// Tabs: one panel shown at a time; the Rule Suggestions list, the ATT&CK matrix, the signals and
-// the exceptions reload each time they are opened.
+// Tabs: one panel shown at a time; the Rule Suggestions list, the Sigma catalogue, the ATT&CK
+// matrix, the signals and the exceptions reload each time they are opened.
 const tabs = [...document.querySelectorAll('.tabs [role=tab]')];
 for (const tab of tabs) {
   tab.addEventListener('click', () => {
@@ -34,6 +36,7 @@ for (const tab of tabs) {
     if (tab.id === 'tab-attack') attack.load();
     if (tab.id === 'tab-exceptions') exceptions.load();
     if (tab.id === 'tab-signals') signals.load();
+    if (tab.id === 'tab-rules') rules.load();
     if (tab.id === 'tab-hunt') document.getElementById('hunt-query').focus();
   });
 }

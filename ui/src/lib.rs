@@ -1,10 +1,11 @@
 //! The dashboard's files, embedded into the binary at compile time.
 //!
 //! The dashboard is a thin client over the public API and the WebSocket stream (the spec: "there
-//! is no private API"), written as plain ES modules under `ui/app/` with no build step and no
-//! third-party code: the binary needs no Node toolchain to build, a clean clone builds without
-//! network access, and the content-security policy can be `script-src 'self'` with no hashes or
-//! nonces to keep in step. `docs/dashboard.md` has the reasons and the policy.
+//! is no private API"), written as plain ES modules under `ui/app/` with no build step (one
+//! vendored library, uPlot, for charts): the binary needs no Node toolchain to build, a clean
+//! clone builds without network access, and the content-security policy can be
+//! `script-src 'self'` with no hashes or nonces to keep in step. `docs/dashboard.md` has the
+//! reasons and the policy.
 //!
 //! Every file under `ui/app/` must be listed in [`ASSETS`] (a test checks both directions), so
 //! nothing ships by accident and nothing listed is missing.
@@ -66,6 +67,10 @@ pub static ASSETS: &[Asset] = &[
     asset!("alerts.js", "text/javascript; charset=utf-8"),
     asset!("events.js", "text/javascript; charset=utf-8"),
     asset!("status.js", "text/javascript; charset=utf-8"),
+    asset!("rules.js", "text/javascript; charset=utf-8"),
+    // uPlot 1.6.32 (MIT, its licence at the head of the file), for the dashboard's series.
+    asset!("uplot.js", "text/javascript; charset=utf-8"),
+    asset!("uplot.css", "text/css; charset=utf-8"),
 ];
 
 /// The asset called `name` (a bare file name: no directories).

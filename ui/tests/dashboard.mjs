@@ -38,8 +38,10 @@ try {
   // A 503 the test asks for on purpose (a hunt needing the LLM, which is off) is logged by the
   // browser as a failed resource; any other console error is a problem.
   let expected503 = false;
+  let expected422 = false;
   page.on('console', (m) => {
-    const asked = expected503 && m.text().includes('status of 503');
+    const asked = (expected503 && m.text().includes('status of 503'))
+      || (expected422 && m.text().includes('status of 422'));
     if (m.type() === 'error' && !asked) problems.push(`console: ${m.text()}`);
   });
   page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
@@ -171,6 +173,62 @@ try {
   await page.check('#attack-gaps');
   const all = api.tactics.reduce((n, t) => n + t.techniques.length, 0);
   expect(await page.locator('#attack-matrix .cell').count() === all, 'not every technique drawn');
+  await page.click('#tab-monitor');
+
+  // Sigma Rules: the catalogue lists every loaded rule; the rule that fired shows its trend, its
+  // YAML and chart; it can be turned off and on; a rule with a bad modifier is refused with the
+  // error at its line, a good one passes a dry run and goes live as a custom rule.
+  await page.click('#tab-rules');
+  await page.waitForSelector('#rules-rows tr');
+  const catalogue = await (await fetch(`${base}/api/v1/sigma/rules?limit=500`)).json();
+  expect((await page.locator('#rules-total').textContent()).startsWith(`${catalogue.meta.total} rule`),
+    'the catalogue does not count every rule');
+  const fired = catalogue.items.filter((r) => r.fires_24h > 0).sort((a, b) => b.fires_24h - a.fires_24h)[0];
+  expect(fired, 'no rule fired in the last 24 hours');
+  await page.fill('#rules-q', fired.id);
+  await page.waitForFunction(() => document.getElementById('rules-total').textContent === '1 rule');
+  const firedRow = page.locator(`#rules-rows tr[data-id="${fired.id}"]`);
+  await firedRow.waitFor();
+  await page.waitForFunction((id) => document.querySelector(`#rules-rows tr[data-id="${id}"] .spark canvas`), fired.id);
+  await firedRow.click();
+  await page.waitForSelector('#rule-chart canvas');
+  expect((await page.locator('#rule-yaml-view').textContent()).includes('detection:'), 'no YAML shown');
+  expect(await page.locator('#rule-yaml-view .y-key').count() > 3, 'the YAML is not highlighted');
+  expect((await page.locator('#rule-detail').textContent()).includes(`Fires in the last 24 hours: ${fired.fires_24h}`),
+    'the detail does not count its fires');
+  await page.screenshot({path: `${out}/rules.png`});
+  await firedRow.locator('input[type=checkbox]').uncheck();
+  await page.waitForFunction(async (id) => {
+    const r = await (await fetch(`/api/v1/sigma/rules/${id}`)).json();
+    return r.enabled === false;
+  }, fired.id);
+  await firedRow.locator('input[type=checkbox]').check();
+  await page.waitForFunction(async (id) => {
+    const r = await (await fetch(`/api/v1/sigma/rules/${id}`)).json();
+    return r.enabled === true;
+  }, fired.id);
+  await page.click('#rules-upload');
+  await page.waitForSelector('#rule-yaml');
+  const custom = (await page.locator('#rule-yaml').inputValue())
+    .replace("message|contains: 'Failed password for root'", "message|contain: 'no-such-line-here'");
+  await page.fill('#rule-yaml', custom);
+  expected422 = true;
+  await page.click('#rule-dry-run');
+  await page.waitForSelector('#rule-error');
+  const badLine = custom.split('\n').findIndex((l) => l.includes('|contain:')) + 1;
+  expect((await page.locator('#rule-error').textContent()).startsWith(`Line ${badLine}, column`),
+    `the error is not placed: ${await page.locator('#rule-error').textContent()}`);
+  expect(await page.locator('.gutter .bad').textContent() === String(badLine), 'the bad line is not marked');
+  await page.screenshot({path: `${out}/rule-editor-error.png`});
+  expected422 = false;
+  await page.fill('#rule-yaml', custom.replace('|contain:', '|contains:'));
+  await page.click('#rule-dry-run');
+  await page.waitForFunction(() => document.getElementById('rule-result').textContent.startsWith('Valid.'));
+  await page.click('#rule-submit');
+  await page.waitForSelector('#rule-yaml-view');
+  const customs = await (await fetch(`${base}/api/v1/sigma/rules?source=custom`)).json();
+  expect(customs.meta.total === 1 && customs.items[0].title === 'My rule', `custom: ${JSON.stringify(customs.meta)}`);
+  summary.rules = {listed: catalogue.meta.total, fired: fired.id, custom: customs.items[0].id};
   await page.click('#tab-monitor');
 
   // An exception from an alert: a false positive offers one; made with a reason and an author,
