@@ -53,8 +53,17 @@ fn ueba_alerts_take_feedback_and_baselines_survive_a_restart() {
             }
         }
     }
-    // Then user07 from a network it has never used, and a newcomer still warming up.
-    let attack = now - 3_600_000_000_000;
+    // Then user07 from a network it has never used at 03:00 UTC, an hour nobody works (the last
+    // 03:00 before now: today's, or yesterday's just after midnight), and a newcomer still
+    // warming up. A fixed hour, not "an hour ago": an hour ago is a working hour when the suite
+    // runs in the morning, and a new address alone is a signal, not an alert.
+    let hour = 3_600_000_000_000i64;
+    let today = now / day * day;
+    let attack = if now > today + 3 * hour + 60_000_000_000 {
+        today + 3 * hour
+    } else {
+        today - day + 3 * hour
+    };
     lines.push_str(&login(attack, "user07", "203.0.113.50"));
     lines.push_str(&login(attack, "newbie", "10.0.99.5"));
     n += 2;
