@@ -577,8 +577,9 @@ impl RuleSet {
             .into_iter()
             .filter(|r| matches!(r.body, Body::Detection { .. }))
             .collect();
-        // Automata, alternations and necessary literals per rule on all cores for a large set
-        // (most of the compile time of the whole SigmaHQ set's 3,754 rules). A small one is
+        // Necessary literals (regex syntax trees among them) and joint items per rule on all
+        // cores for a large set; the items' matchers are built at their first test (`joint`),
+        // the gates' automata below. A small set is
         // compiled on this thread: the bundled set takes milliseconds either way, and memory the
         // pool's threads allocate stays resident with them (about 6 MB for the bundled set:
         // `rules test` 80 -> 74 MB; docs/benchmarks.md).

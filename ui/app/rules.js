@@ -8,7 +8,7 @@
 
 import {get, patch, post} from './api.js';
 import {h, fill} from './dom.js';
-import {count, iso, severityBadge} from './format.js';
+import {count, severityBadge} from './format.js';
 import uPlot from './uplot.js';
 
 const PAGE = 50;
@@ -33,7 +33,7 @@ tags:
 `;
 
 export function mountRules(root) {
-  const state = {page: 1, total: 0, selected: null};
+  const state = {page: 1, selected: null};
   const search = h('input', {type: 'search', id: 'rules-q', placeholder: 'Search id, title, tag…',
     'aria-label': 'Search rules', on: {input: debounce(() => reload(), 300)}});
   const level = select('rules-level', 'Level', [['', 'Any level'], ...LEVELS.map((l) => [l, l])]);
@@ -79,7 +79,6 @@ export function mountRules(root) {
         tactic: tactic.value.trim(), page: state.page, limit: PAGE,
       });
       if (mine !== request) return;
-      state.total = res.meta.total;
       fill(summary, `${count(res.meta.total)} rule${res.meta.total === 1 ? '' : 's'}`);
       fill(rows, res.items.map(row));
       const pages = Math.max(1, Math.ceil(res.meta.total / PAGE));
@@ -171,7 +170,7 @@ export function mountRules(root) {
     const out = h('div', {},
       h('h3', {class: 'rule-title'}, severityBadge(rule.severity), ' ', rule.title),
       h('div', {class: 'actions'}, toggle,
-        h('button', {type: 'button', on: {click: () => openEditor(rule.yaml, rule.source === 'custom')}},
+        h('button', {type: 'button', on: {click: () => openEditor(withNewId(rule.yaml || ''))}},
           'Edit as a new rule…'),
         h('span', {class: rule.enabled ? 'muted' : 'error'}, rule.enabled ? 'enabled' : 'disabled')),
       h('dl', {class: 'facts'},
@@ -208,10 +207,10 @@ export function mountRules(root) {
     return out;
   }
 
-  function openEditor(yaml, isCustom) {
+  function openEditor(yaml) {
     state.selected = null;
     for (const tr of rows.children) tr.classList.remove('selected');
-    fill(detail, editor(yaml || template(), isCustom, async (uploaded) => {
+    fill(detail, editor(yaml || template(), async (uploaded) => {
       await load();
       show(uploaded.id);
     }));
@@ -222,7 +221,7 @@ export function mountRules(root) {
 }
 
 /** The upload editor: the YAML with line numbers, Dry run and Upload, errors at their place. */
-function editor(initial, isCustom, onUploaded) {
+function editor(initial, onUploaded) {
   const text = h('textarea', {class: 'yaml editor', id: 'rule-yaml', spellcheck: false, rows: 24,
     'aria-label': 'Sigma rule YAML'});
   text.value = initial;
@@ -276,10 +275,8 @@ function editor(initial, isCustom, onUploaded) {
 
   return h('div', {class: 'rule-editor'},
     h('h3', {class: 'rule-title'}, 'Upload a custom rule'),
-    h('p', {class: 'muted small'}, isCustom
-      ? 'An uploaded rule keeps its id: give the edited copy a new one.'
-      : 'Paste or write a Sigma rule. Dry run checks it and counts what it would have matched in the '
-        + 'last 24 hours of stored events; Upload makes it live.'),
+    h('p', {class: 'muted small'}, 'Paste or write a Sigma rule. Dry run checks it and counts what it '
+      + 'would have matched in the last 24 hours of stored events; Upload makes it live.'),
     h('div', {class: 'code-edit'}, gutter, text),
     h('div', {class: 'actions'},
       h('button', {type: 'button', id: 'rule-dry-run', on: {click: () => send(true)}}, 'Dry run'),
@@ -371,8 +368,6 @@ function trendChart(el, timeline) {
         paths: uPlot.paths.bars({size: [0.7, 40]}), value: (u, v) => (v == null ? '' : count(v))},
     ],
   }, [xs, ys], el);
-  el.dataset.hours = String(xs.length);
-  el.dataset.from = iso(timeline.buckets[0] ? timeline.buckets[0].hour_ns : null);
 }
 
 function techniques(attack) {
@@ -406,6 +401,11 @@ function debounce(fn, ms) {
     clearTimeout(timer);
     timer = setTimeout(fn, ms);
   };
+}
+
+/** A rule's YAML with a fresh top-level `id`, so that an edited copy uploads beside it. */
+function withNewId(yaml) {
+  return /^id:/m.test(yaml) ? yaml.replace(/^id:.*$/m, `id: ${uuid()}`) : `id: ${uuid()}\n${yaml}`;
 }
 
 /** A random (version 4) UUID; `crypto.randomUUID` exists only on https and localhost pages. */

@@ -207,6 +207,11 @@ try {
     const r = await (await fetch(`/api/v1/sigma/rules/${id}`)).json();
     return r.enabled === true;
   }, fired.id);
+  // A copy of a shown rule gets an id of its own.
+  await page.click('#rule-detail .actions button:nth-of-type(2)');
+  const copy = await page.locator('#rule-yaml').inputValue();
+  expect(copy.includes(fired.title) && !copy.includes(fired.id) && /^id: [0-9a-f-]{36}$/m.test(copy),
+    'the copy keeps the rule\'s id');
   await page.click('#rules-upload');
   await page.waitForSelector('#rule-yaml');
   const custom = (await page.locator('#rule-yaml').inputValue())
