@@ -294,6 +294,15 @@ fn ueba_alerts_take_feedback_and_baselines_survive_a_restart() {
         |v| !v["points"].as_array().unwrap().is_empty(),
     );
     assert_eq!(risk["resolution"], "1h");
+    // The alert's hour is there, though user07 has not acted since (the hour is still open).
+    let attack_hour = attack / hour * hour;
+    let points = risk["points"].as_array().unwrap();
+    assert!(
+        points
+            .iter()
+            .any(|p| p["ts_ns"].as_i64() == Some(attack_hour)),
+        "no point at the alert's hour {attack_hour}: {risk}"
+    );
 
     // The anomaly timeline of the last week has the replayed days' events in its buckets (a
     // week, not a day: the replayed days end yesterday at 16:00, which leaves the last 24 hours

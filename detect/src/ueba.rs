@@ -1028,17 +1028,20 @@ impl Ueba {
             let score = sub.blend(&p.weights);
             let hour = observation.time.hour;
             if hour != b.risk_hour {
-                if b.risk_max > 0.0 {
-                    self.risk_points.push(RiskPoint {
-                        entity: observation.entity,
-                        hour_ns: i64::from(b.risk_hour) * NS_PER_HOUR,
-                        max: b.risk_max,
-                    });
-                }
                 b.risk_hour = hour;
                 b.risk_max = 0.0;
             }
-            b.risk_max = b.risk_max.max(score as f32);
+            // Written each time the hour's highest score rises (a few times an hour per entity),
+            // not when the hour closes: the hour of an alert is the one an analyst opens the
+            // risk history for, and it closes only when the entity acts again, maybe never.
+            if score as f32 > b.risk_max {
+                b.risk_max = score as f32;
+                self.risk_points.push(RiskPoint {
+                    entity: observation.entity,
+                    hour_ns: i64::from(hour) * NS_PER_HOUR,
+                    max: b.risk_max,
+                });
+            }
             let dspot = &mut self.thresholds[b.kind as usize];
             let threshold = dspot.threshold();
             let verdict = dspot.update(score);

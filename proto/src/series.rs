@@ -21,7 +21,8 @@ pub struct MinutePoint {
     pub alarms: u32,
 }
 
-/// One closed hour of an entity's risk history: the highest blended score it had in that hour.
+/// One hour of an entity's risk history: the highest blended score it has had in that hour so
+/// far (a later point of the same hour replaces it).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RiskPoint {
     /// The entity's key.

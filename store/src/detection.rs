@@ -646,7 +646,8 @@ impl Store {
         self.counted(it.status().map_err(StoreError::from))
     }
 
-    /// Writes closed anomaly minutes and risk hours.
+    /// Writes closed anomaly minutes and risk hours (an hour's point replaces the last one written
+    /// for it: its highest score so far).
     pub fn put_series(
         &self,
         minutes: &[MinutePoint],
