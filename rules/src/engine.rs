@@ -31,6 +31,12 @@ impl Field {
     pub(crate) fn get<'e, E: EventFields>(&self, e: &'e E) -> Option<&'e str> {
         self.0.iter().find_map(|p| match p {
             FieldSource::Attr(name) => e.attribute(name),
+            FieldSource::Translated { name, values } => e.attribute(name).map(|v| {
+                values
+                    .iter()
+                    .find(|(from, _)| from.eq_ignore_ascii_case(v))
+                    .map_or(v, |(_, to)| *to)
+            }),
             FieldSource::Source => Some(e.source()).filter(|s| !s.is_empty()),
             FieldSource::Host => Some(e.host()).filter(|s| !s.is_empty()),
             FieldSource::Message => Some(e.message()).filter(|s| !s.is_empty()),
@@ -218,7 +224,7 @@ impl NameSet {
         let mut set = NameSet::default();
         for place in field.0.iter() {
             match place {
-                FieldSource::Attr(name) => set.insert(name),
+                FieldSource::Attr(name) | FieldSource::Translated { name, .. } => set.insert(name),
                 _ => return None,
             }
         }

@@ -26,6 +26,15 @@ pub enum FieldSource {
     Host,
     /// The record's `message`.
     Message,
+    /// An attribute whose values are spelled otherwise than the Sigma field's: Security 4688's
+    /// `MandatoryLabel` is `S-1-16-12288` where Sysmon's `IntegrityLevel` is `High`. A value in
+    /// the table reads as its translation (case-insensitive); any other as it is.
+    Translated {
+        /// Attribute name.
+        name: Box<str>,
+        /// (the producer's value, the value Sigma rules use), interned: see [`intern`].
+        values: Box<[(Box<str>, &'static str)]>,
+    },
     /// The first entity of a kind (`ip`, `user`, `host`...), with a role (`source`,
     /// `destination`...) or any: `@entity.ip.source`. Free-text logs (an sshd line) carry their
     /// addresses and accounts only as entities, and correlations group by them.
@@ -60,6 +69,85 @@ impl FieldSource {
     }
 }
 
+/// `text` with the process's lifetime, one copy per distinct text: a translated value is handed
+/// out in place of the event's own, so it must outlive every event, and a mapping read again at
+/// each rule reload must not grow memory.
+fn intern(text: &str) -> &'static str {
+    use std::collections::HashSet;
+    use std::sync::{Mutex, OnceLock};
+    static TEXTS: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
+    let mut texts = TEXTS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    match texts.get(text) {
+        Some(known) => known,
+        None => {
+            let leaked: &'static str = Box::leak(text.to_string().into_boxed_str());
+            texts.insert(leaked);
+            leaked
+        }
+    }
+}
+
+/// One place a Sigma field is looked for: a name as [`FieldSource::of`] reads it, with the
+/// translations of its values when the producer spells them otherwise.
+#[derive(Clone, Debug)]
+struct Alias {
+    name: String,
+    values: Vec<(String, String)>,
+}
+
+impl Alias {
+    fn source(&self) -> FieldSource {
+        if self.values.is_empty() {
+            return FieldSource::of(&self.name);
+        }
+        FieldSource::Translated {
+            name: self.name.as_str().into(),
+            values: self
+                .values
+                .iter()
+                .map(|(from, to)| (from.as_str().into(), intern(to)))
+                .collect(),
+        }
+    }
+
+    /// A list item of `fields.yml`: a name, or a one-key mapping of a name to its translations.
+    fn read(item: &Node) -> Result<Alias, MappingError> {
+        if let Some(name) = item.as_str() {
+            return Ok(Alias {
+                name: name.to_string(),
+                values: Vec::new(),
+            });
+        }
+        let bad = || {
+            MappingError(format!(
+                "line {}: an alias is a name, or a name mapped to its values' translations \
+                 (`MandatoryLabel: {{'S-1-16-12288': 'High'}}`)",
+                item.pos.line
+            ))
+        };
+        let [(name, table)] = item.as_map().ok_or_else(bad)? else {
+            return Err(bad());
+        };
+        let name = name.as_str().ok_or_else(bad)?;
+        let values = table
+            .as_map()
+            .ok_or_else(bad)?
+            .iter()
+            .map(|(from, to)| match (from.as_str(), to.as_str()) {
+                (Some(from), Some(to)) => Ok((from.to_string(), to.to_string())),
+                _ => Err(bad()),
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Alias {
+            name: name.to_string(),
+            values,
+        })
+    }
+}
+
 /// One way a logsource shows in events: every field listed must have one of its values.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Shape(pub Vec<(Vec<FieldSource>, Vec<String>)>);
@@ -78,7 +166,7 @@ pub struct LogsourceEntry {
 #[derive(Clone, Debug)]
 pub struct Mapping {
     logsources: Vec<LogsourceEntry>,
-    fields: HashMap<String, Vec<String>>,
+    fields: HashMap<String, Vec<Alias>>,
 }
 
 /// A mapping file that does not read.
@@ -199,7 +287,11 @@ impl Mapping {
         };
         for (k, v) in map {
             let name = k.as_str().unwrap_or("").to_string();
-            self.fields.insert(name, strs(v));
+            let aliases = match v.as_seq() {
+                Some(items) => items.iter().map(Alias::read).collect::<Result<_, _>>()?,
+                None => vec![Alias::read(v)?],
+            };
+            self.fields.insert(name, aliases);
         }
         Ok(())
     }
@@ -207,7 +299,7 @@ impl Mapping {
     /// Where to look for Sigma field `name`: its aliases in order, else the name itself.
     pub fn places(&self, name: &str) -> Vec<FieldSource> {
         match self.fields.get(name) {
-            Some(names) => names.iter().map(|n| FieldSource::of(n)).collect(),
+            Some(aliases) => aliases.iter().map(Alias::source).collect(),
             None => vec![FieldSource::of(name)],
         }
     }
@@ -401,6 +493,34 @@ mod tests {
             assert_eq!(tests.len(), 1, "{service}: the channel alone");
             assert_eq!(tests[0].1, std::slice::from_ref(channel), "{service}");
         }
+    }
+
+    /// A value table reads its own spelling as the rules' and passes others through; a malformed
+    /// alias is refused with its line.
+    #[test]
+    fn aliases_translate_values_and_bad_ones_name_their_line() {
+        let m = Mapping::bundled();
+        let places = m.places("IntegrityLevel");
+        let FieldSource::Translated { name, values } = &places[1] else {
+            panic!("{places:?}");
+        };
+        assert_eq!(&**name, "MandatoryLabel");
+        assert!(
+            values
+                .iter()
+                .any(|(from, to)| &**from == "S-1-16-12288" && *to == "High")
+        );
+        let mut m = Mapping::bundled();
+        let e = m
+            .add_fields("Initiated:\n  - 'Initiated'\n  - ['Direction']\n")
+            .unwrap_err();
+        assert!(e.0.contains("line 3"), "{e}");
+        let e = m
+            .add_fields("Initiated:\n  - Direction:\n      '%%14593': ['true']\n")
+            .unwrap_err();
+        assert!(e.0.contains("line 2"), "{e}");
+        assert_eq!(intern("true"), intern(&String::from("true")));
+        assert!(std::ptr::eq(intern("true"), intern("true")), "one copy");
     }
 
     #[test]

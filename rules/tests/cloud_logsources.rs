@@ -26,6 +26,8 @@ const LOGSOURCES: &[(&str, &str, Option<&str>)] = &[
     ("kubernetes", "audit", None),
     ("kubernetes", "audit", Some("application")),
     ("opencanary", "", Some("application")),
+    ("m365", "exchange", None),
+    ("onelogin", "onelogin.events", None),
 ];
 
 /// One rule per logsource: any record with the marker word.
@@ -188,7 +190,39 @@ fn each_providers_record_fires_its_own_logsources_rules_only() {
                 "m365",
                 &[("Workload", "Exchange"), ("Operation", "New-InboxRule")],
             ),
+            vec![n("m365", "audit", None), n("m365", "exchange", None)],
+        ),
+        (
+            "Exchange record in SigmaHQ's form",
+            record(
+                "m365",
+                &[
+                    ("eventSource", "Exchange"),
+                    ("eventName", "Add-FederatedDomain"),
+                    ("status", "success"),
+                ],
+            ),
+            vec![n("m365", "exchange", None)],
+        ),
+        (
+            "SharePoint management activity",
+            record(
+                "m365",
+                &[("Workload", "SharePoint"), ("Operation", "FileDownloaded")],
+            ),
             vec![n("m365", "audit", None)],
+        ),
+        (
+            "OneLogin event",
+            record(
+                "onelogin",
+                &[
+                    ("event_type_id", "3"),
+                    ("account_id", "40012"),
+                    ("user_name", "ann"),
+                ],
+            ),
+            vec![n("onelogin", "onelogin.events", None)],
         ),
         (
             "Security & Compliance Center alert",
