@@ -347,4 +347,5 @@ export function mountAlerts(root, detailRoot, stream) {
   }
 
   load();
+  return {open};
 }

@@ -9,10 +9,12 @@ import {mountAttack} from './attack.js';
 import {mountExceptions} from './exceptions.js';
 import {mountSignals} from './signals.js';
 import {mountRules} from './rules.js';
+import {mountTimeline} from './timeline.js';
 
 const stream = new Stream();
 mountStatus(document.getElementById('status'), stream);
-mountAlerts(document.getElementById('alerts'), document.getElementById('detail'), stream);
+const alerts = mountAlerts(document.getElementById('alerts'), document.getElementById('detail'), stream);
+mountTimeline(document.querySelector('#timeline'), stream, {onAlert: (id) => alerts.open(id)});
 mountEvents(document.getElementById('events'), stream);
 mountHunt(document.querySelector('#hunt .widget'));
 const suggestions = mountSuggestions(document.querySelector('#suggestions .widget'));

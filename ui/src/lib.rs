@@ -68,6 +68,7 @@ pub static ASSETS: &[Asset] = &[
     asset!("events.js", "text/javascript; charset=utf-8"),
     asset!("status.js", "text/javascript; charset=utf-8"),
     asset!("rules.js", "text/javascript; charset=utf-8"),
+    asset!("timeline.js", "text/javascript; charset=utf-8"),
     // uPlot 1.6.32 (MIT, its licence at the head of the file), for the dashboard's series.
     asset!("uplot.js", "text/javascript; charset=utf-8"),
     asset!("uplot.css", "text/css; charset=utf-8"),

@@ -62,6 +62,41 @@ try {
   summary.alerts_listed = await page.locator('#alert-rows tr').count();
   await page.screenshot({path: `${out}/overview.png`});
 
+  // Anomaly Timeline: the scores and alert counts of the last 24 hours; hovering the bucket that
+  // holds the newest alerts shows its figures, clicking it lists its alerts and events, and an
+  // alert there opens the detail.
+  await page.waitForSelector('#timeline-chart canvas');
+  await page.waitForFunction(() => /[\d,]+ events?, [1-9][\d,]* alerts?/
+    .test(document.getElementById('timeline-summary').textContent));
+  const timeline = await (await fetch(`${base}/api/v1/anomaly/timeline`)).json();
+  expect(timeline.range === '24h' && timeline.resolution === '15m' && timeline.buckets.length === 96,
+    `timeline: ${timeline.range} ${timeline.resolution} ${timeline.buckets.length}`);
+  const hotIndex = timeline.buckets.findLastIndex((b) => b.alerts > 0);
+  expect(hotIndex >= 0, 'no bucket holds an alert');
+  const over = await page.locator('#timeline-chart .u-over').boundingBox();
+  const at = (i) => Number(timeline.buckets[i].ts_ns) / 1e9;
+  const step = (at(1) - at(0));
+  const hotX = over.x + over.width * (at(hotIndex) + step / 2 - at(0)) / (timeline.buckets.length * step);
+  await page.mouse.move(hotX, over.y + over.height / 2);
+  // Scores of the current minute show once it closes; the alerts are there at once.
+  const legendAlerts = await page.locator('#timeline-chart .u-legend .u-series:nth-child(2) .u-value').textContent();
+  expect(Number(legendAlerts.replace(/,/g, '')) >= 1, `the legend shows ${legendAlerts} alerts at the hot bucket`);
+  await page.mouse.click(hotX, over.y + over.height / 2);
+  await page.waitForSelector('#timeline-alerts li button');
+  await page.waitForFunction(() => document.querySelectorAll('#timeline-events li').length >= 1
+    && !document.getElementById('timeline-events').textContent.includes('Loading'));
+  expect(await page.locator('#timeline-events li .msg').count() >= 1, 'the bucket lists no event');
+  summary.timeline = {buckets: timeline.buckets.length,
+    bucket_alerts: await page.locator('#timeline-alerts li button').count()};
+  await page.screenshot({path: `${out}/timeline.png`});
+  const fromTimeline = await page.locator('#timeline-alerts li button').first().getAttribute('data-id');
+  await page.locator('#timeline-alerts li button').first().click();
+  await page.waitForFunction((id) => (document.querySelector('#detail') || {}).textContent?.includes(id), fromTimeline);
+  await page.click('#detail .close');
+  // Another range and resolution are asked of the API as chosen.
+  await page.selectOption('#timeline-range', '1h');
+  await page.waitForFunction(() => document.getElementById('timeline-summary').textContent.includes('last 1h, per 1m'));
+
   // Hostile text in a log line is shown as text: no element is made of it.
   await page.waitForFunction(() => document.getElementById('event-rows').textContent.includes('<img src=x'));
   expect(await page.locator('#event-rows img').count() === 0, 'log text became an element');
