@@ -67,7 +67,7 @@ fn the_page_and_its_assets_carry_the_strict_policy() {
     assert!(!csp.contains("unsafe"), "{csp}");
 
     // Every file, with its type and tag; an unchanged file revalidates to a 304 with no body.
-    for a in watchpost_ui::ASSETS {
+    for a in &watchpost_ui::ASSETS {
         let (code, head, body) = request(api, "GET", &format!("/assets/{}", a.name), &[], "");
         assert_eq!(code, 200, "{}", a.name);
         assert_eq!(header(&head, "content-type"), Some(a.content_type));
@@ -158,7 +158,24 @@ fn a_person_can_watch_triage_and_filter_in_a_real_browser() {
             )
         })
         .collect();
-    let lines = invalid_user_lines() + &failed;
+    // An account with history: logins twice an hour in business hours (08-18 UTC) over the
+    // last ten days, enough event time and events for its UEBA baseline to finish warming up,
+    // for the Entity Explorer's baseline and risk history. None within an hour of a day ago, where
+    // the page's 24-hour ATT&CK window and the test's, taken seconds apart, could differ.
+    let now_s = watchpost_proto::now_ns() / 1_000_000_000;
+    let history: String = (1..=240i64)
+        .rev()
+        .filter(|h| !(23..=25).contains(h))
+        .filter(|h| ((now_s - h * 3600) / 3600) % 24 >= 8 && ((now_s - h * 3600) / 3600) % 24 <= 18)
+        .flat_map(|h| (0..2i64).map(move |j| (h, j)))
+        .map(|(h, j)| {
+            format!(
+                "<86>{} bastion-01 sshd[4{h}{j}]: Accepted publickey for carol from 192.0.2.44 port 5{h:03}{j} ssh2\n",
+                stamp(-h * 3600 + j * 420)
+            )
+        })
+        .collect();
+    let lines = history + &invalid_user_lines() + &failed;
     send_lines(tcp, &lines);
     let t = Instant::now();
     loop {

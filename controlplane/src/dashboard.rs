@@ -41,7 +41,7 @@ pub async fn asset(Path(name): Path<String>, headers: HeaderMap) -> Response {
 }
 
 fn serve(a: &'static Asset, request: &HeaderMap) -> Response {
-    let etag = format!("\"{:016x}\"", a.etag);
+    let etag = format!("\"{:016x}\"", a.etag());
     let fresh = request
         .get_all(header::IF_NONE_MATCH)
         .iter()

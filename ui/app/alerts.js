@@ -18,7 +18,7 @@ const VIEWS = {
   closed: 'Closed',
 };
 
-export function mountAlerts(root, detailRoot, stream) {
+export function mountAlerts(root, detailRoot, stream, {onOpen, onClose} = {}) {
   const alerts = new Map();
   let view = 'open,acknowledged';
   let minSeverity = 0;
@@ -161,6 +161,7 @@ export function mountAlerts(root, detailRoot, stream) {
     selected = id;
     render();
     showDetail(id, true);
+    if (onOpen) onOpen(id);
   }
 
   async function showDetail(id, focus) {
@@ -197,9 +198,23 @@ export function mountAlerts(root, detailRoot, stream) {
     return list;
   }
 
+  /** The alerts a kill-chain alert joins, in its tactics' order, each opening in the detail. */
+  function joinedList(ids) {
+    const list = h('ul', {class: 'events', id: 'joined-alerts'});
+    Promise.all(ids.map((id) => get(`/alerts/${encodeURIComponent(id)}`).catch(() => null))).then((joined) => {
+      fill(list, joined.map((j, i) => j
+        ? h('li', {}, h('button', {type: 'button', class: 'link', dataset: {id: j.id}, on: {click: () => open(j.id)}},
+          severityBadge(j.severity), ' ', j.title),
+        ' ', h('span', {class: 'muted'}, `${iso(j.first_seen_ns)} · ${(j.attack || []).map((m) => m.tactic).filter(Boolean)
+          .filter((t, k, all) => all.indexOf(t) === k).join(', ')}`))
+        : h('li', {class: 'muted mono'}, `${ids[i]} (no longer kept)`)));
+    });
+    return list;
+  }
+
   function closeButton() {
     return h('button', {class: 'close', type: 'button', 'aria-label': 'Close detail',
-      on: {click: () => { detailRoot.hidden = true; selected = null; render(); }}}, '×');
+      on: {click: () => { detailRoot.hidden = true; selected = null; render(); if (onClose) onClose(); }}}, '×');
   }
 
   function detail(a) {
@@ -210,7 +225,7 @@ export function mountAlerts(root, detailRoot, stream) {
         fact('Id', a.id, 'mono'),
         fact('Type / detector', `${a.type} · ${a.detector}`),
         fact('Source', a.source),
-        fact('Entity', a.entity || !(a.entity_count > 1) ? entity(a.entity) : `${count(a.entity_count)} entities (listed below)`, 'mono'),
+        fact('Entity', a.entity ? entityLink(a.entity) : (a.entity_count > 1 ? `${count(a.entity_count)} entities (listed below)` : ''), 'mono'),
         fact('First seen', iso(a.first_seen_ns)),
         fact('Last seen', iso(a.last_seen_ns)),
         fact('Count', count(a.count)),
@@ -229,6 +244,9 @@ export function mountAlerts(root, detailRoot, stream) {
     if (a.detector === 'risk' && a.related_alerts && a.related_alerts.length) {
       out.push(h('h3', {}, `Signals (${a.related_alerts.length})`), signalList(a.related_alerts));
     }
+    if (a.detector === 'killchain' && a.related_alerts && a.related_alerts.length) {
+      out.push(h('h3', {}, `Alerts it joins (${a.related_alerts.length})`), joinedList(a.related_alerts));
+    }
     if (a.attack && a.attack.length) {
       out.push(h('h3', {}, 'ATT&CK'), h('ul', {}, a.attack.map((m) =>
         h('li', {}, h('span', {class: 'mono'}, m.technique_id), ` ${m.technique} (${m.tactic_id} ${m.tactic})`))));
@@ -236,8 +254,8 @@ export function mountAlerts(root, detailRoot, stream) {
     if (a.related_entities && a.related_entities.length) {
       const more = (a.entity_count || 0) - a.related_entities.length - (a.entity ? 1 : 0);
       out.push(h('h3', {}, more > 0 ? `Related entities (first ${a.related_entities.length}; ${count(more)} more)` : 'Related entities'),
-        h('ul', {}, a.related_entities.map((e) =>
-        h('li', {class: 'mono'}, `${entity(e)} (${e.role})`))));
+        h('ul', {id: 'related-entities'}, a.related_entities.map((e) =>
+        h('li', {class: 'mono'}, entityLink(e), ` (${e.role})`))));
     }
     const exception = exceptionSection(a);
     out.push(h('h3', {}, 'Triage'), triageForm(a, t), feedbackButtons(a, exception));
@@ -348,4 +366,9 @@ export function mountAlerts(root, detailRoot, stream) {
 
   load();
   return {open};
+}
+
+/** An entity as a link to the Entity Explorer. */
+function entityLink(e) {
+  return e.uuid ? h('a', {href: `#/entities/${e.uuid}`, title: 'Open in the Entity Explorer'}, entity(e)) : entity(e);
 }

@@ -2,7 +2,7 @@
 //!
 //! The dashboard is a thin client over the public API and the WebSocket stream (the spec: "there
 //! is no private API"), written as plain ES modules under `ui/app/` with no build step (one
-//! vendored library, uPlot, for charts): the binary needs no Node toolchain to build, a clean
+//! vendored libraries, uPlot for charts and Cytoscape.js for the entity graph): the binary needs no Node toolchain to build, a clean
 //! clone builds without network access, and the content-security policy can be
 //! `script-src 'self'` with no hashes or nonces to keep in step. `docs/dashboard.md` has the
 //! reasons and the policy.
@@ -20,20 +20,24 @@ pub struct Asset {
     pub content_type: &'static str,
     /// Its bytes.
     pub body: &'static [u8],
-    /// A hash of `body` (64-bit FNV-1a), the entity tag browsers revalidate with.
-    pub etag: u64,
+    /// [`Asset::etag`], once computed.
+    etag: std::sync::OnceLock<u64>,
 }
 
-/// FNV-1a, at compile time: each asset's entity tag costs nothing at run time.
-const fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut h = 0xcbf2_9ce4_8422_2325u64;
-    let mut i = 0;
-    while i < bytes.len() {
-        h ^= bytes[i] as u64;
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-        i += 1;
+impl Asset {
+    /// A hash of `body` (64-bit FNV-1a), the entity tag browsers revalidate with. Computed at the
+    /// first request, not at compile time: the compiler's evaluator gives up on the vendored
+    /// graph library (430 KB) and would take seconds of every build on the rest.
+    pub fn etag(&self) -> u64 {
+        *self.etag.get_or_init(|| fnv1a(self.body))
     }
-    h
+}
+
+/// FNV-1a.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }
 
 macro_rules! asset {
@@ -42,7 +46,7 @@ macro_rules! asset {
             name: $name,
             content_type: $content_type,
             body: include_bytes!(concat!("../app/", $name)),
-            etag: fnv1a(include_bytes!(concat!("../app/", $name))),
+            etag: std::sync::OnceLock::new(),
         }
     };
 }
@@ -51,7 +55,7 @@ macro_rules! asset {
 pub const INDEX: &str = "index.html";
 
 /// Every file of the dashboard.
-pub static ASSETS: &[Asset] = &[
+pub static ASSETS: [Asset; 21] = [
     asset!("index.html", "text/html; charset=utf-8"),
     asset!("style.css", "text/css; charset=utf-8"),
     asset!("favicon.svg", "image/svg+xml"),
@@ -69,6 +73,8 @@ pub static ASSETS: &[Asset] = &[
     asset!("status.js", "text/javascript; charset=utf-8"),
     asset!("rules.js", "text/javascript; charset=utf-8"),
     asset!("timeline.js", "text/javascript; charset=utf-8"),
+    asset!("entities.js", "text/javascript; charset=utf-8"),
+    asset!("cytoscape.js", "text/javascript; charset=utf-8"),
     // uPlot 1.6.32 (MIT, its licence at the head of the file), for the dashboard's series.
     asset!("uplot.js", "text/javascript; charset=utf-8"),
     asset!("uplot.css", "text/css; charset=utf-8"),

@@ -39,9 +39,11 @@ try {
   // browser as a failed resource; any other console error is a problem.
   let expected503 = false;
   let expected422 = false;
+  let expected404 = false;
   page.on('console', (m) => {
     const asked = (expected503 && m.text().includes('status of 503'))
-      || (expected422 && m.text().includes('status of 422'));
+      || (expected422 && m.text().includes('status of 422'))
+      || (expected404 && m.text().includes('status of 404'));
     if (m.type() === 'error' && !asked) problems.push(`console: ${m.text()}`);
   });
   page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
@@ -189,7 +191,9 @@ try {
   // its fires of the last 24 hours; gaps appear only when asked for.
   await page.click('#tab-attack');
   await page.waitForFunction(() => document.querySelectorAll('#attack-matrix .tactic').length >= 12);
-  const api = await (await fetch(`${base}/api/v1/attack/coverage`)).json();
+  // The page asks for the last 24 hours (the API's default is 30 days).
+  const day = new Date(Date.now() - 86400e3).toISOString();
+  const api = await (await fetch(`${base}/api/v1/attack/coverage?since=${day}`)).json();
   expect(await page.locator('#attack-matrix .tactic').count() === api.tactics.length,
     'a tactic column missing');
   // The API's busiest technique (the sshd rule fired three times) is drawn hot, with its count,
@@ -200,7 +204,7 @@ try {
   const top = page.locator(`#attack-matrix .tactic[data-id="${busiest.tactic}"] .cell`).first();
   expect(await top.getAttribute('data-technique') === busiest.id
     && Number(await top.getAttribute('data-fires')) === busiest.fires
-    && (await top.getAttribute('class')).includes('heat-1'),
+    && (await top.getAttribute('class')).includes(`heat-${Math.min(4, Math.floor(Math.log10(busiest.fires)) + 1)}`),
   `${busiest.id} (${busiest.fires} fires) is not the hot top cell of ${busiest.tactic}`);
   summary.attack_hot = busiest.id;
   expect(await page.locator('#attack-matrix .cell.gap').count() === 0, 'gaps shown unasked');
@@ -270,6 +274,54 @@ try {
   expect(customs.meta.total === 1 && customs.items[0].title === 'My rule', `custom: ${JSON.stringify(customs.meta)}`);
   summary.rules = {listed: catalogue.meta.total, fired: fired.id, custom: customs.items[0].id};
   await page.click('#tab-monitor');
+
+  // Entity Explorer: the alert's entity opens from the detail; the graph holds the alert and the
+  // entities its events name; clicking a neighbour on the canvas shows that one; the view
+  // survives a reload; a warmed-up account shows its baseline and risk history, a new one its
+  // warm-up (a 404 with its progress, as the API answers it).
+  expected404 = true;
+  await page.locator('#alert-rows tr').first().click();
+  await page.waitForSelector('#detail a[href^="#/entities/"]');
+  const entityHref = await page.locator('#detail a[href^="#/entities/"]').first().getAttribute('href');
+  const firstUuid = entityHref.split('/').pop();
+  await page.locator('#detail a[href^="#/entities/"]').first().click();
+  await page.click('#detail .close');
+  await page.waitForFunction(() => !document.getElementById('entities').hidden);
+  await page.waitForFunction(() => document.querySelector('#entity-graph canvas')
+    && document.getElementById('entity-graph').cytoscape.nodes('.alert').length >= 1);
+  expect(page.url().endsWith(`#/entities/${firstUuid}`), `the address is ${page.url()}`);
+  const explored = await (await fetch(`${base}/api/v1/entities/${firstUuid}/timeline`)).json();
+  expect((await page.locator('#entity-title').textContent()).includes(explored.entity.value), 'another entity shown');
+  expect(await page.locator('#entity-event-rows tr').count() === Math.min(100, explored.events.length), 'events missing');
+  await page.waitForSelector('#entity-warmup');
+  const neighbour = explored.related_entities[0];
+  const graphBox = await page.locator('#entity-graph').boundingBox();
+  const nodeAt = await page.evaluate((id) => document.getElementById('entity-graph').cytoscape.getElementById(id)
+    .renderedPosition(), neighbour.uuid);
+  await page.mouse.click(graphBox.x + nodeAt.x, graphBox.y + nodeAt.y);
+  await page.waitForFunction((v) => (document.getElementById('entity-title') || {}).textContent?.includes(v), neighbour.value);
+  expect(page.url().endsWith(`#/entities/${neighbour.uuid}`), `after the click the address is ${page.url()}`);
+  const drawn = await page.evaluate(() => document.getElementById('entity-graph').cytoscape.nodes().length);
+  expect(drawn > explored.related_entities.length, `the graph did not keep growing (${drawn} nodes)`);
+  await page.reload();
+  await page.waitForFunction((v) => (document.getElementById('entity-title') || {}).textContent?.includes(v), neighbour.value);
+  // The warmed-up account (ten days of business-hours logins sent before the page opened).
+  await page.fill('#entity-q', 'carol');
+  await page.press('#entity-q', 'Enter');
+  await page.waitForSelector('#entity-hours span.on');
+  const hoursOn = await page.locator('#entity-hours span.on').count();
+  expect(hoursOn === 11, `hours active: ${hoursOn}`);
+  expect(await page.locator('#entity-templates li').count() >= 1, 'no template in the baseline');
+  await page.waitForSelector('#entity-risk-chart canvas');
+  await page.screenshot({path: `${out}/entities.png`});
+  expected404 = false;
+  summary.entities = {first: explored.entity.value, neighbour: neighbour.value, nodes: drawn, hours_active: hoursOn};
+  // An alert's deep link opens its detail after a fresh load.
+  await page.goto(`${base}/#/alerts/${summary.acknowledged}`);
+  await page.waitForFunction((id) => (document.querySelector('#detail') || {}).textContent?.includes(id), summary.acknowledged);
+  expect(!(await page.locator('#monitor').isHidden()), 'the alert link did not open the Monitor view');
+  await page.click('#detail .close');
+  expect(page.url().endsWith('#/monitor'), `closing the detail left ${page.url()}`);
 
   // An exception from an alert: a false positive offers one; made with a reason and an author,
   // it is stored naming the alert, and listed under its tab with its hit count.
