@@ -1,8 +1,11 @@
 // Boots the dashboard: one stream shared by every widget, then the widgets, then the routes.
 //
+// The spec's six widgets share one board, laid out as each analyst likes it (layout.js); Hunt,
+// Rule Suggestions, Signals and Exceptions are views of their own, behind tabs.
+//
 // Routes live in the URL's fragment so that a link survives a reload and can be pasted to a
-// colleague: `#/alerts/<id>` (the alert's detail over the Monitor view), `#/entities/<uuid>` (the
-// Entity Explorer on that entity), `#/<view>` for the other views. Opening something updates the
+// colleague: `#/alerts/<id>` (the alert's detail over the board), `#/entities/<uuid>` (the
+// Entity Explorer on that entity), `#/<view>` for the views. Opening something updates the
 // fragment in place (no history entry per click); following a link or editing the address moves.
 
 import {Stream} from './stream.js';
@@ -16,6 +19,7 @@ import {mountSignals} from './signals.js';
 import {mountRules} from './rules.js';
 import {mountTimeline} from './timeline.js';
 import {mountEntities} from './entities.js';
+import {mountLayout} from './layout.js';
 
 const stream = new Stream();
 mountStatus(document.getElementById('status'), stream);
@@ -24,22 +28,31 @@ const alerts = mountAlerts(document.getElementById('alerts'), document.getElemen
   // Only an alert's own link is taken back: the detail also closes over the Entity Explorer.
   onClose: () => location.hash.startsWith('#/alerts/') && mark(`#/${current()}`),
 });
-mountTimeline(document.querySelector('#timeline'), stream, {onAlert: (id) => alerts.open(id)});
+mountTimeline(document.getElementById('timeline'), stream, {onAlert: (id) => alerts.open(id)});
 mountEvents(document.getElementById('events'), stream);
 mountHunt(document.querySelector('#hunt .widget'));
 const suggestions = mountSuggestions(document.querySelector('#suggestions .widget'));
-const attack = mountAttack(document.querySelector('#attack .widget'));
+const attack = mountAttack(document.getElementById('attack'));
 const exceptions = mountExceptions(document.querySelector('#exceptions .widget'));
 const signals = mountSignals(document.querySelector('#signals .widget'));
-const rules = mountRules(document.querySelector('#rules .widget'));
-const entities = mountEntities(document.querySelector('#entities .widget'), {
+const rules = mountRules(document.getElementById('rules'));
+const entities = mountEntities(document.getElementById('entities'), {
   onAlert: (id) => alerts.open(id),
   onShow: (uuid) => mark(`#/entities/${uuid}`),
 });
 stream.connect();
+// The heatmap and the catalogue load when they are on the board: at start, and when added back.
+const layout = mountLayout(document.getElementById('monitor'), document.getElementById('layout-controls'), {
+  onShown: (id) => {
+    if (id === 'attack') attack.load();
+    if (id === 'rules') rules.load();
+  },
+});
+if (layout.has('attack')) attack.load();
+if (layout.has('rules')) rules.load();
 
-// Tabs: one panel shown at a time; the Rule Suggestions list, the Sigma catalogue, the ATT&CK
-// matrix, the signals and the exceptions reload each time they are opened.
+// Tabs: one view shown at a time; the Rule Suggestions list, the signals and the exceptions
+// reload each time they are opened.
 const tabs = [...document.querySelectorAll('.tabs [role=tab]')];
 const viewOf = (tab) => tab.getAttribute('aria-controls');
 
@@ -50,13 +63,11 @@ function select(view) {
     t.setAttribute('aria-selected', String(on));
     document.getElementById(viewOf(t)).hidden = !on;
   }
+  document.getElementById('layout-controls').hidden = viewOf(tab) !== 'monitor';
   if (tab.id === 'tab-suggestions') suggestions.load();
-  if (tab.id === 'tab-attack') attack.load();
   if (tab.id === 'tab-exceptions') exceptions.load();
   if (tab.id === 'tab-signals') signals.load();
-  if (tab.id === 'tab-rules') rules.load();
   if (tab.id === 'tab-hunt') document.getElementById('hunt-query').focus();
-  if (tab.id === 'tab-entities') document.getElementById('entity-q').focus();
 }
 
 function current() {
@@ -83,10 +94,14 @@ function route() {
     select('monitor');
     alerts.open(id);
   } else if (kind === 'entities' && id) {
-    select('entities');
+    select('monitor');
+    layout.show('entities');
     entities.show(id);
   } else if (kind && tabs.some((t) => viewOf(t) === kind)) {
     select(kind);
+  } else if (kind && ['timeline', 'alerts', 'events', 'entities', 'attack', 'rules'].includes(kind)) {
+    select('monitor');
+    layout.show(kind);
   }
 }
 window.addEventListener('hashchange', route);

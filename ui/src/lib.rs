@@ -55,7 +55,7 @@ macro_rules! asset {
 pub const INDEX: &str = "index.html";
 
 /// Every file of the dashboard.
-pub static ASSETS: [Asset; 21] = [
+pub static ASSETS: [Asset; 22] = [
     asset!("index.html", "text/html; charset=utf-8"),
     asset!("style.css", "text/css; charset=utf-8"),
     asset!("favicon.svg", "image/svg+xml"),
@@ -74,6 +74,7 @@ pub static ASSETS: [Asset; 21] = [
     asset!("rules.js", "text/javascript; charset=utf-8"),
     asset!("timeline.js", "text/javascript; charset=utf-8"),
     asset!("entities.js", "text/javascript; charset=utf-8"),
+    asset!("layout.js", "text/javascript; charset=utf-8"),
     asset!("cytoscape.js", "text/javascript; charset=utf-8"),
     // uPlot 1.6.32 (MIT, its licence at the head of the file), for the dashboard's series.
     asset!("uplot.js", "text/javascript; charset=utf-8"),

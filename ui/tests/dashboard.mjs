@@ -32,8 +32,9 @@ const browser = await chromium.launch({
 });
 const problems = [];
 const summary = {};
+let page = null;
 try {
-  const page = await browser.newPage({viewport: {width: 1440, height: 900}});
+  page = await browser.newPage({viewport: {width: 1440, height: 900}});
   if (fakedClock) await page.clock.install({time: Date.now()});
   // A 503 the test asks for on purpose (a hunt needing the LLM, which is off) is logged by the
   // browser as a failed resource; any other console error is a problem.
@@ -189,7 +190,8 @@ try {
 
   // ATT&CK Heatmap: every tactic is a column, and the technique the sshd rule maps to shows
   // its fires of the last 24 hours; gaps appear only when asked for.
-  await page.click('#tab-attack');
+  await page.click('#tab-monitor');
+  await page.locator('#attack').scrollIntoViewIfNeeded();
   await page.waitForFunction(() => document.querySelectorAll('#attack-matrix .tactic').length >= 12);
   // The page asks for the last 24 hours (the API's default is 30 days).
   const day = new Date(Date.now() - 86400e3).toISOString();
@@ -212,12 +214,11 @@ try {
   await page.check('#attack-gaps');
   const all = api.tactics.reduce((n, t) => n + t.techniques.length, 0);
   expect(await page.locator('#attack-matrix .cell').count() === all, 'not every technique drawn');
-  await page.click('#tab-monitor');
 
   // Sigma Rules: the catalogue lists every loaded rule; the rule that fired shows its trend, its
   // YAML and chart; it can be turned off and on; a rule with a bad modifier is refused with the
   // error at its line, a good one passes a dry run and goes live as a custom rule.
-  await page.click('#tab-rules');
+  await page.locator('#rules').scrollIntoViewIfNeeded();
   await page.waitForSelector('#rules-rows tr');
   const catalogue = await (await fetch(`${base}/api/v1/sigma/rules?limit=500`)).json();
   expect((await page.locator('#rules-total').textContent()).startsWith(`${catalogue.meta.total} rule`),
@@ -273,7 +274,7 @@ try {
   const customs = await (await fetch(`${base}/api/v1/sigma/rules?source=custom`)).json();
   expect(customs.meta.total === 1 && customs.items[0].title === 'My rule', `custom: ${JSON.stringify(customs.meta)}`);
   summary.rules = {listed: catalogue.meta.total, fired: fired.id, custom: customs.items[0].id};
-  await page.click('#tab-monitor');
+  await page.locator('#alerts').scrollIntoViewIfNeeded();
 
   // Entity Explorer: the alert's entity opens from the detail; the graph holds the alert and the
   // entities its events name; clicking a neighbour on the canvas shows that one; the view
@@ -286,7 +287,8 @@ try {
   const firstUuid = entityHref.split('/').pop();
   await page.locator('#detail a[href^="#/entities/"]').first().click();
   await page.click('#detail .close');
-  await page.waitForFunction(() => !document.getElementById('entities').hidden);
+  await page.waitForFunction(() => !document.getElementById('entities').hidden
+    && !document.getElementById('monitor').hidden);
   await page.waitForFunction(() => document.querySelector('#entity-graph canvas')
     && document.getElementById('entity-graph').cytoscape.nodes('.alert').length >= 1);
   expect(page.url().endsWith(`#/entities/${firstUuid}`), `the address is ${page.url()}`);
@@ -319,9 +321,10 @@ try {
   // An alert's deep link opens its detail after a fresh load.
   await page.goto(`${base}/#/alerts/${summary.acknowledged}`);
   await page.waitForFunction((id) => (document.querySelector('#detail') || {}).textContent?.includes(id), summary.acknowledged);
-  expect(!(await page.locator('#monitor').isHidden()), 'the alert link did not open the Monitor view');
+  expect(!(await page.locator('#monitor').isHidden()), 'the alert link did not open the board');
   await page.click('#detail .close');
   expect(page.url().endsWith('#/monitor'), `closing the detail left ${page.url()}`);
+  await page.locator('#alerts').scrollIntoViewIfNeeded();
 
   // An exception from an alert: a false positive offers one; made with a reason and an author,
   // it is stored naming the alert, and listed under its tab with its hit count.
@@ -395,6 +398,35 @@ try {
   await page.click('#events form button[type=submit]');
   await page.waitForFunction(() => document.getElementById('event-filter-error').textContent.includes('UUID'));
 
+  // A layout of one's own: remove the heatmap, move the feed first with its button, drag the
+  // Entity Explorer before the stream, widen the stream; it all survives a reload; the heatmap
+  // comes back from "Add widget…" and draws; reset restores the default.
+  const order = () => page.evaluate(() => [...document.querySelectorAll('#monitor section[data-widget]')]
+    .filter((w) => !w.hidden).map((w) => w.dataset.widget).join(','));
+  expect(await order() === 'timeline,alerts,events,entities,attack,rules', `default order: ${await order()}`);
+  await page.click('#attack .widget-tools .remove');
+  expect(await page.locator('#attack').isHidden(), 'the heatmap was not removed');
+  await page.click('#alerts .widget-tools .move-up');
+  // Both title bars on screen, then the drag (Chromium's own drag and drop, from the mouse).
+  await page.evaluate(() => document.getElementById('events').scrollIntoView({block: 'start'}));
+  await page.dragAndDrop('#entities .widget-bar', '#events .widget-bar');
+  await page.click('#events .widget-tools .width');
+  const customised = 'alerts,timeline,entities,events,rules';
+  expect(await order() === customised, `after the changes: ${await order()}`);
+  expect((await page.getAttribute('#events', 'class')).includes('w-full'), 'the stream is not full width');
+  await page.evaluate(() => window.scrollTo(0, 0));
+  await page.screenshot({path: `${out}/layout.png`});
+  await page.reload();
+  await page.waitForSelector('#alert-rows tr');
+  expect(await order() === customised, `after a reload: ${await order()}`);
+  expect(await page.locator('#attack').isHidden(), 'the heatmap came back by itself');
+  await page.selectOption('#layout-add', 'attack');
+  await page.waitForFunction(() => document.querySelectorAll('#attack-matrix .tactic').length >= 12);
+  expect(await order() === `${customised},attack`, `after adding: ${await order()}`);
+  await page.click('#layout-reset');
+  expect(await order() === 'timeline,alerts,events,entities,attack,rules', `after reset: ${await order()}`);
+  summary.layout = customised;
+
   // Last, the policy at work: turning a string into HTML is refused (this logs a violation,
   // so it runs after the console has been judged).
   expect(problems.length === 0, `errors in the page:\n${problems.join('\n')}`);
@@ -411,6 +443,8 @@ try {
   console.log(JSON.stringify(summary));
 } catch (e) {
   console.error(e.message);
+  // What the page looked like when the expectation failed.
+  if (page) await page.screenshot({path: `${out}/failure.png`}).catch(() => {});
   if (problems.length) console.error(problems.join('\n'));
   process.exitCode = 1;
 } finally {
