@@ -110,6 +110,33 @@ fn brute_force_then_login_from_a_listed_address_correlates_into_a_kill_chain() {
     );
     assert_eq!(iocs[0]["detector"], "ioc:blocklist.csv");
     assert_eq!(iocs[0]["attack"][0]["tactic"], "Command and Control");
+    // The heatmap counts the feed's match under its technique, though no rule fired there.
+    let cov = json(
+        &http(
+            api,
+            "GET",
+            "/api/v1/attack/coverage?since=2000-01-01T00:00:00Z",
+            "",
+        )
+        .1,
+    );
+    let c2 = cov["tactics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == "TA0011")
+        .unwrap();
+    let t1071 = c2["techniques"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == iocs[0]["attack"][0]["technique_id"])
+        .unwrap();
+    assert!(t1071["ioc_hits"].as_u64() >= Some(1), "{t1071}");
+    assert!(
+        c2["ioc_hits"].as_u64() >= t1071["ioc_hits"].as_u64(),
+        "{c2}"
+    );
 
     let k = &alerts_by(&all, "killchain")[0];
     let related = k["related_alerts"].as_array().unwrap();

@@ -53,36 +53,45 @@ export function mountAttack(root) {
     if (!coverage) return;
     const c = coverage;
     const fires = c.tactics.reduce((n, t) => n + Number(t.fires || 0), 0);
+    const hits = c.tactics.reduce((n, t) => n + Number(t.ioc_hits || 0), 0);
     fill(summary, `${count(c.techniques_covered)} of ${count(c.techniques_total)} techniques covered`
-      + ` · ${count(fires)} rule fires in 24 h · ATT&CK ${c.attack_version}`);
+      + ` · ${count(fires)} rule fires${hits ? ` and ${count(hits)} threat-intel matches` : ''} in 24 h`
+      + ` · ATT&CK ${c.attack_version}`);
     fill(matrix, c.tactics.map((t) => column(t, gaps.checked)));
   }
 
   return {load};
 }
 
+/** Rule fires and threat-intelligence matches: what was seen of a technique. */
+const seen = (t) => Number(t.fires || 0) + Number(t.ioc_hits || 0);
+
 function column(tactic, showGaps) {
-  const covered = tactic.techniques.filter((t) => t.rules > 0);
+  // A technique only a feed detects still shows: a match is a sighting.
+  const shown0 = tactic.techniques.filter((t) => t.rules > 0 || t.ioc_hits > 0);
   // The busiest first: what fired is what a person looks for.
-  covered.sort((a, b) => b.fires - a.fires || a.id.localeCompare(b.id));
-  const shown = showGaps ? covered.concat(tactic.techniques.filter((t) => t.rules === 0)) : covered;
+  shown0.sort((a, b) => seen(b) - seen(a) || a.id.localeCompare(b.id));
+  const covered = tactic.techniques.filter((t) => t.rules > 0);
+  const shown = showGaps ? shown0.concat(tactic.techniques.filter((t) => t.rules === 0 && !t.ioc_hits)) : shown0;
   const missing = tactic.techniques.length - covered.length;
   return h('section', {class: 'tactic', dataset: {id: tactic.id}},
-    h('h3', {title: `${tactic.id}: ${tactic.rules} rules, ${tactic.fires} fires in 24 h`},
-      tactic.name,
-      h('span', {class: 'muted'}, ` ${count(tactic.fires)}`)),
+    h('h3', {title: `${tactic.id}: ${tactic.rules} rules, ${tactic.fires} fires`
+      + `${tactic.ioc_hits ? `, ${tactic.ioc_hits} threat-intel matches` : ''} in 24 h`},
+    tactic.name,
+    h('span', {class: 'muted'}, ` ${count(seen(tactic))}`)),
     h('div', {class: 'muted gapcount'}, `${covered.length} covered · ${missing} gaps`),
     shown.map((t) => cell(t)),
   );
 }
 
 function cell(t) {
-  const gap = t.rules === 0;
+  const gap = t.rules === 0 && !t.ioc_hits;
+  const intel = t.ioc_hits ? `, ${t.ioc_hits} threat-intel match${t.ioc_hits === 1 ? '' : 'es'}` : '';
   const title = gap
     ? `${t.id} ${t.name}: no enabled rule`
-    : `${t.id} ${t.name}: ${t.rules} rule${t.rules === 1 ? '' : 's'} (${t.rule_ids.join(', ')}), `
-      + `${t.fires} fires in 24 h`;
-  return h('div', {class: `cell ${gap ? 'gap' : heat(t.fires)}`, title,
-    dataset: {technique: t.id, fires: String(t.fires), rules: String(t.rules)}},
+    : `${t.id} ${t.name}: ${t.rules} rule${t.rules === 1 ? '' : 's'}`
+      + `${t.rules ? ` (${t.rule_ids.join(', ')})` : ''}, ${t.fires} fires${intel} in 24 h`;
+  return h('div', {class: `cell ${gap ? 'gap' : heat(seen(t))}`, title,
+    dataset: {technique: t.id, fires: String(t.fires), ioc: String(t.ioc_hits || 0), rules: String(t.rules)}},
   h('span', {class: 'tid'}, t.id), ' ', t.name);
 }

@@ -3,6 +3,9 @@
 //!
 //! Rule counts come from the live catalogue (enabled rules only: a disabled rule covers
 //! nothing); fire counts from the hourly rule series over `[since, until)`, 30 days by default.
+//! Threat-intelligence matches have no rule but map to techniques too (contact with attacker
+//! infrastructure is T1071): their alerts and signals first seen in the window count apart, as
+//! `ioc_hits`, so that the heatmap shows Command and Control when only a feed saw it.
 //! Techniques no rule maps to are listed too, with zeros: the gaps are what this view is for.
 
 use crate::error::ApiError;
@@ -12,8 +15,9 @@ use axum::Json;
 use axum::extract::{RawQuery, State};
 use serde::Serialize;
 use std::collections::HashMap;
-use watchpost_proto::now_ns;
+use watchpost_proto::{AlertType, now_ns};
 use watchpost_rules::Attack;
+use watchpost_store::AlertQuery;
 
 /// Default window: 30 days.
 const DEFAULT_WINDOW_NS: i64 = 30 * 86_400_000_000_000;
@@ -29,6 +33,9 @@ pub struct TechniqueCell {
     pub rules: u64,
     /// Their fires in the window.
     pub fires: u64,
+    /// Threat-intelligence matches mapped to it in the window (alerts and signals, each with
+    /// its occurrences).
+    pub ioc_hits: u64,
     /// Ids of those rules.
     pub rule_ids: Vec<String>,
 }
@@ -44,6 +51,8 @@ pub struct TacticColumn {
     pub rules: u64,
     /// Their fires in the window.
     pub fires: u64,
+    /// Threat-intelligence matches mapped to the tactic in the window.
+    pub ioc_hits: u64,
     /// Every technique of the tactic, sub-techniques included, in id order.
     pub techniques: Vec<TechniqueCell>,
 }
@@ -83,9 +92,32 @@ pub async fn coverage(
     }
     let cat = crate::routes::sigma::catalog(&st)?;
     let store = st.store.clone();
-    let rows = tokio::task::spawn_blocking(move || store.rule_fires(since_ns, until_ns))
-        .await
-        .map_err(ApiError::internal)??;
+    let (rows, ioc) = tokio::task::spawn_blocking(move || {
+        let rows = store.rule_fires(since_ns, until_ns)?;
+        let query = AlertQuery {
+            since_ns: Some(since_ns),
+            until_ns: Some(until_ns),
+            alert_type: Some(AlertType::Ioc),
+            page: 1,
+            limit: u32::MAX,
+            without_triage: true,
+            ..AlertQuery::default()
+        };
+        let mut ioc = store.search_alerts(&query)?.items;
+        ioc.extend(store.search_signals(&query)?.items);
+        Ok::<_, watchpost_store::StoreError>((rows, ioc))
+    })
+    .await
+    .map_err(ApiError::internal)??;
+    // (tactic id, technique id or "") -> occurrences of threat-intelligence matches.
+    let mut ioc_hits: HashMap<(String, String), u64> = HashMap::new();
+    for a in &ioc {
+        for m in &a.attack {
+            *ioc_hits
+                .entry((m.tactic_id.clone(), m.technique_id.clone()))
+                .or_insert(0) += a.count.max(1);
+        }
+    }
     let mut fires: HashMap<u64, u64> = HashMap::new();
     for (rule, _, n) in rows {
         *fires.entry(rule).or_insert(0) += u64::from(n);
@@ -132,6 +164,10 @@ pub async fn coverage(
                         name: attack.technique_name(t),
                         rules: rule_ids.len() as u64,
                         fires: f,
+                        ioc_hits: ioc_hits
+                            .get(&(ta.id.clone(), t.id.clone()))
+                            .copied()
+                            .unwrap_or(0),
                         rule_ids,
                     }
                 })
@@ -142,6 +178,11 @@ pub async fn coverage(
                 name: ta.name.clone(),
                 rules: ids.len() as u64,
                 fires: f,
+                ioc_hits: ioc_hits
+                    .iter()
+                    .filter(|((tactic, _), _)| *tactic == ta.id)
+                    .map(|(_, n)| n)
+                    .sum(),
                 techniques,
             }
         })
