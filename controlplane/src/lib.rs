@@ -22,6 +22,7 @@ mod router;
 mod routes;
 mod server;
 mod state;
+mod times;
 mod ws;
 
 pub use dashboard::CSP;

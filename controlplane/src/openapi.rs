@@ -312,8 +312,9 @@ fn derived_schemas() -> Map<String, Value> {
     schemas
 }
 
-/// Every component schema: the derived ones, and the bodies checked by hand.
-fn schemas() -> Value {
+/// Every component schema: the derived ones, and the bodies checked by hand, with the RFC 3339
+/// sibling of each `_ns` field described ([`crate::times`]).
+pub(crate) fn schemas() -> Value {
     let mut s = derived_schemas();
     let mut put = |name: &str, v: Value| {
         s.insert(name.to_string(), v);
@@ -341,7 +342,9 @@ fn schemas() -> Value {
         "OpenApi",
         json!({"type": "object", "description": "An OpenAPI 3.1 document"}),
     );
-    Value::Object(s)
+    let mut schemas = Value::Object(s);
+    crate::times::describe(&mut schemas);
+    schemas
 }
 
 #[cfg(test)]

@@ -44,6 +44,7 @@ pub fn router(state: AppState) -> Router {
         api = api.route(r.path, handler);
     }
     let api = api
+        .route_layer(axum::middleware::from_fn(crate::times::layer))
         .route_layer(from_fn_with_state(
             state.api_metrics.clone(),
             metrics::track,
