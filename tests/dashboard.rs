@@ -171,7 +171,8 @@ fn a_person_can_watch_triage_and_filter_in_a_real_browser() {
         .map(|(h, j)| {
             format!(
                 "<86>{} bastion-01 sshd[4{h}{j}]: Accepted publickey for carol from 192.0.2.44 port 5{h:03}{j} ssh2\n",
-                stamp(-h * 3600 + j * 420)
+                // A minute and eight minutes into the hour: both inside it, whatever the minute now.
+                stamp(-h * 3600 - now_s % 3600 + 60 + j * 420)
             )
         })
         .collect();
