@@ -20,6 +20,8 @@ const VIEWS = {
 
 export function mountAlerts(root, detailRoot, stream, {onOpen, onClose} = {}) {
   const alerts = new Map();
+  /** The last feedback recorded from this page, by alert. */
+  const recorded = new Map();
   let view = 'open,acknowledged';
   let minSeverity = 0;
   let total = 0;
@@ -345,11 +347,15 @@ export function mountAlerts(root, detailRoot, stream, {onOpen, onClose} = {}) {
   }
 
   function feedbackButtons(a, exception) {
-    const result = h('span', {class: 'muted', role: 'status'});
+    // The confirmation outlives a redraw of the detail (the alert's own update on the stream
+    // redraws it, often just after the feedback that caused it).
+    const result = h('span', {class: 'muted', role: 'status'}, recorded.get(a.id) || '');
     const send = (verdict) => async () => {
       try {
         await post(`/alerts/${encodeURIComponent(a.id)}/feedback`, {feedback: verdict, origin: 'dashboard'});
-        fill(result, `Recorded as ${verdict === 'tp' ? 'true' : 'false'} positive.`);
+        const said = `Recorded as ${verdict === 'tp' ? 'true' : 'false'} positive.`;
+        recorded.set(a.id, said);
+        fill(result, said);
         result.className = 'muted';
         if (verdict === 'fp') {
           exception.open('A false positive lowers the detector\'s sensitivity a little. To stop alerts like this one altogether, make an exception:');

@@ -21,6 +21,27 @@ import {mountTimeline} from './timeline.js';
 import {mountEntities} from './entities.js';
 import {mountLayout} from './layout.js';
 
+// The theme: the system's unless one is chosen here (kept in local storage). Charts and the
+// graph take their colours when drawn, so a change tells them to draw again.
+const THEME_KEY = 'watchpost.theme';
+const THEMES = ['auto', 'dark', 'light'];
+const themeButton = document.getElementById('theme');
+function applyTheme(theme) {
+  if (theme === 'dark' || theme === 'light') document.documentElement.dataset.theme = theme;
+  else delete document.documentElement.dataset.theme;
+  themeButton.textContent = `Theme: ${theme === 'dark' || theme === 'light' ? theme : 'system'}`;
+  themeButton.title = 'Switch between the system\'s theme, dark and light';
+}
+applyTheme(localStorage.getItem(THEME_KEY));
+themeButton.addEventListener('click', () => {
+  const now = localStorage.getItem(THEME_KEY) || 'auto';
+  const next = THEMES[(THEMES.indexOf(now) + 1) % THEMES.length];
+  if (next === 'auto') localStorage.removeItem(THEME_KEY);
+  else localStorage.setItem(THEME_KEY, next);
+  applyTheme(next);
+  window.dispatchEvent(new Event('themechange'));
+});
+
 const stream = new Stream();
 mountStatus(document.getElementById('status'), stream);
 const alerts = mountAlerts(document.getElementById('alerts'), document.getElementById('detail'), stream, {

@@ -10,7 +10,7 @@
 
 import {get} from './api.js';
 import {h, fill} from './dom.js';
-import {clock, count, iso, severityBadge} from './format.js';
+import {axisColours, clock, count, iso, severityBadge, themed} from './format.js';
 
 /** Time of day for today's events, with the date for older ones (an entity's span is days). */
 function when(ns) {
@@ -130,19 +130,7 @@ export function mountEntities(root, {onAlert, onShow} = {}) {
     state.graph = cytoscape({
       container: graphBox,
       minZoom: 0.3, maxZoom: 3, wheelSensitivity: 0.3,
-      style: [
-        {selector: 'node', style: {'label': 'data(label)', 'color': '#e6edf3', 'font-size': 10,
-          'text-valign': 'bottom', 'text-margin-y': 4, 'text-wrap': 'ellipsis', 'text-max-width': 140,
-          'background-color': 'data(colour)', 'width': 18, 'height': 18, 'border-width': 0}},
-        {selector: 'node.entity.expanded', style: {'border-width': 2, 'border-color': '#e6edf3'}},
-        {selector: 'node.focus', style: {'width': 30, 'height': 30, 'border-width': 3, 'border-color': '#1f6feb',
-          'font-weight': 'bold'}},
-        {selector: 'node.alert', style: {'shape': 'diamond', 'width': 16, 'height': 16, 'font-size': 9,
-          'color': '#8b949e'}},
-        {selector: 'edge', style: {'width': 'data(width)', 'line-color': '#30363d', 'curve-style': 'bezier',
-          'label': 'data(label)', 'font-size': 8, 'color': '#8b949e', 'text-rotation': 'autorotate'}},
-        {selector: 'edge.joins', style: {'line-color': '#6e4a2e', 'line-style': 'dashed', 'width': 1}},
-      ],
+      style: graphStyle(),
     });
     // The canvas has no element per node: the instance is reachable from its container for the
     // browser test and the console, and the list below the graph serves the keyboard.
@@ -294,8 +282,8 @@ export function mountEntities(root, {onAlert, onShow} = {}) {
       scales: {x: {time: true, range: () => [now - 7 * 86400, now]},
         y: {range: [0, Math.min(1, Math.max(0.05, ...ys) * 1.2)]}},
       axes: [
-        {stroke: '#8b949e', grid: {stroke: '#21262d'}, ticks: {stroke: '#30363d'}},
-        {stroke: '#8b949e', grid: {stroke: '#21262d'}, ticks: {stroke: '#30363d'}, size: 48},
+        {...axisColours()},
+        {...axisColours(), size: 48},
       ],
       series: [
         {label: 'hour', value: (u, v) => (v == null ? '' : hourLabel(v - 1800))},
@@ -316,12 +304,37 @@ export function mountEntities(root, {onAlert, onShow} = {}) {
         on: {click: () => n.id() !== state.uuid && show(n.id(), {keepGraph: true})}}, n.data('label'))))));
   }
 
+  // A theme change recolours the graph's labels and lines and redraws the risk chart.
+  window.addEventListener('themechange', () => {
+    if (state.graph) state.graph.style(graphStyle());
+    if (state.uuid && !body.hidden) showRisk(state.uuid, state.request);
+  });
+
   function entityNode(e) {
     return {group: 'nodes', classes: 'entity', data: {id: e.uuid, label: `${e.kind}:${e.value}`,
       colour: KIND_COLOURS[e.kind] || '#8b949e'}};
   }
 
   return {show, search: (q) => { query.value = q; search(); }};
+}
+
+/** The graph's look, in the current theme's colours. */
+function graphStyle() {
+  const text = themed('--text');
+  const muted = themed('--muted');
+  return [
+    {selector: 'node', style: {'label': 'data(label)', 'color': text, 'font-size': 10,
+      'text-valign': 'bottom', 'text-margin-y': 4, 'text-wrap': 'ellipsis', 'text-max-width': 140,
+      'background-color': 'data(colour)', 'width': 18, 'height': 18, 'border-width': 0}},
+    {selector: 'node.entity.expanded', style: {'border-width': 2, 'border-color': text}},
+    {selector: 'node.focus', style: {'width': 30, 'height': 30, 'border-width': 3,
+      'border-color': themed('--accent'), 'font-weight': 'bold'}},
+    {selector: 'node.alert', style: {'shape': 'diamond', 'width': 16, 'height': 16, 'font-size': 9,
+      'color': muted}},
+    {selector: 'edge', style: {'width': 'data(width)', 'line-color': themed('--line'), 'curve-style': 'bezier',
+      'label': 'data(label)', 'font-size': 8, 'color': muted, 'text-rotation': 'autorotate'}},
+    {selector: 'edge.joins', style: {'line-color': '#b5470f', 'line-style': 'dashed', 'width': 1}},
+  ];
 }
 
 function baselineProblem(e) {

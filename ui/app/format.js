@@ -51,3 +51,13 @@ export function rate(n) {
 export function entity(e) {
   return e ? `${e.kind}:${e.value}` : '';
 }
+
+/** A colour of the current theme (a CSS custom property of the page), for charts and the graph. */
+export function themed(name) {
+  return getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+}
+
+/** uPlot axis colours of the current theme. */
+export function axisColours() {
+  return {stroke: themed('--muted'), grid: {stroke: themed('--rule')}, ticks: {stroke: themed('--line')}};
+}

@@ -8,7 +8,7 @@
 
 import {get, patch, post} from './api.js';
 import {h, fill} from './dom.js';
-import {count, severityBadge} from './format.js';
+import {axisColours, count, severityBadge} from './format.js';
 import uPlot from './uplot.js';
 
 const PAGE = 50;
@@ -137,6 +137,11 @@ export function mountRules(root) {
       box.disabled = false;
     }
   }
+
+  // The trend chart takes the theme's colours when drawn: drawn again on a change of theme.
+  window.addEventListener('themechange', () => {
+    if (state.selected) show(state.selected);
+  });
 
   async function show(id) {
     state.selected = id;
@@ -358,8 +363,8 @@ function trendChart(el, timeline) {
     cursor: {points: {show: false}},
     scales: {y: {range: [0, Math.max(1, ...ys) * 1.1]}},
     axes: [
-      {stroke: '#8b949e', grid: {stroke: '#21262d'}, ticks: {stroke: '#30363d'}},
-      {stroke: '#8b949e', grid: {stroke: '#21262d'}, ticks: {stroke: '#30363d'}, size: 40},
+      {...axisColours()},
+      {...axisColours(), size: 40},
     ],
     series: [
       {label: 'hour', value: (u, v) => (v == null ? '' : `${new Date(v * 1000).toLocaleString([],

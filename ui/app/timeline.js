@@ -10,7 +10,7 @@
 
 import {get} from './api.js';
 import {h, fill} from './dom.js';
-import {clock, count, iso, severityBadge} from './format.js';
+import {axisColours, clock, count, iso, severityBadge, themed} from './format.js';
 import uPlot from './uplot.js';
 
 const RANGES = ['1h', '6h', '24h', '7d'];
@@ -96,10 +96,10 @@ export function mountTimeline(root, stream, {onAlert} = {}) {
       scales: {x: {time: true, range: (u, min, max) => [min - step / 2, max + step / 2]},
         score: {range: [0, 1]}, alerts: {range: [0, Math.max(1, ...counts) * 1.2]}},
       axes: [
-        {stroke: '#8b949e', grid: {stroke: '#21262d'}, ticks: {stroke: '#30363d'}},
-        {scale: 'score', stroke: '#8b949e', grid: {stroke: '#21262d'}, ticks: {stroke: '#30363d'},
+        {...axisColours()},
+        {scale: 'score', ...axisColours(),
           size: 40, label: 'score'},
-        {scale: 'alerts', side: 1, stroke: '#f0883e', grid: {show: false}, ticks: {stroke: '#30363d'},
+        {scale: 'alerts', side: 1, stroke: '#f0883e', grid: {show: false}, ticks: {stroke: themed('--line')},
           size: 40, label: 'alerts'},
       ],
       series: [
@@ -212,6 +212,7 @@ export function mountTimeline(root, stream, {onAlert} = {}) {
   stream.on('alert', onAlerts);
   stream.on('alert_batch', onAlerts);
   window.addEventListener('resize', debounce(() => state.data && draw(state.data), 200));
+  window.addEventListener('themechange', () => state.data && draw(state.data));
   start();
   return {load};
 }

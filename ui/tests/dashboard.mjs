@@ -34,7 +34,9 @@ const problems = [];
 const summary = {};
 let page = null;
 try {
-  page = await browser.newPage({viewport: {width: 1440, height: 900}});
+  // Dark, as an analyst's system often is (headless Chromium reports light): the light theme is
+  // checked on its own below.
+  page = await browser.newPage({viewport: {width: 1440, height: 900}, colorScheme: 'dark'});
   if (fakedClock) await page.clock.install({time: Date.now()});
   // A 503 the test asks for on purpose (a hunt needing the LLM, which is off) is logged by the
   // browser as a failed resource; any other console error is a problem.
@@ -426,6 +428,19 @@ try {
   await page.click('#layout-reset');
   expect(await order() === 'timeline,alerts,events,entities,attack,rules', `after reset: ${await order()}`);
   summary.layout = customised;
+
+  // The light theme: chosen in the header, kept over a reload, charts and graph redrawn in it.
+  await page.click('#theme');
+  await page.click('#theme');
+  expect(await page.evaluate(() => document.documentElement.dataset.theme) === 'light',
+    `theme: ${await page.locator('#theme').textContent()}`);
+  await page.reload();
+  await page.waitForSelector('#alert-rows tr');
+  await page.waitForSelector('#timeline-chart canvas');
+  const background = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+  expect(background === 'rgb(246, 248, 250)', `the light page's background is ${background}`);
+  await page.screenshot({path: `${out}/light.png`});
+  summary.theme = 'light';
 
   // Last, the policy at work: turning a string into HTML is refused (this logs a violation,
   // so it runs after the console has been judged).
