@@ -62,7 +62,8 @@ const entities = mountEntities(document.getElementById('entities'), {
   onShow: (uuid) => mark(`#/entities/${uuid}`),
 });
 stream.connect();
-// The heatmap and the catalogue load when they are on the board: at start, and when added back.
+// The heatmap loads when it is on the board: at start, and when added back (the catalogue loads
+// itself when mounted, and again when added back).
 const layout = mountLayout(document.getElementById('monitor'), document.getElementById('layout-controls'), {
   onShown: (id) => {
     if (id === 'attack') attack.load();
@@ -70,7 +71,6 @@ const layout = mountLayout(document.getElementById('monitor'), document.getEleme
   },
 });
 if (layout.has('attack')) attack.load();
-if (layout.has('rules')) rules.load();
 
 // Tabs: one view shown at a time; the Rule Suggestions list, the signals and the exceptions
 // reload each time they are opened.
