@@ -20,7 +20,13 @@ async function call(method, path, body) {
     init.headers['content-type'] = 'application/json';
     init.body = JSON.stringify(body);
   }
-  const res = await fetch(BASE + path, init);
+  let res;
+  try {
+    res = await fetch(BASE + path, init);
+  } catch {
+    // No answer at all: every widget says the same plain thing.
+    throw new ApiError(0, {error: 'unreachable', message: 'the service did not answer (is it running?)'});
+  }
   const text = await res.text();
   let parsed = null;
   try {
@@ -31,6 +37,8 @@ async function call(method, path, body) {
   if (!res.ok) {
     const err = new ApiError(res.status, parsed);
     err.retryAfter = Number(res.headers.get('retry-after')) || null;
+    // A refusal for rate already says when to try again ("...; retry in 2 s"), and every widget
+    // shows e.message: nothing to add here.
     throw err;
   }
   return parsed;

@@ -3,14 +3,16 @@
 //
 // Techniques no enabled rule maps to are the gaps this view exists to show: they are counted
 // in every column's header and drawn, dashed and grey, when "Show gaps" is on. The matrix is
-// fetched when the tab opens (and by Refresh), not on a timer: `/attack/coverage` has its own
-// rate limit of a few calls a minute.
+// fetched when the widget comes on the board, by Refresh, and every two minutes while it is shown
+// (`/attack/coverage` has its own rate limit, 10 calls a minute by default: a timer must leave
+// the analyst's own refreshes room).
 
 import {get} from './api.js';
 import {h, fill} from './dom.js';
 import {count} from './format.js';
 
 const DAY_MS = 86400000;
+const REFRESH_MS = 120_000;
 
 /** Heat class of a 24 h fire count: none, 1-9, 10-99, 100-999, 1000 and more. */
 function heat(fires) {
@@ -44,8 +46,7 @@ export function mountAttack(root) {
       });
       draw();
     } catch (e) {
-      const wait = e.retryAfter ? ` (try again in ${e.retryAfter} s)` : '';
-      fill(summary, `coverage unavailable: ${e.message}${wait}`);
+      fill(summary, `coverage unavailable: ${e.message}`);
     }
   }
 
@@ -60,6 +61,9 @@ export function mountAttack(root) {
     fill(matrix, c.tactics.map((t) => column(t, gaps.checked)));
   }
 
+  setInterval(() => {
+    if (coverage && !root.closest('[hidden]') && !document.hidden) load();
+  }, REFRESH_MS);
   return {load};
 }
 

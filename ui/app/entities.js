@@ -58,6 +58,25 @@ export function mountEntities(root, {onAlert, onShow} = {}) {
       graphBox, graphNote, legend(), graphList),
     baseline, risk, events);
   root.append(form, results, heading, body);
+  suggest();
+
+  /** Until an entity is chosen: the entities of the newest alerts, one click away. */
+  async function suggest() {
+    try {
+      const recent = await get('/alerts', {limit: 20});
+      const seen = new Map();
+      for (const a of recent.items) {
+        for (const e of [a.entity, ...(a.related_entities || [])]) {
+          if (e && e.uuid && !seen.has(e.uuid) && seen.size < 12) seen.set(e.uuid, e);
+        }
+      }
+      if (!seen.size || state.uuid) return;
+      heading.append(h('p', {class: 'chips', id: 'entity-suggestions'}, h('span', {class: 'muted'}, 'In the newest alerts: '),
+        [...seen.values()].map((e) => h('a', {href: `#/entities/${e.uuid}`, class: 'chip'}, kindBadge(e.kind), e.value))));
+    } catch {
+      // Only a shortcut: the search works without it.
+    }
+  }
 
   async function search() {
     const q = query.value.trim();
@@ -379,7 +398,5 @@ function hourLabel(seconds) {
 }
 
 function failure(what, e) {
-  if (e.status === 429) return `${what}: too many requests; try again in ${e.retryAfter || 'a few'} s.`;
-  if (e.status === 503) return `${what}: ${e.message}`;
   return `${what}: ${e.message}`;
 }

@@ -396,8 +396,7 @@ function select(id, label, options) {
 }
 
 function failure(what, e) {
-  const wait = e.retryAfter ? ` (try again in ${e.retryAfter} s)` : '';
-  return `${what}: ${e.message}${wait}`;
+  return `${what}: ${e.message}`;
 }
 
 function debounce(fn, ms) {

@@ -36,17 +36,23 @@ export function mountTimeline(root, stream, {onAlert} = {}) {
   const chart = h('div', {class: 'timeline-chart', id: 'timeline-chart'});
   const message = h('p', {class: 'muted', id: 'timeline-message'}, 'Loading…');
   const bucket = h('div', {class: 'timeline-bucket', id: 'timeline-bucket', 'aria-live': 'polite'});
+  // Another range, resolution or source makes other buckets: the one picked is let go.
+  const refilter = () => {
+    state.picked = null;
+    fill(bucket);
+    load();
+  };
   range.addEventListener('change', () => {
     state.range = range.value;
-    load();
+    refilter();
   });
   resolution.addEventListener('change', () => {
     state.resolution = resolution.value;
-    load();
+    refilter();
   });
   source.addEventListener('change', () => {
     state.source = source.value.trim();
-    load();
+    refilter();
   });
   root.append(h('div', {class: 'toolbar'}, range, resolution, source, sources, summary),
     message, chart, bucket);
@@ -228,8 +234,6 @@ function bucketLabel(seconds) {
 }
 
 function failure(what, e) {
-  if (e.status === 429) return `${what}: too many requests; try again in ${e.retryAfter || 'a few'} s.`;
-  if (e.status === 503) return `${what}: the service is not ready (${e.message}).`;
   return `${what}: ${e.message}`;
 }
 

@@ -43,8 +43,10 @@ try {
   let expected503 = false;
   let expected422 = false;
   let expected404 = false;
+  let expected429 = false;
   page.on('console', (m) => {
     const asked = (expected503 && m.text().includes('status of 503'))
+      || (expected429 && m.text().includes('status of 429'))
       || (expected422 && m.text().includes('status of 422'))
       || (expected404 && m.text().includes('status of 404'));
     if (m.type() === 'error' && !asked) problems.push(`console: ${m.text()}`);
@@ -101,6 +103,17 @@ try {
   // Another range and resolution are asked of the API as chosen.
   await page.selectOption('#timeline-range', '1h');
   await page.waitForFunction(() => document.getElementById('timeline-summary').textContent.includes('last 1h, per 1m'));
+  expect(await page.locator('#timeline-bucket h3').count() === 0, 'the old bucket stays listed under a new range');
+
+  // At 1280 px nothing is wider than the window; on a 4K screen the board fills it.
+  for (const [width, height, name] of [[1280, 800, 'overview-1280'], [3840, 2160, 'overview-4k']]) {
+    await page.setViewportSize({width, height});
+    await page.waitForTimeout(400);
+    const wide = await page.evaluate(() => document.documentElement.scrollWidth);
+    expect(wide <= width, `at ${width} px the page is ${wide} px wide`);
+    await page.screenshot({path: `${out}/${name}.png`});
+  }
+  await page.setViewportSize({width: 1440, height: 900});
 
   // Hostile text in a log line is shown as text: no element is made of it.
   await page.waitForFunction(() => document.getElementById('event-rows').textContent.includes('<img src=x'));
@@ -195,9 +208,17 @@ try {
   await page.click('#tab-monitor');
   await page.locator('#attack').scrollIntoViewIfNeeded();
   await page.waitForFunction(() => document.querySelectorAll('#attack-matrix .tactic').length >= 12);
-  // The page asks for the last 24 hours (the API's default is 30 days).
+  // The page asks for the last 24 hours (the API's default is 30 days). It drew the matrix when it
+  // opened, perhaps before the fires were counted: once the API has them, Refresh shows them.
   const day = new Date(Date.now() - 86400e3).toISOString();
-  const api = await (await fetch(`${base}/api/v1/attack/coverage?since=${day}`)).json();
+  let api;
+  for (let tries = 0; tries < 100; tries++) {
+    api = await (await fetch(`${base}/api/v1/attack/coverage?since=${day}`)).json();
+    if (api.tactics.some((t) => t.techniques.some((x) => x.fires >= 3))) break;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  await page.click('#attack-refresh');
+  await page.waitForFunction(() => /[1-9][\d,]* rule fires/.test(document.getElementById('attack-summary').textContent));
   expect(await page.locator('#attack-matrix .tactic').count() === api.tactics.length,
     'a tactic column missing');
   // The API's busiest technique (the sshd rule fired three times) is drawn hot, with its count,
@@ -441,6 +462,20 @@ try {
   expect(background === 'rgb(246, 248, 250)', `the light page's background is ${background}`);
   await page.screenshot({path: `${out}/light.png`});
   summary.theme = 'light';
+
+  // A refusal for rate says when to try again: the heatmap's own family allows 10 a minute, so
+  // Refresh pressed past it is refused with the wait the server gave.
+  expected429 = true;
+  await page.locator('#attack').scrollIntoViewIfNeeded();
+  for (let i = 0; i < 12; i++) {
+    await page.click('#attack-refresh');
+    await page.waitForFunction(() => !document.getElementById('attack-summary').textContent.startsWith('Loading'));
+    if ((await page.locator('#attack-summary').textContent()).includes('retry in')) break;
+  }
+  const refused = await page.locator('#attack-summary').textContent();
+  expect(/coverage unavailable: .*retry in \d+ s/.test(refused), `after a burst of refreshes: ${refused}`);
+  expected429 = false;
+  summary.rate_limited = refused;
 
   // Last, the policy at work: turning a string into HTML is refused (this logs a violation,
   // so it runs after the console has been judged).
