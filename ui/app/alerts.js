@@ -96,7 +96,8 @@ export function mountAlerts(root, detailRoot, stream, {onOpen, onClose} = {}) {
   function row(a) {
     return h('tr', {dataset: {id: a.id}, tabindex: 0, class: a.id === selected ? 'selected' : '',
       on: {click: () => open(a.id), keydown: (e) => { if (e.key === 'Enter') open(a.id); }}},
-      h('td', {class: 'nowrap', title: iso(a.first_seen_ns)}, clock(a.last_seen_ns)),
+      h('td', {class: 'nowrap', title: `last seen ${iso(a.last_seen_ns)}, first ${iso(a.first_seen_ns)}`},
+        clock(a.last_seen_ns)),
       h('td', {}, severityBadge(a.severity)),
       h('td', {},
         h('div', {class: 'title'}, a.title),
@@ -117,7 +118,10 @@ export function mountAlerts(root, detailRoot, stream, {onOpen, onClose} = {}) {
     fill(summary, `${count(Math.max(total, list.length))} matching`);
     bulk.sync();
     message.hidden = list.length > 0;
-    fill(message, 'No alerts match.');
+    fill(message, view === 'open,acknowledged' && minSeverity === 0
+      ? 'The work queue is empty: no open or acknowledged alert. New ones appear here as they fire; '
+        + 'the Signals tab lists what adds risk without alerting.'
+      : 'No alerts match this view and severity: widen them above.');
   }
 
   async function load() {

@@ -69,7 +69,9 @@ export function mountEvents(root, stream) {
       h('td', {class: 'mono nowrap'}, e.host || ''),
       h('td', {class: 'message'}, e.message))));
     fill(summary, `${count(seen)} received` + (sampled ? `, ${count(sampled)} not shown (sampled at high rates)` : '')
-      + (paused ? ' · paused' : ''));
+      + (paused ? ' · paused' : '')
+      + (rows.length ? '' : ': waiting for events. Send logs to the syslog input (TCP or UDP 5514), JSON '
+        + 'lines (TCP 5515) or POST /api/v1/ingest; under a filter only matching events show.'));
   }
 
   stream.on('event', (f) => add([f.event], 1));
