@@ -17,10 +17,19 @@ use std::time::{Duration, Instant};
 fn start(dir: &Path) -> (Service, u16, u16) {
     let (api, tcp) = (free_port(), free_port());
     let config = dir.join("watchpost.toml");
+    // A threat feed with one address, for the indicator and kill-chain alerts.
+    let feeds = dir.join("feeds");
+    std::fs::create_dir_all(&feeds).unwrap();
+    std::fs::write(
+        feeds.join("blocklist.csv"),
+        "indicator,type,description\n198.51.100.77,ipv4,known SSH scanner\n",
+    )
+    .unwrap();
     std::fs::write(
         &config,
         format!(
-            "{LOW_ALERTS}\ndashboard_port = {api}\nhealth_port = 0\napi_list_rate_limit = \"100000/minute\"\nws_filter_min_interval_ms = 1500\n[inputs.syslog_udp]\nenabled = false\n[inputs.json_tcp]\nenabled = false\n[inputs.syslog_tcp]\naddress = \"127.0.0.1:{tcp}\"\n[dataplane]\npin_workers = false\n[llm]\nrule_suggestion_min_tp = 1\n"
+            "{LOW_ALERTS}\ndetection.ioc_dir = \"{}\"\ndashboard_port = {api}\nhealth_port = 0\napi_list_rate_limit = \"100000/minute\"\nws_filter_min_interval_ms = 1500\n[inputs.syslog_udp]\nenabled = false\n[inputs.json_tcp]\nenabled = false\n[inputs.syslog_tcp]\naddress = \"127.0.0.1:{tcp}\"\n[dataplane]\npin_workers = false\n[llm]\nrule_suggestion_min_tp = 1\n",
+            feeds.display()
         ),
     )
     .unwrap();
@@ -176,13 +185,39 @@ fn a_person_can_watch_triage_and_filter_in_a_real_browser() {
             )
         })
         .collect();
-    let lines = history + &invalid_user_lines() + &failed;
+    // An address on the feed guesses dave's password twelve times and gets in, a minute ago:
+    // an indicator alert, the guessing-then-success correlation and a kill-chain alert joining
+    // them, all older than the invalid-user alert, which stays the newest.
+    let mut intrusion: String = (0..12)
+        .map(|i| {
+            format!(
+                "<38>{} web-04 sshd[50{i:02}]: Failed password for dave from 198.51.100.77 port 410{i:02} ssh2\n",
+                stamp(i - 80)
+            )
+        })
+        .collect();
+    intrusion.push_str(&format!(
+        "<38>{} web-04 sshd[5100]: Accepted password for dave from 198.51.100.77 port 41100 ssh2\n",
+        stamp(-60)
+    ));
+    let t = Instant::now();
+    while json(&http(api, "GET", "/api/v1/ioc", "").1)["indicators"] != 1 {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "the feed was not loaded"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let lines = history + &intrusion + &invalid_user_lines() + &failed;
     send_lines(tcp, &lines);
     let t = Instant::now();
     loop {
         let (code, body) = http(api, "GET", "/api/v1/alerts", "");
         assert_eq!(code, 200, "{body}");
-        if json(&body)["meta"]["total"].as_u64() > Some(0) {
+        let (_, chains) = http(api, "GET", "/api/v1/alerts?detector=killchain", "");
+        if json(&body)["meta"]["total"].as_u64() > Some(0)
+            && json(&chains)["meta"]["total"].as_u64() > Some(0)
+        {
             break;
         }
         assert!(t.elapsed() < Duration::from_secs(20), "no alert was raised");

@@ -421,6 +421,28 @@ try {
   await page.click('#events form button[type=submit]');
   await page.waitForFunction(() => document.getElementById('event-filter-error').textContent.includes('UUID'));
 
+  // Alerts of other types: the indicator, the correlation and the kill chain joining them; the
+  // kill-chain detail lists the alerts it joins, and each opens in its turn.
+  const chains = await (await fetch(`${base}/api/v1/alerts?detector=killchain`)).json();
+  expect(chains.meta.total >= 1, 'no kill-chain alert');
+  const chain = chains.items[0];
+  await page.goto(`${base}/#/alerts/${chain.id}`);
+  await page.waitForFunction((n) => document.querySelectorAll('#joined-alerts li button').length === n,
+    chain.related_alerts.length);
+  const joinedTypes = [];
+  for (const jid of chain.related_alerts) {
+    joinedTypes.push((await (await fetch(`${base}/api/v1/alerts/${jid}`)).json()).type);
+  }
+  expect(joinedTypes.includes('ioc'), `the kill chain joins ${joinedTypes}`);
+  await page.screenshot({path: `${out}/killchain.png`});
+  const joined = await page.locator('#joined-alerts li button').first().getAttribute('data-id');
+  await page.locator('#joined-alerts li button').first().click();
+  await page.waitForFunction((id) => (document.querySelector('#detail h2') || {}).textContent
+    && document.getElementById('detail').textContent.includes(id), joined);
+  expect(page.url().endsWith(`#/alerts/${joined}`), `after opening a joined alert: ${page.url()}`);
+  await page.click('#detail .close');
+  summary.killchain = {joins: joinedTypes};
+
   // A layout of one's own: remove the heatmap, move the feed first with its button, drag the
   // Entity Explorer before the stream, widen the stream; it all survives a reload; the heatmap
   // comes back from "Add widget…" and draws; reset restores the default.
