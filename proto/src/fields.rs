@@ -43,6 +43,21 @@ pub struct PlainEvent {
     pub entities: Vec<(String, String, String)>,
 }
 
+impl PlainEvent {
+    /// An event of `source` with `attributes` (name, value) and nothing else: the usual test
+    /// record.
+    pub fn with_attributes(source: &str, attributes: &[(&str, &str)]) -> PlainEvent {
+        PlainEvent {
+            source: source.into(),
+            attributes: attributes
+                .iter()
+                .map(|(name, value)| (name.to_string(), value.to_string()))
+                .collect(),
+            ..PlainEvent::default()
+        }
+    }
+}
+
 impl EventFields for PlainEvent {
     fn attribute(&self, name: &str) -> Option<&str> {
         self.attributes

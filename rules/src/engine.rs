@@ -938,14 +938,7 @@ mod tests {
     }
 
     fn ev(source: &str, attrs: &[(&str, &str)]) -> PlainEvent {
-        PlainEvent {
-            source: source.into(),
-            attributes: attrs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            ..PlainEvent::default()
-        }
+        PlainEvent::with_attributes(source, attrs)
     }
 
     const PROC: &str = r#"title: t

@@ -52,16 +52,9 @@ fn rules() -> Vec<Arc<watchpost_rules::Rule>> {
 }
 
 fn record(source: &str, attrs: &[(&str, &str)]) -> PlainEvent {
-    let mut attributes: Vec<(String, String)> = attrs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    attributes.push(("note".into(), "marker-7f3a".into()));
-    PlainEvent {
-        source: source.into(),
-        attributes,
-        ..PlainEvent::default()
-    }
+    let mut event = PlainEvent::with_attributes(source, attrs);
+    event.attributes.push(("note".into(), "marker-7f3a".into()));
+    event
 }
 
 #[test]

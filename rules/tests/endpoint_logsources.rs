@@ -62,14 +62,7 @@ fn rules() -> Vec<Arc<watchpost_rules::Rule>> {
 }
 
 fn record(source: &str, attrs: &[(&str, &str)]) -> PlainEvent {
-    PlainEvent {
-        source: source.into(),
-        attributes: attrs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        ..PlainEvent::default()
-    }
+    PlainEvent::with_attributes(source, attrs)
 }
 
 /// An ECS process start as Elastic Defend sends it; arrays arrive as JSON text.

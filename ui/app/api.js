@@ -68,3 +68,9 @@ export function post(path, body) {
 export function del(path) {
   return call('DELETE', path);
 }
+
+/** A failed call as a widget says it: what failed, then the API's own words (a refusal for rate
+ * names its wait, a 503 its missing component). */
+export function failure(what, e) {
+  return `${what}: ${e.message}`;
+}

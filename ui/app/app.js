@@ -26,13 +26,21 @@ import {mountLayout} from './layout.js';
 const THEME_KEY = 'watchpost.theme';
 const THEMES = ['auto', 'dark', 'light'];
 const themeButton = document.getElementById('theme');
+const systemDark = matchMedia('(prefers-color-scheme: dark)');
 function applyTheme(theme) {
-  if (theme === 'dark' || theme === 'light') document.documentElement.dataset.theme = theme;
-  else delete document.documentElement.dataset.theme;
-  themeButton.textContent = `Theme: ${theme === 'dark' || theme === 'light' ? theme : 'system'}`;
+  const chosen = theme === 'dark' || theme === 'light';
+  document.documentElement.dataset.theme = chosen ? theme : (systemDark.matches ? 'dark' : 'light');
+  themeButton.textContent = `Theme: ${chosen ? theme : 'system'}`;
   themeButton.title = 'Switch between the system\'s theme, dark and light';
 }
 applyTheme(localStorage.getItem(THEME_KEY));
+// Following the system: its change applies at once.
+systemDark.addEventListener('change', () => {
+  if (!localStorage.getItem(THEME_KEY)) {
+    applyTheme('auto');
+    window.dispatchEvent(new Event('themechange'));
+  }
+});
 themeButton.addEventListener('click', () => {
   const now = localStorage.getItem(THEME_KEY) || 'auto';
   const next = THEMES[(THEMES.indexOf(now) + 1) % THEMES.length];

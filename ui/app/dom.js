@@ -40,3 +40,12 @@ export function fill(el, ...children) {
   append(el, children);
   return el;
 }
+
+/** `fn`, run once input has paused for `ms` (typing in a search box, resizing the window). */
+export function debounce(fn, ms) {
+  let timer = null;
+  return () => {
+    clearTimeout(timer);
+    timer = setTimeout(fn, ms);
+  };
+}

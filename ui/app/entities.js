@@ -8,9 +8,12 @@
 // Everything comes from the public API: `/entities/search`, `/entities/{uuid}/timeline`,
 // `/risk-history`, `/baseline`, and `/alerts?entity=`.
 
-import {get} from './api.js';
-import {h, fill} from './dom.js';
+import {failure, get} from './api.js';
+import {fill, h} from './dom.js';
 import {axisColours, clock, count, iso, severityBadge, themed} from './format.js';
+
+import cytoscape from './cytoscape.js';
+import uPlot from './uplot.js';
 
 /** Time of day for today's events, with the date for older ones (an entity's span is days). */
 function when(ns) {
@@ -18,8 +21,6 @@ function when(ns) {
   if (d.toDateString() === new Date().toDateString()) return clock(ns);
   return `${d.toLocaleDateString([], {month: 'short', day: 'numeric'})} ${clock(ns)}`;
 }
-import cytoscape from './cytoscape.js';
-import uPlot from './uplot.js';
 
 /** Related entities drawn per expanded entity, most events shared first. */
 const NEIGHBOURS = 12;
@@ -397,6 +398,3 @@ function hourLabel(seconds) {
     minute: '2-digit'})} (${d.toISOString().slice(11, 16)} UTC)`;
 }
 
-function failure(what, e) {
-  return `${what}: ${e.message}`;
-}

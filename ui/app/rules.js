@@ -6,8 +6,8 @@
 // trend is fetched only when it fired in the last 24 hours: the list already says how often, and
 // a flat line needs no request (the timeline endpoint counts against the detail rate limit).
 
-import {get, patch, post} from './api.js';
-import {h, fill} from './dom.js';
+import {failure, get, patch, post} from './api.js';
+import {debounce, fill, h} from './dom.js';
 import {axisColours, count, severityBadge} from './format.js';
 import uPlot from './uplot.js';
 
@@ -393,18 +393,6 @@ function fact(name, val) {
 function select(id, label, options) {
   return h('select', {id, 'aria-label': label},
     options.map(([v, text]) => h('option', {value: v}, text)));
-}
-
-function failure(what, e) {
-  return `${what}: ${e.message}`;
-}
-
-function debounce(fn, ms) {
-  let timer = null;
-  return () => {
-    clearTimeout(timer);
-    timer = setTimeout(fn, ms);
-  };
 }
 
 /** A rule's YAML with a fresh top-level `id`, so that an edited copy uploads beside it. */

@@ -8,8 +8,8 @@
 // 10 s) and once a minute while the Monitor view is shown (the endpoint counts against the list
 // rate limit, 60 a minute by default).
 
-import {get} from './api.js';
-import {h, fill} from './dom.js';
+import {failure, get} from './api.js';
+import {debounce, fill, h} from './dom.js';
 import {axisColours, clock, count, iso, severityBadge, themed} from './format.js';
 import uPlot from './uplot.js';
 
@@ -233,14 +233,3 @@ function bucketLabel(seconds) {
     minute: '2-digit'})} (${d.toISOString().slice(11, 16)} UTC)`;
 }
 
-function failure(what, e) {
-  return `${what}: ${e.message}`;
-}
-
-function debounce(fn, ms) {
-  let timer = null;
-  return () => {
-    clearTimeout(timer);
-    timer = setTimeout(fn, ms);
-  };
-}
