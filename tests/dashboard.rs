@@ -208,15 +208,44 @@ fn a_person_can_watch_triage_and_filter_in_a_real_browser() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    let lines = history + &intrusion + &invalid_user_lines() + &failed;
+    // A population for UEBA: thirty accounts logging in from their own address in working
+    // hours over fourteen days, then one of them at 03:00 UTC (the last 03:00 before now) from
+    // an address it never used: a UEBA alert, older than the invalid-user one.
+    let day = 86_400i64;
+    let start = (now_s / day - 14) * day;
+    let mut population = String::new();
+    for d in 0..14 {
+        for slot in 0..16 {
+            for u in 0..30 {
+                let at = start + d * day + 8 * 3600 + slot * 1800 + u * 20;
+                population.push_str(&format!(
+                    "<86>{} srv-01 sshd[6{u:02}]: Accepted password for user{u:02} from 10.0.{u}.5 port 50000 ssh2\n",
+                    stamp(at - now_s)
+                ));
+            }
+        }
+    }
+    let today = now_s / day * day;
+    let attack = if now_s > today + 3 * 3600 + 60 {
+        today + 3 * 3600
+    } else {
+        today - day + 3 * 3600
+    };
+    population.push_str(&format!(
+        "<86>{} srv-01 sshd[699]: Accepted password for user07 from 203.0.113.50 port 50000 ssh2\n",
+        stamp(attack - now_s)
+    ));
+    let lines = population + &history + &intrusion + &invalid_user_lines() + &failed;
     send_lines(tcp, &lines);
     let t = Instant::now();
     loop {
         let (code, body) = http(api, "GET", "/api/v1/alerts", "");
         assert_eq!(code, 200, "{body}");
         let (_, chains) = http(api, "GET", "/api/v1/alerts?detector=killchain", "");
+        let (_, ueba) = http(api, "GET", "/api/v1/alerts?type=ueba", "");
         if json(&body)["meta"]["total"].as_u64() > Some(0)
             && json(&chains)["meta"]["total"].as_u64() > Some(0)
+            && json(&ueba)["meta"]["total"].as_u64() > Some(0)
         {
             break;
         }

@@ -1930,7 +1930,12 @@ fn breakdown(parts: &[(&'static str, f64)]) -> (&'static str, BTreeMap<String, f
     (top, map)
 }
 
+/// Six decimals, and finite: a UEBA type's threshold is infinite until it calibrates, and JSON
+/// cannot hold an infinity (see [`watchpost_proto::finite`]).
 fn round6(x: f64) -> f64 {
+    if !x.is_finite() {
+        return watchpost_proto::finite(x);
+    }
     (x * 1e6).round() / 1e6
 }
 

@@ -91,8 +91,11 @@ pub struct Alert {
     /// The entity the alert is about, when there is one.
     pub entity: Option<EntityRef>,
     /// Score of the triggering event (highest over the repeats).
+    #[serde(deserialize_with = "number_or_null")]
     pub score: f64,
-    /// The DSPOT threshold it crossed (0 for rule alerts).
+    /// The DSPOT threshold it crossed (0 for rule alerts; the largest finite number while the
+    /// threshold is still calibrating, when it is in truth infinite).
+    #[serde(deserialize_with = "number_or_null")]
     pub threshold: f64,
     /// Each detector's or sub-score's weighted part of the score.
     pub contributions: BTreeMap<String, f64>,
@@ -128,9 +131,11 @@ pub struct Deviation {
     pub signal: DeviationSignal,
     /// Surprisal of the observation under the entity's history, in bits: 10 means odds of about
     /// one in a thousand.
+    #[serde(deserialize_with = "number_or_null")]
     pub bits: f64,
     /// The measure behind it, by signal: `new_hour` the UTC hour; `rate` the minute's events over
     /// the usual per-minute rate; `dormancy` the days of silence; 0 for `new_source`, `new_host`.
+    #[serde(deserialize_with = "number_or_null")]
     pub value: f64,
 }
 
@@ -162,6 +167,50 @@ impl DeviationSignal {
             DeviationSignal::Dormancy => "dormancy",
         }
     }
+}
+
+/// `x` as JSON can hold it: infinities become the largest finite numbers of their sign, NaN 0.
+/// JSON has no infinity, and serde_json writes one as `null`, which then does not read back as a
+/// number: one such field made a stored record, and every list holding it, unreadable.
+pub fn finite(x: f64) -> f64 {
+    if x.is_nan() {
+        0.0
+    } else {
+        x.clamp(f64::MIN, f64::MAX)
+    }
+}
+
+impl Alert {
+    /// Every number of the alert is finite (JSON can carry it as it is).
+    pub fn is_finite(&self) -> bool {
+        self.score.is_finite()
+            && self.threshold.is_finite()
+            && self.contributions.values().all(|v| v.is_finite())
+            && self
+                .deviation
+                .is_none_or(|d| d.bits.is_finite() && d.value.is_finite())
+    }
+
+    /// The alert with every number made [`finite`].
+    pub fn with_finite_numbers(&self) -> Alert {
+        let mut a = self.clone();
+        a.score = finite(a.score);
+        a.threshold = finite(a.threshold);
+        for v in a.contributions.values_mut() {
+            *v = finite(*v);
+        }
+        if let Some(d) = a.deviation.as_mut() {
+            d.bits = finite(d.bits);
+            d.value = finite(d.value);
+        }
+        a
+    }
+}
+
+/// A number, or `null` as an earlier version wrote an infinite one (read as the largest finite
+/// number: the one such field seen was a threshold still calibrating, in truth infinite).
+fn number_or_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::MAX))
 }
 
 fn is_zero(count: &u64) -> bool {

@@ -37,7 +37,7 @@ pub mod store_url;
 pub use alert::{
     Alert, AlertType, AttackMapping, CloseReason, Deviation, DeviationSignal, Feedback,
     MAX_CONTRIBUTING, MAX_TRIAGE_HISTORY, ThresholdChange, Triage, TriageChange, TriageStatus,
-    Verdict,
+    Verdict, finite,
 };
 pub use api::{ErrorBody, ListMeta, ListResponse, TOTAL_EXACT_UP_TO};
 pub use authority::{AllowedHosts, Authority, HostName};

@@ -281,6 +281,16 @@ impl Store {
             return Ok(());
         };
         let mut wb = WriteBatch::default();
+        // A record JSON cannot hold (an infinite number is written as null and never reads back)
+        // is stored with finite numbers, whoever built it.
+        let finite;
+        let alert = if alert.is_finite() {
+            alert
+        } else {
+            tracing::warn!(id = %alert.id, detector = %alert.detector, "an alert with a non-finite number; stored with finite ones");
+            finite = alert.with_finite_numbers();
+            &finite
+        };
         let json = encode_json(table.what, alert)?;
         wb.put_cf(self.cf(table.records), key, json);
         for e in alert.entity.iter().chain(&alert.related_entities) {
@@ -917,6 +927,42 @@ mod tests {
             reason,
             ..TriageUpdate::default()
         }
+    }
+
+    /// A signal raised while its UEBA type's threshold still calibrates carries an infinite
+    /// threshold. Written as it was, JSON made it `null`, the record never read back, and every
+    /// list of signals failed with a 500. It is stored finite now, and records an earlier
+    /// version wrote read back.
+    #[test]
+    fn an_infinite_threshold_is_stored_finite_and_a_null_one_reads_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), &StorageConfig::default()).unwrap();
+        let mut s = alert(ID, 1);
+        s.threshold = f64::INFINITY;
+        s.score = f64::NAN;
+        s.deviation = Some(watchpost_proto::Deviation {
+            signal: watchpost_proto::DeviationSignal::NewHour,
+            bits: f64::INFINITY,
+            value: 3.0,
+        });
+        store.put_signal(&s).unwrap();
+        let back = store.signal(ID).unwrap().unwrap();
+        assert_eq!(back.threshold, f64::MAX);
+        assert_eq!(back.score, 0.0);
+        assert_eq!(back.deviation.unwrap().bits, f64::MAX);
+        let page = store
+            .search_signals(&AlertQuery {
+                page: 1,
+                limit: 10,
+                ..AlertQuery::default()
+            })
+            .unwrap();
+        assert_eq!(page.items.len(), 1);
+        let written_before = serde_json::to_string(&alert(ID, 1))
+            .unwrap()
+            .replace("\"threshold\":0.5", "\"threshold\":null");
+        let read: Alert = serde_json::from_str(&written_before).unwrap();
+        assert_eq!(read.threshold, f64::MAX);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 import {get, patch, post} from './api.js';
 import {h, fill} from './dom.js';
-import {clock, count, entity, iso, severityBadge, severityName} from './format.js';
+import {clock, count, entity, iso, severityBadge, severityName, thresholdText} from './format.js';
 import {deviationText, explanationSection} from './assist.js';
 import {exceptionForm} from './exceptions.js';
 
@@ -235,7 +235,7 @@ export function mountAlerts(root, detailRoot, stream, {onOpen, onClose} = {}) {
         fact('First seen', iso(a.first_seen_ns)),
         fact('Last seen', iso(a.last_seen_ns)),
         fact('Count', count(a.count)),
-        fact('Score / threshold', `${a.score.toFixed(3)} / ${a.threshold.toFixed(3)}`),
+        fact('Score / threshold', `${a.score.toFixed(3)} / ${thresholdText(a.threshold)}`),
         a.deviation && fact('Deviation', deviationText(a.deviation))),
     ];
     out.push(...explanationSection(a));

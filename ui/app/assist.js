@@ -4,7 +4,7 @@
 
 import {del, get, post} from './api.js';
 import {h, fill} from './dom.js';
-import {count, entity, iso, severityBadge, severityName} from './format.js';
+import {count, entity, iso, severityBadge, severityName, thresholdText} from './format.js';
 
 let backendOnce = null;
 
@@ -40,8 +40,8 @@ export function plainSummary(a) {
   ];
   if (a.deviation) {
     parts.push(`One dimension alone was far outside the entity's history: ${deviationText(a.deviation)}.`);
-  } else if (a.threshold > 0) {
-    parts.push(`Its score ${a.score.toFixed(3)} passed the threshold ${a.threshold.toFixed(3)}.`);
+  } else if (a.threshold > 0 && a.threshold < 1e300) {
+    parts.push(`Its score ${a.score.toFixed(3)} passed the threshold ${thresholdText(a.threshold)}.`);
   }
   const top = Object.entries(a.contributions || {}).sort((x, y) => y[1] - x[1])[0];
   if (top) parts.push(`The largest contribution came from ${top[0]} (${top[1].toFixed(3)}).`);

@@ -61,3 +61,9 @@ export function themed(name) {
 export function axisColours() {
   return {stroke: themed('--muted'), grid: {stroke: themed('--rule')}, ticks: {stroke: themed('--line')}};
 }
+
+/** A detector's threshold: the API gives the largest finite number while one still calibrates
+ * (in truth infinite, which JSON cannot carry). */
+export function thresholdText(t) {
+  return Number(t) >= 1e300 ? 'not calibrated yet' : Number(t).toFixed(3);
+}

@@ -5,7 +5,7 @@
 
 import {get} from './api.js';
 import {h, fill} from './dom.js';
-import {count, entity, iso, severityBadge} from './format.js';
+import {count, entity, iso, severityBadge, thresholdText} from './format.js';
 import {exceptionForm} from './exceptions.js';
 
 const PAGE = 100;
@@ -117,7 +117,7 @@ export function mountSignals(root) {
         fact('First / last seen', `${iso(d.first_seen_ns)} · ${iso(d.last_seen_ns)}`),
         fact('Source', d.source),
         // A rule's match has no score; an anomaly's is what put it past its source's threshold.
-        d.threshold > 0 && fact('Score / threshold', `${d.score.toFixed(3)} / ${d.threshold.toFixed(3)}`),
+        d.threshold > 0 && fact('Score / threshold', `${d.score.toFixed(3)} / ${thresholdText(d.threshold)}`),
         d.attack && d.attack.length && fact('ATT&CK', d.attack.map((m) => `${m.technique_id} ${m.technique} (${m.tactic})`).join('; ')),
         d.related_entities && d.related_entities.length
           && fact('Related', d.related_entities.map((e) => `${entity(e)} (${e.role})`).join(', '))),

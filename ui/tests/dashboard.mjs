@@ -442,6 +442,17 @@ try {
   expect(page.url().endsWith(`#/alerts/${joined}`), `after opening a joined alert: ${page.url()}`);
   await page.click('#detail .close');
   summary.killchain = {joins: joinedTypes};
+  // A UEBA alert (an account at 03:00 from an address it never used, after thirty colleagues'
+  // fourteen days) opens with its deviation, and no threshold reads as a 309-digit number.
+  const ueba = (await (await fetch(`${base}/api/v1/alerts?type=ueba&limit=1`)).json()).items[0];
+  expect(ueba, 'no UEBA alert');
+  await page.goto(`${base}/#/alerts/${ueba.id}`);
+  await page.waitForFunction((id) => (document.getElementById('detail') || {}).textContent?.includes(id), ueba.id);
+  const uebaText = await page.locator('#detail').textContent();
+  expect(uebaText.includes('ueba') && !uebaText.includes('179769313'), `UEBA detail: ${uebaText.slice(0, 300)}`);
+  await page.screenshot({path: `${out}/ueba.png`});
+  await page.click('#detail .close');
+  summary.ueba = ueba.title;
 
   // A layout of one's own: remove the heatmap, move the feed first with its button, drag the
   // Entity Explorer before the stream, widen the stream; it all survives a reload; the heatmap
