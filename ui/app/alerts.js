@@ -3,7 +3,7 @@
 
 import {get, patch, post} from './api.js';
 import {h, fill} from './dom.js';
-import {clock, count, entity, iso, severityBadge, severityName, thresholdText} from './format.js';
+import {attackUrl, clock, count, entity, iso, severityBadge, severityName, thresholdText} from './format.js';
 import {deviationText, explanationSection} from './assist.js';
 import {exceptionForm} from './exceptions.js';
 
@@ -254,8 +254,10 @@ export function mountAlerts(root, detailRoot, stream, {onOpen, onClose} = {}) {
       out.push(h('h3', {}, `Alerts it joins (${a.related_alerts.length})`), joinedList(a.related_alerts));
     }
     if (a.attack && a.attack.length) {
-      out.push(h('h3', {}, 'ATT&CK'), h('ul', {}, a.attack.map((m) =>
-        h('li', {}, h('span', {class: 'mono'}, m.technique_id), ` ${m.technique} (${m.tactic_id} ${m.tactic})`))));
+      const link = (id, text) => h('a', {href: attackUrl(id), target: '_blank', rel: 'noopener noreferrer'}, text);
+      out.push(h('h3', {}, 'ATT&CK'), h('ul', {id: 'alert-attack'}, a.attack.map((m) => h('li', {},
+        m.technique_id ? [link(m.technique_id, h('span', {class: 'mono'}, m.technique_id)), ` ${m.technique} `] : null,
+        '(', link(m.tactic_id, `${m.tactic_id} ${m.tactic}`), ')'))));
     }
     if (a.related_entities && a.related_entities.length) {
       const more = (a.entity_count || 0) - a.related_entities.length - (a.entity ? 1 : 0);

@@ -67,3 +67,9 @@ export function axisColours() {
 export function thresholdText(t) {
   return Number(t) >= 1e300 ? 'not calibrated yet' : Number(t).toFixed(3);
 }
+
+/** The ATT&CK site's page of a technique (`T1110.001`) or a tactic (`TA0006`). */
+export function attackUrl(id) {
+  const kind = String(id).startsWith('TA') ? 'tactics' : 'techniques';
+  return `https://attack.mitre.org/${kind}/${String(id).replace('.', '/')}/`;
+}

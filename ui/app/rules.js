@@ -8,7 +8,7 @@
 
 import {failure, get, patch, post} from './api.js';
 import {debounce, fill, h} from './dom.js';
-import {axisColours, count, severityBadge} from './format.js';
+import {attackUrl, axisColours, count, severityBadge} from './format.js';
 import uPlot from './uplot.js';
 
 const PAGE = 50;
@@ -379,10 +379,6 @@ function techniques(attack) {
   const ids = [...new Set((attack || []).map((a) => a.technique_id).filter(Boolean))];
   return ids.length ? ids.map((id, i) => [i ? ', ' : '', h('span', {class: 'mono', title:
     (attack.find((a) => a.technique_id === id) || {}).technique || ''}, id)]) : h('span', {class: 'muted'}, '-');
-}
-
-function attackUrl(id) {
-  return `https://attack.mitre.org/techniques/${String(id).replace('.', '/')}/`;
 }
 
 function fact(name, val) {

@@ -434,6 +434,8 @@ try {
     joinedTypes.push((await (await fetch(`${base}/api/v1/alerts/${jid}`)).json()).type);
   }
   expect(joinedTypes.includes('ioc'), `the kill chain joins ${joinedTypes}`);
+  const techniqueLink = await page.locator('#alert-attack a').first().getAttribute('href');
+  expect(/^https:\/\/attack\.mitre\.org\/(techniques|tactics)\/T/.test(techniqueLink), `ATT&CK link: ${techniqueLink}`);
   await page.screenshot({path: `${out}/killchain.png`});
   const joined = await page.locator('#joined-alerts li button').first().getAttribute('data-id');
   await page.locator('#joined-alerts li button').first().click();
