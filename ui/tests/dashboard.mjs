@@ -339,6 +339,19 @@ try {
   expect(await page.locator('#entity-templates li').count() >= 1, 'no template in the baseline');
   await page.waitForSelector('#entity-risk-chart canvas');
   await page.screenshot({path: `${out}/entities.png`});
+  // With UEBA off the service answers the baseline with 503 `ueba_disabled` (tests/detection.rs
+  // checks that answer on a service started so); here the page is handed that answer, body as
+  // the API writes it, and must say so plainly rather than show an error.
+  expected503 = true;
+  await page.route('**/api/v1/entities/*/baseline', (route) => route.fulfill({status: 503,
+    contentType: 'application/json', body: JSON.stringify({error: 'ueba_disabled',
+      message: 'UEBA is disabled (ueba.enabled = false); baselines are kept but not served'})}));
+  await page.fill('#entity-q', 'carol');
+  await page.press('#entity-q', 'Enter');
+  await page.waitForSelector('#entity-baseline-off');
+  expect((await page.locator('#entity-baseline-off').textContent()).includes('UEBA is off'), 'UEBA off not said');
+  await page.unroute('**/api/v1/entities/*/baseline');
+  expected503 = false;
   expected404 = false;
   summary.entities = {first: explored.entity.value, neighbour: neighbour.value, nodes: drawn, hours_active: hoursOn};
   // An alert's deep link opens its detail after a fresh load.
