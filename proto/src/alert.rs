@@ -91,13 +91,14 @@ pub struct Alert {
     /// The entity the alert is about, when there is one.
     pub entity: Option<EntityRef>,
     /// Score of the triggering event (highest over the repeats).
-    #[serde(deserialize_with = "number_or_null")]
+    #[serde(deserialize_with = "number_or_null_as_zero")]
     pub score: f64,
     /// The DSPOT threshold it crossed (0 for rule alerts; the largest finite number while the
     /// threshold is still calibrating, when it is in truth infinite).
     #[serde(deserialize_with = "number_or_null")]
     pub threshold: f64,
     /// Each detector's or sub-score's weighted part of the score.
+    #[serde(deserialize_with = "parts_or_nulls")]
     pub contributions: BTreeMap<String, f64>,
     /// ATT&CK mappings.
     pub attack: Vec<AttackMapping>,
@@ -135,7 +136,7 @@ pub struct Deviation {
     pub bits: f64,
     /// The measure behind it, by signal: `new_hour` the UTC hour; `rate` the minute's events over
     /// the usual per-minute rate; `dormancy` the days of silence; 0 for `new_source`, `new_host`.
-    #[serde(deserialize_with = "number_or_null")]
+    #[serde(deserialize_with = "number_or_null_as_zero")]
     pub value: f64,
 }
 
@@ -207,10 +208,26 @@ impl Alert {
     }
 }
 
-/// A number, or `null` as an earlier version wrote an infinite one (read as the largest finite
-/// number: the one such field seen was a threshold still calibrating, in truth infinite).
+/// A number, or `null` as an earlier version wrote a non-finite one. Thresholds and surprisals
+/// are infinite by nature (a threshold still calibrating): read as the largest finite number.
 fn number_or_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::MAX))
+}
+
+/// As [`number_or_null`], for scores and measures, where a `null` was a NaN: read as 0.
+fn number_or_null_as_zero<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(0.0))
+}
+
+/// Contributions, each a number or an earlier version's `null` (read as 0).
+fn parts_or_nulls<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<BTreeMap<String, f64>, D::Error> {
+    let parts = BTreeMap::<String, Option<f64>>::deserialize(d)?;
+    Ok(parts
+        .into_iter()
+        .map(|(k, v)| (k, v.unwrap_or(0.0)))
+        .collect())
 }
 
 fn is_zero(count: &u64) -> bool {

@@ -958,11 +958,17 @@ mod tests {
             })
             .unwrap();
         assert_eq!(page.items.len(), 1);
-        let written_before = serde_json::to_string(&alert(ID, 1))
+        let mut before = alert(ID, 1);
+        before.contributions.insert("time_of_day".into(), 0.25);
+        let written_before = serde_json::to_string(&before)
             .unwrap()
-            .replace("\"threshold\":0.5", "\"threshold\":null");
+            .replace("\"threshold\":0.5", "\"threshold\":null")
+            .replace("\"score\":0.9", "\"score\":null")
+            .replace("\"time_of_day\":0.25", "\"time_of_day\":null");
         let read: Alert = serde_json::from_str(&written_before).unwrap();
         assert_eq!(read.threshold, f64::MAX);
+        assert_eq!(read.score, 0.0, "a null score was a NaN");
+        assert_eq!(read.contributions["time_of_day"], 0.0);
     }
 
     #[test]

@@ -8,6 +8,7 @@
 // Entity Explorer on that entity), `#/<view>` for the views. Opening something updates the
 // fragment in place (no history entry per click); following a link or editing the address moves.
 
+import {stored} from './dom.js';
 import {Stream} from './stream.js';
 import {mountStatus} from './status.js';
 import {mountAlerts} from './alerts.js';
@@ -33,19 +34,18 @@ function applyTheme(theme) {
   themeButton.textContent = `Theme: ${chosen ? theme : 'system'}`;
   themeButton.title = 'Switch between the system\'s theme, dark and light';
 }
-applyTheme(localStorage.getItem(THEME_KEY));
+applyTheme(stored.get(THEME_KEY));
 // Following the system: its change applies at once.
 systemDark.addEventListener('change', () => {
-  if (!localStorage.getItem(THEME_KEY)) {
+  if (!stored.get(THEME_KEY)) {
     applyTheme('auto');
     window.dispatchEvent(new Event('themechange'));
   }
 });
 themeButton.addEventListener('click', () => {
-  const now = localStorage.getItem(THEME_KEY) || 'auto';
+  const now = stored.get(THEME_KEY) || 'auto';
   const next = THEMES[(THEMES.indexOf(now) + 1) % THEMES.length];
-  if (next === 'auto') localStorage.removeItem(THEME_KEY);
-  else localStorage.setItem(THEME_KEY, next);
+  stored.set(THEME_KEY, next === 'auto' ? null : next);
   applyTheme(next);
   window.dispatchEvent(new Event('themechange'));
 });
@@ -118,7 +118,13 @@ for (const tab of tabs) {
 
 /** Shows what the fragment names. */
 function route() {
-  const [, kind, id] = decodeURIComponent(location.hash).match(/^#\/([a-z]+)(?:\/(.+))?$/) || [];
+  let hash = location.hash;
+  try {
+    hash = decodeURIComponent(hash);
+  } catch {
+    // A mangled link (a bad % sequence) is read as written.
+  }
+  const [, kind, id] = hash.match(/^#\/([a-z]+)(?:\/(.+))?$/) || [];
   if (kind === 'alerts' && id) {
     select('monitor');
     alerts.open(id);

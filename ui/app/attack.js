@@ -36,17 +36,24 @@ export function mountAttack(root) {
     matrix,
   );
   let coverage = null;
+  let loads = 0;
+  let started = false;
 
   async function load() {
+    started = true;
+    // The timer's answer and a Refresh's may cross: only the latest request's is drawn.
+    const mine = ++loads;
     const until = new Date();
     try {
-      coverage = await get('/attack/coverage', {
+      const answer = await get('/attack/coverage', {
         since: new Date(until.getTime() - DAY_MS).toISOString(),
         until: until.toISOString(),
       });
+      if (mine !== loads) return;
+      coverage = answer;
       draw();
     } catch (e) {
-      fill(summary, `coverage unavailable: ${e.message}`);
+      if (mine === loads) fill(summary, `coverage unavailable: ${e.message}`);
     }
   }
 
@@ -62,7 +69,8 @@ export function mountAttack(root) {
   }
 
   setInterval(() => {
-    if (coverage && !root.closest('[hidden]') && !document.hidden) load();
+    // Once the widget has loaded (or tried to), while it is shown: a failed first load is retried.
+    if (started && !root.closest('[hidden]') && !document.hidden) load();
   }, REFRESH_MS);
   return {load};
 }

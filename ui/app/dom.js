@@ -49,3 +49,26 @@ export function debounce(fn, ms) {
     timer = setTimeout(fn, ms);
   };
 }
+
+/**
+ * The browser's local storage, where it may fail: a profile that blocks storage throws on every
+ * access, a full one on writes. Preferences are conveniences, so a failure reads as "none saved"
+ * and a write that fails is dropped (the page works as it would on first use).
+ */
+export const stored = {
+  get(key) {
+    try {
+      return localStorage.getItem(key);
+    } catch {
+      return null;
+    }
+  },
+  set(key, value) {
+    try {
+      if (value === null) localStorage.removeItem(key);
+      else localStorage.setItem(key, value);
+    } catch {
+      // Not kept: see above.
+    }
+  },
+};

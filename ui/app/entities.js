@@ -79,12 +79,17 @@ export function mountEntities(root, {onAlert, onShow} = {}) {
     }
   }
 
+  let searches = 0;
   async function search() {
     const q = query.value.trim();
     if (!q) return;
     fill(results, h('p', {class: 'muted'}, 'Searching…'));
+    // A newer search, or an entity opened meanwhile (a link, the graph), wins over this answer.
+    const mine = ++searches;
+    const shown = state.request;
     try {
       const found = await get('/entities/search', {q, limit: 20});
+      if (mine !== searches || shown !== state.request) return;
       if (!found.items.length) {
         fill(results, h('p', {class: 'muted'}, `No entity named like “${q}”. Names are canonical: `
           + 'lower-case hosts and domains, addresses as written (docs/entities.md).'));
@@ -108,7 +113,7 @@ export function mountEntities(root, {onAlert, onShow} = {}) {
       found.meta.total > found.items.length
         ? h('p', {class: 'muted'}, `${count(found.meta.total - found.items.length)} more: refine the search.`) : null);
     } catch (e) {
-      fill(results, h('p', {class: 'error'}, failure('Search failed', e)));
+      if (mine === searches) fill(results, h('p', {class: 'error'}, failure('Search failed', e)));
     }
   }
 
@@ -179,7 +184,6 @@ export function mountEntities(root, {onAlert, onShow} = {}) {
     cy.nodes().removeClass('focus');
     cy.getElementById(ent.uuid).addClass('focus expanded');
     if (!state.expanded.has(ent.uuid)) {
-      state.expanded.add(ent.uuid);
       const top = Math.max(1, ...timeline.related_entities.map((r) => r.events));
       for (const r of timeline.related_entities.slice(0, NEIGHBOURS)) {
         if (add(entityNode(r))) {
@@ -187,9 +191,12 @@ export function mountEntities(root, {onAlert, onShow} = {}) {
             label: `${count(r.events)}`, width: 1 + 3 * (r.events / top)}});
         }
       }
+      const request = state.request;
       try {
         const alerts = await get('/alerts', {entity: ent.uuid, limit: ALERTS});
         if (state.graph !== cy) return;
+        // Marked only once its alerts are in: a failed load is tried again on the next click.
+        state.expanded.add(ent.uuid);
         for (const a of alerts.items) {
           if (!add({group: 'nodes', classes: 'alert', data: {id: `alert:${a.id}`, alert: a.id,
             label: a.title, colour: SEVERITY_COLOURS[a.severity] || SEVERITY_COLOURS[0]}})) continue;
@@ -205,13 +212,17 @@ export function mountEntities(root, {onAlert, onShow} = {}) {
           add({group: 'edges', classes: 'joins', data: {id: `alert:${a.id}~${ent.uuid}`,
             source: `alert:${a.id}`, target: ent.uuid, label: '', width: 1}});
         }
-        if (alerts.meta.total > alerts.items.length) {
+        if (request !== state.request) {
+          // Another entity is shown by now: its own expansion says what it left out.
+        } else if (alerts.meta.total > alerts.items.length) {
           fill(graphNote, `${count(alerts.meta.total - alerts.items.length)} older alerts name it and are not drawn.`);
         } else {
           fill(graphNote);
         }
       } catch (e) {
-        fill(graphNote, h('span', {class: 'error'}, failure('Its alerts could not be loaded', e)));
+        if (request === state.request) {
+          fill(graphNote, h('span', {class: 'error'}, failure('Its alerts could not be loaded', e)));
+        }
       }
     }
     if (left) graphNote.append(` ${count(left)} nodes left out (the graph holds ${MAX_NODES}).`);

@@ -4,7 +4,7 @@
 // an analyst reads.
 
 import {del, get, patch, post} from './api.js';
-import {h, fill} from './dom.js';
+import {fill, h, stored} from './dom.js';
 import {count, iso} from './format.js';
 
 const DAY_NS = 86400e9;
@@ -39,7 +39,7 @@ export function exceptionForm(a, onDone) {
   const reason = h('input', {type: 'text', name: 'reason', required: true, maxlength: 1024,
     placeholder: 'Why these alerts are expected', 'aria-label': 'Reason'});
   const author = h('input', {type: 'text', name: 'author', required: true, maxlength: 1024,
-    value: localStorage.getItem(AUTHOR_KEY) || '', placeholder: 'Your name', 'aria-label': 'Author'});
+    value: stored.get(AUTHOR_KEY) || '', placeholder: 'Your name', 'aria-label': 'Author'});
   const expiry = h('select', {name: 'expiry', 'aria-label': 'Expires'},
     h('option', {value: '0'}, 'never expires'),
     h('option', {value: '7'}, 'expires in 7 days'),
@@ -67,7 +67,7 @@ export function exceptionForm(a, onDone) {
     if (days > 0) body.expires_ns = Date.now() * 1e6 + days * DAY_NS;
     try {
       const made = await post('/exceptions', body);
-      localStorage.setItem(AUTHOR_KEY, author.value);
+      stored.set(AUTHOR_KEY, author.value);
       fill(result, `Exception created: from now on, ${conditionsText(made.conditions)} raises no alert`
         + `${made.detector ? ` from ${made.detector}` : ''}.`);
       result.className = 'muted';

@@ -5,7 +5,7 @@
 // for exceptions), so that analysts sharing a browser profile keep theirs; "Reset layout" goes
 // back to the default.
 
-import {h, fill} from './dom.js';
+import {fill, h, stored} from './dom.js';
 
 /** The widgets, in the default order, with their default size. */
 export const WIDGETS = [
@@ -23,7 +23,7 @@ const AUTHOR_KEY = 'watchpost.author';
 
 /** The storage key of this analyst's layout. */
 export function layoutKey() {
-  const who = (localStorage.getItem(AUTHOR_KEY) || '').trim();
+  const who = (stored.get(AUTHOR_KEY) || '').trim();
   return who ? `watchpost.layout:${who}` : 'watchpost.layout';
 }
 
@@ -34,7 +34,7 @@ function defaults() {
 /** The saved layout, or the default when none is saved or it does not read. */
 function restore() {
   try {
-    const saved = JSON.parse(localStorage.getItem(layoutKey()) || 'null');
+    const saved = JSON.parse(stored.get(layoutKey()) || 'null');
     if (!Array.isArray(saved)) return defaults();
     const known = new Map(WIDGETS.map((w) => [w.id, w]));
     const seen = new Set();
@@ -125,7 +125,10 @@ export function mountLayout(board, controls, {onShown} = {}) {
     if (i < 0 || j < 0 || j >= layout.length) return;
     [layout[i], layout[j]] = [layout[j], layout[i]];
     commit(`${titleOf(id)} moved to place ${j + 1} of ${layout.length}`);
-    sections.get(id).querySelector(by < 0 ? '.move-up' : '.move-down').focus();
+    // Back on the arrow pressed, or on the other one once this end is reached (it is disabled).
+    const section = sections.get(id);
+    const pressed = section.querySelector(by < 0 ? '.move-up' : '.move-down');
+    (pressed.disabled ? section.querySelector(by < 0 ? '.move-down' : '.move-up') : pressed).focus();
   }
 
   /** Puts `moved` where `target` is. */
@@ -141,6 +144,7 @@ export function mountLayout(board, controls, {onShown} = {}) {
     if (what === 'width') w.width = w.width === 'full' ? 'half' : 'full';
     else w.height = HEIGHTS[(HEIGHTS.indexOf(w.height) + 1) % HEIGHTS.length];
     commit(`${titleOf(id)}: ${w.width} width${w.height === 'auto' ? '' : `, ${HEIGHT_NAMES[w.height]}`}`);
+    sections.get(id).querySelector(`.${what}`).focus();
     // Charts size themselves from their box: tell them it changed.
     window.dispatchEvent(new Event('resize'));
   }
@@ -171,17 +175,20 @@ export function mountLayout(board, controls, {onShown} = {}) {
   }
 
   function save() {
-    localStorage.setItem(layoutKey(), JSON.stringify(layout));
+    stored.set(layoutKey(), JSON.stringify(layout));
   }
 
   function apply() {
     const on = new Set(layout.map((w) => w.id));
+    // Sections are moved only where the order changed: moving one drops its focus.
+    let previous = board.querySelector('.board-empty');
     for (const w of layout) {
       const s = sections.get(w.id);
       s.hidden = false;
       s.classList.remove('w-full', 'w-half', 'h-s', 'h-m', 'h-l', 'h-auto');
       s.classList.add(`w-${w.width}`, `h-${w.height}`);
-      board.append(s);
+      if (previous.nextElementSibling !== s) previous.after(s);
+      previous = s;
     }
     for (const [id, s] of sections) if (!on.has(id)) s.hidden = true;
     for (const w of layout) {

@@ -18,6 +18,9 @@ const RESOLUTIONS = ['1m', '5m', '15m', '1h'];
 /** The API's default resolution per range. */
 const DEFAULT_RESOLUTION = {'1h': '1m', '6h': '5m', '24h': '15m', '7d': '1h'};
 const RESOLUTION_S = {'1m': 60, '5m': 300, '15m': 900, '1h': 3600};
+const RANGE_S = {'1h': 3600, '6h': 21600, '24h': 86400, '7d': 604800};
+/** The API's bound on buckets in one answer. */
+const MAX_BUCKETS = 2016;
 const REFRESH_MS = 60_000;
 /** Least time between two reloads the stream's alerts cause. */
 const ALERT_RELOAD_MS = 10_000;
@@ -32,6 +35,12 @@ export function mountTimeline(root, stream, {onAlert} = {}) {
   const source = h('input', {type: 'search', id: 'timeline-source', placeholder: 'Source (exact: sshd)',
     'aria-label': 'Source', list: 'timeline-sources'});
   const sources = h('datalist', {id: 'timeline-sources'});
+  // The keyboard's way to a bucket: the canvas answers the mouse only.
+  const buckets = h('select', {id: 'timeline-pick', 'aria-label': 'List the alerts and events of a bucket'});
+  buckets.addEventListener('change', () => {
+    const i = state.data ? state.data.buckets.findIndex((x) => String(x.ts_ns) === buckets.value) : -1;
+    if (i >= 0) pick(i);
+  });
   const summary = h('span', {class: 'muted', id: 'timeline-summary'});
   const chart = h('div', {class: 'timeline-chart', id: 'timeline-chart'});
   const message = h('p', {class: 'muted', id: 'timeline-message'}, 'Loading…');
@@ -44,6 +53,7 @@ export function mountTimeline(root, stream, {onAlert} = {}) {
   };
   range.addEventListener('change', () => {
     state.range = range.value;
+    offerResolutions();
     refilter();
   });
   resolution.addEventListener('change', () => {
@@ -54,18 +64,41 @@ export function mountTimeline(root, stream, {onAlert} = {}) {
     state.source = source.value.trim();
     refilter();
   });
-  root.append(h('div', {class: 'toolbar'}, range, resolution, source, sources, summary),
+  root.append(h('div', {class: 'toolbar'}, range, resolution, source, sources, buckets, summary),
     message, chart, bucket);
 
+  let loads = 0;
   async function load() {
+    // Answers may return out of order (the timer, the stream's alerts, a selector): only the
+    // latest request's is drawn.
+    const mine = ++loads;
     try {
       const data = await get('/anomaly/timeline', {range: state.range,
         resolution: state.resolution || undefined, source: state.source || undefined});
+      if (mine !== loads) return;
       state.data = data;
       draw(data);
     } catch (e) {
+      if (mine !== loads) return;
+      // What is on screen no longer matches the selectors: it goes, the reason stays.
+      if (state.plot) state.plot.destroy();
+      state.plot = null;
+      state.data = null;
+      fill(summary);
       fill(message, failure('The timeline could not be loaded', e));
       message.hidden = false;
+    }
+  }
+
+  /** Resolutions the API takes for the range (at most 2,016 buckets) are the only ones offered. */
+  function offerResolutions() {
+    const span = RANGE_S[state.range];
+    for (const option of resolution.options) {
+      option.disabled = option.value !== '' && span / RESOLUTION_S[option.value] > MAX_BUCKETS;
+    }
+    if (resolution.selectedOptions[0]?.disabled) {
+      resolution.value = '';
+      state.resolution = '';
     }
   }
 
@@ -124,14 +157,23 @@ export function mountTimeline(root, stream, {onAlert} = {}) {
       if (i !== null && i !== undefined) pick(i);
     });
     state.plot.over.title = 'Click a bucket to list its alerts and events';
-    if (state.picked !== null && state.picked < b.length) markPicked(state.picked);
+    // The window slides as buckets close: the picked bucket is found again by its time.
+    if (state.picked !== null) {
+      const i = b.findIndex((x) => x.ts_ns === state.picked);
+      if (i >= 0) markPicked(i);
+      else state.picked = null;
+    }
+    const busy = b.filter((x) => x.events || x.alerts).reverse();
+    fill(buckets, h('option', {value: ''}, busy.length ? `Bucket… (${busy.length} with activity)` : 'No active bucket'),
+      busy.map((x) => h('option', {value: String(x.ts_ns), selected: x.ts_ns === state.picked},
+        `${bucketLabel(Number(x.ts_ns) / 1e9)}: ${plural(x.alerts, 'alert')}, ${plural(x.events, 'event')}`)));
     offerSources();
   }
 
   /** The bucket's alerts and events, below the chart. */
   async function pick(i) {
     const b = state.data.buckets[i];
-    state.picked = i;
+    state.picked = b.ts_ns;
     markPicked(i);
     const step = RESOLUTION_S[state.data.resolution] || 60;
     const since = iso(b.ts_ns);

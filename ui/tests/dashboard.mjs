@@ -104,6 +104,15 @@ try {
   await page.selectOption('#timeline-range', '1h');
   await page.waitForFunction(() => document.getElementById('timeline-summary').textContent.includes('last 1h, per 1m'));
   expect(await page.locator('#timeline-bucket h3').count() === 0, 'the old bucket stays listed under a new range');
+  // Seven days at one minute is more than the API's 2,016 buckets: not offered.
+  await page.selectOption('#timeline-range', '7d');
+  expect(await page.locator('#timeline-resolution option[value="1m"]').isDisabled(), '7 days at 1 minute offered');
+  await page.waitForFunction(() => document.getElementById('timeline-summary').textContent.includes('last 7d, per 1h'));
+  // The keyboard's way to a bucket lists the busy ones; choosing one lists its alerts.
+  const busyBucket = await page.locator('#timeline-pick option').nth(1).getAttribute('value');
+  await page.selectOption('#timeline-pick', busyBucket);
+  await page.waitForSelector('#timeline-bucket h3');
+  await page.selectOption('#timeline-range', '24h');
 
   // At 1280 px nothing is wider than the window; on a 4K screen the board fills it.
   for (const [width, height, name] of [[1280, 800, 'overview-1280'], [3840, 2160, 'overview-4k']]) {
@@ -478,6 +487,9 @@ try {
   await page.click('#attack .widget-tools .remove');
   expect(await page.locator('#attack').isHidden(), 'the heatmap was not removed');
   await page.click('#alerts .widget-tools .move-up');
+  // Focus stays on the widget's tools (here the other arrow: the feed is first, its own is off).
+  expect(await page.evaluate(() => document.activeElement?.closest('#alerts') !== null
+    && document.activeElement.classList.contains('move-down')), 'the focus left the moved widget');
   // Both title bars on screen, then the drag (Chromium's own drag and drop, from the mouse).
   await page.evaluate(() => document.getElementById('events').scrollIntoView({block: 'start'}));
   await page.dragAndDrop('#entities .widget-bar', '#events .widget-bar');

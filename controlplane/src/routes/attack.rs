@@ -19,6 +19,11 @@ use watchpost_proto::{AlertType, now_ns};
 use watchpost_rules::Attack;
 use watchpost_store::AlertQuery;
 
+/// Threat-intelligence alerts, and signals, read per answer at most (the newest): one per
+/// indicator and subject, each with its count, so a busy feed stays within it; the bound keeps an
+/// answer's memory small whatever the window asked for.
+const IOC_RECORDS_MAX: u32 = 10_000;
+
 /// Default window: 30 days.
 const DEFAULT_WINDOW_NS: i64 = 30 * 86_400_000_000_000;
 
@@ -99,7 +104,7 @@ pub async fn coverage(
             until_ns: Some(until_ns),
             alert_type: Some(AlertType::Ioc),
             page: 1,
-            limit: u32::MAX,
+            limit: IOC_RECORDS_MAX,
             without_triage: true,
             ..AlertQuery::default()
         };
