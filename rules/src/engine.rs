@@ -367,13 +367,79 @@ impl ShapeIndex {
 
 /// The rules whose logsources give one set of shapes: an event of any of those shapes is
 /// tested against them, once however many of the shapes hold.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 struct Group {
-    /// Rules evaluated on every such event (no necessary literal is known), ascending.
+    /// Rules with no necessary literal, ascending: evaluated on every such event.
+    always: Vec<u32>,
+    /// Each place's literals with the rules that need them, from which the gates are built at
+    /// the group's first event and then dropped. Building every automaton at load was most of
+    /// the compile time with the whole SigmaHQ set, for groups a sensor may never see (cloud
+    /// logs on a Windows collector).
+    pending: std::sync::Mutex<Vec<(Option<usize>, Literals)>>,
+    /// The gates, once built.
+    built: std::sync::OnceLock<Gates>,
+}
+
+/// A group's automata and the rules evaluated on every event, once its gates are built.
+#[derive(Clone, Debug, Default)]
+struct Gates {
+    /// Rules evaluated on every such event, ascending: those with no necessary literal, and
+    /// those whose automaton could not be built.
     ungated: Vec<u32>,
     /// One automaton per field over the literals the other rules need there: only the rules
     /// whose literal an event holds are evaluated (see [`crate::gate`]).
     gates: Vec<Gate>,
+}
+
+impl Clone for Group {
+    fn clone(&self) -> Group {
+        Group {
+            always: self.always.clone(),
+            pending: std::sync::Mutex::new(
+                self.pending
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .clone(),
+            ),
+            built: self.built.clone(),
+        }
+    }
+}
+
+impl Group {
+    /// The group's gates, built at the first call (by one thread; others wait for it).
+    fn gates(&self) -> &Gates {
+        self.built.get_or_init(|| {
+            let pending = std::mem::take(
+                &mut *self
+                    .pending
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner()),
+            );
+            let mut built = Gates {
+                ungated: self.always.clone(),
+                gates: Vec::new(),
+            };
+            for (field, literals) in pending {
+                match Gate::build(field, &literals) {
+                    Some(gate) => built.gates.push(gate),
+                    // Without the automaton its rules are evaluated on every event: slower,
+                    // never wrong.
+                    None => built
+                        .ungated
+                        .extend(literals.iter().flat_map(|(_, r)| r.iter().map(|t| t >> 1))),
+                }
+            }
+            // A rule gated in one place and not in another (no automaton) is ungated.
+            built.ungated.sort_unstable();
+            built.ungated.dedup();
+            let ungated = &built.ungated;
+            built
+                .gates
+                .retain(|g| !g.rules().all(|r| ungated.binary_search(&r).is_ok()));
+            built
+        })
+    }
 }
 
 std::thread_local! {
@@ -649,7 +715,7 @@ impl RuleSet {
                                 }
                             }
                         }
-                        None => set.groups[g as usize].ungated.push(idx),
+                        None => set.groups[g as usize].always.push(idx),
                     }
                 }
             }
@@ -681,44 +747,18 @@ impl RuleSet {
         let new_of = set.most_read_fields_first();
         set.shape_index = ShapeIndex::build(&set.shapes);
         set.field_names = set.fields.iter().map(NameSet::of).collect();
-        // Every gate's automaton (on all cores for a large set).
-        let jobs: Vec<(usize, Option<usize>, Literals)> = needs
-            .into_iter()
-            .enumerate()
-            .flat_map(|(g, by_field)| {
-                by_field
-                    .into_iter()
-                    .map(move |(field, literals)| (g, field, literals.into_iter().collect()))
-            })
-            .collect();
-        let build = |(g, field, literals): (usize, Option<usize>, Literals)| {
-            let gate = Gate::build(field.map(|f| new_of[f]), &literals);
-            (g, gate, literals)
-        };
-        let built: Vec<(usize, Option<Gate>, Literals)> = if parallel {
-            jobs.into_par_iter().map(build).collect()
-        } else {
-            jobs.into_iter().map(build).collect()
-        };
-        for (g, gate, literals) in built {
+        // Each group keeps its literals; its automata are built at its first event.
+        for (g, by_field) in needs.into_iter().enumerate() {
             let group = &mut set.groups[g];
-            match gate {
-                Some(gate) => group.gates.push(gate),
-                // Without the automaton its rules are evaluated on every event: slower,
-                // never wrong.
-                None => group
-                    .ungated
-                    .extend(literals.iter().flat_map(|(_, r)| r.iter().map(|t| t >> 1))),
-            }
-        }
-        for group in &mut set.groups {
-            // A rule gated in one place and not in another (no automaton) is ungated.
-            group.ungated.sort_unstable();
-            group.ungated.dedup();
-            let ungated = &group.ungated;
-            group
-                .gates
-                .retain(|g| !g.rules().all(|r| ungated.binary_search(&r).is_ok()));
+            group.always.sort_unstable();
+            group.always.dedup();
+            *group
+                .pending
+                .get_mut()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()) = by_field
+                .into_iter()
+                .map(|(field, literals)| (field.map(|f| new_of[f]), literals.into_iter().collect()))
+                .collect();
         }
         set
     }
@@ -796,11 +836,13 @@ impl RuleSet {
     /// must not change; tests compare both ways.
     pub fn without_prefilter(mut self) -> RuleSet {
         for g in &mut self.groups {
-            let gated = g.gates.iter().flat_map(|gate| gate.rules());
-            g.ungated.extend(gated.collect::<Vec<u32>>());
-            g.ungated.sort_unstable();
-            g.ungated.dedup();
-            g.gates.clear();
+            let mut all = g.gates().clone();
+            let gated: Vec<u32> = all.gates.iter().flat_map(|gate| gate.rules()).collect();
+            all.ungated.extend(gated);
+            all.ungated.sort_unstable();
+            all.ungated.dedup();
+            all.gates.clear();
+            g.built = std::sync::OnceLock::from(all);
         }
         self
     }
@@ -881,7 +923,8 @@ impl RuleSet {
         out: &mut Vec<u32>,
     ) {
         found.clear();
-        for gate in &group.gates {
+        let built = group.gates();
+        for gate in &built.gates {
             match gate.field {
                 // The value's hash only where whole values are looked up.
                 Some(f) if gate.has_equals() => {
@@ -913,7 +956,7 @@ impl RuleSet {
             seen[word] &= !(0b11 << at);
             marks == 0b11 || (marks == 0b01 && self.clauses[r as usize] < 2)
         });
-        found.extend_from_slice(&group.ungated);
+        found.extend_from_slice(&built.ungated);
         // In rule order, each once (a rule whose gate could not be built is among the
         // ungated and may still sit under another gate).
         found.sort_unstable();
