@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{Service, bin, free_port, http, json, send_lines, stamp};
+use common::{Service, bin, free_port, http, json, send_lines, stamp, syslog_config};
 
 #[test]
 fn config_check_names_every_bad_key() {
@@ -284,15 +284,8 @@ fn the_service_ingests_serves_and_keeps_events_across_a_restart() {
 #[test]
 fn a_log_written_to_a_file_carries_no_colour_codes() {
     let dir = tempfile::tempdir().unwrap();
-    let (api, syslog, json_port) = (free_port(), free_port(), free_port());
-    let config = dir.path().join("watchpost.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "dashboard_port = {api}\nhealth_port = 0\n[inputs.syslog_udp]\naddress = \"127.0.0.1:{syslog}\"\n[inputs.syslog_tcp]\naddress = \"127.0.0.1:{syslog}\"\n[inputs.json_tcp]\naddress = \"127.0.0.1:{json_port}\"\n[dataplane]\npin_workers = false\n"
-        ),
-    )
-    .unwrap();
+    let api = free_port();
+    let config = syslog_config(dir.path(), api, Some(free_port()), "");
     let log_path = dir.path().join("watchpost.log");
     let log = std::fs::File::create(&log_path).unwrap();
     let svc = Service::start_logging_to(dir.path(), &config, api, log);
