@@ -10,6 +10,7 @@
 //! the per-thread scratch has grown.
 
 use crate::condition::Expr;
+use crate::dual_regex::DualRegex;
 use crate::gate::{self, Gate, Key, folded_hash};
 use crate::joint::Joint;
 use crate::mapping::{FieldSource, Mapping, Shape};
@@ -17,7 +18,6 @@ use crate::pattern::{Pattern, Place};
 use crate::rule::{Body, Item, Rule};
 use aho_corasick::AhoCorasick;
 use rayon::prelude::*;
-use regex::Regex;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use watchpost_proto::EventFields;
@@ -58,7 +58,7 @@ struct CItem {
     literals: Option<Joint<AhoCorasick>>,
     /// For an "any of" item with several regexes (wildcards, `re`, non-ASCII text): their
     /// alternation; `patterns` then holds only the others.
-    regexes: Option<Joint<Regex>>,
+    regexes: Option<Joint<DualRegex>>,
 }
 
 /// Rules from which a set is compiled on all cores (see [`RuleSet::compile`]).
@@ -478,7 +478,7 @@ struct Joined {
     /// The patterns left to test one by one.
     patterns: Vec<Pattern>,
     literals: Option<Joint<AhoCorasick>>,
-    regexes: Option<Joint<Regex>>,
+    regexes: Option<Joint<DualRegex>>,
 }
 
 fn join_item(item: &Item) -> Joined {

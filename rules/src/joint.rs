@@ -7,9 +7,9 @@
 //! compile time (150 of 180 ms). Should a matcher fail to build, its patterns are tested one
 //! by one: slower, the same result.
 
+use crate::dual_regex::DualRegex;
 use crate::pattern::Pattern;
 use aho_corasick::AhoCorasick;
-use regex::{Regex, RegexBuilder};
 use std::sync::OnceLock;
 
 /// Compiled size allowed an alternation: past it the regexes are tested one by one.
@@ -67,7 +67,7 @@ impl Joint<AhoCorasick> {
     }
 }
 
-impl Joint<Regex> {
+impl Joint<DualRegex> {
     /// Whether `value` matches any of the item's regexes. Each carries its flags inline (see
     /// `pattern`), so the alternation means what the separate regexes meant.
     #[inline]
@@ -82,10 +82,7 @@ impl Joint<Regex> {
                         _ => None,
                     })
                     .collect();
-                RegexBuilder::new(&branches.join("|"))
-                    .size_limit(ALTERNATION_SIZE_LIMIT)
-                    .build()
-                    .ok()
+                DualRegex::build(&branches.join("|"), ALTERNATION_SIZE_LIMIT).ok()
             },
             |alternation, value| alternation.is_match(value),
         )
@@ -95,10 +92,10 @@ impl Joint<Regex> {
 #[cfg(test)]
 mod tests {
     use super::Joint;
+    use crate::dual_regex::DualRegex;
     use crate::error::Pos;
     use crate::pattern::{Pattern, Place, compile_regex, compile_text};
     use aho_corasick::AhoCorasick;
-    use regex::Regex;
 
     const P: Pos = Pos { line: 1, column: 1 };
 
@@ -119,7 +116,7 @@ mod tests {
     fn regexes_keep_their_own_flags_in_the_alternation() {
         let cased = compile_regex("^Invoke-", false, false, false, P).unwrap();
         let folded = compile_regex("\\.ps1$", true, false, false, P).unwrap();
-        let joint: Joint<Regex> = Joint::new(vec![cased, folded]);
+        let joint: Joint<DualRegex> = Joint::new(vec![cased, folded]);
         assert!(joint.matches("Invoke-Mimikatz"));
         assert!(!joint.matches("invoke-mimikatz"));
         assert!(joint.matches("C:\\x\\RUN.PS1"));
@@ -131,7 +128,7 @@ mod tests {
         let big = compile_regex("\\w{60}\\d{60}", false, false, false, P).unwrap();
         let mut patterns = vec![big; 1000];
         patterns.push(compile_regex("needle", false, false, false, P).unwrap());
-        let joint: Joint<Regex> = Joint::new(patterns);
+        let joint: Joint<DualRegex> = Joint::new(patterns);
         assert!(joint.matches("a needle"));
         assert!(matches!(joint.built.get(), Some(None)));
         assert!(!joint.matches("hay"));

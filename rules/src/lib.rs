@@ -54,6 +54,7 @@ mod attack;
 mod bundled;
 mod condition;
 mod correlation;
+mod dual_regex;
 mod engine;
 mod entry;
 mod error;

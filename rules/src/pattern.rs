@@ -8,9 +8,10 @@
 //! `base64offset`, `utf16*`/`wide`, `windash`) run first, left to right, and may turn one value into
 //! several alternatives, any of which may match.
 
+use crate::dual_regex::DualRegex;
 use crate::error::Pos;
 use crate::error::{ErrorKind, RuleError};
-use regex::{Regex, RegexBuilder};
+use regex::RegexBuilder;
 use std::sync::{Arc, OnceLock};
 
 /// Where in the field a string must sit.
@@ -94,7 +95,7 @@ pub enum Pattern {
 pub struct LazyRegex {
     source: Arc<str>,
     size_limit: usize,
-    compiled: Arc<OnceLock<Option<Regex>>>,
+    compiled: Arc<OnceLock<Option<DualRegex>>>,
 }
 
 impl LazyRegex {
@@ -105,7 +106,7 @@ impl LazyRegex {
 
     /// `source` compiled now.
     fn compiled(source: &str, size_limit: usize) -> Result<LazyRegex, regex::Error> {
-        let re = RegexBuilder::new(source).size_limit(size_limit).build()?;
+        let re = DualRegex::build(source, size_limit)?;
         Ok(LazyRegex {
             source: source.into(),
             size_limit,
@@ -153,14 +154,9 @@ impl LazyRegex {
 
     /// The compiled expression; `None` only if a deferred one failed to compile, which the
     /// size bound rules out.
-    fn regex(&self) -> Option<&Regex> {
+    fn regex(&self) -> Option<&DualRegex> {
         self.compiled
-            .get_or_init(|| {
-                RegexBuilder::new(&self.source)
-                    .size_limit(self.size_limit)
-                    .build()
-                    .ok()
-            })
+            .get_or_init(|| DualRegex::build(&self.source, self.size_limit).ok())
             .as_ref()
     }
 }
