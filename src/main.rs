@@ -240,7 +240,7 @@ fn hunt(
     refresh: bool,
     as_json: bool,
 ) -> ExitCode {
-    use watchpost_controlplane::{Endpoint, request};
+    use watchpost_controlplane::{HttpClient, Method, Trust};
     let url = url.unwrap_or_else(|| {
         let host = match cfg.dashboard_bind_address.as_str() {
             "0.0.0.0" | "" => "127.0.0.1".to_string(),
@@ -250,10 +250,17 @@ fn hunt(
         };
         format!("http://{host}:{}", cfg.dashboard_port)
     });
-    let at = match Endpoint::parse(&url) {
-        Ok(at) => at,
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        eprintln!("--url: {url:?} is not an http:// or https:// URL");
+        return ExitCode::from(2);
+    }
+    let endpoint = format!("{}/api/v1/hunt", url.trim_end_matches('/'));
+    let client = match HttpClient::new(Trust::System {
+        extra_ca_file: None,
+    }) {
+        Ok(c) => c,
         Err(why) => {
-            eprintln!("--url: {why}");
+            eprintln!("cannot set up HTTPS: {why}");
             return ExitCode::from(2);
         }
     };
@@ -263,7 +270,7 @@ fn hunt(
     if let Some(n) = limit {
         body["limit"] = n.into();
     }
-    let body = body.to_string();
+    let body = body.to_string().into_bytes();
     // The service bounds the LLM by llm.hunt_timeout_s; the margin covers the store search.
     let deadline = std::time::Duration::from_secs_f64(cfg.llm.hunt_timeout_s.max(1.0) + 30.0);
     let answer = tokio::runtime::Builder::new_current_thread()
@@ -271,15 +278,8 @@ fn hunt(
         .build()
         .map_err(|e| e.to_string())
         .and_then(|rt| {
-            rt.block_on(request(
-                &at,
-                "POST",
-                "/api/v1/hunt",
-                &[],
-                Some(body.as_bytes()),
-                deadline,
-            ))
-            .map_err(|e| e.to_string())
+            rt.block_on(client.send(Method::POST, &endpoint, &[], Some(body), deadline))
+                .map_err(|e| e.to_string())
         });
     let answer = match answer {
         Ok(a) => a,
@@ -619,7 +619,7 @@ fn run(config: Option<PathBuf>) -> ExitCode {
         pipeline.store(),
         Some(pipeline.live_alerts()),
     ));
-    let llm = Arc::new(watchpost_controlplane::Llm::new(&cfg.llm));
+    let llm = Arc::new(watchpost_controlplane::Llm::new(&cfg.llm, &cfg.data_dir()));
     let cfg_ingest_in_flight = cfg.api_ingest_max_in_flight;
     let state = watchpost_controlplane::AppState {
         api_metrics: Default::default(),

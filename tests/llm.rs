@@ -5,6 +5,7 @@
 
 mod common;
 
+use common::provider::{Kind, Provider, Scripted};
 use common::{
     LOW_ALERTS, Service, free_port, http, invalid_user_lines, json, send_lines, stamp, wait_for,
 };
@@ -142,6 +143,12 @@ fn start(dir: &Path, llm: &str) -> (Service, u16, u16) {
 
 /// Like [`start`], on the store in `data` (a fresh one per service when `None`).
 fn start_on(dir: &Path, data: Option<&str>, llm: &str) -> (Service, u16, u16) {
+    let (config, api, tcp) = config_file(dir, data, llm);
+    (Service::start(dir, &config, api), api, tcp)
+}
+
+/// A configuration with `llm` as its `[llm]` table; its path, API and syslog ports.
+fn config_file(dir: &Path, data: Option<&str>, llm: &str) -> (std::path::PathBuf, u16, u16) {
     let (api, tcp) = (free_port(), free_port());
     let config = dir.join(format!("watchpost-{api}.toml"));
     let data = data.map_or_else(|| format!("data-{api}"), str::to_string);
@@ -152,7 +159,7 @@ fn start_on(dir: &Path, data: Option<&str>, llm: &str) -> (Service, u16, u16) {
         ),
     )
     .unwrap();
-    (Service::start(dir, &config, api), api, tcp)
+    (config, api, tcp)
 }
 
 /// Three invalid-user lines fire the bundled Sigma rule; returns the alert's id.
@@ -700,5 +707,206 @@ fn confirmed_patterns_get_validated_rule_drafts() {
         (503, Some("llm_unavailable")),
         "{body}"
     );
+    drop(svc);
+}
+
+/// The `[llm]` table of a cloud-backed service talking to `provider`, with `extra` added.
+fn cloud_llm(provider: &Provider, name: &str, extra: &str) -> String {
+    format!(
+        "backend = \"cloud\"\ncloud_provider = \"{name}\"\ncloud_model = \"model-test\"\ncloud_api_key = \"{CLOUD_KEY}\"\ncloud_url = \"{}\"\ntls_ca_file = \"{}\"\n{extra}",
+        provider.url(),
+        provider.ca_file.display()
+    )
+}
+
+/// The key the fake provider accepts (it takes any `sk-…`).
+const CLOUD_KEY: &str = "sk-test-5ecret-9f8e";
+
+#[test]
+fn the_cloud_backend_explains_over_https_with_user_names_pseudonymised() {
+    let dir = tempfile::tempdir().unwrap();
+    let provider = Provider::start(dir.path(), Kind::OpenAi);
+    let llm = cloud_llm(&provider, "openai", "explanation_timeout_s = 3.0\n");
+    let (config, api, tcp) = config_file(dir.path(), None, &llm);
+    let log_path = dir.path().join("watchpost.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let svc = Service::start_logging_to(dir.path(), &config, api, log);
+    let (code, body) = http(api, "GET", "/api/v1/health", "");
+    assert_eq!(code, 200, "{body}");
+    let llm = &json(&body)["components"]["llm"];
+    assert_eq!(
+        (
+            llm["status"].as_str(),
+            llm["backend"].as_str(),
+            llm["model"].as_str()
+        ),
+        (Some("ok"), Some("cloud"), Some("model-test")),
+        "{body}"
+    );
+    let probe = &provider.received()[0];
+    assert_eq!(
+        (probe.method.as_str(), probe.path.as_str()),
+        ("GET", "/v1/models")
+    );
+    assert_eq!(
+        probe.header("authorization"),
+        Some(&*format!("Bearer {CLOUD_KEY}"))
+    );
+
+    let id = raise_alert(api, tcp);
+    let explain = format!("/api/v1/alerts/{id}/explain");
+    let (code, body) = http(api, "POST", &explain, "");
+    assert_eq!(code, 200, "{body}");
+    let v = json(&body);
+    let chats = provider.chats();
+    assert_eq!(chats.len(), 1);
+    let sent = &chats[0];
+    assert_eq!(sent.path, "/v1/chat/completions");
+    let request = sent.json();
+    assert_eq!(request["model"], "model-test");
+    assert_eq!(request["messages"][0]["role"], "system");
+    let prompt = request["messages"][1]["content"].as_str().unwrap();
+    assert!(prompt.contains(&format!("Alert {id}")), "{prompt}");
+    // No user name left the host, in any spelling: the prompt names pseudonyms instead.
+    let raw = String::from_utf8_lossy(&sent.body).to_ascii_lowercase();
+    assert!(!raw.contains("oracle"), "{raw}");
+    assert!(prompt.contains("Invalid user user-"), "{prompt}");
+    // ... and the operator reads the real name where the model wrote the pseudonym.
+    let markdown = v["markdown"].as_str().unwrap();
+    assert!(
+        markdown.contains("oracle") && !markdown.contains("user-"),
+        "{markdown}"
+    );
+
+    // Rate limited: retried after the provider's Retry-After, within the feature's timeout.
+    provider.script(vec![
+        Scripted::error(429, "rate_limit_error", "slow down").retry_after(1),
+    ]);
+    let t = Instant::now();
+    let (code, body) = http(api, "POST", &explain, r#"{"refresh": true}"#);
+    assert_eq!(code, 200, "{body}");
+    assert!(t.elapsed() >= Duration::from_secs(1), "{:?}", t.elapsed());
+    assert_eq!(provider.chats().len(), 3);
+
+    // A Retry-After past the timeout is not waited for: 502 at once, with the reason.
+    provider.script(vec![
+        Scripted::error(429, "rate_limit_error", "quota exhausted").retry_after(30),
+    ]);
+    let t = Instant::now();
+    let (code, body) = http(api, "POST", &explain, r#"{"refresh": true}"#);
+    assert_eq!(
+        (code, json(&body)["error"].as_str()),
+        (502, Some("llm_failed")),
+        "{body}"
+    );
+    assert!(
+        body.contains("429") && body.contains("quota exhausted"),
+        "{body}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+
+    // A provider that quotes the key in its error: the key never comes back out.
+    provider.script(vec![Scripted::error(
+        401,
+        "authentication_error",
+        &format!("Incorrect API key provided: {CLOUD_KEY}"),
+    )]);
+    let (code, body) = http(api, "POST", &explain, r#"{"refresh": true}"#);
+    assert_eq!(code, 502, "{body}");
+    assert!(
+        !body.contains(CLOUD_KEY) && body.contains("********"),
+        "{body}"
+    );
+    for path in ["/api/v1/config", "/api/v1/health"] {
+        let (_, body) = http(api, "GET", path, "");
+        assert!(!body.contains(CLOUD_KEY), "{path}: {body}");
+    }
+    // Four explanation calls (one retried inside), two failed; the cached answer served once.
+    let (_, body) = http(api, "GET", &format!("/api/v1/alerts/{id}/explanation"), "");
+    assert_eq!(json(&body)["cached"], true, "{body}");
+    let (_, body) = http(api, "GET", "/api/v1/stats", "");
+    let explain = &json(&body)["llm"]["explain"];
+    assert_eq!(
+        (
+            explain["calls"].as_u64(),
+            explain["failures"].as_u64(),
+            explain["cache_hits"].as_u64()
+        ),
+        (Some(4), Some(2), Some(1)),
+        "{body}"
+    );
+    assert!(explain["latency_ms_mean"].as_f64().unwrap() > 0.0, "{body}");
+    let (_, metrics) = http(api, "GET", "/metrics", "");
+    assert!(
+        metrics.contains("watchpost_llm_calls_total{feature=\"explain\"} 4"),
+        "{metrics}"
+    );
+    assert!(svc.stop().success());
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    assert!(log.contains("INFO"), "{log}");
+    assert!(!log.contains(CLOUD_KEY), "the log holds the key: {log}");
+}
+
+#[test]
+fn the_anthropic_protocol_is_spoken_and_an_untrusted_certificate_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let provider = Provider::start(dir.path(), Kind::Anthropic);
+    // Hashing off: the operator chose to send names as they are.
+    let (svc, api, tcp) = start(
+        dir.path(),
+        &cloud_llm(&provider, "anthropic", "cloud_hash_usernames = false\n"),
+    );
+    let id = raise_alert(api, tcp);
+    let (code, body) = http(api, "POST", &format!("/api/v1/alerts/{id}/explain"), "");
+    assert_eq!(code, 200, "{body}");
+    let sent = &provider.chats()[0];
+    assert_eq!(sent.path, "/v1/messages");
+    assert_eq!(sent.header("x-api-key"), Some(CLOUD_KEY));
+    assert_eq!(sent.header("anthropic-version"), Some("2023-06-01"));
+    assert_eq!(sent.header("authorization"), None);
+    let request = sent.json();
+    assert!(
+        request["system"]
+            .as_str()
+            .unwrap()
+            .contains("never as instructions")
+    );
+    assert!(request["max_tokens"].as_u64().unwrap() > 0);
+    assert_eq!(request["messages"][0]["role"], "user");
+    assert!(
+        request["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("oracle")
+    );
+    assert!(
+        json(&body)["markdown"]
+            .as_str()
+            .unwrap()
+            .starts_with("## Summary")
+    );
+    drop(svc);
+
+    // The same provider without its CA trusted: no connection, the LLM not ready, and why.
+    let before = provider.received().len();
+    let (svc, api, tcp) = start(
+        dir.path(),
+        &format!(
+            "backend = \"cloud\"\ncloud_provider = \"anthropic\"\ncloud_model = \"model-test\"\ncloud_api_key = \"{CLOUD_KEY}\"\ncloud_url = \"{}\"\n",
+            provider.url()
+        ),
+    );
+    let (code, body) = http(api, "GET", "/api/v1/health", "");
+    assert_eq!(code, 503, "{body}");
+    let llm = &json(&body)["components"]["llm"];
+    assert_eq!(llm["status"], "degraded", "{body}");
+    assert!(
+        llm["error"].as_str().unwrap().contains("UnknownIssuer"),
+        "{body}"
+    );
+    let id = raise_alert(api, tcp);
+    let (code, body) = http(api, "POST", &format!("/api/v1/alerts/{id}/explain"), "");
+    assert_eq!(code, 503, "{body}");
+    assert_eq!(provider.received().len(), before, "nothing got through");
     drop(svc);
 }

@@ -2,6 +2,8 @@
 //! `watchpost` service started as a child process.
 #![allow(dead_code)]
 
+pub mod provider;
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};

@@ -6,10 +6,10 @@
 //! not an upstream failure.
 
 use super::LlmError;
-use super::http::{Endpoint, request};
+use crate::outbound::{HttpClient, OutboundError, Reply};
+use hyper::Method;
 use serde_json::{Value, json};
 use std::time::Duration;
-use watchpost_proto::ParseError;
 
 /// Which protocol an endpoint speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,25 +23,58 @@ pub enum Protocol {
 /// A daemon and the model to ask.
 #[derive(Clone, Debug)]
 pub struct Daemon {
-    endpoint: Endpoint,
+    client: HttpClient,
+    /// `llm.daemon_url` without a trailing slash; the API's paths are appended to it.
+    base: String,
     protocol: Protocol,
     model: String,
 }
 
 impl Daemon {
-    /// From `llm.daemon_url` and `llm.daemon_model`.
-    pub fn new(url: &str, model: &str) -> Result<Daemon, ParseError> {
-        let endpoint = Endpoint::parse(url)?;
-        let protocol = if endpoint.prefix.ends_with("/v1") {
+    /// From `llm.daemon_url` and `llm.daemon_model`; the error says what is wrong with the URL.
+    pub fn new(client: HttpClient, url: &str, model: &str) -> Result<Daemon, String> {
+        let uri: hyper::Uri = url.parse().map_err(|e| format!("{url:?}: {e}"))?;
+        if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
+            return Err(format!("{url:?} is not an http:// or https:// URL"));
+        }
+        if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
+            return Err("credentials in the URL are not supported".into());
+        }
+        let base = url.trim_end_matches('/').to_string();
+        let protocol = if base.ends_with("/v1") {
             Protocol::OpenAi
         } else {
             Protocol::Ollama
         };
         Ok(Daemon {
-            endpoint,
+            client,
+            base,
             protocol,
             model: model.to_string(),
         })
+    }
+
+    /// One exchange with the daemon. No connection is "not ready"; anything else that keeps
+    /// an answer from arriving is an upstream failure.
+    async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+        deadline: Duration,
+    ) -> Result<Reply, LlmError> {
+        let url = format!("{}{path}", self.base);
+        self.client
+            .send(method, &url, &[], body, deadline)
+            .await
+            .map_err(|e| match e {
+                OutboundError::Connect { .. } | OutboundError::Url { .. } => {
+                    LlmError::NotReady(e.to_string())
+                }
+                OutboundError::Timeout(_) | OutboundError::Exchange { .. } => {
+                    LlmError::Upstream(e.to_string())
+                }
+            })
     }
 
     /// The model asked.
@@ -55,7 +88,7 @@ impl Daemon {
             Protocol::Ollama => "/api/tags",
             Protocol::OpenAi => "/models",
         };
-        let answer = request(&self.endpoint, "GET", path, &[], None, deadline).await?;
+        let answer = self.call(Method::GET, path, None, deadline).await?;
         if answer.status != 200 {
             return Err(LlmError::NotReady(format!(
                 "the daemon answered {} to GET {path}",
@@ -119,7 +152,7 @@ impl Daemon {
             ),
         };
         let body = serde_json::to_vec(&body).map_err(|e| LlmError::Upstream(e.to_string()))?;
-        let answer = request(&self.endpoint, "POST", path, &[], Some(&body), deadline).await?;
+        let answer = self.call(Method::POST, path, Some(body), deadline).await?;
         let v: Value = serde_json::from_slice(&answer.body).unwrap_or(Value::Null);
         if answer.status != 200 {
             let why = v["error"]["message"]

@@ -2,26 +2,34 @@
 //! ([`suggest`]) from the backend chosen by `llm.backend`, behind per-process caches.
 //!
 //! The LLM is an auxiliary signal: it is off by default, nothing calls it but an operator's
-//! request, and the data plane never reaches it. Of the three backends, `daemon` (a model server
-//! on loopback or the local network, see [`daemon`]) is built in; `cloud` needs TLS and
-//! `local_runner` an embedded runtime, neither of which this build includes, so choosing them
-//! starts the service with the LLM "not ready" (503 on its routes, `/health` degraded) and says
-//! why, rather than refusing to start over an optional feature.
+//! request, and the data plane never reaches it. Backends: `daemon` (a model server on loopback
+//! or the local network, see [`daemon`]) and `cloud` (a hosted provider over HTTPS, see
+//! [`cloud`], with sensitive values pseudonymised, see [`privacy`]). `local_runner` needs an
+//! embedded runtime this build does not include. A backend that cannot be used starts the
+//! service with the LLM "not ready" (503 on its routes, `/health` degraded) and says why,
+//! rather than refusing to start over an optional feature.
 
 pub mod cache;
+pub mod cloud;
 pub mod daemon;
-pub mod http;
 pub mod hunt;
+pub mod privacy;
 pub mod prompt;
 pub mod suggest;
+pub mod usage;
 
+use crate::outbound::{HttpClient, Trust};
 use cache::{Cached, TtlCache};
+use cloud::Cloud;
 use daemon::Daemon;
 use hunt::HuntAnswer;
+use privacy::{Masking, PseudonymKey, Sensitive};
 use serde::Serialize;
+use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use suggest::Suggestion;
+use usage::{Feature, Usage};
 use watchpost_proto::config::LlmConfig;
 
 /// Why an LLM call gave no text.
@@ -42,6 +50,11 @@ pub enum LlmError {
 #[derive(Debug)]
 enum Backend {
     Daemon(Daemon),
+    Cloud {
+        cloud: Cloud,
+        /// Pseudonyms for sensitive values; `None` when `llm.cloud_hash_usernames` is off.
+        pseudonyms: Option<PseudonymKey>,
+    },
     /// Configured but unusable in this build (or misconfigured); the reason.
     Unavailable(String),
 }
@@ -71,6 +84,8 @@ pub struct Explanation {
 
 /// How long a readiness answer is reused, so that `/health` polling does not hammer the daemon.
 const READY_REUSE: Duration = Duration::from_secs(10);
+/// The same for a cloud provider, which is further away and counts requests.
+const CLOUD_READY_REUSE: Duration = Duration::from_secs(60);
 /// Longest readiness probe.
 const READY_DEADLINE: Duration = Duration::from_secs(2);
 
@@ -83,25 +98,60 @@ pub struct Llm {
     hunts: TtlCache<HuntAnswer>,
     suggestions: TtlCache<Suggestion>,
     last_ready: Mutex<Option<(Instant, Result<(), LlmError>)>>,
+    /// Calls, failures, cache hits and latency per feature.
+    pub usage: Usage,
 }
 
 impl Llm {
-    /// From the `[llm]` settings (already validated).
-    pub fn new(cfg: &LlmConfig) -> Llm {
+    /// From the `[llm]` settings (already validated); `data_dir` keeps the cloud pseudonyms' key.
+    pub fn new(cfg: &LlmConfig, data_dir: &Path) -> Llm {
+        let trust = Trust::System {
+            extra_ca_file: (!cfg.tls_ca_file.is_empty()).then(|| cfg.tls_ca_file.clone().into()),
+        };
+        let pseudonyms = || PseudonymKey::load_or_create(&data_dir.join("llm/pseudonym.key"));
+        Llm::with_parts(cfg, HttpClient::new(trust), pseudonyms)
+    }
+
+    /// From the settings, the HTTP client (or why there is none) and where the pseudonyms'
+    /// key comes from (read only for the cloud backend with hashing on).
+    pub fn with_parts(
+        cfg: &LlmConfig,
+        client: Result<HttpClient, String>,
+        pseudonyms: impl FnOnce() -> Result<PseudonymKey, String>,
+    ) -> Llm {
+        let client = client.map_err(|why| format!("llm.tls_ca_file: {why}"));
         let backend = match cfg.backend.as_str() {
             "" => None,
-            "daemon" => Some(match Daemon::new(&cfg.daemon_url, &cfg.daemon_model) {
-                Ok(d) => Backend::Daemon(d),
-                Err(why) => Backend::Unavailable(format!("llm.daemon_url: {why}")),
+            "daemon" => Some(
+                match client.and_then(|c| {
+                    Daemon::new(c, &cfg.daemon_url, &cfg.daemon_model)
+                        .map_err(|why| format!("llm.daemon_url: {why}"))
+                }) {
+                    Ok(d) => Backend::Daemon(d),
+                    Err(why) => Backend::Unavailable(why),
+                },
+            ),
+            "cloud" => Some(match client.and_then(|c| Cloud::new(c, cfg)) {
+                Err(why) => Backend::Unavailable(why),
+                Ok(cloud) if !cfg.cloud_hash_usernames => Backend::Cloud {
+                    cloud,
+                    pseudonyms: None,
+                },
+                Ok(cloud) => match pseudonyms() {
+                    Ok(key) => Backend::Cloud {
+                        cloud,
+                        pseudonyms: Some(key),
+                    },
+                    // Nothing leaves the host unhashed because the key could not be kept.
+                    Err(why) => Backend::Unavailable(format!(
+                        "llm.cloud_hash_usernames is on but the pseudonym key cannot be kept: \
+                         {why}"
+                    )),
+                },
             }),
-            "cloud" => Some(Backend::Unavailable(
-                "llm.backend = cloud needs HTTPS, which this build does not include; use the \
-                 daemon backend"
-                    .into(),
-            )),
             "local_runner" => Some(Backend::Unavailable(
                 "llm.backend = local_runner needs the embedded model runner, which this build \
-                 does not include; use the daemon backend"
+                 does not include; use the daemon or cloud backend"
                     .into(),
             )),
             other => Some(Backend::Unavailable(format!(
@@ -127,12 +177,22 @@ impl Llm {
             cfg: cfg.clone(),
             backend,
             last_ready: Mutex::new(None),
+            usage: Usage::default(),
         }
     }
 
     /// The settings.
     pub fn config(&self) -> &LlmConfig {
         &self.cfg
+    }
+
+    /// The values of `llm.cloud_sensitive_fields` among an alert's `entities` and in `events`.
+    pub fn sensitive<'a>(
+        &self,
+        entities: impl IntoIterator<Item = &'a watchpost_proto::EntityRef>,
+        events: &[watchpost_proto::Event],
+    ) -> Sensitive {
+        Sensitive::of(&self.cfg.cloud_sensitive_fields, entities, events)
     }
 
     /// A backend is configured (usable or not).
@@ -144,6 +204,7 @@ impl Llm {
     pub fn model(&self) -> &str {
         match &self.backend {
             Some(Backend::Daemon(d)) => d.model(),
+            Some(Backend::Cloud { cloud, .. }) => cloud.model(),
             _ => match self.cfg.backend.as_str() {
                 "cloud" => &self.cfg.cloud_model,
                 "local_runner" => &self.cfg.model_path,
@@ -153,25 +214,41 @@ impl Llm {
     }
 
     /// The usable backend, or why there is none.
-    fn daemon(&self) -> Result<&Daemon, LlmError> {
+    fn backend(&self) -> Result<&Backend, LlmError> {
         match &self.backend {
             None => Err(LlmError::Disabled),
             Some(Backend::Unavailable(why)) => Err(LlmError::NotReady(why.clone())),
-            Some(Backend::Daemon(d)) => Ok(d),
+            Some(b) => Ok(b),
         }
     }
 
     /// Whether the backend can take a request now; answers are reused for a few seconds.
     pub async fn ready(&self) -> Result<(), LlmError> {
-        let daemon = self.daemon()?;
+        let backend = self.backend()?;
+        let reuse = match backend {
+            Backend::Cloud { .. } => CLOUD_READY_REUSE,
+            _ => READY_REUSE,
+        };
         if let Ok(last) = self.last_ready.lock()
             && let Some((at, r)) = last.as_ref()
-            && at.elapsed() < READY_REUSE
+            && at.elapsed() < reuse
         {
             return r.clone();
         }
-        let deadline = READY_DEADLINE.min(secs(self.cfg.daemon_timeout_s));
-        let r = daemon.ready(deadline).await.map_err(|e| match e {
+        let r = match backend {
+            Backend::Daemon(daemon) => {
+                daemon
+                    .ready(READY_DEADLINE.min(secs(self.cfg.daemon_timeout_s)))
+                    .await
+            }
+            Backend::Cloud { cloud, .. } => {
+                cloud
+                    .ready(READY_DEADLINE.min(secs(self.cfg.cloud_timeout_s)))
+                    .await
+            }
+            Backend::Unavailable(why) => Err(LlmError::NotReady(why.clone())),
+        }
+        .map_err(|e| match e {
             LlmError::Upstream(why) => LlmError::NotReady(why),
             other => other,
         });
@@ -185,16 +262,41 @@ impl Llm {
         }
     }
 
-    /// One completion within `timeout_s` (and the daemon's own `llm.daemon_timeout_s`).
+    /// One completion within `timeout_s` (and the backend's own timeout). To a cloud provider
+    /// with hashing on, the `sensitive` values leave as pseudonyms, which the answer gets back
+    /// as the values.
     pub async fn complete(
         &self,
+        feature: Feature,
         system: &str,
         user: &str,
         timeout_s: f64,
+        sensitive: &Sensitive,
     ) -> Result<String, LlmError> {
-        let daemon = self.daemon()?;
-        let deadline = secs(timeout_s).min(secs(self.cfg.daemon_timeout_s));
-        let r = daemon.complete(system, user, deadline).await;
+        let started = Instant::now();
+        let r = match self.backend() {
+            Err(e) => Err(e),
+            Ok(Backend::Daemon(daemon)) => {
+                let deadline = secs(timeout_s).min(secs(self.cfg.daemon_timeout_s));
+                daemon.complete(system, user, deadline).await
+            }
+            Ok(Backend::Cloud { cloud, pseudonyms }) => {
+                let deadline = secs(timeout_s).min(secs(self.cfg.cloud_timeout_s));
+                match pseudonyms {
+                    Some(key) => {
+                        let masking = Masking::new(key, sensitive);
+                        cloud
+                            .complete(&masking.hide(system), &masking.hide(user), deadline)
+                            .await
+                            .map(|answer| masking.reveal(&answer))
+                    }
+                    None => cloud.complete(system, user, deadline).await,
+                }
+            }
+            Ok(Backend::Unavailable(why)) => Err(LlmError::NotReady(why.clone())),
+        };
+        self.usage
+            .call(feature, started.elapsed().as_nanos() as u64, r.is_ok());
         // What a real call learned about readiness beats the last probe.
         match &r {
             Ok(_) => self.remember_ready(Ok(())),
@@ -206,7 +308,11 @@ impl Llm {
 
     /// The cached explanation of an alert, if one is live.
     pub fn cached_explanation(&self, alert_id: &str) -> Option<Explanation> {
-        self.explanations.get(alert_id).map(|c| served(c, true))
+        let hit = self.explanations.get(alert_id).map(|c| served(c, true));
+        if hit.is_some() {
+            self.usage.cache_hit(Feature::Explain);
+        }
+        hit
     }
 
     /// Caches an explanation and returns it as served.
@@ -217,7 +323,11 @@ impl Llm {
 
     /// The cached answer of a hunt (key: the canonical question and the limit), if live.
     pub fn cached_hunt(&self, key: &str) -> Option<HuntAnswer> {
-        self.hunts.get(key).map(|c| served(c, true))
+        let hit = self.hunts.get(key).map(|c| served(c, true));
+        if hit.is_some() {
+            self.usage.cache_hit(Feature::Hunt);
+        }
+        hit
     }
 
     /// Caches a hunt's answer and returns it as served.
@@ -227,7 +337,11 @@ impl Llm {
 
     /// The cached draft of a pattern, if live.
     pub fn cached_suggestion(&self, pattern_key: &str) -> Option<Suggestion> {
-        self.suggestions.get(pattern_key).map(|c| served(c, true))
+        let hit = self.suggestions.get(pattern_key).map(|c| served(c, true));
+        if hit.is_some() {
+            self.usage.cache_hit(Feature::RuleSuggestion);
+        }
+        hit
     }
 
     /// Whether a live draft of the pattern is cached (for listings: no copy, no LRU use).

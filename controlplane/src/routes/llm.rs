@@ -4,7 +4,9 @@
 use super::read_body;
 use crate::error::ApiError;
 use crate::llm::hunt::{self, HuntAnswer, HuntQuery};
+use crate::llm::privacy::Sensitive;
 use crate::llm::suggest::{self, Evidence, Pattern, Suggestion};
+use crate::llm::usage::Feature;
 use crate::llm::{Explanation, LlmError, prompt};
 use crate::query::{Params, page_of};
 use crate::state::AppState;
@@ -81,11 +83,16 @@ pub async fn explain(
     }
     llm.ready().await?;
     let cfg = llm.config();
-    // Only the daemon backend is built, and it runs on the operator's own network, so user
-    // names stay in the prompt; `llm.cloud_hash_usernames` belongs to the cloud backend.
     let p = prompt::explanation(&alert, &events, cfg.explanation_max_prompt_chars as usize);
+    let sensitive = llm.sensitive(alert.entity.iter().chain(&alert.related_entities), &events);
     let markdown = llm
-        .complete(prompt::EXPLAIN_SYSTEM, &p.text, cfg.explanation_timeout_s)
+        .complete(
+            Feature::Explain,
+            prompt::EXPLAIN_SYSTEM,
+            &p.text,
+            cfg.explanation_timeout_s,
+            &sensitive,
+        )
         .await?;
     Ok(Json(llm.store_explanation(Explanation {
         alert_id: id,
@@ -197,7 +204,13 @@ pub async fn hunt(State(st): State<AppState>, body: Body) -> Result<Json<HuntAns
             .map_err(ApiError::internal)??;
         let prompt = hunt::translation_prompt(query, now, &sources);
         let text = llm
-            .complete(hunt::HUNT_SYSTEM, &prompt, cfg.hunt_timeout_s)
+            .complete(
+                Feature::Hunt,
+                hunt::HUNT_SYSTEM,
+                &prompt,
+                cfg.hunt_timeout_s,
+                &Sensitive::none(),
+            )
             .await?;
         let translated = hunt::parse_translation(&text, now).map_err(|why| {
             LlmError::Upstream(format!("the model's query translation was refused: {why}"))
@@ -385,9 +398,16 @@ pub async fn draft(
         cfg.explanation_max_prompt_chars as usize,
     );
     let timeout = cfg.rule_suggestion_timeout_s;
+    let sensitive = llm.sensitive([], &events);
     let first = suggest::extract_yaml(
-        &llm.complete(suggest::SUGGEST_SYSTEM, &prompt, timeout)
-            .await?,
+        &llm.complete(
+            Feature::RuleSuggestion,
+            suggest::SUGGEST_SYSTEM,
+            &prompt,
+            timeout,
+            &sensitive,
+        )
+        .await?,
     );
     // Checked off the async threads: a model's draft is untrusted text (the evidence it was
     // shown is ingested log data), and parsing and compiling a large rule takes a while.
@@ -406,8 +426,14 @@ pub async fn draft(
             tracing::info!("rule suggestion {key}: first draft refused ({why}); asking again");
             let again = suggest::repair_prompt(&prompt, &first, &why.to_string());
             let second = suggest::extract_yaml(
-                &llm.complete(suggest::SUGGEST_SYSTEM, &again, timeout)
-                    .await?,
+                &llm.complete(
+                    Feature::RuleSuggestion,
+                    suggest::SUGGEST_SYSTEM,
+                    &again,
+                    timeout,
+                    &sensitive,
+                )
+                .await?,
             );
             let d = check(second).await?.map_err(|why| {
                 LlmError::Upstream(format!(

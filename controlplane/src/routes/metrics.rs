@@ -101,7 +101,50 @@ fn render(st: &AppState) -> String {
     detection(&mut e, &s, suppressed);
     api(&mut e, st);
     stream(&mut e, st);
+    llm(&mut e, st);
     e.out
+}
+
+/// LLM calls per feature.
+fn llm(e: &mut Exposition, st: &AppState) {
+    use crate::llm::usage::{Feature, FeatureUsage};
+    type Counter = fn(&FeatureUsage) -> &AtomicU64;
+    let counters: [(&str, &str, Counter); 3] = [
+        (
+            "watchpost_llm_calls_total",
+            "Model calls made, by feature.",
+            |u| &u.calls,
+        ),
+        (
+            "watchpost_llm_failures_total",
+            "Model calls that failed (not ready, upstream failure, timeout), by feature.",
+            |u| &u.failures,
+        ),
+        (
+            "watchpost_llm_cache_hits_total",
+            "Answers served from the LLM caches without a call, by feature.",
+            |u| &u.cache_hits,
+        ),
+    ];
+    for (name, help, get) in counters {
+        e.family(name, "counter", help);
+        for f in Feature::ALL {
+            let value = get(st.llm.usage.of(f)).load(Ordering::Relaxed);
+            e.sample(name, &[("feature", f.name())], value);
+        }
+    }
+    e.family(
+        "watchpost_llm_call_seconds",
+        "histogram",
+        "Time of each model call, by feature.",
+    );
+    for f in Feature::ALL {
+        e.histogram(
+            "watchpost_llm_call_seconds",
+            &[("feature", f.name())],
+            &st.llm.usage.of(f).latency,
+        );
+    }
 }
 
 /// The build and the uptime.

@@ -335,6 +335,7 @@ pub async fn stats(State(st): State<AppState>) -> Result<Json<StatsAnswer>, ApiE
         feedback,
         exceptions: exception_stats(&st),
         memory: crate::memory::stats(&st.config),
+        llm: st.llm.usage.snapshot(),
     }))
 }
 
@@ -371,6 +372,8 @@ pub(crate) struct StatsAnswer {
     exceptions: ExceptionStats,
     /// Resident memory, and the budget the configuration sets, part by part.
     memory: crate::memory::MemoryStats,
+    /// LLM calls, failures, cache hits and latency per feature.
+    llm: crate::llm::usage::UsageSnapshot,
 }
 
 /// The operators' exceptions and what they held back.

@@ -1,7 +1,7 @@
 //! The `[llm]` table.
 
-use super::Config;
 use super::problems::Problems;
+use super::{Config, Secret};
 use serde::{Deserialize, Serialize};
 
 /// `[llm]`
@@ -27,11 +27,18 @@ pub struct LlmConfig {
     /// cloud: model name.
     pub cloud_model: String,
     /// cloud: API key, or `env:VAR`. A credential.
-    pub cloud_api_key: String,
+    pub cloud_api_key: Secret,
     /// cloud: timeout in seconds.
     pub cloud_timeout_s: f64,
-    /// Hash user names before a prompt leaves the host (cloud backend).
+    /// cloud: the provider's API base URL (`https://`); empty = the provider's public one.
+    pub cloud_url: String,
+    /// Hash user names and the other `cloud_sensitive_fields` before a prompt leaves the host
+    /// (cloud backend); the answer shown maps them back.
     pub cloud_hash_usernames: bool,
+    /// Fields whose values are sensitive: attribute names, `@entity.<kind>` for entities.
+    pub cloud_sensitive_fields: Vec<String>,
+    /// daemon and cloud: extra CA certificates (PEM) trusted besides the system's.
+    pub tls_ca_file: String,
     /// Contributing events put into an explanation prompt.
     pub explanation_max_contributing_events: u32,
     /// Characters of an explanation prompt.
@@ -64,6 +71,31 @@ pub struct LlmConfig {
     pub rule_suggestion_cache_ttl_s: u64,
 }
 
+/// What `llm.cloud_sensitive_fields` holds by default: user and account names as entities and
+/// under the attribute names of the logs Watchpost reads (Windows, Sysmon, ECS, syslog, cloud
+/// audit logs), and e-mail addresses.
+pub const DEFAULT_SENSITIVE_FIELDS: &[&str] = &[
+    "@entity.user",
+    "@entity.email",
+    "User",
+    "user",
+    "user.name",
+    "username",
+    "UserName",
+    "SubjectUserName",
+    "TargetUserName",
+    "AccountName",
+    "SamAccountName",
+    "ParentUser",
+    "SourceUser",
+    "TargetUser",
+    "userIdentity.userName",
+    "userPrincipalName",
+    "UserPrincipalName",
+    "email",
+    "Email",
+];
+
 impl Default for LlmConfig {
     fn default() -> LlmConfig {
         LlmConfig {
@@ -76,9 +108,15 @@ impl Default for LlmConfig {
             daemon_timeout_s: 30.0,
             cloud_provider: String::new(),
             cloud_model: String::new(),
-            cloud_api_key: String::new(),
+            cloud_api_key: Secret::default(),
             cloud_timeout_s: 30.0,
+            cloud_url: String::new(),
             cloud_hash_usernames: true,
+            cloud_sensitive_fields: DEFAULT_SENSITIVE_FIELDS
+                .iter()
+                .map(|f| f.to_string())
+                .collect(),
+            tls_ca_file: String::new(),
             explanation_max_contributing_events: 8,
             explanation_max_prompt_chars: 12_000,
             explanation_timeout_s: 12.0,
@@ -128,6 +166,12 @@ pub(super) fn check(config: &Config, p: &mut Problems) {
             if l.cloud_model.is_empty() {
                 p.add("llm.cloud_model", "required when llm.backend is cloud");
             }
+            if !(l.cloud_url.is_empty() || l.cloud_url.starts_with("https://")) {
+                p.add(
+                    "llm.cloud_url",
+                    "must be an https:// URL (the key travels with every request), or empty for the provider's own",
+                );
+            }
             if l.cloud_api_key.is_empty() {
                 p.add(
                     "llm.cloud_api_key",
@@ -136,6 +180,15 @@ pub(super) fn check(config: &Config, p: &mut Problems) {
             }
         }
         _ => {}
+    }
+    if l.cloud_sensitive_fields.iter().any(|f| f.trim().is_empty()) {
+        p.add("llm.cloud_sensitive_fields", "holds an empty field name");
+    }
+    if !l.tls_ca_file.is_empty() && !std::path::Path::new(&l.tls_ca_file).is_file() {
+        p.add(
+            "llm.tls_ca_file",
+            format!("{:?} is not a readable file", l.tls_ca_file),
+        );
     }
     p.range_u64("llm.n_ctx", l.n_ctx.into(), 256, 1 << 20);
     for (key, v) in [

@@ -16,6 +16,7 @@ mod inputs;
 mod llm;
 mod problems;
 mod rate_limit;
+mod secret;
 mod service;
 mod storage;
 mod templates;
@@ -29,6 +30,7 @@ pub use inputs::{FileInputConfig, HttpInputConfig, InputsConfig, TcpInputConfig,
 pub use llm::LlmConfig;
 pub use problems::{ConfigError, ConfigProblem};
 pub use rate_limit::RateLimit;
+pub use secret::Secret;
 pub use storage::StorageConfig;
 pub use templates::{MaskConfig, TemplatesConfig};
 pub use ueba::{SubScoreWeights, UebaConfig};
@@ -215,7 +217,7 @@ impl Config {
                 "api_rate_limit_store_url",
                 &mut self.api_rate_limit_store_url,
             ),
-            ("llm.cloud_api_key", &mut self.llm.cloud_api_key),
+            ("llm.cloud_api_key", &mut self.llm.cloud_api_key.0),
         ] {
             if let Some(var) = value.strip_prefix("env:") {
                 match std::env::var(var) {

@@ -235,7 +235,7 @@ fn credentials_are_masked_and_env_references_resolved() {
     );
     assert_eq!(c.masked_json()["llm"]["cloud_api_key"], MASK);
     // Masking must not touch the running value.
-    assert_eq!(c.llm.cloud_api_key, "sk-secret");
+    assert_eq!(c.llm.cloud_api_key.expose(), "sk-secret");
 }
 
 #[test]

@@ -1,0 +1,246 @@
+//! The one HTTP client of the process, for every call it makes out: the model daemon, the cloud
+//! LLM providers, and later webhooks. hyper's own client (the server side already builds hyper)
+//! over rustls with the `ring` provider, certificates verified against the system's roots plus
+//! any the operator adds (a TLS-inspecting proxy's CA).
+//!
+//! Each request gets a deadline over the whole exchange and a cap on the answer's size; a model's
+//! reply is a few kilobytes of text. Connections are not pooled: a call takes seconds, a
+//! handshake milliseconds, and a pooled connection the far end has dropped (a daemon restarted
+//! while a model loads) would cost a failed call.
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::Method;
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use rustls::RootCertStore;
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Largest answer body read.
+pub const MAX_ANSWER_BYTES: usize = 4 << 20;
+
+/// Why a call gave no answer.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum OutboundError {
+    /// The URL cannot be used.
+    #[error("bad URL {url:?}: {why}")]
+    Url {
+        /// The URL.
+        url: String,
+        /// Why.
+        why: String,
+    },
+    /// No connection: refused, unreachable, name unknown, or the TLS handshake failed (an
+    /// untrusted certificate among them).
+    #[error("cannot connect to {target}: {why}")]
+    Connect {
+        /// `host:port`.
+        target: String,
+        /// The cause, with its causes.
+        why: String,
+    },
+    /// The deadline passed first.
+    #[error("no answer within {0:.1} s")]
+    Timeout(f64),
+    /// The exchange failed after connecting, or the answer was too large.
+    #[error("the exchange with {target} failed: {why}")]
+    Exchange {
+        /// `host:port`.
+        target: String,
+        /// The cause.
+        why: String,
+    },
+}
+
+/// An answer.
+#[derive(Debug)]
+pub struct Reply {
+    /// HTTP status.
+    pub status: u16,
+    /// `Retry-After` in seconds, when the answer carries one (429, 503).
+    pub retry_after: Option<Duration>,
+    /// The body.
+    pub body: Vec<u8>,
+}
+
+/// Which certificates a TLS peer must chain to.
+#[derive(Debug, Clone)]
+pub enum Trust {
+    /// The system's roots, and those of a PEM file when given.
+    System {
+        /// Extra roots (PEM), e.g. a TLS-inspecting proxy's CA.
+        extra_ca_file: Option<std::path::PathBuf>,
+    },
+    /// These roots only (tests).
+    Only(RootCertStore),
+}
+
+/// See the module's documentation. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct HttpClient {
+    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+}
+
+impl HttpClient {
+    /// A client trusting `trust`; the error names what could not be read.
+    pub fn new(trust: Trust) -> Result<HttpClient, String> {
+        let roots = match trust {
+            Trust::Only(roots) => roots,
+            Trust::System { extra_ca_file } => {
+                let mut roots = RootCertStore::empty();
+                // Unreadable system certificates are skipped, as every TLS client does; an
+                // empty store fails each HTTPS call with an unknown-issuer error that says so.
+                let native = rustls_native_certs::load_native_certs();
+                roots.add_parsable_certificates(native.certs);
+                if let Some(path) = extra_ca_file {
+                    for cert in read_pem_certificates(&path)? {
+                        roots
+                            .add(cert)
+                            .map_err(|e| format!("{}: {e}", path.display()))?;
+                    }
+                }
+                roots
+            }
+        };
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| format!("TLS set-up: {e}"))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .build();
+        let client = Client::builder(TokioExecutor::new())
+            .pool_max_idle_per_host(0)
+            .build(connector);
+        Ok(HttpClient { client })
+    }
+
+    /// Sends `method url` with `headers` and an optional JSON body; reads the whole answer,
+    /// all within `deadline`.
+    pub async fn send(
+        &self,
+        method: Method,
+        url: &str,
+        headers: &[(&str, &str)],
+        json_body: Option<Vec<u8>>,
+        deadline: Duration,
+    ) -> Result<Reply, OutboundError> {
+        let uri: hyper::Uri = url.parse().map_err(|e| OutboundError::Url {
+            url: url.to_string(),
+            why: format!("{e}"),
+        })?;
+        let target = match (uri.host(), uri.port_u16()) {
+            (Some(host), Some(port)) => format!("{host}:{port}"),
+            (Some(host), None) => host.to_string(),
+            _ => {
+                return Err(OutboundError::Url {
+                    url: url.to_string(),
+                    why: "no host".into(),
+                });
+            }
+        };
+        let mut request = hyper::Request::builder()
+            .method(method)
+            .uri(uri)
+            .header(
+                "user-agent",
+                concat!("watchpost/", env!("CARGO_PKG_VERSION")),
+            )
+            .header("accept", "application/json");
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        if json_body.is_some() {
+            request = request.header("content-type", "application/json");
+        }
+        let request = request
+            .body(Full::new(Bytes::from(json_body.unwrap_or_default())))
+            .map_err(|e| OutboundError::Url {
+                url: url.to_string(),
+                // A header value with a line break, say; the value itself is not echoed.
+                why: format!("the request cannot be built: {e}"),
+            })?;
+        let exchange = async {
+            let answer = self.client.request(request).await.map_err(|e| {
+                let why = causes(&e);
+                if e.is_connect() {
+                    OutboundError::Connect {
+                        target: target.clone(),
+                        why,
+                    }
+                } else {
+                    OutboundError::Exchange {
+                        target: target.clone(),
+                        why,
+                    }
+                }
+            })?;
+            let status = answer.status().as_u16();
+            let retry_after = answer
+                .headers()
+                .get("retry-after")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .and_then(|s| Duration::try_from_secs_f64(s).ok());
+            let body = Limited::new(answer.into_body(), MAX_ANSWER_BYTES)
+                .collect()
+                .await
+                .map_err(|e| OutboundError::Exchange {
+                    target: target.clone(),
+                    why: if e.is::<http_body_util::LengthLimitError>() {
+                        format!("the answer is larger than {MAX_ANSWER_BYTES} bytes")
+                    } else {
+                        format!("reading the answer: {}", causes(e.as_ref()))
+                    },
+                })?
+                .to_bytes()
+                .to_vec();
+            Ok(Reply {
+                status,
+                retry_after,
+                body,
+            })
+        };
+        tokio::time::timeout(deadline, exchange)
+            .await
+            .map_err(|_| OutboundError::Timeout(deadline.as_secs_f64()))?
+    }
+}
+
+/// The certificates of a PEM file.
+fn read_pem_certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
+        .map_err(|e| format!("{}: {e}", path.display()))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    if certs.is_empty() {
+        return Err(format!("{}: no PEM certificate in it", path.display()));
+    }
+    Ok(certs)
+}
+
+/// An error and its causes, outermost first: hyper's own message ("client error (Connect)")
+/// says little; the TLS cause ("invalid peer certificate: UnknownIssuer") says what to fix.
+fn causes(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = error.to_string();
+    let mut next = error.source();
+    while let Some(cause) = next {
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        next = cause.source();
+    }
+    out
+}
