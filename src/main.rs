@@ -544,10 +544,19 @@ fn run(config: Option<PathBuf>) -> ExitCode {
     };
     let level = cfg.log_level.parse().unwrap_or(tracing::Level::INFO);
     // Colour codes only on a terminal: a log written to a file or the journal stays plain text.
+    // llama.cpp (the local LLM runner) logs hundreds of lines per model load at its info level:
+    // only its warnings and errors are kept.
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let targets = tracing_subscriber::filter::Targets::new()
+        .with_default(level)
+        .with_target("llama-cpp-2", tracing::Level::WARN.min(level));
     tracing_subscriber::fmt()
         .with_max_level(level)
         .with_target(false)
         .with_ansi(std::io::stdout().is_terminal())
+        .finish()
+        .with(targets)
         .init();
 
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -619,7 +628,11 @@ fn run(config: Option<PathBuf>) -> ExitCode {
         pipeline.store(),
         Some(pipeline.live_alerts()),
     ));
-    let llm = Arc::new(watchpost_controlplane::Llm::new(&cfg.llm, &cfg.data_dir()));
+    let llm = Arc::new(watchpost_controlplane::Llm::new(
+        &cfg.llm,
+        &cfg.data_dir(),
+        watchpost_dataplane::spare_cores(&cfg),
+    ));
     let cfg_ingest_in_flight = cfg.api_ingest_max_in_flight;
     let state = watchpost_controlplane::AppState {
         api_metrics: Default::default(),

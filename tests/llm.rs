@@ -5,6 +5,8 @@
 
 mod common;
 
+#[cfg(feature = "local-runner")]
+use common::http_slow;
 use common::provider::{Kind, Provider, Scripted};
 use common::{
     LOW_ALERTS, Service, free_port, http, invalid_user_lines, json, send_lines, stamp, wait_for,
@@ -909,4 +911,177 @@ fn the_anthropic_protocol_is_spoken_and_an_untrusted_certificate_is_refused() {
     assert_eq!(code, 503, "{body}");
     assert_eq!(provider.received().len(), before, "nothing got through");
     drop(svc);
+}
+
+/// The local runner's test model, fetched by `scripts/setup --test` (or `WATCHPOST_TEST_MODEL`).
+#[cfg(feature = "local-runner")]
+fn test_model() -> std::path::PathBuf {
+    let path = std::env::var_os("WATCHPOST_TEST_MODEL")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::PathBuf::from(std::env::var_os("HOME").unwrap())
+                .join(".cache/watchpost/models/SmolLM2-135M-Instruct.Q4_1.gguf")
+        });
+    assert!(
+        path.is_file(),
+        "the test model {} is missing: run scripts/setup --test",
+        path.display()
+    );
+    path
+}
+
+/// Waits until `/health` reports the LLM `ok` (the model loads on its own thread).
+#[cfg(feature = "local-runner")]
+fn wait_for_llm(api: u16) -> serde_json::Value {
+    let t = Instant::now();
+    loop {
+        let (_, body) = http(api, "GET", "/api/v1/health", "");
+        let v = json(&body);
+        if v["components"]["llm"]["status"] == "ok" {
+            return v;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "the model did not load: {v}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[cfg(feature = "local-runner")]
+#[test]
+fn the_local_runner_explains_hunts_and_drafts_rules_with_a_real_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = test_model();
+    let (svc, api, tcp) = start_on(
+        dir.path(),
+        Some("data-local"),
+        &format!(
+            "backend = \"local_runner\"\nmodel_path = \"{}\"\nn_ctx = 2048\nexplanation_timeout_s = 120.0\nhunt_timeout_s = 120.0\nrule_suggestion_timeout_s = 120.0\n",
+            model.display()
+        ),
+    );
+    let health = wait_for_llm(api);
+    assert_eq!(
+        health["components"]["llm"]["model"], "SmolLM2-135M-Instruct.Q4_1.gguf",
+        "{health}"
+    );
+
+    // An explanation: Markdown text from the model, whatever its quality.
+    let id = raise_alert(api, tcp);
+    let t = Instant::now();
+    let (code, body) = http_slow(api, "POST", &format!("/api/v1/alerts/{id}/explain"), "");
+    eprintln!("local explanation: {:?}", t.elapsed());
+    assert_eq!(code, 200, "{body}");
+    let v = json(&body);
+    assert!(v["markdown"].as_str().unwrap().trim().len() > 10, "{v}");
+    assert_eq!(v["backend"], "local_runner");
+
+    // A hunt the model translates: the grammar makes its answer a query that runs.
+    let t = Instant::now();
+    let (code, body) = http_slow(
+        api,
+        "POST",
+        "/api/v1/hunt",
+        r#"{"query": "which ssh logins failed in the last day?"}"#,
+    );
+    eprintln!("local hunt translation: {:?}", t.elapsed());
+    let v = json(&body);
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(v["mode"], "llm", "{v}");
+    assert!(v["executed"].is_object(), "{v}");
+
+    // A rule draft for a confirmed pattern: valid Sigma with the given id that matches its
+    // evidence, because the grammar holds the model to that shape.
+    let lines: String = (1..=3)
+        .map(|i| {
+            let t = stamp(i - 4);
+            format!("<38>{t} web-01 sshd[41{i}]: Invalid user backup{i} from 198.51.100.{i} port 5100{i}\n")
+        })
+        .collect();
+    send_lines(tcp, &lines);
+    let v = wait_for(api, "/api/v1/alerts?type=sigma&limit=100", |v| {
+        v["items"].as_array().is_some_and(|a| a.len() >= 4)
+    });
+    for alert in v["items"].as_array().unwrap() {
+        feedback(api, alert["id"].as_str().unwrap(), "tp");
+    }
+    let listed = patterns(api);
+    assert!(!listed.is_empty(), "no eligible pattern");
+    let key = listed[0]["pattern_key"].as_str().unwrap();
+    let t = Instant::now();
+    let (code, body) = http_slow(
+        api,
+        "POST",
+        &format!("/api/v1/sigma/rule-suggestions/{key}"),
+        "",
+    );
+    eprintln!("local rule draft: {:?}", t.elapsed());
+    assert_eq!(code, 200, "{body}");
+    let s = json(&body);
+    let draft = &s["draft"];
+    assert!(draft["matched_events"].as_u64().unwrap() >= 1, "{s}");
+    assert!(
+        draft["yaml"].as_str().unwrap().contains("detection:"),
+        "{s}"
+    );
+    let (_, body) = http(api, "GET", "/api/v1/stats", "");
+    let llm = &json(&body)["llm"];
+    assert!(llm["explain"]["calls"].as_u64().unwrap() >= 1, "{llm}");
+    assert!(llm["hunt"]["calls"].as_u64().unwrap() >= 1, "{llm}");
+    assert!(
+        llm["rule_suggestion"]["calls"].as_u64().unwrap() >= 1,
+        "{llm}"
+    );
+    drop(svc);
+}
+
+#[cfg(feature = "local-runner")]
+#[test]
+fn a_missing_or_damaged_model_degrades_the_llm_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let not_gguf = dir.path().join("notes.gguf");
+    std::fs::write(&not_gguf, b"these are not weights").unwrap();
+    // A real header and then nothing: only llama.cpp's own load can tell.
+    let cut = dir.path().join("cut.gguf");
+    let model = std::fs::read(test_model()).unwrap();
+    std::fs::write(&cut, &model[..4096]).unwrap();
+    for (path, why) in [
+        (dir.path().join("absent.gguf"), "No such file"),
+        (not_gguf, "not a GGUF model file"),
+        (cut, "cannot load it"),
+    ] {
+        let (svc, api, tcp) = start(
+            dir.path(),
+            &format!(
+                "backend = \"local_runner\"\nmodel_path = \"{}\"\n",
+                path.display()
+            ),
+        );
+        let t = Instant::now();
+        let llm = loop {
+            let (_, body) = http(api, "GET", "/api/v1/health", "");
+            let llm = json(&body)["components"]["llm"].clone();
+            if llm["error"].as_str().is_some_and(|e| e.contains(why)) {
+                break llm;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "{}: {llm}",
+                path.display()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        let error = llm["error"].as_str().unwrap();
+        assert_eq!(llm["status"], "degraded");
+        assert!(
+            error.contains("llm.model_path") && error.contains(&*path.to_string_lossy()),
+            "{error}"
+        );
+        // The rest of the service works: events are taken in and alert.
+        let id = raise_alert(api, tcp);
+        let (code, body) = http(api, "POST", &format!("/api/v1/alerts/{id}/explain"), "");
+        assert_eq!(code, 503, "{body}");
+        drop(svc);
+    }
 }

@@ -60,7 +60,7 @@ pub use live::{AlertChange, LiveAlerts};
 pub use normalize::{Normalizer, Tally};
 pub use parse::syslog::parse_syslog;
 pub use parse::time::{Rfc3339, parse_rfc3339};
-pub use pipeline::{Pipeline, ShutdownReport, Stopper};
+pub use pipeline::{Pipeline, ShutdownReport, Stopper, spare_cores};
 pub use sigma::LineMatcher;
 pub use stage::DetectHandle;
 pub use stats::{

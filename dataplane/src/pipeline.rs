@@ -751,6 +751,24 @@ fn take_pending(
     mine
 }
 
+/// The cores no pinned thread of the data plane uses, for work that must stay off its cores
+/// (the local LLM runner); empty when pinning is off (the data plane may then run anywhere) or
+/// every core is taken.
+pub fn spare_cores(cfg: &Config) -> Vec<usize> {
+    let Ok(assigned) = assign_cores(cfg) else {
+        return Vec::new();
+    };
+    if assigned.iter().any(Option::is_none) {
+        return Vec::new();
+    }
+    core_affinity::get_core_ids()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| c.id)
+        .filter(|id| !assigned.iter().flatten().any(|a| a.id == *id))
+        .collect()
+}
+
 /// Cores for each worker, then the writer (`None` = not pinned).
 fn assign_cores(cfg: &Config) -> Result<Vec<Option<core_affinity::CoreId>>, Error> {
     // Stage A workers, the writer, then stage B workers.

@@ -60,8 +60,26 @@ pub fn request(
     headers: &[(&str, &str)],
     body: &str,
 ) -> (u16, String, String) {
+    request_within(port, method, path, headers, body, Duration::from_secs(10))
+}
+
+/// [`http`] for answers that take long (a model generating on the test machine's CPU).
+pub fn http_slow(port: u16, method: &str, path: &str, body: &str) -> (u16, String) {
+    let (status, _, body) = request_within(port, method, path, &[], body, Duration::from_secs(300));
+    (status, body)
+}
+
+/// [`request`] with a read timeout of `wait`.
+fn request_within(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+    wait: Duration,
+) -> (u16, String, String) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.set_read_timeout(Some(wait)).unwrap();
     let mut extra: String = headers
         .iter()
         .map(|(k, v)| format!("{k}: {v}\r\n"))

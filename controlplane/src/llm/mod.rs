@@ -4,15 +4,19 @@
 //! The LLM is an auxiliary signal: it is off by default, nothing calls it but an operator's
 //! request, and the data plane never reaches it. Backends: `daemon` (a model server on loopback
 //! or the local network, see [`daemon`]) and `cloud` (a hosted provider over HTTPS, see
-//! [`cloud`], with sensitive values pseudonymised, see [`privacy`]). `local_runner` needs an
-//! embedded runtime this build does not include. A backend that cannot be used starts the
+//! [`cloud`], with sensitive values pseudonymised, see [`privacy`]) and, in a build with the
+//! `local-runner` feature, `local_runner` (a GGUF model run in-process by llama.cpp, its answers
+//! held to each feature's shape by a [`grammar`]). A backend that cannot be used starts the
 //! service with the LLM "not ready" (503 on its routes, `/health` degraded) and says why,
 //! rather than refusing to start over an optional feature.
 
 pub mod cache;
 pub mod cloud;
 pub mod daemon;
+pub mod grammar;
 pub mod hunt;
+#[cfg(feature = "local-runner")]
+pub mod local;
 pub mod privacy;
 pub mod prompt;
 pub mod suggest;
@@ -22,6 +26,7 @@ use crate::outbound::{HttpClient, Trust};
 use cache::{Cached, TtlCache};
 use cloud::Cloud;
 use daemon::Daemon;
+use grammar::Grammar;
 use hunt::HuntAnswer;
 use privacy::{Masking, PseudonymKey, Sensitive};
 use serde::Serialize;
@@ -44,6 +49,9 @@ pub enum LlmError {
     /// The backend was reached and failed: timeout, error status, unreadable answer.
     #[error("the LLM backend failed: {0}")]
     Upstream(String),
+    /// The backend is working on other requests and cannot queue this one.
+    #[error("the LLM backend is busy: {0}")]
+    Busy(String),
 }
 
 /// The backend in use.
@@ -55,6 +63,8 @@ enum Backend {
         /// Pseudonyms for sensitive values; `None` when `llm.cloud_hash_usernames` is off.
         pseudonyms: Option<PseudonymKey>,
     },
+    #[cfg(feature = "local-runner")]
+    Local(local::LocalRunner),
     /// Configured but unusable in this build (or misconfigured); the reason.
     Unavailable(String),
 }
@@ -82,6 +92,42 @@ pub struct Explanation {
     pub expires_in_s: u64,
 }
 
+/// One model call.
+pub struct Ask<'a> {
+    /// The feature asking, for `/stats`.
+    pub feature: Feature,
+    /// The system message.
+    pub system: &'a str,
+    /// The user message.
+    pub user: &'a str,
+    /// The feature's timeout; the backend's own caps it.
+    pub timeout_s: f64,
+    /// Values a cloud provider gets as pseudonyms.
+    pub sensitive: &'a Sensitive,
+    /// The shape the answer must take, for backends that can hold sampling to it.
+    pub grammar: Option<&'a Grammar>,
+}
+
+/// The `local_runner` backend of this build.
+#[cfg(feature = "local-runner")]
+fn local_backend(cfg: &LlmConfig, spare_cores: Vec<usize>) -> Backend {
+    match local::LocalRunner::start(cfg, spare_cores) {
+        Ok(runner) => Backend::Local(runner),
+        Err(why) => Backend::Unavailable(why),
+    }
+}
+
+/// The `local_runner` backend of this build: none.
+#[cfg(not(feature = "local-runner"))]
+fn local_backend(_: &LlmConfig, _: Vec<usize>) -> Backend {
+    Backend::Unavailable(
+        "llm.backend = local_runner needs the embedded model runner: build with \
+         `cargo build --release --features local-runner` (it compiles llama.cpp, which needs \
+         CMake), or use the daemon or cloud backend"
+            .into(),
+    )
+}
+
 /// How long a readiness answer is reused, so that `/health` polling does not hammer the daemon.
 const READY_REUSE: Duration = Duration::from_secs(10);
 /// The same for a cloud provider, which is further away and counts requests.
@@ -103,21 +149,23 @@ pub struct Llm {
 }
 
 impl Llm {
-    /// From the `[llm]` settings (already validated); `data_dir` keeps the cloud pseudonyms' key.
-    pub fn new(cfg: &LlmConfig, data_dir: &Path) -> Llm {
+    /// From the `[llm]` settings (already validated); `data_dir` keeps the cloud pseudonyms' key;
+    /// `spare_cores` are those the data plane does not pin, for the local runner.
+    pub fn new(cfg: &LlmConfig, data_dir: &Path, spare_cores: Vec<usize>) -> Llm {
         let trust = Trust::System {
             extra_ca_file: (!cfg.tls_ca_file.is_empty()).then(|| cfg.tls_ca_file.clone().into()),
         };
         let pseudonyms = || PseudonymKey::load_or_create(&data_dir.join("llm/pseudonym.key"));
-        Llm::with_parts(cfg, HttpClient::new(trust), pseudonyms)
+        Llm::with_parts(cfg, HttpClient::new(trust), pseudonyms, spare_cores)
     }
 
-    /// From the settings, the HTTP client (or why there is none) and where the pseudonyms'
-    /// key comes from (read only for the cloud backend with hashing on).
+    /// From the settings, the HTTP client (or why there is none), where the pseudonyms' key
+    /// comes from (read only for the cloud backend with hashing on) and the local runner's cores.
     pub fn with_parts(
         cfg: &LlmConfig,
         client: Result<HttpClient, String>,
         pseudonyms: impl FnOnce() -> Result<PseudonymKey, String>,
+        spare_cores: Vec<usize>,
     ) -> Llm {
         let client = client.map_err(|why| format!("llm.tls_ca_file: {why}"));
         let backend = match cfg.backend.as_str() {
@@ -149,11 +197,7 @@ impl Llm {
                     )),
                 },
             }),
-            "local_runner" => Some(Backend::Unavailable(
-                "llm.backend = local_runner needs the embedded model runner, which this build \
-                 does not include; use the daemon or cloud backend"
-                    .into(),
-            )),
+            "local_runner" => Some(local_backend(cfg, spare_cores)),
             other => Some(Backend::Unavailable(format!(
                 "unknown llm.backend {other:?}"
             ))),
@@ -205,6 +249,8 @@ impl Llm {
         match &self.backend {
             Some(Backend::Daemon(d)) => d.model(),
             Some(Backend::Cloud { cloud, .. }) => cloud.model(),
+            #[cfg(feature = "local-runner")]
+            Some(Backend::Local(runner)) => runner.model(),
             _ => match self.cfg.backend.as_str() {
                 "cloud" => &self.cfg.cloud_model,
                 "local_runner" => &self.cfg.model_path,
@@ -225,6 +271,11 @@ impl Llm {
     /// Whether the backend can take a request now; answers are reused for a few seconds.
     pub async fn ready(&self) -> Result<(), LlmError> {
         let backend = self.backend()?;
+        // The runner's own state: nothing to probe, nothing to reuse.
+        #[cfg(feature = "local-runner")]
+        if let Backend::Local(runner) = backend {
+            return runner.ready();
+        }
         let reuse = match backend {
             Backend::Cloud { .. } => CLOUD_READY_REUSE,
             _ => READY_REUSE,
@@ -246,6 +297,8 @@ impl Llm {
                     .ready(READY_DEADLINE.min(secs(self.cfg.cloud_timeout_s)))
                     .await
             }
+            #[cfg(feature = "local-runner")]
+            Backend::Local(runner) => runner.ready(),
             Backend::Unavailable(why) => Err(LlmError::NotReady(why.clone())),
         }
         .map_err(|e| match e {
@@ -265,14 +318,15 @@ impl Llm {
     /// One completion within `timeout_s` (and the backend's own timeout). To a cloud provider
     /// with hashing on, the `sensitive` values leave as pseudonyms, which the answer gets back
     /// as the values.
-    pub async fn complete(
-        &self,
-        feature: Feature,
-        system: &str,
-        user: &str,
-        timeout_s: f64,
-        sensitive: &Sensitive,
-    ) -> Result<String, LlmError> {
+    pub async fn complete(&self, ask: Ask<'_>) -> Result<String, LlmError> {
+        let Ask {
+            feature,
+            system,
+            user,
+            timeout_s,
+            sensitive,
+            grammar,
+        } = ask;
         let started = Instant::now();
         let r = match self.backend() {
             Err(e) => Err(e),
@@ -293,8 +347,31 @@ impl Llm {
                     None => cloud.complete(system, user, deadline).await,
                 }
             }
+            #[cfg(feature = "local-runner")]
+            Ok(Backend::Local(runner)) => {
+                // The model runs on this host: nothing leaves it, so nothing is pseudonymised.
+                runner
+                    .complete(system, user, grammar.cloned(), secs(timeout_s))
+                    .await
+                    .map(|g| {
+                        tracing::info!(
+                            "local model, {}: {} prompt tokens in {:.2} s, {} tokens in {:.2} s \
+                             ({:.1} tokens/s)",
+                            feature.name(),
+                            g.prompt_tokens,
+                            g.prefill.as_secs_f64(),
+                            g.tokens,
+                            g.generation.as_secs_f64(),
+                            g.tokens as f64 / g.generation.as_secs_f64().max(1e-9)
+                        );
+                        g.text
+                    })
+            }
             Ok(Backend::Unavailable(why)) => Err(LlmError::NotReady(why.clone())),
         };
+        // Only the local runner can hold sampling to a grammar.
+        #[cfg(not(feature = "local-runner"))]
+        let _ = grammar;
         self.usage
             .call(feature, started.elapsed().as_nanos() as u64, r.is_ok());
         // What a real call learned about readiness beats the last probe.

@@ -7,7 +7,7 @@ use crate::llm::hunt::{self, HuntAnswer, HuntQuery};
 use crate::llm::privacy::Sensitive;
 use crate::llm::suggest::{self, Evidence, Pattern, Suggestion};
 use crate::llm::usage::Feature;
-use crate::llm::{Explanation, LlmError, prompt};
+use crate::llm::{Ask, Explanation, LlmError, grammar, prompt};
 use crate::query::{Params, page_of};
 use crate::state::AppState;
 use axum::Json;
@@ -30,6 +30,10 @@ impl From<LlmError> for ApiError {
             .retry_after(30),
             LlmError::Upstream(_) => {
                 ApiError::new(StatusCode::BAD_GATEWAY, "llm_failed", e.to_string())
+            }
+            LlmError::Busy(_) => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "llm_busy", e.to_string())
+                    .retry_after(5)
             }
         }
     }
@@ -86,13 +90,14 @@ pub async fn explain(
     let p = prompt::explanation(&alert, &events, cfg.explanation_max_prompt_chars as usize);
     let sensitive = llm.sensitive(alert.entity.iter().chain(&alert.related_entities), &events);
     let markdown = llm
-        .complete(
-            Feature::Explain,
-            prompt::EXPLAIN_SYSTEM,
-            &p.text,
-            cfg.explanation_timeout_s,
-            &sensitive,
-        )
+        .complete(Ask {
+            feature: Feature::Explain,
+            system: prompt::EXPLAIN_SYSTEM,
+            user: &p.text,
+            timeout_s: cfg.explanation_timeout_s,
+            sensitive: &sensitive,
+            grammar: None,
+        })
         .await?;
     Ok(Json(llm.store_explanation(Explanation {
         alert_id: id,
@@ -204,13 +209,14 @@ pub async fn hunt(State(st): State<AppState>, body: Body) -> Result<Json<HuntAns
             .map_err(ApiError::internal)??;
         let prompt = hunt::translation_prompt(query, now, &sources);
         let text = llm
-            .complete(
-                Feature::Hunt,
-                hunt::HUNT_SYSTEM,
-                &prompt,
-                cfg.hunt_timeout_s,
-                &Sensitive::none(),
-            )
+            .complete(Ask {
+                feature: Feature::Hunt,
+                system: hunt::HUNT_SYSTEM,
+                user: &prompt,
+                timeout_s: cfg.hunt_timeout_s,
+                sensitive: &Sensitive::none(),
+                grammar: Some(&grammar::hunt(&sources)),
+            })
             .await?;
         let translated = hunt::parse_translation(&text, now).map_err(|why| {
             LlmError::Upstream(format!("the model's query translation was refused: {why}"))
@@ -399,16 +405,23 @@ pub async fn draft(
     );
     let timeout = cfg.rule_suggestion_timeout_s;
     let sensitive = llm.sensitive([], &events);
-    let first = suggest::extract_yaml(
-        &llm.complete(
-            Feature::RuleSuggestion,
-            suggest::SUGGEST_SYSTEM,
-            &prompt,
-            timeout,
-            &sensitive,
-        )
-        .await?,
-    );
+    // A grammar holds a local model to a rule of this id, a covering logsource and keywords the
+    // pattern's template holds, so that even a small model's draft passes the checks below.
+    let keywords = pattern
+        .template
+        .as_deref()
+        .map(grammar::template_keywords)
+        .unwrap_or_default();
+    let shape = grammar::sigma_draft(&draft_rule_id(&key), &logsources, &keywords);
+    let ask = |user| Ask {
+        feature: Feature::RuleSuggestion,
+        system: suggest::SUGGEST_SYSTEM,
+        user,
+        timeout_s: timeout,
+        sensitive: &sensitive,
+        grammar: shape.as_ref(),
+    };
+    let first = suggest::extract_yaml(&llm.complete(ask(&prompt)).await?);
     // Checked off the async threads: a model's draft is untrusted text (the evidence it was
     // shown is ingested log data), and parsing and compiling a large rule takes a while.
     let events = Arc::new(events);
@@ -425,16 +438,7 @@ pub async fn draft(
         Err(why) => {
             tracing::info!("rule suggestion {key}: first draft refused ({why}); asking again");
             let again = suggest::repair_prompt(&prompt, &first, &why.to_string());
-            let second = suggest::extract_yaml(
-                &llm.complete(
-                    Feature::RuleSuggestion,
-                    suggest::SUGGEST_SYSTEM,
-                    &again,
-                    timeout,
-                    &sensitive,
-                )
-                .await?,
-            );
+            let second = suggest::extract_yaml(&llm.complete(ask(&again)).await?);
             let d = check(second).await?.map_err(|why| {
                 LlmError::Upstream(format!(
                     "the model's draft is not a usable Sigma rule, even after one \

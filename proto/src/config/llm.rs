@@ -16,6 +16,8 @@ pub struct LlmConfig {
     pub n_ctx: u32,
     /// local_runner: layers offloaded to the GPU (0 = none).
     pub n_gpu_layers: u32,
+    /// local_runner: requests waiting for the model at most; more are refused (503).
+    pub local_queue_max: u32,
     /// daemon: HTTP address of the model daemon.
     pub daemon_url: String,
     /// daemon: model name.
@@ -103,6 +105,7 @@ impl Default for LlmConfig {
             model_path: String::new(),
             n_ctx: 4096,
             n_gpu_layers: 0,
+            local_queue_max: 4,
             daemon_url: "http://127.0.0.1:11434".into(),
             daemon_model: String::new(),
             daemon_timeout_s: 30.0,
@@ -191,6 +194,8 @@ pub(super) fn check(config: &Config, p: &mut Problems) {
         );
     }
     p.range_u64("llm.n_ctx", l.n_ctx.into(), 256, 1 << 20);
+    p.range_u64("llm.n_gpu_layers", l.n_gpu_layers.into(), 0, 10_000);
+    p.range_u64("llm.local_queue_max", l.local_queue_max.into(), 1, 1024);
     for (key, v) in [
         ("llm.daemon_timeout_s", l.daemon_timeout_s),
         ("llm.cloud_timeout_s", l.cloud_timeout_s),
