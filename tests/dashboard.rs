@@ -5,10 +5,10 @@
 mod common;
 
 use common::{
-    LOW_ALERTS, Service, free_port, header, http, invalid_user_lines, json, request, send_lines,
-    stamp,
+    LOW_ALERTS, Service, browser_tools, free_port, header, http, invalid_user_lines, json, request,
+    send_lines, stamp,
 };
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -124,22 +124,6 @@ fn the_page_and_its_assets_carry_the_strict_policy() {
         header(&head, "content-security-policy"),
         Some("default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
     );
-}
-
-/// Node, playwright-core (`npm ci --prefix ui`) and Chromium, when all are here.
-fn browser_tools() -> Option<(PathBuf, PathBuf)> {
-    let ui = std::path::PathBuf::from(
-        std::env::var("CARGO_MANIFEST_DIR")
-            .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_string()),
-    )
-    .join("ui");
-    let chromium = PathBuf::from(std::env::var("CHROMIUM").unwrap_or("/usr/bin/chromium".into()));
-    let node_ok = Command::new("node")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    let ready = node_ok && chromium.exists() && ui.join("node_modules/playwright-core").is_dir();
-    ready.then_some((ui, chromium))
 }
 
 #[test]

@@ -957,7 +957,7 @@ fn the_local_runner_explains_hunts_and_drafts_rules_with_a_real_model() {
         dir.path(),
         Some("data-local"),
         &format!(
-            "backend = \"local_runner\"\nmodel_path = \"{}\"\nn_ctx = 2048\nexplanation_timeout_s = 120.0\nhunt_timeout_s = 120.0\nrule_suggestion_timeout_s = 120.0\n",
+            "backend = \"local_runner\"\nmodel_path = \"{}\"\nn_ctx = 2048\nlocal_queue_max = 1\nexplanation_timeout_s = 120.0\nhunt_timeout_s = 120.0\nrule_suggestion_timeout_s = 120.0\n",
             model.display()
         ),
     );
@@ -976,6 +976,24 @@ fn the_local_runner_explains_hunts_and_drafts_rules_with_a_real_model() {
     let v = json(&body);
     assert!(v["markdown"].as_str().unwrap().trim().len() > 10, "{v}");
     assert_eq!(v["backend"], "local_runner");
+
+    // One answer at a time and one waiting (llm.local_queue_max = 1): a third is refused at
+    // once with the reason, not queued behind the others.
+    let asks: Vec<_> = (0..3)
+        .map(|_| {
+            let path = format!("/api/v1/alerts/{id}/explain");
+            std::thread::spawn(move || http_slow(api, "POST", &path, r#"{"refresh": true}"#))
+        })
+        .collect();
+    let answers: Vec<(u16, String)> = asks.into_iter().map(|a| a.join().unwrap()).collect();
+    let codes: Vec<u16> = answers.iter().map(|(c, _)| *c).collect();
+    assert!(
+        answers
+            .iter()
+            .any(|(c, b)| *c == 503 && b.contains("llm_busy") && b.contains("llm.local_queue_max")),
+        "{answers:?}"
+    );
+    assert!(codes.contains(&200), "{answers:?}");
 
     // A hunt the model translates: the grammar makes its answer a query that runs.
     let t = Instant::now();
@@ -1025,6 +1043,32 @@ fn the_local_runner_explains_hunts_and_drafts_rules_with_a_real_model() {
         draft["yaml"].as_str().unwrap().contains("detection:"),
         "{s}"
     );
+    // The dashboard's Explain button, Hunt tab and Rule Suggestions tab, in a real browser.
+    match common::browser_tools() {
+        Some((ui, chromium)) => {
+            let shots = std::env::temp_dir().join(format!("watchpost-llm-{api}"));
+            let out = std::process::Command::new("node")
+                .arg(ui.join("tests/llm-features.mjs"))
+                .arg(format!("http://127.0.0.1:{api}"))
+                .arg(&shots)
+                .env("CHROMIUM", &chromium)
+                .current_dir(&ui)
+                .output()
+                .unwrap();
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success(),
+                "the browser run failed; screenshots in {}\n{stdout}\n{}",
+                shots.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            eprintln!("{stdout}");
+        }
+        None => assert!(
+            std::env::var("CI").is_err(),
+            "CI needs node, Chromium and ui/node_modules (scripts/setup installs them)"
+        ),
+    }
     let (_, body) = http(api, "GET", "/api/v1/stats", "");
     let llm = &json(&body)["llm"];
     assert!(llm["explain"]["calls"].as_u64().unwrap() >= 1, "{llm}");

@@ -460,3 +460,16 @@ pub fn relp_send(port: u16, messages: &[String], window: usize) -> Vec<usize> {
     let _ = writeln!(writer, "{} close 0", messages.len() + 2);
     acked
 }
+
+/// Node, playwright-core (`npm ci --prefix ui`) and Chromium, when all are here: the `ui/`
+/// folder and Chromium's path.
+pub fn browser_tools() -> Option<(PathBuf, PathBuf)> {
+    let ui = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("ui");
+    let chromium = PathBuf::from(std::env::var("CHROMIUM").unwrap_or("/usr/bin/chromium".into()));
+    let node_ok = Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let ready = node_ok && chromium.exists() && ui.join("node_modules/playwright-core").is_dir();
+    ready.then_some((ui, chromium))
+}

@@ -117,21 +117,48 @@ pub fn sigma_draft(
     Some(Grammar(g))
 }
 
-/// The literal runs of a mined template (`Invalid user <*> from <*> port <*>` gives `Invalid
-/// user`, `from`, `port`), longest first: words every event of the pattern holds.
+/// The literal runs of a mined template, between its masks (`<*>`, `<IP>`, `<NUM>`...), longest
+/// first: `Invalid user <*> from <IP> port <NUM>` gives `Invalid user`, `from`, `port`, words
+/// every event of the pattern holds.
 pub fn template_keywords(template: &str) -> Vec<String> {
-    let mut runs: Vec<String> = template
-        .split("<*>")
-        .map(|run| {
-            run.trim()
-                .trim_matches(|c: char| !c.is_ascii_alphanumeric())
-        })
-        .filter(|run| run.len() >= 3 && run.len() <= 60)
-        .map(str::to_string)
-        .collect();
+    let mut runs: Vec<String> = Vec::new();
+    let mut rest = template;
+    loop {
+        let (run, after) = match mask_at(rest) {
+            Some((start, end)) => (&rest[..start], Some(&rest[end..])),
+            None => (rest, None),
+        };
+        let run = run
+            .trim()
+            .trim_matches(|c: char| !c.is_ascii_alphanumeric());
+        if run.len() >= 3 && run.len() <= 60 && !runs.iter().any(|r| r == run) {
+            runs.push(run.to_string());
+        }
+        match after {
+            Some(after) => rest = after,
+            None => break,
+        }
+    }
     runs.sort_by_key(|run| std::cmp::Reverse(run.len()));
-    runs.dedup();
     runs
+}
+
+/// Where the first mask of a template sits: `<` then `*` or capitals and `_`, then `>`.
+fn mask_at(text: &str) -> Option<(usize, usize)> {
+    let mut from = 0;
+    while let Some(open) = text[from..].find('<').map(|i| from + i) {
+        let inner_end = text[open + 1..].find('>').map(|i| open + 1 + i)?;
+        let inner = &text[open + 1..inner_end];
+        if !inner.is_empty()
+            && inner
+                .chars()
+                .all(|c| c == '*' || c.is_ascii_uppercase() || c == '_')
+        {
+            return Some((open, inner_end + 1));
+        }
+        from = open + 1;
+    }
+    None
 }
 
 #[cfg(test)]
@@ -164,8 +191,10 @@ mod tests {
 
     #[test]
     fn a_draft_grammar_fixes_the_id_the_logsources_and_the_keywords() {
-        let keywords = template_keywords("Invalid user <*> from <*> port <*>");
-        assert_eq!(keywords, ["Invalid user", "from", "port"]);
+        let keywords = template_keywords("Invalid user <*> from <IP> port <NUM> ssh2");
+        assert_eq!(keywords, ["Invalid user", "from", "port", "ssh2"]);
+        assert_eq!(template_keywords("<*>"), Vec::<String>::new());
+        assert_eq!(template_keywords("a <b> literal <*>"), ["a <b> literal"]);
         let id = "5f2a3c1e-8b7d-4e6f-9a0b-1c2d3e4f5a6b";
         let g = sigma_draft(id, &[logsource("linux", Some("sshd"))], &keywords).unwrap();
         assert!(g.0.contains(&format!("\"id: {id}\\n\"")), "{}", g.0);
