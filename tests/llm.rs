@@ -819,11 +819,22 @@ fn the_cloud_backend_explains_over_https_with_user_names_pseudonymised() {
         !body.contains(CLOUD_KEY) && body.contains("********"),
         "{body}"
     );
+    // ... nor through the log line of a retried attempt.
+    provider.script(vec![
+        Scripted::error(
+            503,
+            "overloaded_error",
+            &format!("overloaded while serving {CLOUD_KEY}"),
+        )
+        .retry_after(1),
+    ]);
+    let (code, body) = http(api, "POST", &explain, r#"{"refresh": true}"#);
+    assert_eq!(code, 200, "{body}");
     for path in ["/api/v1/config", "/api/v1/health"] {
         let (_, body) = http(api, "GET", path, "");
         assert!(!body.contains(CLOUD_KEY), "{path}: {body}");
     }
-    // Four explanation calls (one retried inside), two failed; the cached answer served once.
+    // Five explanation calls (two retried inside), two failed; the cached answer served once.
     let (_, body) = http(api, "GET", &format!("/api/v1/alerts/{id}/explanation"), "");
     assert_eq!(json(&body)["cached"], true, "{body}");
     let (_, body) = http(api, "GET", "/api/v1/stats", "");
@@ -834,29 +845,53 @@ fn the_cloud_backend_explains_over_https_with_user_names_pseudonymised() {
             explain["failures"].as_u64(),
             explain["cache_hits"].as_u64()
         ),
-        (Some(4), Some(2), Some(1)),
+        (Some(5), Some(2), Some(1)),
         "{body}"
     );
     assert!(explain["latency_ms_mean"].as_f64().unwrap() > 0.0, "{body}");
     let (_, metrics) = http(api, "GET", "/metrics", "");
     assert!(
-        metrics.contains("watchpost_llm_calls_total{feature=\"explain\"} 4"),
+        metrics.contains("watchpost_llm_calls_total{feature=\"explain\"} 5"),
         "{metrics}"
     );
     assert!(svc.stop().success());
     let log = std::fs::read_to_string(&log_path).unwrap();
     assert!(log.contains("INFO"), "{log}");
     assert!(!log.contains(CLOUD_KEY), "the log holds the key: {log}");
+    assert!(
+        log.contains("attempt 1 failed") && log.contains("********"),
+        "{log}"
+    );
+
+    // A key the provider refuses, quoting it: not ready, and /health says why without the key.
+    let revoked = "sk-revoked-5ecret-77";
+    let (svc, api, _) = start(
+        dir.path(),
+        &cloud_llm(&provider, "openai", "").replace(CLOUD_KEY, revoked),
+    );
+    let (code, body) = http(api, "GET", "/api/v1/health", "");
+    assert_eq!(code, 503, "{body}");
+    let error = json(&body)["components"]["llm"]["error"].clone();
+    assert!(error.as_str().unwrap().contains("401"), "{body}");
+    assert!(
+        !body.contains(revoked) && body.contains("********"),
+        "{body}"
+    );
+    drop(svc);
 }
 
 #[test]
-fn the_anthropic_protocol_is_spoken_and_an_untrusted_certificate_is_refused() {
+fn the_anthropic_protocol_explains_hunts_and_drafts_and_an_untrusted_certificate_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let provider = Provider::start(dir.path(), Kind::Anthropic);
     // Hashing off: the operator chose to send names as they are.
     let (svc, api, tcp) = start(
         dir.path(),
-        &cloud_llm(&provider, "anthropic", "cloud_hash_usernames = false\n"),
+        &cloud_llm(
+            &provider,
+            "anthropic",
+            "cloud_hash_usernames = false\nrule_suggestion_min_tp = 1\n",
+        ),
     );
     let id = raise_alert(api, tcp);
     let (code, body) = http(api, "POST", &format!("/api/v1/alerts/{id}/explain"), "");
@@ -886,6 +921,44 @@ fn the_anthropic_protocol_is_spoken_and_an_untrusted_certificate_is_refused() {
             .as_str()
             .unwrap()
             .starts_with("## Summary")
+    );
+
+    // A hunt the provider translates, run against the store.
+    provider.script(vec![Scripted::reply(
+        Kind::Anthropic,
+        r#"{"source": "sshd", "text": "Invalid user"}"#,
+    )]);
+    let (code, v) = post_hunt(api, serde_json::json!({"query": "failed ssh logins"}));
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(
+        (v["mode"].as_str(), v["executed"]["source"].as_str()),
+        (Some("llm"), Some("sshd")),
+        "{v}"
+    );
+    assert!(v["total"].as_u64().unwrap() >= 3, "{v}");
+    let asked = provider.chats().last().unwrap().json();
+    assert!(
+        asked["system"].as_str().unwrap().contains("JSON object"),
+        "{asked}"
+    );
+
+    // A rule draft for the pattern of the alert an analyst confirmed, validated.
+    feedback(api, &id, "tp");
+    let key = patterns(api)[0]["pattern_key"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    provider.script(vec![Scripted::reply(Kind::Anthropic, GOOD_RULE)]);
+    let (code, body) = http(
+        api,
+        "POST",
+        &format!("/api/v1/sigma/rule-suggestions/{key}"),
+        "",
+    );
+    assert_eq!(code, 200, "{body}");
+    assert!(
+        json(&body)["draft"]["matched_events"].as_u64().unwrap() >= 1,
+        "{body}"
     );
     drop(svc);
 

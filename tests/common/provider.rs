@@ -71,6 +71,11 @@ impl Scripted {
         }
     }
 
+    /// A successful answer in `kind`'s shape whose text is `text`.
+    pub fn reply(kind: Kind, text: &str) -> Scripted {
+        success_with(kind, text)
+    }
+
     /// With `Retry-After: seconds`.
     pub fn retry_after(mut self, seconds: u32) -> Scripted {
         self.headers
@@ -176,19 +181,30 @@ fn serve(
         return;
     };
     received.lock().unwrap().push(request.clone());
-    let key_ok = match kind {
-        Kind::OpenAi => request
-            .header("authorization")
-            .is_some_and(|v| v.starts_with("Bearer sk-")),
-        Kind::Anthropic => {
-            request
-                .header("x-api-key")
-                .is_some_and(|v| v.starts_with("sk-"))
-                && request.header("anthropic-version") == Some("2023-06-01")
-        }
-    };
+    // A key the provider has revoked: refused with the key quoted, as real providers do.
+    let offered = request
+        .header("authorization")
+        .map(|v| v.trim_start_matches("Bearer ").to_string())
+        .or_else(|| request.header("x-api-key").map(str::to_string))
+        .unwrap_or_default();
+    let key_ok = !offered.contains("revoked")
+        && match kind {
+            Kind::OpenAi => request
+                .header("authorization")
+                .is_some_and(|v| v.starts_with("Bearer sk-")),
+            Kind::Anthropic => {
+                request
+                    .header("x-api-key")
+                    .is_some_and(|v| v.starts_with("sk-"))
+                    && request.header("anthropic-version") == Some("2023-06-01")
+            }
+        };
     let answer = if !key_ok {
-        Scripted::error(401, "authentication_error", "invalid x-api-key")
+        Scripted::error(
+            401,
+            "authentication_error",
+            &format!("Incorrect API key provided: {offered}"),
+        )
     } else {
         match (request.method.as_str(), request.path.as_str()) {
             ("GET", "/v1/models") => Scripted {
@@ -234,6 +250,11 @@ fn success(kind: Kind, request: &Received) -> Scripted {
         .map(|at| prompt[at..at + 15.min(prompt.len() - at)].to_string())
         .unwrap_or_else(|| "the actor".into());
     let text = format!("## Summary\nSSH user names are being guessed; {actor} was tried.\n");
+    success_with(kind, &text)
+}
+
+/// A successful answer in `kind`'s shape with `text`.
+fn success_with(kind: Kind, text: &str) -> Scripted {
     let body = match kind {
         Kind::OpenAi => serde_json::json!({
             "id": "chatcmpl-1", "object": "chat.completion", "model": "model-test",

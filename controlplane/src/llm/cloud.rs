@@ -135,7 +135,7 @@ impl Cloud {
             200 => Ok(()),
             status => Err(LlmError::NotReady(format!(
                 "the provider answered {status} to GET /models: {}",
-                self.scrub(&error_text(&reply.body))
+                error_text(&self.scrub(&String::from_utf8_lossy(&reply.body)))
             ))),
         }
     }
@@ -167,6 +167,8 @@ impl Cloud {
         let started = Instant::now();
         let mut backoff = FIRST_BACKOFF;
         let mut attempt = 1;
+        // Why the previous attempt failed, for the message should the last one time out.
+        let mut last: Option<String> = None;
         loop {
             let left = deadline.saturating_sub(started.elapsed());
             let outcome = self
@@ -178,7 +180,7 @@ impl Cloud {
                     let why = format!(
                         "the provider answered {}: {}",
                         reply.status,
-                        self.scrub(&error_text(&reply.body))
+                        error_text(&self.scrub(&String::from_utf8_lossy(&reply.body)))
                     );
                     if !retryable(reply.status) {
                         return Err(LlmError::Upstream(why));
@@ -189,12 +191,17 @@ impl Cloud {
                     return Err(LlmError::Upstream(format!(
                         "no answer from the provider within {:.1} s (llm timeout){}",
                         deadline.as_secs_f64(),
-                        if attempt > 1 {
-                            format!(", {attempt} attempts")
-                        } else {
-                            String::new()
+                        match &last {
+                            Some(why) => format!(", {attempt} attempts; before: {why}"),
+                            None => String::new(),
                         }
                     )));
+                }
+                // A certificate the client does not trust, or a URL it cannot use, stays so.
+                Err(e @ (OutboundError::Url { .. } | OutboundError::Connect { .. }))
+                    if permanent(&e) =>
+                {
+                    return Err(LlmError::Upstream(self.scrub(&e.to_string())));
                 }
                 Err(e) => (self.scrub(&e.to_string()), backoff),
             };
@@ -219,6 +226,7 @@ impl Cloud {
                 wait.as_secs_f64()
             );
             tokio::time::sleep(wait).await;
+            last = Some(why);
             backoff = backoff.saturating_mul(2);
             attempt += 1;
         }
@@ -252,20 +260,30 @@ impl Cloud {
     }
 }
 
+/// A transport failure another attempt cannot clear: a bad URL, a certificate not trusted.
+fn permanent(error: &OutboundError) -> bool {
+    match error {
+        OutboundError::Url { .. } => true,
+        OutboundError::Connect { why, .. } => why.contains("certificate"),
+        _ => false,
+    }
+}
+
 /// Worth another attempt: rate limited, overloaded, or failing for now.
 fn retryable(status: u16) -> bool {
     matches!(status, 408 | 409 | 429 | 500 | 502 | 503 | 504 | 529)
 }
 
-/// The reason in a provider's error body: both put it in `error.message`.
-fn error_text(body: &[u8]) -> String {
-    let v: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+/// The reason in a provider's error body (already scrubbed of the key: cutting it first could
+/// leave part of the key): both put it in `error.message`.
+fn error_text(body: &str) -> String {
+    let v: Value = serde_json::from_str(body).unwrap_or(Value::Null);
     let text = v["error"]["message"]
         .as_str()
         .or(v["error"].as_str())
         .or(v["message"].as_str());
     match text {
         Some(t) => t.chars().take(500).collect(),
-        None => String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned(),
+        None => body.chars().take(200).collect(),
     }
 }

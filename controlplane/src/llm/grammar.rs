@@ -107,11 +107,13 @@ pub fn sigma_draft(
     let mut g = String::new();
     let _ = writeln!(
         g,
-        r#"root ::= "title: " title "\n" "id: {rule_id}\n" "status: experimental\n" "description: " title "\n" "logsource:\n" logsource "detection:\n" "    keywords:\n" keyword keyword? keyword? "    condition: keywords\n" "level: " level "\n""#
+        r#"root ::= "title: " title "\n" "id: {rule_id}\n" "status: experimental\n" "description: " title "\n" "logsource:\n" logsource "detection:\n" "    keywords:\n" "        - " first "\n" keyword? keyword? "    condition: keywords\n" "level: " level "\n""#
     );
     let _ = writeln!(g, r#"title ::= [A-Z] [a-zA-Z0-9 ,()-]{{4,70}}"#);
     let _ = writeln!(g, "logsource ::= {}", blocks.join(" | "));
     let _ = writeln!(g, r#"keyword ::= "        - " choice "\n""#);
+    // The first keyword is the longest (the template's most specific run); others may follow.
+    let _ = writeln!(g, "first ::= {}", choices[0]);
     let _ = writeln!(g, "choice ::= {}", choices.join(" | "));
     let _ = writeln!(g, r#"level ::= "low" | "medium" | "high" | "critical""#);
     Some(Grammar(g))

@@ -63,6 +63,8 @@ enum State {
 #[derive(Debug)]
 pub struct LocalRunner {
     jobs: SyncSender<Job>,
+    /// `llm.n_ctx`: an answer may take at most half of it.
+    n_ctx: u32,
     state: Arc<Mutex<State>>,
     name: String,
 }
@@ -85,12 +87,16 @@ impl LocalRunner {
         std::thread::Builder::new()
             .name("llm-runner".into())
             .spawn(move || {
+                // Whatever ends the thread (a panic in llama.cpp's bindings among it), the
+                // backend then reports it, rather than "loading" or "ready" forever.
+                let _stopped = Stopped(thread_state.clone());
                 confine(&cores);
                 run(settings, &thread_state, queue);
             })
             .map_err(|e| format!("the model runner's thread: {e}"))?;
         Ok(LocalRunner {
             jobs,
+            n_ctx: cfg.n_ctx,
             state,
             name: path.file_name().map_or_else(
                 || cfg.model_path.clone(),
@@ -132,7 +138,7 @@ impl LocalRunner {
             system: system.to_string(),
             user: user.to_string(),
             grammar,
-            max_tokens: MAX_ANSWER_TOKENS,
+            max_tokens: MAX_ANSWER_TOKENS.min(self.n_ctx as usize / 2),
             deadline: Instant::now() + deadline,
             reply,
         };
@@ -152,6 +158,21 @@ impl LocalRunner {
         answer
             .await
             .map_err(|_| LlmError::Upstream("the model runner dropped the request".into()))?
+    }
+}
+
+/// Marks the runner failed when its thread ends.
+struct Stopped(Arc<Mutex<State>>);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let mut state = match self.0.lock() {
+            Ok(s) => s,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if !matches!(*state, State::Failed(_)) {
+            *state = State::Failed("the model runner's thread has stopped".into());
+        }
     }
 }
 
@@ -190,7 +211,8 @@ fn confine(cores: &[usize]) {
             return;
         }
         let mut set: libc::cpu_set_t = std::mem::zeroed();
-        for &c in cores {
+        // A set holds CPU_SETSIZE (1,024) cores; higher ids cannot be named in it.
+        for &c in cores.iter().filter(|&&c| c < libc::CPU_SETSIZE as usize) {
             libc::CPU_SET(c, &mut set);
         }
         libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
@@ -228,6 +250,10 @@ fn run(settings: Settings, state: &Mutex<State>, queue: std::sync::mpsc::Receive
         model.size() >> 20
     );
     for job in queue {
+        // A request whose caller went away (a closed connection) is not worked on.
+        if job.reply.is_closed() {
+            continue;
+        }
         let answer = if Instant::now() >= job.deadline {
             Err(LlmError::Upstream(
                 "the request waited past its deadline in the queue".into(),
@@ -321,6 +347,9 @@ fn answer(
             return Err(LlmError::Upstream(format!(
                 "no complete answer within the deadline ({generated} tokens generated)"
             )));
+        }
+        if job.reply.is_closed() {
+            return Err(LlmError::Upstream("the caller went away".into()));
         }
         // Sampling also accepts the token into the chain (the grammar's state among it).
         let token = sampler.sample(&ctx, batch.n_tokens() - 1);

@@ -372,8 +372,14 @@ impl Llm {
         // Only the local runner can hold sampling to a grammar.
         #[cfg(not(feature = "local-runner"))]
         let _ = grammar;
-        self.usage
-            .call(feature, started.elapsed().as_nanos() as u64, r.is_ok());
+        // A refusal before any model call (off, not ready, queue full) is not a call.
+        if !matches!(
+            r,
+            Err(LlmError::Disabled | LlmError::NotReady(_) | LlmError::Busy(_))
+        ) {
+            self.usage
+                .call(feature, started.elapsed().as_nanos() as u64, r.is_ok());
+        }
         // What a real call learned about readiness beats the last probe.
         match &r {
             Ok(_) => self.remember_ready(Ok(())),
@@ -401,7 +407,8 @@ impl Llm {
     /// The cached answer of a hunt (key: the canonical question and the limit), if live.
     pub fn cached_hunt(&self, key: &str) -> Option<HuntAnswer> {
         let hit = self.hunts.get(key).map(|c| served(c, true));
-        if hit.is_some() {
+        // An entity lookup's answer is cached too, but never came from the model.
+        if hit.as_ref().is_some_and(|h| h.mode == "llm") {
             self.usage.cache_hit(Feature::Hunt);
         }
         hit

@@ -62,7 +62,7 @@ impl PseudonymKey {
 
     /// The pseudonym of `value`, labelled by what it is (`user`, `email`).
     fn pseudonym(&self, label: &str, value: &str) -> String {
-        let tag = hmac::sign(&self.0, value.to_ascii_lowercase().as_bytes());
+        let tag = hmac::sign(&self.0, value.to_lowercase().as_bytes());
         let mut out = format!("{label}-");
         for b in tag.as_ref() {
             out.push_str(&format!("{b:02x}"));
@@ -142,16 +142,30 @@ impl Sensitive {
         if value.chars().count() < MIN_VALUE_CHARS {
             return;
         }
-        // `CORP\bob` is also `bob` in a message; both are hidden.
+        // `CORP\bob` and `bob@corp.example` are also `bob` in a message: each is hidden. Matching
+        // folds ASCII case only, so a name with other letters is hidden in its lower and upper
+        // case too (`Jörg`, `jörg`, `JÖRG`), all with one pseudonym (the hash folds them).
         let mut add_one = |v: &str| {
-            if v.chars().count() >= MIN_VALUE_CHARS
-                && !self.values.iter().any(|(_, x)| x.eq_ignore_ascii_case(v))
-            {
-                self.values.push((label.to_string(), v.to_string()));
+            let mut spellings = vec![v.to_string()];
+            if !v.is_ascii() {
+                spellings.push(v.to_lowercase());
+                spellings.push(v.to_uppercase());
+            }
+            for v in spellings {
+                if v.chars().count() >= MIN_VALUE_CHARS
+                    && !self.values.iter().any(|(_, x)| x.eq_ignore_ascii_case(&v))
+                {
+                    self.values.push((label.to_string(), v));
+                }
             }
         };
         add_one(value);
         if let Some((_, bare)) = value.rsplit_once('\\') {
+            add_one(bare);
+        }
+        if label == "user"
+            && let Some((bare, _)) = value.split_once('@')
+        {
             add_one(bare);
         }
     }
@@ -293,13 +307,21 @@ mod tests {
             &[
                 ("TargetUserName", "alice"),
                 ("SubjectUserName", r"CORP\bob"),
+                ("UserPrincipalName", "carol@corp.example"),
+                ("User", "Jörg"),
             ],
-            r"An account failed to log on: alice, by CORP\bob; Alice's laptop; malice.exe",
+            r"An account failed to log on: alice, by CORP\bob; Alice's laptop; malice.exe; carol; JÖRG",
         )];
         let masking = Masking::new(&key(), &Sensitive::of(&fields(), [], &events));
         let sent = masking.hide(&events[0].message);
         assert!(!sent.to_ascii_lowercase().contains("alice's"), "{sent}");
-        assert!(!sent.contains("bob"), "{sent}");
+        assert!(!sent.contains("bob") && !sent.contains("carol"), "{sent}");
+        assert!(!sent.contains("JÖRG"), "{sent}");
+        assert_eq!(
+            key().pseudonym("user", "Jörg"),
+            key().pseudonym("user", "JÖRG"),
+            "one person, one pseudonym"
+        );
         // Only whole words: `malice.exe` is left alone.
         assert!(sent.contains("malice.exe"), "{sent}");
         let alice = key().pseudonym("user", "alice");

@@ -35,7 +35,8 @@ impl Feature {
 pub struct FeatureUsage {
     /// Model calls made.
     pub calls: AtomicU64,
-    /// Of those, failed (not ready, upstream failure, timeout).
+    /// Of those, failed (an upstream failure or a timeout; a refusal before any call, the
+    /// backend off, not ready or busy, is not a call).
     pub failures: AtomicU64,
     /// Answers served from the cache without a call.
     pub cache_hits: AtomicU64,

@@ -78,7 +78,6 @@ pub struct LlmConfig {
 /// audit logs), and e-mail addresses.
 pub const DEFAULT_SENSITIVE_FIELDS: &[&str] = &[
     "@entity.user",
-    "@entity.email",
     "User",
     "user",
     "user.name",
@@ -186,6 +185,20 @@ pub(super) fn check(config: &Config, p: &mut Problems) {
     }
     if l.cloud_sensitive_fields.iter().any(|f| f.trim().is_empty()) {
         p.add("llm.cloud_sensitive_fields", "holds an empty field name");
+    }
+    for field in &l.cloud_sensitive_fields {
+        if let Some(kind) = field.strip_prefix("@entity.")
+            && !crate::EntityKind::ALL.iter().any(|k| k.name() == kind)
+        {
+            let kinds: Vec<String> = crate::EntityKind::ALL
+                .iter()
+                .map(|k| format!("@entity.{}", k.name()))
+                .collect();
+            p.add(
+                "llm.cloud_sensitive_fields",
+                format!("`{field}` names no entity kind ({})", kinds.join(", ")),
+            );
+        }
     }
     if !l.tls_ca_file.is_empty() && !std::path::Path::new(&l.tls_ca_file).is_file() {
         p.add(
