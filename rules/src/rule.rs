@@ -68,6 +68,20 @@ pub struct Logsource {
     pub category: Option<String>,
 }
 
+impl Logsource {
+    /// The keys it sets, in the specification's order: (`product`, value), (`service`, ...),
+    /// (`category`, ...).
+    pub fn parts(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        [
+            ("product", &self.product),
+            ("service", &self.service),
+            ("category", &self.category),
+        ]
+        .into_iter()
+        .filter_map(|(key, value)| value.as_deref().map(|v| (key, v)))
+    }
+}
+
 /// One field test of a search (or a keyword test when `field` is `None`).
 #[derive(Clone, Debug)]
 pub struct Item {

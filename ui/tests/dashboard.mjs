@@ -9,7 +9,7 @@
 // into the service meanwhile (the Rust test `tests/dashboard.rs` does). Screenshots go to OUT_DIR.
 // Exits non-zero with a message on the first failed expectation.
 
-import {chromium} from 'playwright-core';
+import {fakedClock, launchChromium} from './browser.mjs';
 import {mkdirSync} from 'node:fs';
 
 const [base, out] = process.argv.slice(2);
@@ -19,17 +19,9 @@ if (!base || !out) {
 }
 mkdirSync(out, {recursive: true});
 
-// scripts/test runs the suite a second time a week ahead under libfaketime, which Chromium's
-// processes cannot run under. Chromium then keeps the real clock, and its page gets this process's
-// (faked) one through Playwright's clock, so the page and the service agree on "now".
-const fakedClock = (process.env.LD_PRELOAD || '').includes('faketime');
-const browserEnv = {...process.env};
-if (fakedClock) delete browserEnv.LD_PRELOAD;
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
-  env: browserEnv,
-});
+// Under scripts/test's faked clock the page gets this process's (faked) time through
+// Playwright's clock, so the page and the service agree on "now" (browser.mjs).
+const browser = await launchChromium();
 const problems = [];
 const summary = {};
 let page = null;

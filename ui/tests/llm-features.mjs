@@ -6,7 +6,7 @@
 // Usage: node llm-features.mjs BASE_URL OUT_DIR
 // The service must hold at least one alert, and a pattern eligible for a draft.
 
-import {chromium} from 'playwright-core';
+import {launchChromium} from './browser.mjs';
 import {mkdirSync} from 'node:fs';
 
 const [base, out] = process.argv.slice(2);
@@ -15,16 +15,8 @@ if (!base || !out) {
   process.exit(2);
 }
 mkdirSync(out, {recursive: true});
-// Chromium's processes cannot run under libfaketime (scripts/test's second pass): the browser
-// gets the real clock, as in dashboard.mjs; nothing here compares the page's time with the
-// service's.
-const browserEnv = {...process.env};
-delete browserEnv.LD_PRELOAD;
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
-  env: browserEnv,
-});
+// Nothing here compares the page's time with the service's (browser.mjs).
+const browser = await launchChromium();
 const problems = [];
 const summary = {};
 const expect = (ok, what) => { if (!ok) throw new Error(what); };

@@ -5,7 +5,7 @@
 // Usage: node render-timing.mjs BASE_URL [RUNS]
 // Prints one JSON line per run (a fresh page each, cache disabled) and a summary line.
 
-import {chromium} from 'playwright-core';
+import {launchChromium} from './browser.mjs';
 
 const [base, runsArg] = process.argv.slice(2);
 if (!base) {
@@ -14,10 +14,7 @@ if (!base) {
 }
 const runs = Number(runsArg || 3);
 
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
-});
+const browser = await launchChromium();
 
 /** Each widget's "holds its data" test, as the page shows it. */
 const READY = {

@@ -86,17 +86,11 @@ pub fn sigma_draft(
         .iter()
         .filter_map(|l| {
             let mut block = String::new();
-            for (key, value) in [
-                ("product", &l.product),
-                ("service", &l.service),
-                ("category", &l.category),
-            ] {
-                if let Some(v) = value {
-                    if !v.chars().all(plain_char) {
-                        return None;
-                    }
-                    let _ = write!(block, "    {key}: {v}\\n");
+            for (key, value) in l.parts() {
+                if !value.chars().all(plain_char) {
+                    return None;
                 }
+                let _ = write!(block, "    {key}: {value}\\n");
             }
             (!block.is_empty()).then(|| format!("\"{block}\""))
         })

@@ -237,16 +237,7 @@ pub fn draft_prompt(
     let ls: Vec<String> = logsources
         .iter()
         .map(|l| {
-            let mut parts = Vec::new();
-            for (k, v) in [
-                ("product", &l.product),
-                ("service", &l.service),
-                ("category", &l.category),
-            ] {
-                if let Some(v) = v {
-                    parts.push(format!("{k}: {v}"));
-                }
-            }
+            let parts: Vec<String> = l.parts().map(|(k, v)| format!("{k}: {v}")).collect();
             format!("{{{}}}", parts.join(", "))
         })
         .collect();
