@@ -633,6 +633,19 @@ fn run(config: Option<PathBuf>) -> ExitCode {
         &cfg.data_dir(),
         watchpost_dataplane::spare_cores(&cfg),
     ));
+    let notifier = match watchpost_controlplane::Notifier::new(&cfg.notifications, pipeline.store())
+    {
+        Ok(n) => Arc::new(n),
+        Err(e) => {
+            eprintln!("cannot start: {e}");
+            pipeline.shutdown();
+            return ExitCode::from(2);
+        }
+    };
+    {
+        let _in_runtime = runtime.enter();
+        notifier.start();
+    }
     let cfg_ingest_in_flight = cfg.api_ingest_max_in_flight;
     let state = watchpost_controlplane::AppState {
         api_metrics: Default::default(),
@@ -648,6 +661,7 @@ fn run(config: Option<PathBuf>) -> ExitCode {
         rates: Arc::new(watchpost_controlplane::RateSampler::default()),
         limits,
         llm,
+        notifier,
         started: std::time::Instant::now(),
         ingest_permits: Arc::new(tokio::sync::Semaphore::new(cfg_ingest_in_flight as usize)),
     };

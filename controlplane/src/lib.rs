@@ -15,6 +15,7 @@ mod host;
 mod llm;
 mod memory;
 mod metrics;
+mod notify;
 mod openapi;
 mod outbound;
 mod query;
@@ -31,6 +32,9 @@ pub use error::ApiError;
 pub use hyper::Method;
 pub use llm::prompt::rfc3339;
 pub use llm::{Llm, LlmError};
+pub use notify::{
+    ChannelSnapshot, DeliveryError, Notifier, NotifyError, NotifySnapshot, TestResult,
+};
 pub use outbound::{HttpClient, OutboundError, Reply, Trust};
 pub use ratelimit::RateLimits;
 pub use router::{probe_router, router};

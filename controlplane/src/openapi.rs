@@ -284,6 +284,7 @@ fn derived_schemas() -> Map<String, Value> {
     answers.subschema_for::<Timeline>();
     answers.subschema_for::<Coverage>();
     answers.subschema_for::<crate::routes::system::StatsAnswer>();
+    answers.subschema_for::<crate::routes::notifications::TestAnswer>();
     answers.subschema_for::<crate::routes::system::HealthAnswer>();
     answers.subschema_for::<crate::routes::entities::EntityTimeline>();
     answers.subschema_for::<crate::routes::entities::RiskHistory>();
@@ -301,6 +302,7 @@ fn derived_schemas() -> Map<String, Value> {
     bodies.subschema_for::<FeedbackBody>();
     bodies.subschema_for::<RefreshBody>();
     bodies.subschema_for::<HuntBody>();
+    bodies.subschema_for::<crate::routes::notifications::TestBody>();
     bodies.subschema_for::<Toggle>();
     bodies.subschema_for::<Upload>();
     bodies.subschema_for::<watchpost_proto::ExceptionDraft>();

@@ -92,21 +92,7 @@ impl HttpClient {
     pub fn new(trust: Trust) -> Result<HttpClient, String> {
         let roots = match trust {
             Trust::Only(roots) => roots,
-            Trust::System { extra_ca_file } => {
-                let mut roots = RootCertStore::empty();
-                // Unreadable system certificates are skipped, as every TLS client does; an
-                // empty store fails each HTTPS call with an unknown-issuer error that says so.
-                let native = rustls_native_certs::load_native_certs();
-                roots.add_parsable_certificates(native.certs);
-                if let Some(path) = extra_ca_file {
-                    for cert in read_pem_certificates(&path)? {
-                        roots
-                            .add(cert)
-                            .map_err(|e| format!("{}: {e}", path.display()))?;
-                    }
-                }
-                roots
-            }
+            Trust::System { extra_ca_file } => roots(extra_ca_file.as_deref())?,
         };
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let tls = rustls::ClientConfig::builder_with_provider(provider)
@@ -217,6 +203,23 @@ impl HttpClient {
     }
 }
 
+/// The system's roots, and those of a PEM file when given.
+pub(crate) fn roots(extra_ca_file: Option<&Path>) -> Result<RootCertStore, String> {
+    let mut roots = RootCertStore::empty();
+    // Unreadable system certificates are skipped, as every TLS client does; an empty store
+    // fails each TLS connection with an unknown-issuer error that says so.
+    let native = rustls_native_certs::load_native_certs();
+    roots.add_parsable_certificates(native.certs);
+    if let Some(path) = extra_ca_file {
+        for cert in read_pem_certificates(path)? {
+            roots
+                .add(cert)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+    }
+    Ok(roots)
+}
+
 /// The certificates of a PEM file.
 fn read_pem_certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
@@ -231,7 +234,7 @@ fn read_pem_certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, St
 
 /// An error and its causes, outermost first: hyper's own message ("client error (Connect)")
 /// says little; the TLS cause ("invalid peer certificate: UnknownIssuer") says what to fix.
-fn causes(error: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn causes(error: &(dyn std::error::Error + 'static)) -> String {
     let mut out = error.to_string();
     let mut next = error.source();
     while let Some(cause) = next {

@@ -275,6 +275,17 @@ pub static ROUTES: &[Route] = &[
         handler: || get(crate::routes::system::config),
     },
     Route {
+        method: "POST",
+        path: "/notifications/test",
+        family: Some(Family::Detail),
+        summary: "Sends a test message on one notification channel or all, now; 502 names each receiver that failed",
+        query: &[],
+        body: Some("TestBody"),
+        ok: &[(200, "TestAnswer")],
+        errors: &[404, 413, 422, 502],
+        handler: || post(crate::routes::notifications::test),
+    },
+    Route {
         method: "GET",
         path: "/openapi.json",
         family: None,

@@ -36,6 +36,8 @@ pub struct AppState {
     pub api_metrics: Arc<crate::metrics::ApiMetrics>,
     /// LLM assistance (explanations) and its caches.
     pub llm: Arc<crate::llm::Llm>,
+    /// The notification channels.
+    pub notifier: Arc<crate::notify::Notifier>,
     /// When the API started.
     pub started: Instant,
     /// One permit per ingest request being served (`api_ingest_max_in_flight`): what bounds the

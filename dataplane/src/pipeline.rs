@@ -76,6 +76,9 @@ impl Pipeline {
         let listeners = Listeners::bind(&cfg.inputs)?;
 
         let store = Arc::new(Store::open(&cfg.data_dir(), &cfg.storage)?);
+        // New alerts are queued for the notification channels from the first one raised
+        // (the control plane's notifier sends them; docs/notifications.md).
+        store.set_outbox(cfg.notifications.iter().any(|c| c.enabled));
         let persisted = store.templates()?;
         let catalog = Arc::new(Catalog::load(cfg, Some(Arc::clone(&store)))?);
         tracing::info!(

@@ -215,8 +215,12 @@ impl AlertSink for StoreSink<'_> {
         } else {
             self.stats.detect.alert_updates.add(1);
         }
-        self.unwritten
-            .write(self.store, self.stats, RecordKind::Alert, alert);
+        let kind = if new {
+            RecordKind::NewAlert
+        } else {
+            RecordKind::Alert
+        };
+        self.unwritten.write(self.store, self.stats, kind, alert);
         self.live.publish(alert, new);
     }
 

@@ -28,8 +28,10 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// Which table a record goes to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RecordKind {
-    /// `alerts`.
+    /// `alerts`: a change of an open alert.
     Alert,
+    /// `alerts`: an alert just raised, queued for the notification channels with its record.
+    NewAlert,
     /// `signals`.
     Signal,
 }
@@ -90,8 +92,13 @@ impl Unwritten {
         if let Some(slot) = self
             .records
             .iter_mut()
-            .find(|(k, r)| *k == kind && r.id == record.id)
+            .find(|(k, r)| table(*k) == table(kind) && r.id == record.id)
         {
+            // A new alert not yet written stays new through its updates: its first write
+            // queues it for the notification channels.
+            if slot.0 != RecordKind::NewAlert {
+                slot.0 = kind;
+            }
             slot.1 = record.clone();
         } else {
             if self.records.len() >= MAX_UNWRITTEN
@@ -150,23 +157,69 @@ impl Unwritten {
     }
 }
 
+/// The table a kind of record goes to: a new alert and its updates are one record.
+fn table(kind: RecordKind) -> RecordKind {
+    match kind {
+        RecordKind::NewAlert => RecordKind::Alert,
+        other => other,
+    }
+}
+
 fn put(store: &Store, kind: RecordKind, record: &Alert) -> Result<(), watchpost_store::StoreError> {
     match kind {
         RecordKind::Alert => store.put_alert(record),
+        RecordKind::NewAlert => store.put_new_alert(record),
         RecordKind::Signal => store.put_signal(record),
     }
 }
 
 fn count_error(stats: &Stats, kind: RecordKind) {
     match kind {
-        RecordKind::Alert => stats.detect.alert_errors.add(1),
+        RecordKind::Alert | RecordKind::NewAlert => stats.detect.alert_errors.add(1),
         RecordKind::Signal => stats.detect.signal_errors.add(1),
     }
 }
 
 fn what(kind: RecordKind) -> &'static str {
     match kind {
-        RecordKind::Alert => "alert",
+        RecordKind::Alert | RecordKind::NewAlert => "alert",
         RecordKind::Signal => "signal",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn alert(id: &str, count: u64) -> Alert {
+        serde_json::from_value(serde_json::json!({
+            "id": id, "type": "sigma", "severity": 4, "title": "t", "detector": "d",
+            "dedup_key": "k", "first_seen_ns": 0, "last_seen_ns": 0, "count": count,
+            "source": "s", "entity": null, "score": 0.0, "threshold": 0.0, "contributions": {},
+            "attack": [], "contributing_events": [], "related_entities": []
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_new_alert_the_store_refused_is_queued_for_notification_when_its_update_lands() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), &Default::default()).unwrap();
+        store.set_outbox(true);
+        let stats = Stats::new(1, 1, 0, Vec::new());
+        let mut unwritten = Unwritten::default();
+        let id = "0190f5a1-0000-7000-8000-00000000000a";
+        store.inject_write_fault(true);
+        unwritten.write(&store, &stats, RecordKind::NewAlert, &alert(id, 1));
+        // A repeat folds in while the disk still refuses: one record waits, still new.
+        unwritten.write(&store, &stats, RecordKind::Alert, &alert(id, 2));
+        assert_eq!(unwritten.len(), 1);
+        store.inject_write_fault(false);
+        unwritten.retry(&store, &stats, true);
+        assert!(unwritten.is_empty());
+        assert_eq!(store.alert(id).unwrap().unwrap().count, 2);
+        let queued = store.outbox_new(10).unwrap();
+        assert_eq!(queued.len(), 1, "the alert's first write queues it");
+        assert_eq!(watchpost_store::alert_id(&queued[0]), id);
     }
 }

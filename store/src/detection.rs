@@ -45,13 +45,13 @@ pub(crate) const CF_SIGNAL_IDX: &str = "signal_idx";
 /// are alert records in tables of their own, so listing them is the alert listing over other
 /// families, and an alert query never reads them.
 #[derive(Clone, Copy)]
-struct Table {
+pub(crate) struct Table {
     records: &'static str,
     index: &'static str,
     what: &'static str,
 }
 
-const ALERTS: Table = Table {
+pub(crate) const ALERTS: Table = Table {
     records: CF_ALERTS,
     index: CF_ALERT_IDX,
     what: "alert",
@@ -276,6 +276,16 @@ impl Store {
     }
 
     fn put_record(&self, table: Table, alert: &Alert) -> Result<(), StoreError> {
+        self.put_record_with(table, alert, |_, _| {})
+    }
+
+    /// Writes a record and its index entries, and what `also` adds to the same batch.
+    pub(crate) fn put_record_with(
+        &self,
+        table: Table,
+        alert: &Alert,
+        also: impl FnOnce(&mut WriteBatch, &[u8; 16]),
+    ) -> Result<(), StoreError> {
         self.check_write_fault()?;
         let Some(key) = alert_key(&alert.id) else {
             return Ok(());
@@ -299,6 +309,7 @@ impl Store {
             k[16..].copy_from_slice(&key);
             wb.put_cf(self.cf(table.index), k, []);
         }
+        also(&mut wb, &key);
         self.db().write_opt(wb, &self.write_options())?;
         Ok(())
     }

@@ -31,6 +31,7 @@
 mod closed;
 mod codec;
 mod detection;
+mod outbox;
 mod query;
 mod spool;
 mod writer;
@@ -40,6 +41,7 @@ pub use codec::{
     FLAG_MALFORMED, FLAG_TRUNCATED, StoredEvent, seal_block, write_block,
 };
 pub use detection::{AlertPage, AlertQuery, TriageError, TriageUpdate, alert_key};
+pub use outbox::alert_id;
 pub use query::{EntityFilter, EntityHit, EventPage, EventQuery, parse_event_id};
 pub use spool::{SpoolMark, SpooledRequest};
 pub use writer::{Checkpoint, CommitScratch, EncodedBlock, NewEntity, Posting, PostingKind};
@@ -62,7 +64,7 @@ pub(crate) const CF_IDX_TEMPLATE: &str = "idx_template";
 pub(crate) const CF_ENTITIES: &str = "entities";
 pub(crate) const CF_TEMPLATES: &str = "templates";
 pub(crate) const CF_CHECKPOINTS: &str = "checkpoints";
-const ALL_CFS: [&str; 20] = [
+const ALL_CFS: [&str; 21] = [
     CF_EVENTS,
     CF_BLOCKS,
     CF_IDX_ENTITY,
@@ -83,6 +85,7 @@ const ALL_CFS: [&str; 20] = [
     detection::CF_SIGNALS,
     detection::CF_SIGNAL_IDX,
     spool::CF_SPOOL,
+    outbox::CF_OUTBOX,
 ];
 const INDEX_CFS: [&str; 3] = [CF_IDX_ENTITY, CF_IDX_SOURCE, CF_IDX_TEMPLATE];
 
@@ -212,6 +215,10 @@ pub struct Store {
     sync_writes: bool,
     /// While set, every write fails as a full disk would (see [`Store::inject_write_fault`]).
     write_fault: std::sync::atomic::AtomicBool,
+    /// New alerts are queued for the notification channels (see the `outbox` module).
+    outbox_on: std::sync::atomic::AtomicBool,
+    /// Outbox entries deleted since open (see the `outbox` module).
+    outbox_deletes: AtomicU64,
     /// Serialises triage read-modify-writes (the control plane's, a few per minute at most).
     triage_lock: std::sync::Mutex<()>,
     /// Alerts closed by analysts, for the detectors (see the `closed` module).
@@ -295,6 +302,8 @@ impl Store {
             next_spool_seq: AtomicU64::new(0),
             sync_writes: cfg.sync_writes,
             write_fault: std::sync::atomic::AtomicBool::new(false),
+            outbox_on: std::sync::atomic::AtomicBool::new(false),
+            outbox_deletes: AtomicU64::new(0),
             triage_lock: std::sync::Mutex::new(()),
             closed: closed::ClosedLog::default(),
             read_failures: ReadFailures::default(),

@@ -3,6 +3,8 @@
 #![allow(dead_code)]
 
 pub mod provider;
+pub mod receiver;
+pub mod tls;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};

@@ -4,8 +4,6 @@
 //! answer JSON and error bodies. It records every request as it arrived, after TLS, so that
 //! tests can assert on the bytes that left the service.
 
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
-use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
 use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -97,31 +95,10 @@ pub struct Provider {
 impl Provider {
     /// Starts one speaking `kind`, its CA written into `dir`.
     pub fn start(dir: &Path, kind: Kind) -> Provider {
-        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
-        let leaf_key = KeyPair::generate().unwrap();
-        let leaf = CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
-            .unwrap()
-            .signed_by(&leaf_key, &ca)
-            .unwrap();
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
-        let ca_file = dir.join(format!("provider-ca-{port}.pem"));
-        std::fs::write(&ca_file, ca.pem()).unwrap();
-        let tls = Arc::new(
-            rustls::ServerConfig::builder_with_provider(Arc::new(
-                rustls::crypto::ring::default_provider(),
-            ))
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(
-                vec![leaf.der().clone()],
-                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(leaf_key.serialize_der())),
-            )
-            .unwrap(),
-        );
+        let ca = super::tls::TestCa::new(dir, &format!("provider-{port}"));
+        let (tls, ca_file) = (ca.server, ca.ca_file);
         let received = Arc::new(Mutex::new(Vec::new()));
         let script = Arc::new(Mutex::new(VecDeque::new()));
         let (r, s) = (received.clone(), script.clone());
@@ -274,7 +251,8 @@ fn success_with(kind: Kind, text: &str) -> Scripted {
     }
 }
 
-fn read_request(stream: &mut impl Read) -> Option<Received> {
+/// One HTTP/1.1 request: head and `Content-Length` body.
+pub fn read_request(stream: &mut impl Read) -> Option<Received> {
     let mut raw = Vec::new();
     let mut buf = [0u8; 4096];
     let head_end = loop {

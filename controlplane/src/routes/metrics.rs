@@ -102,7 +102,95 @@ fn render(st: &AppState) -> String {
     api(&mut e, st);
     stream(&mut e, st);
     llm(&mut e, st);
+    notifications(&mut e, st);
     e.out
+}
+
+/// Notification channels, by channel.
+fn notifications(e: &mut Exposition, st: &AppState) {
+    use crate::notify::ChannelSnapshot;
+    let snap = st.notifier.snapshot();
+    type Value = fn(&ChannelSnapshot) -> u64;
+    let families: [(&str, &str, &str, Value); 9] = [
+        (
+            "watchpost_notify_queued_total",
+            "counter",
+            "Alerts queued for the channel.",
+            |c| c.queued,
+        ),
+        (
+            "watchpost_notify_filtered_total",
+            "counter",
+            "Alerts the channel's filters passed over.",
+            |c| c.filtered,
+        ),
+        (
+            "watchpost_notify_messages_total",
+            "counter",
+            "Messages the receiver acknowledged (alerts, digests, tests).",
+            |c| c.messages,
+        ),
+        (
+            "watchpost_notify_digested_total",
+            "counter",
+            "Alerts sent inside digests (past the channel's rate limit).",
+            |c| c.digested_alerts,
+        ),
+        (
+            "watchpost_notify_failures_total",
+            "counter",
+            "Failed deliveries, each retry counted.",
+            |c| c.failures,
+        ),
+        (
+            "watchpost_notify_dropped_total",
+            "counter",
+            "Alerts discarded because max_pending already waited.",
+            |c| c.dropped,
+        ),
+        (
+            "watchpost_notify_pending",
+            "gauge",
+            "Alerts waiting for the channel.",
+            |c| c.pending,
+        ),
+        (
+            "watchpost_notify_consecutive_failures",
+            "gauge",
+            "Failed deliveries since the last success.",
+            |c| c.consecutive_failures,
+        ),
+        (
+            "watchpost_notify_up",
+            "gauge",
+            "1 unless the channel is degraded (failures_before_degraded in a row).",
+            |c| u64::from(c.status == "ok"),
+        ),
+    ];
+    for (name, kind, help, get) in families {
+        e.family(name, kind, help);
+        for c in &snap.channels {
+            e.sample(name, &[("channel", &c.name), ("kind", &c.kind)], get(c));
+        }
+    }
+    e.single(
+        "watchpost_notify_discarded_total",
+        "counter",
+        "Queued alerts discarded with their channel (removed from the configuration) or gone from the store.",
+        snap.discarded_removed + snap.vanished,
+    );
+    e.family(
+        "watchpost_notify_latency_seconds",
+        "histogram",
+        "Time from an alert being queued to the receiver acknowledging it, by channel.",
+    );
+    for (name, h) in st.notifier.latencies() {
+        e.histogram(
+            "watchpost_notify_latency_seconds",
+            &[("channel", &name)],
+            &h,
+        );
+    }
 }
 
 /// LLM calls per feature.

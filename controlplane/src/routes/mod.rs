@@ -10,6 +10,7 @@ pub mod ingest;
 pub mod ioc;
 pub mod llm;
 pub mod metrics;
+pub mod notifications;
 pub mod sigma;
 pub mod system;
 

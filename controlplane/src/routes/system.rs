@@ -106,6 +106,35 @@ pub async fn health(State(st): State<AppState>) -> Response {
     if llm.is_degraded() {
         degraded.push("llm".into());
     }
+    let notify = st.notifier.snapshot();
+    for c in notify.channels.iter().filter(|c| c.status != "ok") {
+        degraded.push(format!("notifications {}", c.name));
+    }
+    if notify.outbox_error.is_some() {
+        degraded.push("notification outbox".into());
+    }
+    let notifications = NotificationHealth {
+        status: if notify.outbox_error.is_none() && notify.channels.iter().all(|c| c.status == "ok")
+        {
+            "ok"
+        } else {
+            "degraded"
+        },
+        outbox_error: notify.outbox_error,
+        channels: notify
+            .channels
+            .into_iter()
+            .map(|c| ChannelHealth {
+                name: c.name,
+                kind: c.kind,
+                status: c.status,
+                pending: c.pending,
+                consecutive_failures: c.consecutive_failures,
+                last_error: c.last_error,
+                last_delivery_ns: c.last_delivery_ns,
+            })
+            .collect(),
+    };
     let code = if degraded.is_empty() {
         StatusCode::OK
     } else {
@@ -140,6 +169,7 @@ pub async fn health(State(st): State<AppState>) -> Response {
             },
             rate_limit_store,
             llm,
+            notifications,
         },
     };
     (code, Json(body)).into_response()
@@ -177,6 +207,38 @@ struct Components {
     rate_limit_store: RateLimitStoreHealth,
     /// The LLM backend.
     llm: LlmHealth,
+    /// The notification channels and their outbox.
+    notifications: NotificationHealth,
+}
+
+/// The notification channels.
+#[derive(Serialize, schemars::JsonSchema)]
+struct NotificationHealth {
+    /// `ok`, or `degraded` when a channel is or the outbox cannot be read.
+    status: &'static str,
+    /// The outbox's last store error, until a pass succeeds.
+    outbox_error: Option<String>,
+    /// Each channel.
+    channels: Vec<ChannelHealth>,
+}
+
+/// One notification channel.
+#[derive(Serialize, schemars::JsonSchema)]
+struct ChannelHealth {
+    /// Its name.
+    name: String,
+    /// Its kind.
+    kind: String,
+    /// `ok`, or `degraded` after `failures_before_degraded` failed deliveries in a row.
+    status: &'static str,
+    /// Alerts waiting for it.
+    pending: u64,
+    /// Failed deliveries since the last success.
+    consecutive_failures: u64,
+    /// The last failure.
+    last_error: Option<String>,
+    /// Time of the last acknowledged delivery, ns (0 = none yet).
+    last_delivery_ns: u64,
 }
 
 /// One input.
@@ -336,6 +398,7 @@ pub async fn stats(State(st): State<AppState>) -> Result<Json<StatsAnswer>, ApiE
         exceptions: exception_stats(&st),
         memory: crate::memory::stats(&st.config),
         llm: st.llm.usage.snapshot(),
+        notifications: st.notifier.snapshot(),
     }))
 }
 
@@ -374,6 +437,8 @@ pub(crate) struct StatsAnswer {
     memory: crate::memory::MemoryStats,
     /// LLM calls, failures, cache hits and latency per feature.
     llm: crate::llm::usage::UsageSnapshot,
+    /// The notification channels: queued, sent, digests, failures, latency.
+    notifications: crate::notify::NotifySnapshot,
 }
 
 /// The operators' exceptions and what they held back.

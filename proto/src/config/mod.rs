@@ -14,6 +14,7 @@ mod dataplane;
 mod detection;
 mod inputs;
 mod llm;
+mod notifications;
 mod problems;
 mod rate_limit;
 mod secret;
@@ -28,6 +29,7 @@ pub use dataplane::DataplaneConfig;
 pub use detection::{DetectionConfig, RiskLevelWeights};
 pub use inputs::{FileInputConfig, HttpInputConfig, InputsConfig, TcpInputConfig, UdpInputConfig};
 pub use llm::LlmConfig;
+pub use notifications::{CHANNEL_KINDS, NotificationChannel};
 pub use problems::{ConfigError, ConfigProblem};
 pub use rate_limit::RateLimit;
 pub use secret::Secret;
@@ -44,6 +46,9 @@ pub const MASK: &str = "********";
 
 /// Keys whose values are credentials: masked wherever the configuration is echoed.
 pub const SECRET_KEYS: &[&str] = &["api_rate_limit_store_url", "llm.cloud_api_key"];
+
+/// Keys of each `[[notifications]]` table whose values are credentials.
+pub const CHANNEL_SECRET_KEYS: &[&str] = &["url", "secret", "smtp_password"];
 
 /// The whole configuration.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -122,6 +127,8 @@ pub struct Config {
     pub inputs: InputsConfig,
     /// Template miner additions.
     pub templates: TemplatesConfig,
+    /// Channels alerts are sent out on (`[[notifications]]`, docs/notifications.md).
+    pub notifications: Vec<NotificationChannel>,
 }
 
 impl Default for Config {
@@ -161,6 +168,7 @@ impl Default for Config {
             storage: StorageConfig::default(),
             inputs: InputsConfig::default(),
             templates: TemplatesConfig::default(),
+            notifications: Vec::new(),
         }
     }
 }
@@ -212,18 +220,30 @@ impl Config {
     /// Replaces `env:VAR` values of credential keys with the variable's value.
     pub fn resolve_secrets(&mut self) -> Result<(), ConfigError> {
         let mut problems = Vec::new();
-        for (key, value) in [
+        let mut credentials = vec![
             (
-                "api_rate_limit_store_url",
+                "api_rate_limit_store_url".to_string(),
                 &mut self.api_rate_limit_store_url,
             ),
-            ("llm.cloud_api_key", &mut self.llm.cloud_api_key.0),
-        ] {
+            (
+                "llm.cloud_api_key".to_string(),
+                &mut self.llm.cloud_api_key.0,
+            ),
+        ];
+        for (i, c) in self.notifications.iter_mut().enumerate() {
+            credentials.push((format!("notifications[{i}].url"), &mut c.url.0));
+            credentials.push((format!("notifications[{i}].secret"), &mut c.secret.0));
+            credentials.push((
+                format!("notifications[{i}].smtp_password"),
+                &mut c.smtp_password.0,
+            ));
+        }
+        for (key, value) in credentials {
             if let Some(var) = value.strip_prefix("env:") {
                 match std::env::var(var) {
                     Ok(v) => *value = v,
                     Err(_) => problems.push(ConfigProblem {
-                        key: key.into(),
+                        key,
                         problem: format!("environment variable `{var}` is not set"),
                     }),
                 }
@@ -250,6 +270,16 @@ impl Config {
                 *leaf = serde_json::Value::String(MASK.into());
             }
         }
+        if let Some(channels) = v["notifications"].as_array_mut() {
+            for channel in channels {
+                for key in CHANNEL_SECRET_KEYS {
+                    let leaf = &mut channel[*key];
+                    if leaf.as_str().is_some_and(|s| !s.is_empty()) {
+                        *leaf = serde_json::Value::String(MASK.into());
+                    }
+                }
+            }
+        }
         v
     }
 
@@ -269,6 +299,7 @@ impl Config {
         storage::check(self, &mut problems);
         inputs::check(self, &mut problems);
         templates::check(self, &mut problems);
+        notifications::check(self, &mut problems);
         problems.finish()
     }
 }

@@ -266,3 +266,117 @@ fn mangled_configuration_files_are_errors_never_panics() {
         }
     }
 }
+
+/// The commented `[[notifications]]` example of `deploy/watchpost.toml`, uncommented.
+fn notification_example() -> String {
+    let file = include_str!("../../../deploy/watchpost.toml");
+    let start = file.find("# --- notifications example ---").unwrap();
+    let end = file.find("# --- end of notifications example ---").unwrap();
+    file[start..end]
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.strip_prefix("# "))
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn the_example_channel_lists_every_key_with_its_default() {
+    let text = notification_example();
+    let value: toml::Value = toml::from_str(&text).unwrap();
+    let listed = value["notifications"][0].as_table().unwrap();
+    let defaults = serde_json::to_value(crate::config::NotificationChannel::default()).unwrap();
+    for (key, default) in defaults.as_object().unwrap() {
+        let shown = listed.get(key).unwrap_or_else(|| {
+            panic!("deploy/watchpost.toml does not document notifications.{key}")
+        });
+        if !["name", "kind", "url"].contains(&key.as_str()) {
+            assert_eq!(
+                serde_json::to_value(shown).unwrap(),
+                *default,
+                "notifications.{key}"
+            );
+        }
+    }
+    assert_eq!(listed.len(), defaults.as_object().unwrap().len());
+    // With the variable set, the example is a valid configuration.
+    let mut c: Config = toml::from_str(&text).unwrap();
+    c.notifications[0].url = "https://hooks.slack.com/services/T0/B0/x".into();
+    assert_eq!(c.validate(), Ok(()));
+}
+
+#[test]
+fn channel_keys_are_checked_with_their_position() {
+    let got = problems(
+        "[[notifications]]\nname = \"a\"\nkind = \"slack\"\nurl = \"http://hooks.example.com/x\"\nsmtp_host = \"mx\"\n\
+         [[notifications]]\nname = \"a\"\nkind = \"email\"\nsmtp_host = \"mx\"\nemail_from = \"nobody\"\nmin_severity = 9\n\
+         [[notifications]]\nname = \"s\"\nkind = \"syslog\"\nsyslog_address = \"siem\"\nsyslog_transport = \"quic\"\nrate_limit = \"5/week\"\n",
+    );
+    let want = [
+        "notifications[0].url: plain http:// is allowed only to loopback",
+        "notifications[0].smtp_host: is not a key of a `slack` channel",
+        "notifications[1].name: `a` names two channels",
+        "notifications[1].email_from: `nobody` is not an e-mail address",
+        "notifications[1].email_to: an email channel needs a recipient",
+        "notifications[1].min_severity: 9 is out of range",
+        "notifications[2].syslog_address: `siem` is not a host:port address",
+        "notifications[2].syslog_transport: `quic` is not one of",
+        "notifications[2].rate_limit: ",
+    ];
+    for w in want {
+        assert!(
+            got.iter().any(|g| g.starts_with(w)),
+            "missing {w:?} in {got:?}"
+        );
+    }
+    assert_eq!(got.len(), want.len(), "{got:?}");
+    // The URL, a credential, is never quoted in a problem.
+    assert!(
+        !got.iter().any(|g| g.contains("hooks.example.com/x")),
+        "{got:?}"
+    );
+}
+
+#[test]
+fn channel_credentials_come_from_the_environment_and_are_masked() {
+    let mut c = Config::from_toml(
+        "[[notifications]]\nname = \"hook\"\nkind = \"webhook\"\nurl = \"env:WATCHPOST_TEST_HOOK_UNSET\"\nsecret = \"k3y\"\n",
+    )
+    .unwrap();
+    let err = c.resolve_secrets().unwrap_err();
+    assert_eq!(err.problems[0].key, "notifications[0].url");
+    c.notifications[0].url = "https://example.org/hook/t0ken".into();
+    let shown = c.masked_json();
+    assert_eq!(shown["notifications"][0]["url"], MASK);
+    assert_eq!(shown["notifications"][0]["secret"], MASK);
+    assert_eq!(shown["notifications"][0]["smtp_password"], "");
+    assert!(!format!("{c:?}").contains("t0ken"));
+}
+
+#[test]
+fn channel_filters_take_severity_type_tactic_and_rule() {
+    let alert: crate::Alert = serde_json::from_value(serde_json::json!({
+        "id": "a", "type": "sigma", "severity": 4, "title": "t", "detector": "rule-1",
+        "dedup_key": "k", "first_seen_ns": 0, "last_seen_ns": 0, "count": 1, "source": "s",
+        "entity": null, "score": 0.0, "threshold": 0.0, "contributions": {},
+        "attack": [{"tactic_id": "TA0006", "tactic": "Credential Access",
+                    "technique_id": "T1003", "technique": "OS Credential Dumping"}],
+        "contributing_events": [], "related_entities": []
+    }))
+    .unwrap();
+    let c = |f: &dyn Fn(&mut crate::config::NotificationChannel)| {
+        let mut c = crate::config::NotificationChannel::default();
+        f(&mut c);
+        c.accepts(&alert)
+    };
+    assert!(c(&|_| {}));
+    assert!(!c(&|c| c.min_severity = 5));
+    assert!(c(&|c| c.alert_types = vec!["ioc".into(), "sigma".into()]));
+    assert!(!c(&|c| c.alert_types = vec!["ueba".into()]));
+    assert!(c(&|c| c.tactics = vec!["credential access".into()]));
+    assert!(c(&|c| c.tactics = vec!["TA0006".into()]));
+    assert!(!c(&|c| c.tactics = vec!["TA0008".into()]));
+    assert!(c(&|c| c.rule_ids = vec!["rule-1".into()]));
+    assert!(!c(&|c| c.rule_ids = vec!["rule-2".into()]));
+}
