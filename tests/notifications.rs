@@ -77,7 +77,13 @@ fn an_alert_reaches_a_signed_webhook_slack_and_teams_once_and_filters_hold_back_
     ]
     .concat();
     let config = config_with(dir.path(), api, tcp, &channels);
-    let _svc = Service::start(dir.path(), &config, api);
+    let log = dir.path().join("service.log");
+    let _svc = Service::start_logging_to(
+        dir.path(),
+        &config,
+        api,
+        std::fs::File::create(&log).unwrap(),
+    );
     send_lines(tcp, &invalid_user_lines());
 
     let hook = receiver.wait_for("/hook", 1, Duration::from_secs(30));
@@ -355,6 +361,29 @@ fn cef_alerts_reach_rsyslog_over_udp_tcp_and_tls() {
     for c in stats["notifications"]["channels"].as_array().unwrap() {
         assert_eq!(c["alerts_sent"], 1, "{c}");
     }
+    // A second message on each: over TCP and TLS it follows the first on the kept connection,
+    // and the collector still reads each frame whole.
+    let (status, body) = http(api, "POST", "/api/v1/notifications/test", "");
+    assert_eq!(status, 200, "{body}");
+    let t = Instant::now();
+    let lines = loop {
+        let text = std::fs::read_to_string(&out).unwrap_or_default();
+        let lines: Vec<String> = text.lines().map(str::to_string).collect();
+        if lines.len() >= 6 || t.elapsed() > Duration::from_secs(10) {
+            break lines;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    for input in ["udp", "tcp", "tls"] {
+        let prefix = format!("{input} test CEF:0|Watchpost|Watchpost|");
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with(&prefix) && l.ends_with(|c: char| c.is_ascii_hexdigit())),
+            "no whole test message over {input}: {lines:?}"
+        );
+    }
+    assert_eq!(lines.len(), 6, "{lines:?}");
 }
 
 /// aiosmtpd (`tests/data/smtp_server.py`) on `port`, writing messages into `outdir`.
@@ -418,9 +447,15 @@ fn an_alert_is_mailed_through_starttls_and_auth_and_a_wrong_password_is_reported
             ca.ca_file.display()
         )
     };
-    let channels = mail("mail", "mail-pass-1") + &mail("mail-bad", "wrong");
+    let channels = mail("mail", "mail-pass-1") + &mail("mail-bad", "Wr0ng-Pa55word");
     let config = config_with(dir.path(), api, tcp, &channels);
-    let _svc = Service::start(dir.path(), &config, api);
+    let log = dir.path().join("service.log");
+    let _svc = Service::start_logging_to(
+        dir.path(),
+        &config,
+        api,
+        std::fs::File::create(&log).unwrap(),
+    );
     send_lines(tcp, &invalid_user_lines());
 
     let t = Instant::now();

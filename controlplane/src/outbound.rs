@@ -176,8 +176,7 @@ impl HttpClient {
                 .headers()
                 .get("retry-after")
                 .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse::<f64>().ok())
-                .and_then(|s| Duration::try_from_secs_f64(s).ok());
+                .and_then(retry_after);
             let body = Limited::new(answer.into_body(), MAX_ANSWER_BYTES)
                 .collect()
                 .await
@@ -201,6 +200,19 @@ impl HttpClient {
             .await
             .map_err(|_| OutboundError::Timeout(deadline.as_secs_f64()))?
     }
+}
+
+/// A `Retry-After` value: seconds, or an HTTP date (RFC 9110), as the wait from now.
+fn retry_after(value: &str) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(seconds) = value.parse::<f64>() {
+        return Duration::try_from_secs_f64(seconds).ok();
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(
+        at.duration_since(std::time::SystemTime::now())
+            .unwrap_or(Duration::ZERO),
+    )
 }
 
 /// The system's roots, and those of a PEM file when given.
@@ -246,4 +258,27 @@ pub(crate) fn causes(error: &(dyn std::error::Error + 'static)) -> String {
         next = cause.source();
     }
     out
+}
+
+#[cfg(test)]
+mod retry_after_tests {
+    use super::retry_after;
+    use std::time::{Duration, SystemTime};
+
+    #[test]
+    fn retry_after_is_seconds_or_an_http_date() {
+        assert_eq!(retry_after(" 120 "), Some(Duration::from_secs(120)));
+        let later = SystemTime::now() + Duration::from_secs(90);
+        let wait = retry_after(&httpdate::fmt_http_date(later)).unwrap();
+        assert!(
+            wait > Duration::from_secs(80) && wait <= Duration::from_secs(90),
+            "{wait:?}"
+        );
+        assert_eq!(
+            retry_after("Wed, 21 Oct 2015 07:28:00 GMT"),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(retry_after("soon"), None);
+        assert_eq!(retry_after("-5"), None);
+    }
 }

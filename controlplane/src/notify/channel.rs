@@ -1,56 +1,43 @@
-//! One notification channel at run time: its transport, its counters, and the task that sends
-//! what waits in its queue.
+//! One notification channel at run time: its queue in the store, its counters, and the task
+//! that sends what waits.
+//!
+//! The queue is shared by two writers: the pump adds alerts (and discards the oldest past
+//! `max_pending`), the channel's task reads a batch and deletes it once delivered. Both hold
+//! the channel's queue lock while they read or change it, and the batch being delivered is
+//! marked in flight, so the pump never discards what is being sent and the count of waiting
+//! alerts is exact.
 
 use super::DeliveryError;
-use super::email::EmailTransport;
-use super::message::{self, Payload};
-use super::syslog::SyslogTransport;
-use crate::outbound::{HttpClient, OutboundError, Trust};
-use hyper::Method;
+use super::message::Payload;
+use super::transport::Transport;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use watchpost_dataplane::Histogram;
 use watchpost_proto::config::NotificationChannel;
 use watchpost_proto::{Alert, RateLimit};
-use watchpost_store::Store;
+use watchpost_store::{Store, StoreError};
 
 /// Alerts one digest carries at most; more waiting go in the next.
 const DIGEST_MAX: usize = 1000;
 
-/// The first wait after a failed delivery; it doubles up to `max_backoff_s`.
+/// The first wait after a failure; it doubles up to `max_backoff_s`.
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 
 /// How long an idle channel sleeps between looks at its queue when nothing wakes it (the pump
-/// wakes it for each alert it queues; this catches what a reload or restart left).
+/// wakes it for each alert it queues).
 const IDLE_LOOK: Duration = Duration::from_secs(1);
 
 /// Queue times kept for the latency histogram; alerts queued past it are sent but not timed.
 const TIMED_MAX: usize = 100_000;
 
-/// Bytes of a receiver's error answer kept in the last error.
-const ERROR_BODY_BYTES: usize = 200;
+/// The longest `Retry-After` honoured: a receiver asking for more is asked again after this.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
 
-enum Transport {
-    Http {
-        client: HttpClient,
-        format: HttpFormat,
-    },
-    Syslog(SyslogTransport),
-    Email(EmailTransport),
-}
-
-#[derive(Clone, Copy)]
-enum HttpFormat {
-    Webhook,
-    Slack,
-    Teams,
-}
-
-/// Counters of one channel.
+/// Counters of one channel, kept across a reload that keeps the channel.
 #[derive(Default)]
-struct Counters {
+pub(crate) struct Counters {
     queued: AtomicU64,
     filtered: AtomicU64,
     pending: AtomicU64,
@@ -61,10 +48,17 @@ struct Counters {
     failures: AtomicU64,
     consecutive_failures: AtomicU64,
     dropped: AtomicU64,
+    undeliverable: AtomicU64,
     vanished: AtomicU64,
+    tests: AtomicU64,
     last_delivery_ns: AtomicU64,
     last_error: Mutex<Option<(i64, String)>>,
+    latency: Histogram,
 }
+
+/// What the queue lock guards: the keys of the batch being delivered.
+#[derive(Default)]
+pub(crate) struct InFlight(Vec<[u8; 16]>);
 
 /// See the module's documentation.
 pub(crate) struct Channel {
@@ -72,15 +66,17 @@ pub(crate) struct Channel {
     pub(crate) id: u64,
     rate: RateLimit,
     transport: Transport,
-    counters: Counters,
-    /// Queue-to-acknowledgement times.
-    latency: Arc<Histogram>,
+    pub(crate) counters: Arc<Counters>,
+    /// The queue lock (see the module's documentation).
+    queue: Mutex<InFlight>,
     /// When each queued alert was queued, for the latency histogram.
     queued_at: Mutex<HashMap<[u8; 16], Instant>>,
     /// The pump's signal that something was queued.
     wake: tokio::sync::Notify,
     /// Set when the channel is replaced by a reload.
     stop: tokio::sync::watch::Sender<bool>,
+    /// Its task, once started.
+    task: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 /// One channel in `/stats`.
@@ -100,7 +96,7 @@ pub struct ChannelSnapshot {
     pub filtered: u64,
     /// Alerts waiting now.
     pub pending: u64,
-    /// Messages the receiver acknowledged (alerts, digests and tests).
+    /// Messages the receiver acknowledged (alerts and digests; tests are counted apart).
     pub messages: u64,
     /// Alerts sent one by one.
     pub alerts_sent: u64,
@@ -108,14 +104,19 @@ pub struct ChannelSnapshot {
     pub digests: u64,
     /// Alerts sent inside digests.
     pub digested_alerts: u64,
-    /// Failed deliveries (each retry counts).
+    /// Failed deliveries (each retry counts; tests included).
     pub failures: u64,
-    /// Failed deliveries since the last success.
+    /// Failed deliveries of queued alerts since the last success.
     pub consecutive_failures: u64,
     /// Alerts discarded because `max_pending` were already waiting.
     pub dropped: u64,
+    /// Alerts discarded because no receiver could ever take their message (a UDP datagram
+    /// too large), each logged.
+    pub undeliverable: u64,
     /// Alerts gone from the store before their turn.
     pub vanished: u64,
+    /// Test messages delivered (`POST /notifications/test`).
+    pub tests: u64,
     /// Time of the last acknowledged delivery, ns (0 = none yet).
     pub last_delivery_ns: u64,
     /// The last failure, when there was one.
@@ -128,43 +129,40 @@ pub struct ChannelSnapshot {
     pub latency_p99_s: Option<f64>,
 }
 
+/// A batch read from the queue: the keys of the alerts still in the store and the alerts.
+struct Batch {
+    keys: Vec<[u8; 16]>,
+    alerts: Vec<Alert>,
+}
+
+/// What a read of the queue found.
+enum Read {
+    Batch(Batch),
+    /// Nothing waits.
+    Empty,
+    /// Only alerts gone from the store, taken off: read again.
+    Again,
+}
+
 impl Channel {
-    /// A channel of a validated configuration; the error says what cannot be set up.
-    pub(crate) fn new(config: &NotificationChannel) -> Result<Channel, String> {
+    /// A channel of a validated configuration, keeping `counters` (a reload); the error says
+    /// what cannot be set up.
+    pub(crate) fn new(
+        config: &NotificationChannel,
+        counters: Option<Arc<Counters>>,
+    ) -> Result<Channel, String> {
         let rate = RateLimit::parse(config.rate()).map_err(|e| e.to_string())?;
-        let ca =
-            (!config.tls_ca_file.is_empty()).then(|| std::path::PathBuf::from(&config.tls_ca_file));
-        let timeout = Duration::from_secs_f64(config.timeout_s);
-        let http = |format| -> Result<Transport, String> {
-            Ok(Transport::Http {
-                client: HttpClient::new(Trust::System {
-                    extra_ca_file: ca.clone(),
-                })?,
-                format,
-            })
-        };
-        let transport = match config.kind.as_str() {
-            "webhook" => http(HttpFormat::Webhook)?,
-            "slack" => http(HttpFormat::Slack)?,
-            "teams" => http(HttpFormat::Teams)?,
-            "email" => Transport::Email(EmailTransport::new(config, timeout)?),
-            "syslog" => Transport::Syslog(SyslogTransport::new(
-                &config.syslog_address,
-                &config.syslog_transport,
-                ca.as_deref(),
-            )?),
-            other => return Err(format!("unknown kind `{other}`")),
-        };
         Ok(Channel {
             config: config.clone(),
             id: super::channel_id(&config.name),
             rate,
-            transport,
-            counters: Counters::default(),
-            latency: Arc::default(),
+            transport: Transport::new(config)?,
+            counters: counters.unwrap_or_default(),
+            queue: Mutex::default(),
             queued_at: Mutex::default(),
             wake: tokio::sync::Notify::new(),
             stop: tokio::sync::watch::channel(false).0,
+            task: Mutex::default(),
         })
     }
 
@@ -177,37 +175,52 @@ impl Channel {
         takes
     }
 
-    /// Sets the count of waiting alerts (from the store, at start).
+    /// The queue lock.
+    pub(crate) fn lock_queue(&self) -> MutexGuard<'_, InFlight> {
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Sets the count of waiting alerts from the store (at start and reload).
     pub(crate) fn set_pending(&self, count: u64) {
         self.counters.pending.store(count, Relaxed);
     }
 
-    /// Before an alert is queued: when `max_pending` already wait, the oldest is discarded,
-    /// counted and logged.
-    pub(crate) fn make_room(&self, store: &Store) {
+    /// Before an alert is queued, under the queue lock: when `max_pending` already wait, the
+    /// oldest not in flight is discarded, counted and logged.
+    pub(crate) fn make_room(&self, store: &Store, in_flight: &InFlight) {
         if self.counters.pending.load(Relaxed) < self.config.max_pending {
             return;
         }
-        match store.outbox_pending(self.id, 1) {
-            Ok(oldest) if !oldest.is_empty() => match store.outbox_done(self.id, &oldest) {
-                Ok(()) => {
-                    self.counters.dropped.fetch_add(1, Relaxed);
-                    self.counters.pending.fetch_sub(1, Relaxed);
-                    tracing::warn!(
-                        channel = %self.config.name,
-                        "notifications: {} alerts already wait; the oldest, {}, is discarded (max_pending)",
-                        self.config.max_pending,
-                        watchpost_store::alert_id(&oldest[0])
-                    );
-                }
-                Err(e) => tracing::error!(channel = %self.config.name, "notifications: {e}"),
-            },
-            Ok(_) => self.counters.pending.store(0, Relaxed),
+        let oldest = match store.outbox_pending(self.id, in_flight.0.len() + 1) {
+            Ok(keys) => keys.into_iter().find(|k| !in_flight.0.contains(k)),
+            Err(e) => {
+                tracing::error!(channel = %self.config.name, "notifications: {e}");
+                return;
+            }
+        };
+        let Some(oldest) = oldest else {
+            return;
+        };
+        match store.outbox_done(self.id, &[oldest]) {
+            Ok(()) => {
+                self.counters.dropped.fetch_add(1, Relaxed);
+                self.less_pending(1);
+                self.queued_at
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&oldest);
+                tracing::warn!(
+                    channel = %self.config.name,
+                    "notifications: {} alerts already wait; the oldest, {}, is discarded (max_pending)",
+                    self.config.max_pending,
+                    watchpost_store::alert_id(&oldest)
+                );
+            }
             Err(e) => tracing::error!(channel = %self.config.name, "notifications: {e}"),
         }
     }
 
-    /// After an alert was queued.
+    /// After an alert was queued (under the queue lock).
     pub(crate) fn queued(&self, key: [u8; 16], at: Instant) {
         self.counters.queued.fetch_add(1, Relaxed);
         self.counters.pending.fetch_add(1, Relaxed);
@@ -219,25 +232,36 @@ impl Channel {
         self.wake.notify_one();
     }
 
-    pub(crate) fn latency(&self) -> Arc<Histogram> {
-        Arc::clone(&self.latency)
+    fn less_pending(&self, n: u64) {
+        let _ = self
+            .counters
+            .pending
+            .fetch_update(Relaxed, Relaxed, |p| Some(p.saturating_sub(n)));
     }
 
-    /// Stops the channel's task after its current delivery.
-    pub(crate) fn stop(&self) {
-        self.stop.send_replace(true);
-    }
-
-    /// Starts the channel's task (an enabled channel's).
+    /// Starts the channel's task (an enabled channel's) on the current runtime.
     pub(crate) fn spawn(self: &Arc<Self>, store: Arc<Store>) {
         if !self.config.enabled {
             return;
         }
         let me = Arc::clone(self);
-        tokio::spawn(async move { me.run(store).await });
+        let handle = tokio::spawn(async move { me.run(store).await });
+        *self.task.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle);
     }
 
-    /// Sends what waits, oldest first, until stopped.
+    /// Stops the channel's task and waits for it to end (after its current attempt).
+    pub(crate) async fn stop(&self) {
+        self.stop.send_replace(true);
+        let task = self.task.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(task) = task {
+            let _ = task.await;
+        }
+    }
+
+    /// Sends what waits, oldest first, until stopped. A batch that failed is sent again as it
+    /// was (the same alerts, so the same delivery id); a batch delivered but not deleted (the
+    /// store refused the write) is deleted before anything else is sent, so a full disk never
+    /// makes it send the same alert again and again.
     async fn run(self: Arc<Self>, store: Arc<Store>) {
         let mut stop = self.stop.subscribe();
         let period = Duration::from_secs(u64::from(self.rate.per_seconds));
@@ -245,68 +269,86 @@ impl Channel {
         let mut window_used = 0u32;
         let mut backoff = FIRST_BACKOFF;
         let max_backoff = Duration::from_secs_f64(self.config.max_backoff_s);
+        let mut batch: Option<Batch> = None;
+        let mut undeleted: Option<Vec<[u8; 16]>> = None;
         loop {
             if *stop.borrow() {
                 return;
             }
-            if window_start.elapsed() >= period {
-                window_start = Instant::now();
-                window_used = 0;
-            }
-            let over = window_used >= self.rate.count;
-            if over {
-                // Past the limit: what waits goes out as one digest when the period ends.
-                let end = tokio::time::Instant::from_std(window_start + period);
-                tokio::select! {
-                    () = tokio::time::sleep_until(end) => {}
-                    _ = stop.changed() => return,
-                }
-                window_start = Instant::now();
-                window_used = 0;
-            }
-            let want = if over { DIGEST_MAX } else { 1 };
-            let batch = {
-                let (store, id) = (Arc::clone(&store), self.id);
-                tokio::task::spawn_blocking(move || read_batch(&store, id, want)).await
-            };
-            let (keys, alerts, gone) = match batch {
-                Ok(Ok(b)) => b,
-                Ok(Err(e)) => {
-                    self.failed(&DeliveryError::Refused(format!("the outbox: {e}")));
-                    sleep_or_stop(backoff, &mut stop).await;
-                    continue;
-                }
-                Err(e) => {
-                    tracing::error!("notifications: {e}");
-                    return;
-                }
-            };
-            if !gone.is_empty() {
-                self.counters.vanished.fetch_add(gone.len() as u64, Relaxed);
-                self.finish(&store, gone).await;
-            }
-            if alerts.is_empty() {
-                if keys.is_empty() {
-                    self.counters.pending.store(0, Relaxed);
-                    tokio::select! {
-                        () = self.wake.notified() => {}
-                        () = tokio::time::sleep(IDLE_LOOK) => {}
-                        _ = stop.changed() => return,
+            if let Some(keys) = undeleted.take() {
+                if let Err(e) = self.delete(&store, &keys).await {
+                    tracing::error!(
+                        channel = %self.config.name,
+                        "notifications: delivered, but the outbox cannot be updated (retried; the alerts are not sent again meanwhile): {e}"
+                    );
+                    undeleted = Some(keys);
+                    if sleep_or_stop(backoff, &mut stop).await {
+                        return;
                     }
+                    backoff = (backoff * 2).min(max_backoff);
                 }
                 continue;
             }
-            let payload = if alerts.len() > 1 {
-                Payload::Digest(&alerts)
-            } else {
-                Payload::Alert(&alerts[0])
+            let Some(current) = batch.take() else {
+                if window_start.elapsed() >= period {
+                    window_start = Instant::now();
+                    window_used = 0;
+                }
+                let over = window_used >= self.rate.count;
+                if over {
+                    // Past the limit: what waits goes out as one digest when the period ends.
+                    let end = tokio::time::Instant::from_std(window_start + period);
+                    tokio::select! {
+                        () = tokio::time::sleep_until(end) => {}
+                        _ = stop.changed() => return,
+                    }
+                    window_start = Instant::now();
+                    window_used = 0;
+                }
+                match self.read(&store, if over { DIGEST_MAX } else { 1 }).await {
+                    Ok(Read::Batch(b)) => batch = Some(b),
+                    Ok(Read::Again) => {}
+                    Ok(Read::Empty) => {
+                        tokio::select! {
+                            () = self.wake.notified() => {}
+                            () = tokio::time::sleep(IDLE_LOOK) => {}
+                            _ = stop.changed() => return,
+                        }
+                    }
+                    Err(e) => {
+                        self.failed(&DeliveryError::Refused(format!("the outbox: {e}")));
+                        if sleep_or_stop(backoff, &mut stop).await {
+                            return;
+                        }
+                        backoff = (backoff * 2).min(max_backoff);
+                    }
+                }
+                continue;
             };
-            match self.deliver(payload).await {
+            let payload = if current.alerts.len() > 1 {
+                Payload::Digest(&current.alerts)
+            } else {
+                Payload::Alert(&current.alerts[0])
+            };
+            match self.transport.deliver(&self.config, payload).await {
                 Ok(()) => {
                     window_used += 1;
                     backoff = FIRST_BACKOFF;
                     self.delivered(payload);
-                    self.finish(&store, keys).await;
+                    undeleted = Some(current.keys);
+                }
+                Err(DeliveryError::Unsendable(why)) => {
+                    // No receiver will ever take this message: kept, it would hold up every
+                    // alert behind it for good.
+                    tracing::error!(
+                        channel = %self.config.name,
+                        "notifications: {} alerts cannot be sent on this channel and are discarded: {why}",
+                        current.keys.len()
+                    );
+                    self.counters
+                        .undeliverable
+                        .fetch_add(current.keys.len() as u64, Relaxed);
+                    undeleted = Some(current.keys);
                 }
                 Err(e) => {
                     self.failed(&e);
@@ -314,11 +356,11 @@ impl Channel {
                         DeliveryError::Status {
                             retry_after: Some(after),
                             ..
-                        } => (*after).max(backoff),
+                        } => (*after).min(MAX_RETRY_AFTER).max(backoff),
                         _ => backoff,
-                    }
-                    .min(max_backoff);
+                    };
                     backoff = (backoff * 2).min(max_backoff);
+                    batch = Some(current);
                     if sleep_or_stop(wait, &mut stop).await {
                         return;
                     }
@@ -327,34 +369,75 @@ impl Channel {
         }
     }
 
-    /// Deletes delivered (or vanished) alerts from the queue and times them.
-    async fn finish(&self, store: &Arc<Store>, keys: Vec<[u8; 16]>) {
-        let n = keys.len() as u64;
+    /// The next `want` alerts of the queue, marked in flight. Alerts gone from the store
+    /// (retention) are taken off the queue and counted.
+    async fn read(self: &Arc<Self>, store: &Arc<Store>, want: usize) -> Result<Read, StoreError> {
+        let (me, store) = (Arc::clone(self), Arc::clone(store));
+        tokio::task::spawn_blocking(move || {
+            let mut in_flight = me.lock_queue();
+            let keys = store.outbox_pending(me.id, want)?;
+            if keys.is_empty() {
+                // Exact: the pump queues under the same lock.
+                me.set_pending(0);
+                return Ok(Read::Empty);
+            }
+            let mut batch = Batch {
+                keys: Vec::with_capacity(keys.len()),
+                alerts: Vec::with_capacity(keys.len()),
+            };
+            let mut gone = Vec::new();
+            for k in keys {
+                match store.alert(&watchpost_store::alert_id(&k))? {
+                    Some(a) => {
+                        batch.alerts.push(a);
+                        batch.keys.push(k);
+                    }
+                    None => gone.push(k),
+                }
+            }
+            if !gone.is_empty() {
+                store.outbox_done(me.id, &gone)?;
+                me.counters.vanished.fetch_add(gone.len() as u64, Relaxed);
+                me.less_pending(gone.len() as u64);
+            }
+            if batch.keys.is_empty() {
+                return Ok(Read::Again);
+            }
+            in_flight.0.clone_from(&batch.keys);
+            Ok(Read::Batch(batch))
+        })
+        .await
+        .map_err(|e| StoreError::Decode {
+            what: "outbox read",
+            reason: e.to_string(),
+        })?
+    }
+
+    /// Deletes delivered (or undeliverable) alerts from the queue, times them, and clears the
+    /// in-flight mark.
+    async fn delete(&self, store: &Arc<Store>, keys: &[[u8; 16]]) -> Result<(), StoreError> {
+        let (store2, id, owned) = (Arc::clone(store), self.id, keys.to_vec());
+        tokio::task::spawn_blocking(move || store2.outbox_done(id, &owned))
+            .await
+            .map_err(|e| StoreError::Decode {
+                what: "outbox delete",
+                reason: e.to_string(),
+            })??;
+        let now = Instant::now();
         {
-            let now = Instant::now();
             let mut times = self.queued_at.lock().unwrap_or_else(|p| p.into_inner());
-            for k in &keys {
+            for k in keys {
                 if let Some(at) = times.remove(k) {
-                    self.latency
+                    self.counters
+                        .latency
                         .observe_ns((now - at).as_nanos().min(u128::from(u64::MAX)) as u64);
                 }
             }
         }
-        let (store, id) = (Arc::clone(store), self.id);
-        match tokio::task::spawn_blocking(move || store.outbox_done(id, &keys)).await {
-            Ok(Ok(())) => {}
-            // Sent but still queued: it goes out again (at least once), which the delivery id
-            // lets the receiver see.
-            Ok(Err(e)) => tracing::error!(
-                channel = %self.config.name,
-                "notifications: delivered, but the outbox entry cannot be deleted (it will be sent again): {e}"
-            ),
-            Err(e) => tracing::error!("notifications: {e}"),
-        }
-        let _ = self
-            .counters
-            .pending
-            .fetch_update(Relaxed, Relaxed, |p| Some(p.saturating_sub(n)));
+        let mut in_flight = self.lock_queue();
+        in_flight.0.clear();
+        self.less_pending(keys.len() as u64);
+        Ok(())
     }
 
     fn delivered(&self, payload: Payload<'_>) {
@@ -389,92 +472,32 @@ impl Channel {
                 "notifications: delivery failed ({run} in a row), retried: {e}"
             );
         }
-        *c.last_error.lock().unwrap_or_else(|p| p.into_inner()) =
-            Some((watchpost_proto::now_ns(), e.to_string()));
+        self.note_error(e);
     }
 
-    /// Sends a test message now, outside the queue; counted as a message or a failure.
+    fn note_error(&self, e: &DeliveryError) {
+        *self
+            .counters
+            .last_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some((watchpost_proto::now_ns(), e.to_string()));
+    }
+
+    /// Sends a test message now, outside the queue. Counted apart: a test that passes says the
+    /// receiver is reachable, not that the queue is moving, so it leaves the run of failures
+    /// (and `/health`) as it is.
     pub(crate) async fn send_test(&self) -> Result<(), DeliveryError> {
-        let result = self.deliver(Payload::Test).await;
+        let result = self.transport.deliver(&self.config, Payload::Test).await;
         match &result {
-            Ok(()) => self.delivered(Payload::Test),
-            Err(e) => self.failed(e),
+            Ok(()) => {
+                self.counters.tests.fetch_add(1, Relaxed);
+            }
+            Err(e) => {
+                self.counters.failures.fetch_add(1, Relaxed);
+                self.note_error(e);
+            }
         }
         result
-    }
-
-    /// One delivery attempt.
-    async fn deliver(&self, payload: Payload<'_>) -> Result<(), DeliveryError> {
-        let name = &self.config.name;
-        let delivery = message::delivery_id(name, payload);
-        let deadline = Duration::from_secs_f64(self.config.timeout_s);
-        match &self.transport {
-            Transport::Http { client, format } => {
-                let body = match format {
-                    HttpFormat::Webhook => message::webhook(name, &delivery, payload),
-                    HttpFormat::Slack => message::slack(&delivery, payload),
-                    HttpFormat::Teams => message::teams(&delivery, payload),
-                };
-                let mut headers: Vec<(&str, String)> = vec![
-                    ("idempotency-key", delivery.clone()),
-                    ("x-watchpost-delivery", delivery.clone()),
-                ];
-                if !self.config.secret.is_empty() {
-                    let ts = (watchpost_proto::now_ns() / 1_000_000_000).to_string();
-                    headers.push((
-                        "x-watchpost-signature",
-                        sign(self.config.secret.expose(), &ts, &body),
-                    ));
-                    headers.push(("x-watchpost-timestamp", ts));
-                }
-                let refs: Vec<(&str, &str)> =
-                    headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
-                let reply = client
-                    .send(
-                        Method::POST,
-                        self.config.url.expose(),
-                        &refs,
-                        Some(body),
-                        deadline,
-                    )
-                    .await
-                    .map_err(outbound)?;
-                if (200..300).contains(&reply.status) {
-                    Ok(())
-                } else {
-                    let text = String::from_utf8_lossy(&reply.body);
-                    let mut end = text.len().min(ERROR_BODY_BYTES);
-                    while !text.is_char_boundary(end) {
-                        end -= 1;
-                    }
-                    Err(DeliveryError::Status {
-                        status: reply.status,
-                        body: text[..end].trim().to_string(),
-                        retry_after: reply.retry_after,
-                    })
-                }
-            }
-            Transport::Syslog(t) => {
-                let (severity, msg_id) = match payload {
-                    Payload::Alert(a) => (a.severity, "alert"),
-                    Payload::Digest(alerts) => (
-                        alerts.iter().map(|a| a.severity).max().unwrap_or(0),
-                        "digest",
-                    ),
-                    Payload::Test => (1, "test"),
-                };
-                let text = if self.config.syslog_format == "json" {
-                    message::syslog_json(name, &delivery, payload)
-                } else {
-                    message::cef(&delivery, payload)
-                };
-                t.send(&text, severity, msg_id, deadline).await
-            }
-            Transport::Email(t) => {
-                let (subject, body) = message::email(&delivery, payload);
-                t.send(&subject, body, &delivery, deadline).await
-            }
-        }
     }
 
     pub(crate) fn snapshot(&self) -> ChannelSnapshot {
@@ -485,7 +508,7 @@ impl Channel {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        let (counts, _) = self.latency.cumulative();
+        let (counts, _) = c.latency.cumulative();
         ChannelSnapshot {
             name: self.config.name.clone(),
             kind: self.config.kind.clone(),
@@ -505,13 +528,20 @@ impl Channel {
             failures: c.failures.load(Relaxed),
             consecutive_failures: consecutive,
             dropped: c.dropped.load(Relaxed),
+            undeliverable: c.undeliverable.load(Relaxed),
             vanished: c.vanished.load(Relaxed),
+            tests: c.tests.load(Relaxed),
             last_delivery_ns: c.last_delivery_ns.load(Relaxed),
             last_error_ns: last.as_ref().map_or(0, |l| l.0),
             last_error: last.map(|l| l.1),
             latency_p50_s: quantile(&counts, 0.5),
             latency_p99_s: quantile(&counts, 0.99),
         }
+    }
+
+    /// The latency histogram, for `/metrics`.
+    pub(crate) fn latency(&self) -> &Histogram {
+        &self.counters.latency
     }
 }
 
@@ -532,31 +562,6 @@ fn quantile(cumulative: &[u64], q: f64) -> Option<f64> {
     )
 }
 
-/// The next alerts of a channel's queue: their keys, the alerts still in the store, and the
-/// keys of those that are not.
-type Batch = (Vec<[u8; 16]>, Vec<Alert>, Vec<[u8; 16]>);
-
-fn read_batch(
-    store: &Store,
-    channel: u64,
-    want: usize,
-) -> Result<Batch, watchpost_store::StoreError> {
-    let keys = store.outbox_pending(channel, want)?;
-    let mut alerts = Vec::with_capacity(keys.len());
-    let mut present = Vec::with_capacity(keys.len());
-    let mut gone = Vec::new();
-    for k in keys {
-        match store.alert(&watchpost_store::alert_id(&k))? {
-            Some(a) => {
-                alerts.push(a);
-                present.push(k);
-            }
-            None => gone.push(k),
-        }
-    }
-    Ok((present, alerts, gone))
-}
-
 /// Waits `wait` or until the channel is stopped; true when stopped.
 async fn sleep_or_stop(wait: Duration, stop: &mut tokio::sync::watch::Receiver<bool>) -> bool {
     tokio::select! {
@@ -565,58 +570,9 @@ async fn sleep_or_stop(wait: Duration, stop: &mut tokio::sync::watch::Receiver<b
     }
 }
 
-/// `sha256=<hex>` of the HMAC-SHA256 of `<timestamp>.<body>` under `secret`: the receiver
-/// recomputes it, and the timestamp in the signed text stops a captured message being replayed
-/// later.
-fn sign(secret: &str, timestamp: &str, body: &[u8]) -> String {
-    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.as_bytes());
-    let mut ctx = ring::hmac::Context::with_key(&key);
-    ctx.update(timestamp.as_bytes());
-    ctx.update(b".");
-    ctx.update(body);
-    let tag = ctx.sign();
-    let mut out = String::from("sha256=");
-    for b in tag.as_ref() {
-        out.push_str(&format!("{b:02x}"));
-    }
-    out
-}
-
-/// An outbound error as a delivery error, without the URL (a credential).
-fn outbound(e: OutboundError) -> DeliveryError {
-    match e {
-        OutboundError::Url { why, .. } => {
-            DeliveryError::Refused(format!("the URL cannot be used: {why}"))
-        }
-        OutboundError::Connect { target, why } => {
-            DeliveryError::Connect(format!("{target}: {why}"))
-        }
-        OutboundError::Timeout(s) => DeliveryError::Timeout(s),
-        OutboundError::Exchange { target, why } => {
-            DeliveryError::Exchange(format!("{target}: {why}"))
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_signature_is_the_hmac_of_the_timestamp_and_body() {
-        // What a receiver computes: one HMAC over `<timestamp>.<body>`.
-        let joined = b"1700000000.{\"a\":1}";
-        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, b"s3cret");
-        let want: String = ring::hmac::sign(&key, joined)
-            .as_ref()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        assert_eq!(
-            sign("s3cret", "1700000000", b"{\"a\":1}"),
-            format!("sha256={want}")
-        );
-    }
 
     #[test]
     fn quantiles_are_the_bounds_of_their_buckets() {

@@ -19,6 +19,7 @@ mod channel;
 mod email;
 mod message;
 mod syslog;
+mod transport;
 
 use channel::Channel;
 pub use channel::ChannelSnapshot;
@@ -57,9 +58,13 @@ pub enum DeliveryError {
     /// No answer in time.
     #[error("no answer within {0:.1} s")]
     Timeout(f64),
-    /// The receiver refused the message for good, or it cannot be sent (too large).
+    /// The receiver refused the message (retried: the refusal may be fixed on its side).
     #[error("{0}")]
     Refused(String),
+    /// No receiver can ever take this message (a UDP datagram too large): the alerts are
+    /// discarded, counted and logged rather than hold up the channel for good.
+    #[error("{0}")]
+    Unsendable(String),
 }
 
 /// Why the notifier cannot start: a channel's transport cannot be set up.
@@ -86,6 +91,9 @@ pub(crate) fn channel_id(name: &str) -> u64 {
 pub struct Notifier {
     store: Arc<Store>,
     channels: std::sync::RwLock<Arc<Vec<Arc<Channel>>>>,
+    /// Held by each pump pass and by a reload, so that a pass never queues for a channel a
+    /// reload is replacing.
+    pump_lock: tokio::sync::Mutex<()>,
     /// Queued alerts of channels no longer configured, discarded at start or reload.
     discarded_removed: std::sync::atomic::AtomicU64,
     /// Alerts the pump found gone from the store (deleted by retention before they were sent).
@@ -113,11 +121,12 @@ impl Notifier {
     /// Sets up every channel of `config` (nothing is sent yet). The outbox queues new alerts
     /// from here on while any channel is enabled.
     pub fn new(config: &[NotificationChannel], store: Arc<Store>) -> Result<Notifier, NotifyError> {
-        let channels = build_channels(config)?;
+        let channels = build_channels(config, &[])?;
         store.set_outbox(channels.iter().any(|c| c.config.enabled));
         Ok(Notifier {
             store,
             channels: std::sync::RwLock::new(Arc::new(channels)),
+            pump_lock: tokio::sync::Mutex::new(()),
             discarded_removed: Default::default(),
             vanished: Default::default(),
             pump_error: Default::default(),
@@ -141,21 +150,29 @@ impl Notifier {
         tokio::spawn(async move { me.pump().await });
     }
 
-    /// Replaces the channels (a configuration reload): the old channels' tasks stop after
-    /// their current delivery, the new ones start from what the store holds for them.
-    pub fn replace(self: &Arc<Self>, config: &[NotificationChannel]) -> Result<(), NotifyError> {
-        let fresh = build_channels(config)?;
+    /// Replaces the channels (a configuration reload): the transports of the new ones are set
+    /// up first (an error leaves the running channels as they are); the old channels' tasks
+    /// are stopped and awaited, then the new ones start from what the store holds. A channel
+    /// kept under its name keeps its counters.
+    pub async fn replace(
+        self: &Arc<Self>,
+        config: &[NotificationChannel],
+    ) -> Result<(), NotifyError> {
+        let fresh = build_channels(config, &self.channels())?;
+        let _pump = self.pump_lock.lock().await;
         let old = {
             let mut held = self.channels.write().unwrap_or_else(|p| p.into_inner());
             std::mem::replace(&mut *held, Arc::new(fresh))
         };
         for c in old.iter() {
-            c.stop();
+            c.stop().await;
         }
         let channels = self.channels();
         self.store
             .set_outbox(channels.iter().any(|c| c.config.enabled));
-        self.adopt_queues(&channels);
+        let me = Arc::clone(self);
+        let adopt = Arc::clone(&channels);
+        let _ = tokio::task::spawn_blocking(move || me.adopt_queues(&adopt)).await;
         for c in channels.iter() {
             c.spawn(Arc::clone(&self.store));
         }
@@ -196,9 +213,11 @@ impl Notifier {
     async fn pump(self: Arc<Self>) {
         loop {
             let me = Arc::clone(&self);
+            let pass = self.pump_lock.lock().await;
             let moved = tokio::task::spawn_blocking(move || me.pump_once())
                 .await
                 .unwrap_or(0);
+            drop(pass);
             if moved < PUMP_BATCH {
                 tokio::time::sleep(PUMP_TICK).await;
             }
@@ -237,26 +256,39 @@ impl Notifier {
                     .filter(|c| c.config.enabled && c.takes(a))
                     .collect(),
             };
-            for c in &takers {
-                c.make_room(&self.store);
+            // Each taker's queue lock, in channel order (only the pump takes more than one),
+            // held while it makes room, queues and counts: its task reads under the same lock.
+            let locks: Vec<_> = takers.iter().map(|c| c.lock_queue()).collect();
+            for (c, in_flight) in takers.iter().zip(&locks) {
+                c.make_room(&self.store, in_flight);
             }
             let ids: Vec<u64> = takers.iter().map(|c| c.id).collect();
             if let Err(e) = self.store.outbox_fan_out(key, &ids) {
                 self.pump_failed(e);
                 return moved;
             }
-            for c in takers {
+            for c in &takers {
                 c.queued(*key, now);
             }
+            drop(locks);
             moved += 1;
         }
-        *self.pump_error.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        let mut error = self.pump_error.lock().unwrap_or_else(|p| p.into_inner());
+        if error.take().is_some() {
+            tracing::info!("notifications: the outbox is readable again");
+        }
         moved
     }
 
+    /// Records a store error of the pump; logged when it first happens or changes, not at
+    /// every tick while it lasts.
     fn pump_failed(&self, e: watchpost_store::StoreError) {
-        tracing::error!("notifications: the outbox cannot be read or written: {e}");
-        *self.pump_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+        let text = e.to_string();
+        let mut last = self.pump_error.lock().unwrap_or_else(|p| p.into_inner());
+        if last.as_deref() != Some(text.as_str()) {
+            tracing::error!("notifications: the outbox cannot be read or written: {text}");
+        }
+        *last = Some(text);
     }
 
     /// Every channel's counters.
@@ -275,12 +307,11 @@ impl Notifier {
         }
     }
 
-    /// The channels' latency histograms, by name, for `/metrics`.
-    pub(crate) fn latencies(&self) -> Vec<(String, Arc<watchpost_dataplane::Histogram>)> {
-        self.channels()
-            .iter()
-            .map(|c| (c.config.name.clone(), c.latency()))
-            .collect()
+    /// Calls `visit` with each channel's name and latency histogram, for `/metrics`.
+    pub(crate) fn latencies(&self, mut visit: impl FnMut(&str, &watchpost_dataplane::Histogram)) {
+        for c in self.channels().iter() {
+            visit(&c.config.name, c.latency());
+        }
     }
 
     /// Sends a test message on the channel named `name`, or on every channel; `None` when no
@@ -311,16 +342,26 @@ impl Notifier {
     }
 }
 
-fn build_channels(config: &[NotificationChannel]) -> Result<Vec<Arc<Channel>>, NotifyError> {
+/// The channels of `config`; one named as one of `previous` keeps its counters.
+fn build_channels(
+    config: &[NotificationChannel],
+    previous: &[Arc<Channel>],
+) -> Result<Vec<Arc<Channel>>, NotifyError> {
     config
         .iter()
         .enumerate()
         .map(|(index, c)| {
-            Channel::new(c).map(Arc::new).map_err(|why| NotifyError {
-                index,
-                name: c.name.clone(),
-                why,
-            })
+            let kept = previous
+                .iter()
+                .find(|p| p.config.name == c.name)
+                .map(|p| Arc::clone(&p.counters));
+            Channel::new(c, kept)
+                .map(Arc::new)
+                .map_err(|why| NotifyError {
+                    index,
+                    name: c.name.clone(),
+                    why,
+                })
         })
         .collect()
 }
@@ -346,8 +387,11 @@ mod tests {
     use std::sync::Mutex;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    /// A loopback HTTP receiver recording each JSON body; answers 200.
-    async fn receiver() -> (u16, Arc<Mutex<Vec<serde_json::Value>>>) {
+    /// A loopback HTTP receiver recording each JSON body and answering 200; `on_request`
+    /// runs as each request arrives, before the answer.
+    async fn receiver(
+        on_request: impl Fn() + Send + Sync + 'static,
+    ) -> (u16, Arc<Mutex<Vec<serde_json::Value>>>) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let got = Arc::new(Mutex::new(Vec::new()));
@@ -380,6 +424,7 @@ mod tests {
                         }
                     }
                 }
+                on_request();
                 let _ = s
                     .write_all(
                         b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok",
@@ -388,6 +433,35 @@ mod tests {
             }
         });
         (port, got)
+    }
+
+    fn webhook(port: u16, rate_limit: &str) -> NotificationChannel {
+        NotificationChannel {
+            name: "hook".into(),
+            kind: "webhook".into(),
+            url: format!("http://127.0.0.1:{port}/hook").as_str().into(),
+            min_severity: 0,
+            rate_limit: rate_limit.into(),
+            max_backoff_s: 1.0,
+            ..NotificationChannel::default()
+        }
+    }
+
+    fn store_with(alerts: u64) -> (tempfile::TempDir, Arc<Store>) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(dir.path(), &Default::default()).unwrap());
+        store.set_outbox(true);
+        for n in 1..=alerts {
+            store.put_new_alert(&alert(n)).unwrap();
+        }
+        (dir, store)
+    }
+
+    async fn until(what: impl Fn() -> bool) {
+        let t = Instant::now();
+        while !what() && t.elapsed() < Duration::from_secs(10) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     fn alert(n: u64) -> watchpost_proto::Alert {
@@ -403,48 +477,96 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn past_the_rate_limit_what_waits_goes_out_as_one_digest() {
-        let (port, got) = receiver().await;
-        let dir = tempfile::tempdir().unwrap();
-        let store = Arc::new(Store::open(dir.path(), &Default::default()).unwrap());
-        store.set_outbox(true);
-        for n in 1..=5 {
-            store.put_new_alert(&alert(n)).unwrap();
-        }
-        let channel = NotificationChannel {
-            name: "hook".into(),
-            kind: "webhook".into(),
-            url: format!("http://127.0.0.1:{port}/hook").as_str().into(),
-            min_severity: 0,
-            rate_limit: "2/second".into(),
-            ..NotificationChannel::default()
-        };
+        let (port, got) = receiver(|| {}).await;
+        let (_dir, store) = store_with(5);
+        let channel = webhook(port, "2/second");
         let notifier = Arc::new(Notifier::new(&[channel], Arc::clone(&store)).unwrap());
         notifier.start();
-        let t = Instant::now();
-        while got.lock().unwrap().len() < 3 && t.elapsed() < Duration::from_secs(10) {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        until(|| notifier.snapshot().channels[0].pending == 0 && !got.lock().unwrap().is_empty())
+            .await;
         let bodies = got.lock().unwrap().clone();
+        // Two alone, then the rest together once the second is over (had the first two
+        // straddled the second's end, three alone and two together).
+        let titles = |b: &serde_json::Value| -> Vec<String> {
+            match b["kind"].as_str().unwrap() {
+                "alert" => vec![b["alert"]["title"].as_str().unwrap().to_string()],
+                _ => b["alerts"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|a| a["title"].as_str().unwrap().to_string())
+                    .collect(),
+            }
+        };
+        let all: Vec<String> = bodies.iter().flat_map(titles).collect();
+        assert_eq!(all, ["alert 1", "alert 2", "alert 3", "alert 4", "alert 5"]);
         let kinds: Vec<&str> = bodies.iter().map(|b| b["kind"].as_str().unwrap()).collect();
-        assert_eq!(kinds, ["alert", "alert", "digest"], "{bodies:?}");
-        let titles: Vec<&str> = bodies[2]["alerts"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|a| a["title"].as_str().unwrap())
-            .collect();
-        assert_eq!(titles, ["alert 3", "alert 4", "alert 5"]);
-        let s = &notifier.snapshot().channels[0];
-        assert_eq!(
-            (s.alerts_sent, s.digests, s.digested_alerts, s.pending),
-            (2, 1, 3, 0)
+        assert!(
+            kinds == ["alert", "alert", "digest"] || kinds == ["alert", "alert", "alert", "digest"],
+            "{kinds:?}"
         );
+        let s = &notifier.snapshot().channels[0];
+        assert_eq!(s.alerts_sent + s.digested_alerts, 5);
+        assert_eq!((s.digests, s.pending), (1, 0));
         assert!(
             store
                 .outbox_pending(channel_id("hook"), 10)
                 .unwrap()
                 .is_empty()
         );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_delivered_alert_the_store_cannot_dequeue_is_not_sent_again() {
+        let (_dir, store) = store_with(1);
+        // The disk fills up just as the receiver takes the message.
+        let full = Arc::clone(&store);
+        let (port, got) = receiver(move || full.inject_write_fault(true)).await;
+        let notifier = Arc::new(Notifier::new(&[webhook(port, "")], Arc::clone(&store)).unwrap());
+        notifier.start();
+        until(|| !got.lock().unwrap().is_empty()).await;
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        assert_eq!(
+            got.lock().unwrap().len(),
+            1,
+            "sent once while the delete fails"
+        );
+        assert_eq!(notifier.snapshot().channels[0].pending, 1);
+        store.inject_write_fault(false);
+        until(|| notifier.snapshot().channels[0].pending == 0).await;
+        assert_eq!(notifier.snapshot().channels[0].pending, 0);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(got.lock().unwrap().len(), 1);
+        assert!(
+            store
+                .outbox_pending(channel_id("hook"), 10)
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn past_max_pending_the_oldest_waiting_alerts_are_discarded_and_counted() {
+        let (_dir, store) = store_with(5);
+        // Nothing listens there: every delivery fails, and the queue only grows.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = closed.local_addr().unwrap().port();
+        drop(closed);
+        let mut channel = webhook(port, "");
+        channel.max_pending = 2;
+        let notifier = Arc::new(Notifier::new(&[channel], Arc::clone(&store)).unwrap());
+        notifier.start();
+        until(|| notifier.snapshot().channels[0].queued == 5).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let s = &notifier.snapshot().channels[0];
+        assert_eq!((s.queued, s.dropped, s.pending), (5, 3, 2), "{s:?}");
+        let left = store.outbox_pending(channel_id("hook"), 10).unwrap();
+        assert_eq!(left.len(), 2);
+        // The newest is always kept.
+        assert_eq!(
+            watchpost_store::alert_id(&left[1]),
+            "0190f5a1-0000-7000-8000-000000000005"
+        );
+        assert!(s.failures >= 1 && s.last_error.as_deref().unwrap().contains("cannot connect"));
     }
 }

@@ -1,7 +1,9 @@
 //! Syslog forwarding to a SIEM: RFC 5424 messages over UDP, TCP with octet-counted frames
 //! (RFC 6587), or TLS (RFC 5425, the same framing).
 //!
-//! A TCP or TLS connection is kept between messages and opened again after a failure. A
+//! A TCP or TLS connection is kept between messages; one the collector has closed (it
+//! restarted) is noticed before the next write and opened again, and one that failed or timed
+//! out mid-write is dropped, so a frame is never left half written on a kept connection. A
 //! message counts as delivered once it is written and flushed to the socket: syslog has no
 //! acknowledgement, so a collector that dies with unread bytes in its buffer loses them (RELP
 //! would close that gap; rsyslog's `omrelp` peers are rare on the sending side of a SIEM).
@@ -11,8 +13,9 @@ use super::DeliveryError;
 use rustls::pki_types::ServerName;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpStream, UdpSocket};
+use tokio_rustls::client::TlsStream;
 
 /// Largest message over UDP: what fits one datagram on any path without IP fragmentation
 /// trouble is smaller, but rsyslog and most SIEM collectors take up to 64 KiB datagrams.
@@ -25,8 +28,8 @@ const FACILITY: u8 = 20;
 pub(crate) struct SyslogTransport {
     address: String,
     transport: Transport,
-    /// The open stream, when there is one.
-    stream: tokio::sync::Mutex<Option<Box<dyn Stream>>>,
+    /// The open connection, when there is one.
+    stream: tokio::sync::Mutex<Option<Connection>>,
     /// Host name put in each message.
     hostname: String,
 }
@@ -37,8 +40,41 @@ enum Transport {
     Tls(tokio_rustls::TlsConnector),
 }
 
-trait Stream: AsyncWrite + Unpin + Send {}
-impl<T: AsyncWrite + Unpin + Send> Stream for T {}
+/// A kept connection.
+enum Connection {
+    Tcp(TcpStream),
+    Tls(Box<TlsStream<TcpStream>>),
+}
+
+impl Connection {
+    fn tcp(&self) -> &TcpStream {
+        match self {
+            Connection::Tcp(t) => t,
+            Connection::Tls(t) => t.get_ref().0,
+        }
+    }
+
+    /// The collector closed it (or sent something, which a syslog collector never does but a
+    /// TLS close does): it is dropped rather than written to, since the first write after the
+    /// peer closed still succeeds locally and its message would be lost.
+    fn closed_by_peer(&self) -> bool {
+        let mut probe = [0u8; 1];
+        !matches!(self.tcp().try_read(&mut probe), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+    }
+
+    async fn write_frame(&mut self, frame: &[u8]) -> std::io::Result<()> {
+        match self {
+            Connection::Tcp(t) => {
+                t.write_all(frame).await?;
+                t.flush().await
+            }
+            Connection::Tls(t) => {
+                t.write_all(frame).await?;
+                t.flush().await
+            }
+        }
+    }
+}
 
 impl SyslogTransport {
     /// A transport to `address` (`host:port`) over `transport` (`udp`, `tcp` or `tls`);
@@ -77,7 +113,7 @@ impl SyslogTransport {
         let pri = u16::from(FACILITY) * 8 + u16::from(syslog_severity);
         format!(
             "<{pri}>1 {} {} watchpost - {msg_id} - {msg}",
-            watchpost_dataplane::Rfc3339(watchpost_proto::now_ns()),
+            timestamp(watchpost_proto::now_ns()),
             self.hostname
         )
     }
@@ -99,8 +135,8 @@ impl SyslogTransport {
     async fn send_line(&self, line: String) -> Result<(), DeliveryError> {
         if let Transport::Udp = self.transport {
             if line.len() > MAX_UDP_BYTES {
-                return Err(DeliveryError::Refused(format!(
-                    "a {} byte message does not fit a UDP datagram",
+                return Err(DeliveryError::Unsendable(format!(
+                    "a {} byte message does not fit a UDP datagram (at most {MAX_UDP_BYTES}); use tcp or tls",
                     line.len()
                 )));
             }
@@ -118,27 +154,22 @@ impl SyslogTransport {
             return Ok(());
         }
         let mut held = self.stream.lock().await;
-        if held.is_none() {
-            *held = Some(self.connect().await?);
-        }
-        let Some(stream) = held.as_mut() else {
-            return Err(DeliveryError::Connect("no connection".into()));
+        // Taken out while in use: if this future is dropped (the deadline) or the write fails,
+        // the connection goes with it instead of going back with half a frame on it.
+        let mut conn = match held.take() {
+            Some(c) if !c.closed_by_peer() => c,
+            _ => self.connect().await?,
         };
         // Octet counting: a message may hold line breaks (a CEF value never does, JSON may not).
         let frame = format!("{} {line}", line.len());
-        let written = async {
-            stream.write_all(frame.as_bytes()).await?;
-            stream.flush().await
-        }
-        .await;
-        if let Err(e) = written {
-            *held = None;
-            return Err(DeliveryError::Exchange(format!("{}: {e}", self.address)));
-        }
+        conn.write_frame(frame.as_bytes())
+            .await
+            .map_err(|e| DeliveryError::Exchange(format!("{}: {e}", self.address)))?;
+        *held = Some(conn);
         Ok(())
     }
 
-    async fn connect(&self) -> Result<Box<dyn Stream>, DeliveryError> {
+    async fn connect(&self) -> Result<Connection, DeliveryError> {
         let tcp = TcpStream::connect(&self.address)
             .await
             .map_err(|e| DeliveryError::Connect(format!("{}: {e}", self.address)))?;
@@ -157,10 +188,19 @@ impl SyslogTransport {
                 let tls = connector.connect(name, tcp).await.map_err(|e| {
                     DeliveryError::Connect(format!("TLS with {}: {e}", self.address))
                 })?;
-                Ok(Box::new(tls))
+                Ok(Connection::Tls(Box::new(tls)))
             }
-            _ => Ok(Box::new(tcp)),
+            _ => Ok(Connection::Tcp(tcp)),
         }
+    }
+}
+
+/// An RFC 5424 TIMESTAMP: RFC 3339 with at most six fractional digits (the RFC's limit).
+fn timestamp(ns: i64) -> String {
+    let text = watchpost_dataplane::Rfc3339(ns).to_string();
+    match (text.find('.'), text.find('Z')) {
+        (Some(dot), Some(z)) if z > dot + 7 => format!("{}Z", &text[..dot + 7]),
+        _ => text,
     }
 }
 
@@ -178,5 +218,18 @@ fn host_name() -> String {
         "-".into()
     } else {
         name
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn timestamps_have_at_most_six_fractional_digits() {
+        let t = super::timestamp(1_700_000_000_123_456_789);
+        assert_eq!(t, "2023-11-14T22:13:20.123456Z");
+        assert_eq!(
+            super::timestamp(1_700_000_000_000_000_000),
+            "2023-11-14T22:13:20.000000Z"
+        );
     }
 }

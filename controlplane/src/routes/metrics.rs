@@ -111,7 +111,7 @@ fn notifications(e: &mut Exposition, st: &AppState) {
     use crate::notify::ChannelSnapshot;
     let snap = st.notifier.snapshot();
     type Value = fn(&ChannelSnapshot) -> u64;
-    let families: [(&str, &str, &str, Value); 9] = [
+    let families: [(&str, &str, &str, Value); 10] = [
         (
             "watchpost_notify_queued_total",
             "counter",
@@ -149,6 +149,12 @@ fn notifications(e: &mut Exposition, st: &AppState) {
             |c| c.dropped,
         ),
         (
+            "watchpost_notify_undeliverable_total",
+            "counter",
+            "Alerts discarded because no receiver could take their message (a UDP datagram too large).",
+            |c| c.undeliverable,
+        ),
+        (
             "watchpost_notify_pending",
             "gauge",
             "Alerts waiting for the channel.",
@@ -184,13 +190,9 @@ fn notifications(e: &mut Exposition, st: &AppState) {
         "histogram",
         "Time from an alert being queued to the receiver acknowledging it, by channel.",
     );
-    for (name, h) in st.notifier.latencies() {
-        e.histogram(
-            "watchpost_notify_latency_seconds",
-            &[("channel", &name)],
-            &h,
-        );
-    }
+    st.notifier.latencies(|name, h| {
+        e.histogram("watchpost_notify_latency_seconds", &[("channel", name)], h);
+    });
 }
 
 /// LLM calls per feature.

@@ -217,7 +217,9 @@ impl Config {
         }
     }
 
-    /// Replaces `env:VAR` values of credential keys with the variable's value.
+    /// Replaces `env:VAR` values of credential keys with the variable's value, then checks the
+    /// configuration again: a value read from the environment is held to the same rules as one
+    /// written in the file (a webhook URL must be https://).
     pub fn resolve_secrets(&mut self) -> Result<(), ConfigError> {
         let mut problems = Vec::new();
         let mut credentials = vec![
@@ -250,7 +252,7 @@ impl Config {
             }
         }
         if problems.is_empty() {
-            Ok(())
+            self.validate()
         } else {
             Err(ConfigError { problems })
         }

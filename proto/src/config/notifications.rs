@@ -152,18 +152,33 @@ impl NotificationChannel {
 }
 
 /// Keys that belong to one kind only, with that kind.
-fn kind_keys(c: &NotificationChannel) -> [(&'static str, &'static [&'static str], bool); 9] {
+fn kind_keys(c: &NotificationChannel) -> [(&'static str, &'static [&'static str], bool); 12] {
     let d = NotificationChannel::default();
     [
         ("url", &["webhook", "slack", "teams"], !c.url.is_empty()),
         ("secret", &["webhook"], !c.secret.is_empty()),
         ("smtp_host", &["email"], !c.smtp_host.is_empty()),
         ("smtp_port", &["email"], c.smtp_port != d.smtp_port),
+        (
+            "smtp_security",
+            &["email"],
+            c.smtp_security != d.smtp_security,
+        ),
         ("smtp_username", &["email"], !c.smtp_username.is_empty()),
         ("smtp_password", &["email"], !c.smtp_password.is_empty()),
         ("email_from", &["email"], !c.email_from.is_empty()),
         ("email_to", &["email"], !c.email_to.is_empty()),
         ("syslog_address", &["syslog"], !c.syslog_address.is_empty()),
+        (
+            "syslog_transport",
+            &["syslog"],
+            c.syslog_transport != d.syslog_transport,
+        ),
+        (
+            "syslog_format",
+            &["syslog"],
+            c.syslog_format != d.syslog_format,
+        ),
     ]
 }
 
@@ -212,6 +227,18 @@ pub(super) fn check(config: &Config, p: &mut Problems) {
                     &c.smtp_security,
                     &["starttls", "tls", "none"],
                 );
+                if c.smtp_security == "none"
+                    && !c.smtp_host.is_empty()
+                    && !is_loopback(&c.smtp_host)
+                {
+                    p.add(
+                        &key("smtp_security"),
+                        format!(
+                            "\"none\" sends alerts (and any password) in clear: allowed only to a loopback relay, not to `{}`",
+                            c.smtp_host
+                        ),
+                    );
+                }
                 if !c.smtp_password.is_empty() && c.smtp_username.is_empty() {
                     p.add(
                         &key("smtp_password"),

@@ -380,3 +380,50 @@ fn channel_filters_take_severity_type_tactic_and_rule() {
     assert!(c(&|c| c.rule_ids = vec!["rule-1".into()]));
     assert!(!c(&|c| c.rule_ids = vec!["rule-2".into()]));
 }
+
+#[test]
+fn a_url_from_the_environment_is_held_to_the_same_rules() {
+    // SAFETY: a variable only this test reads.
+    unsafe {
+        std::env::set_var(
+            "WATCHPOST_TEST_PLAIN_HOOK",
+            "http://hooks.example.com/t0ken",
+        )
+    };
+    let mut c = Config::from_toml(
+        "[[notifications]]\nname = \"hook\"\nkind = \"webhook\"\nurl = \"env:WATCHPOST_TEST_PLAIN_HOOK\"\n",
+    )
+    .unwrap();
+    let err = c.resolve_secrets().unwrap_err();
+    assert_eq!(err.problems.len(), 1, "{err}");
+    assert_eq!(err.problems[0].key, "notifications[0].url");
+    assert!(
+        err.problems[0].problem.contains("only to loopback"),
+        "{err}"
+    );
+    assert!(!err.to_string().contains("t0ken"), "{err}");
+}
+
+#[test]
+fn plain_smtp_and_other_kinds_keys_are_refused() {
+    let got = problems(
+        "[[notifications]]\nname = \"m\"\nkind = \"email\"\nsmtp_host = \"mx.example.org\"\nsmtp_security = \"none\"\n\
+         email_from = \"w@example.org\"\nemail_to = [\"soc@example.org\"]\nsyslog_format = \"json\"\n",
+    );
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert!(
+        got[0].starts_with("notifications[0].syslog_format: is not a key of a `email` channel"),
+        "{got:?}"
+    );
+    assert!(
+        got[1].starts_with("notifications[0].smtp_security: \"none\" sends alerts"),
+        "{got:?}"
+    );
+    assert!(
+        problems(
+            "[[notifications]]\nname = \"m\"\nkind = \"email\"\nsmtp_host = \"127.0.0.1\"\nsmtp_security = \"none\"\n\
+             email_from = \"w@example.org\"\nemail_to = [\"soc@example.org\"]\n",
+        )
+        .is_empty()
+    );
+}
