@@ -538,6 +538,7 @@ fn load(path: Option<PathBuf>) -> Result<Config, ExitCode> {
 }
 
 fn run(config: Option<PathBuf>) -> ExitCode {
+    let config_path = config.clone();
     let cfg = match load(config) {
         Ok(c) => c,
         Err(code) => return code,
@@ -577,6 +578,14 @@ fn run(config: Option<PathBuf>) -> ExitCode {
     let signals = {
         let _in_runtime = runtime.enter();
         ShutdownSignals::install()
+    };
+    // SIGHUP reloads the configuration (docs/reload.md). Listened for from here: its default
+    // action would end the process, so one that came before the reloader exists waits for it.
+    let hangup = {
+        let _in_runtime = runtime.enter();
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+            .map_err(|e| tracing::error!("cannot listen for SIGHUP: {e}"))
+            .ok()
     };
 
     let api_addr = format!("{}:{}", cfg.dashboard_bind_address, cfg.dashboard_port);
@@ -647,10 +656,28 @@ fn run(config: Option<PathBuf>) -> ExitCode {
         notifier.start();
     }
     let cfg_ingest_in_flight = cfg.api_ingest_max_in_flight;
+    let cfg = Arc::new(cfg);
+    let reloader = Arc::new(watchpost_controlplane::Reloader::new(
+        config_path,
+        Arc::clone(&cfg),
+        Some(pipeline.catalog()),
+        Some(pipeline.iocs()),
+        Arc::clone(&notifier),
+    ));
+    if let Some(mut hangup) = hangup {
+        let reloader = Arc::clone(&reloader);
+        runtime.spawn(async move {
+            while hangup.recv().await.is_some() {
+                tracing::info!("SIGHUP: reloading the configuration");
+                // The outcome is logged by the reloader.
+                let _ = reloader.reload().await;
+            }
+        });
+    }
     let state = watchpost_controlplane::AppState {
         api_metrics: Default::default(),
         ws,
-        config: Arc::new(cfg),
+        config: cfg,
         stats: pipeline.stats(),
         store: pipeline.store(),
         ingest: pipeline.http_ingest(),
@@ -662,6 +689,7 @@ fn run(config: Option<PathBuf>) -> ExitCode {
         limits,
         llm,
         notifier,
+        reloader,
         started: std::time::Instant::now(),
         ingest_permits: Arc::new(tokio::sync::Semaphore::new(cfg_ingest_in_flight as usize)),
     };

@@ -82,7 +82,13 @@ fn the_package_installs_a_hardened_unit_a_conffile_and_a_service_user() {
     ] {
         assert!(unit.contains(setting), "{setting}: {unit}");
     }
-    assert!(!unit.contains("ExecReload"), "the unit reloads on its own");
+    // Reloads only when asked (`systemctl reload`: SIGHUP, checked and applied by the service
+    // itself, docs/reload.md); nothing watches the file to reload on its own.
+    assert!(
+        unit.contains("ExecReload=/bin/kill -HUP $MAINPID"),
+        "{unit}"
+    );
+    assert!(!unit.contains("PathChanged") && !unit.contains("PathModified"));
     let binary = tree.join("usr/bin/watchpost");
     let checked = dir.path().join("watchpost.service");
     std::fs::write(

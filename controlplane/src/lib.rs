@@ -20,6 +20,7 @@ mod openapi;
 mod outbound;
 mod query;
 mod ratelimit;
+mod reload;
 mod router;
 mod routes;
 mod server;
@@ -37,6 +38,7 @@ pub use notify::{
 };
 pub use outbound::{HttpClient, OutboundError, Reply, Trust};
 pub use ratelimit::RateLimits;
+pub use reload::{ReloadError, ReloadReport, Reloader};
 pub use router::{probe_router, router};
 pub use state::{AppState, RateSampler};
 use std::future::Future;

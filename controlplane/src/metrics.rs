@@ -32,6 +32,8 @@ pub struct ApiMetrics {
     pub(crate) scrapes: AtomicU64,
     /// Requests refused for their `Host` (421, [`crate::host`]), on every listener.
     pub refused_host: AtomicU64,
+    /// OTLP log records accepted (`POST /v1/logs`, durable when counted).
+    pub otlp_records: AtomicU64,
     /// The accept loops' connection counts and refusals.
     pub connections: Arc<crate::server::ConnectionCounters>,
 }

@@ -51,8 +51,16 @@ pub fn router(state: AppState) -> Router {
         ))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed);
+    // OTLP/HTTP's own path (an exporter's endpoint plus /v1/logs), counted as API requests.
+    let otlp = Router::new()
+        .route("/v1/logs", post(routes::otlp::logs))
+        .route_layer(from_fn_with_state(
+            state.api_metrics.clone(),
+            metrics::track,
+        ));
     Router::new()
         .nest("/api/v1", api)
+        .merge(otlp)
         .route("/metrics", get(routes::metrics::scrape))
         .route("/", get(dashboard::index))
         .route("/assets/{name}", get(dashboard::asset))
@@ -273,6 +281,17 @@ pub static ROUTES: &[Route] = &[
         ok: &[(200, "Config")],
         errors: &[],
         handler: || get(crate::routes::system::config),
+    },
+    Route {
+        method: "POST",
+        path: "/config/reload",
+        family: Some(Family::Detail),
+        summary: "Reads the configuration file again and applies the rule folders, IOC files and notification channels; 422 names each problem of a refused file",
+        query: &[],
+        body: None,
+        ok: &[(200, "ReloadReport")],
+        errors: &[422],
+        handler: || post(crate::routes::system::reload),
     },
     Route {
         method: "POST",

@@ -38,6 +38,8 @@ pub struct AppState {
     pub llm: Arc<crate::llm::Llm>,
     /// The notification channels.
     pub notifier: Arc<crate::notify::Notifier>,
+    /// Configuration reloads, and the running configuration they leave.
+    pub reloader: Arc<crate::reload::Reloader>,
     /// When the API started.
     pub started: Instant,
     /// One permit per ingest request being served (`api_ingest_max_in_flight`): what bounds the

@@ -25,6 +25,10 @@ use watchpost_store::{Store, StoreError};
 struct State {
     /// Detection rules, numbered as the compiled set numbers them.
     detection: Vec<Arc<RuleEntry>>,
+    /// Per detection rule: removed from its folder by a reload. A removed rule keeps its
+    /// number (switched off, listed nowhere), so a match stage A numbered before the reload
+    /// still names the rule it matched; numbers are never reused.
+    retired: Vec<bool>,
     /// Correlation rules.
     correlation: Vec<Arc<RuleEntry>>,
     compiled: Arc<RuleSet>,
@@ -45,8 +49,23 @@ pub struct Catalog {
     /// `detection.sigma_custom_max_total_bytes`.
     custom_max_bytes: u64,
     store: Option<Arc<Store>>,
-    /// Files that failed to load at start: (path, error).
-    pub load_errors: Vec<(String, String)>,
+    /// Files that failed to load at start or at the last reload: (path, error).
+    load_errors: std::sync::Mutex<Vec<(String, String)>>,
+}
+
+/// What a reload of the rule folders changed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+pub struct CatalogReload {
+    /// Rules loaded now (detection and correlation, bundled and custom included).
+    pub rules: usize,
+    /// Rules new since the last load.
+    pub added: usize,
+    /// Rules whose text changed.
+    pub changed: usize,
+    /// Rules no longer in any folder, switched off.
+    pub removed: usize,
+    /// Files that did not load: (path, error).
+    pub errors: Vec<(String, String)>,
 }
 
 /// Key of an enabled flag in the `rules` family.
@@ -66,48 +85,11 @@ impl Catalog {
             &cfg.detection.sigma_field_mappings,
             &cfg.detection.sigma_logsource_mappings,
         )?;
-        let mut errors = Vec::new();
-        let mut entries: Vec<RuleEntry> = Vec::new();
-        for (path, text) in BUNDLED {
-            match parse_rule(text) {
-                Ok(r) => entries.push(RuleEntry::new(
-                    r,
-                    text.to_string(),
-                    Origin::Bundled,
-                    path.to_string(),
-                    &mapping,
-                )),
-                Err(e) => errors.push((path.to_string(), e.to_string())),
-            }
-        }
-        for dir in &cfg.detection.sigma_rules_dirs {
-            let dir = PathBuf::from(dir);
-            if !dir.is_dir() {
-                return Err(Error::RulesDir(dir));
-            }
-            read_folder(&dir, Origin::Directory, &mapping, &mut entries, &mut errors)?;
-        }
         let custom_dir = cfg.sigma_custom_upload_dir();
-        if custom_dir.is_dir() {
-            read_folder(
-                &custom_dir,
-                Origin::Custom,
-                &mapping,
-                &mut entries,
-                &mut errors,
-            )?;
-        } else if store.is_some() {
-            // The live service creates the folder; offline tools only read it when it exists.
-            std::fs::create_dir_all(&custom_dir).map_err(|source| Error::Content {
-                context: format!(
-                    "detection.sigma_custom_upload_dir: cannot create {}",
-                    custom_dir.display()
-                ),
-                source,
-            })?;
-        }
+        let (entries, mut errors) = gather(cfg, &mapping, &custom_dir, store.is_some())?;
         let mut state = State {
             detection: Vec::new(),
+            retired: Vec::new(),
             correlation: Vec::new(),
             compiled: Arc::new(RuleSet::default()),
             plan: Arc::new(Plan::default()),
@@ -124,18 +106,10 @@ impl Catalog {
                 errors.push((e.path.clone(), format!("duplicate rule id {id}: skipped")));
                 continue;
             }
-            if let Some(s) = &store
-                && let Some(v) =
-                    s.rule_flag(&enabled_key(&id))
-                        .map_err(|source| Error::RuleFlag {
-                            rule_id: id.clone(),
-                            source,
-                        })?
-            {
-                e.set_enabled(v == b"1");
-            }
+            saved_flag(store.as_deref(), &e)?;
             if e.is_detection() {
                 state.detection.push(Arc::new(e));
+                state.retired.push(false);
             } else {
                 state.correlation.push(Arc::new(e));
             }
@@ -143,7 +117,7 @@ impl Catalog {
         for (path, e) in &errors {
             tracing::warn!("sigma rule {path}: {e}");
         }
-        state.compiled = Arc::new(compile(&state.detection, &mapping));
+        state.compiled = Arc::new(compile(&state, &mapping));
         state.plan = Arc::new(compile_plan(&state, &mapping));
         for (id, e) in state.plan.errors() {
             tracing::warn!("correlation rule {id} is not evaluated: {e}");
@@ -156,8 +130,97 @@ impl Catalog {
             custom_max: cfg.detection.sigma_custom_max_rules,
             custom_max_bytes: cfg.detection.sigma_custom_max_total_bytes,
             store,
-            load_errors: errors,
+            load_errors: std::sync::Mutex::new(errors),
         })
+    }
+
+    /// Files that failed to load at start or at the last reload: (path, error).
+    pub fn load_errors(&self) -> Vec<(String, String)> {
+        self.load_errors
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Reads the bundled rules, `cfg`'s `detection.sigma_rules_dirs` and the custom folder
+    /// again and applies what changed (a configuration reload). Rules keep their numbers: a
+    /// changed rule is replaced in place, a removed one is switched off, a new one is added at
+    /// the end; enabled flags stay as saved. A folder that does not exist is an error and
+    /// changes nothing. The field and logsource mappings are those of the start.
+    pub fn reload(&self, cfg: &Config) -> Result<CatalogReload, Error> {
+        let (entries, mut errors) = gather(cfg, &self.mapping, &self.custom_dir, false)?;
+        let mut s = self.write();
+        let mut report = CatalogReload::default();
+        let mut detection = s.detection.clone();
+        let mut retired = vec![true; detection.len()];
+        let mut correlation: Vec<Arc<RuleEntry>> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        // By id: the rule's number (detection rules), and the text it had.
+        let mut number: std::collections::HashMap<String, usize> = detection
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.rule.id.clone(), i))
+            .collect();
+        let before: std::collections::HashMap<&str, &str> = s
+            .live()
+            .chain(&s.correlation)
+            .map(|e| (e.rule.id.as_str(), e.yaml.as_str()))
+            .collect();
+        for e in entries {
+            let id = e.rule.id.clone();
+            if !seen.insert(id.clone()) {
+                errors.push((e.path.clone(), format!("duplicate rule id {id}: skipped")));
+                continue;
+            }
+            saved_flag(self.store.as_deref(), &e)?;
+            match before.get(id.as_str()) {
+                None => report.added += 1,
+                Some(yaml) if *yaml != e.yaml => report.changed += 1,
+                Some(_) => {}
+            }
+            if e.is_detection() {
+                match number.get(&id) {
+                    Some(&i) => {
+                        detection[i] = Arc::new(e);
+                        retired[i] = false;
+                    }
+                    None => {
+                        number.insert(id, detection.len());
+                        detection.push(Arc::new(e));
+                        retired.push(false);
+                    }
+                }
+            } else {
+                correlation.push(Arc::new(e));
+            }
+        }
+        report.removed = s
+            .detection
+            .iter()
+            .zip(&s.retired)
+            .zip(&retired)
+            .filter(|((_, was), now)| !**was && **now)
+            .count()
+            + s.correlation
+                .iter()
+                .filter(|c| !seen.contains(&c.rule.id))
+                .count();
+        report.rules = seen.len();
+        for (path, e) in &errors {
+            tracing::warn!("sigma rule {path}: {e}");
+        }
+        s.detection = detection;
+        s.retired = retired;
+        s.correlation = correlation;
+        s.compiled = Arc::new(compile(&s, &self.mapping));
+        s.plan = Arc::new(compile_plan(&s, &self.mapping));
+        for (id, e) in s.plan.errors() {
+            tracing::warn!("correlation rule {id} is not evaluated: {e}");
+        }
+        s.plan_version = self.version.fetch_add(1, Ordering::AcqRel) + 1;
+        report.errors = errors.clone();
+        *self.load_errors.lock().unwrap_or_else(|p| p.into_inner()) = errors;
+        Ok(report)
     }
 
     /// Bumped on every change of the compiled set.
@@ -206,7 +269,7 @@ impl Catalog {
     /// Every rule: detection rules in number order, then correlation rules.
     pub fn all(&self) -> Vec<Arc<RuleEntry>> {
         let s = self.read();
-        s.detection.iter().chain(&s.correlation).cloned().collect()
+        s.live().chain(&s.correlation).cloned().collect()
     }
 
     /// The correlation rules.
@@ -217,8 +280,7 @@ impl Catalog {
     /// The rule with this id.
     pub fn find(&self, id: &str) -> Option<Arc<RuleEntry>> {
         let s = self.read();
-        s.detection
-            .iter()
+        s.live()
             .chain(&s.correlation)
             .find(|e| e.rule.id == id)
             .cloned()
@@ -228,8 +290,7 @@ impl Catalog {
     pub fn set_enabled(&self, id: &str, on: bool) -> Result<Option<Arc<RuleEntry>>, StoreError> {
         let mut s = self.write();
         let Some(e) = s
-            .detection
-            .iter()
+            .live()
             .chain(&s.correlation)
             .find(|e| e.rule.id == id)
             .cloned()
@@ -281,11 +342,7 @@ impl Catalog {
     /// stored in. The rule is parsed before, outside the catalogue's lock: parsing a large rule
     /// takes a while, and matching and listing wait for the lock meanwhile.
     fn admit(&self, s: &State, rule: Rule, yaml_len: usize) -> Result<(Rule, PathBuf), Error> {
-        let loaded = s
-            .detection
-            .iter()
-            .chain(&s.correlation)
-            .any(|e| e.rule.id == rule.id);
+        let loaded = s.live().chain(&s.correlation).any(|e| e.rule.id == rule.id);
         let name: String = rule
             .id
             .chars()
@@ -358,7 +415,8 @@ impl Catalog {
         ));
         if entry.is_detection() {
             s.detection.push(entry.clone());
-            s.compiled = Arc::new(compile(&s.detection, &self.mapping));
+            s.retired.push(false);
+            s.compiled = Arc::new(compile(&s, &self.mapping));
         } else {
             s.correlation.push(entry.clone());
         }
@@ -368,13 +426,94 @@ impl Catalog {
     }
 }
 
-/// Compiles the detection rules, keeping each disabled one switched off.
-fn compile(detection: &[Arc<RuleEntry>], mapping: &Mapping) -> RuleSet {
-    let mut set = RuleSet::compile(detection.iter().map(|e| e.rule.clone()), mapping);
-    for e in detection.iter().filter(|e| !e.enabled()) {
-        set.set_enabled(&e.rule.id, false);
+impl State {
+    /// The detection rules not retired by a reload.
+    fn live(&self) -> impl Iterator<Item = &Arc<RuleEntry>> {
+        self.detection
+            .iter()
+            .zip(&self.retired)
+            .filter(|(_, retired)| !**retired)
+            .map(|(e, _)| e)
+    }
+}
+
+/// Compiles the detection rules, keeping each disabled or retired one switched off.
+fn compile(s: &State, mapping: &Mapping) -> RuleSet {
+    let mut set = RuleSet::compile(s.detection.iter().map(|e| e.rule.clone()), mapping);
+    for (e, retired) in s.detection.iter().zip(&s.retired) {
+        if *retired || !e.enabled() {
+            set.set_enabled(&e.rule.id, false);
+        }
     }
     set
+}
+
+/// Applies the enabled flag saved for `e`'s rule, when there is one.
+fn saved_flag(store: Option<&Store>, e: &RuleEntry) -> Result<(), Error> {
+    if let Some(s) = store
+        && let Some(v) =
+            s.rule_flag(&enabled_key(&e.rule.id))
+                .map_err(|source| Error::RuleFlag {
+                    rule_id: e.rule.id.clone(),
+                    source,
+                })?
+    {
+        e.set_enabled(v == b"1");
+    }
+    Ok(())
+}
+
+/// Rules read, and the files that failed to load: (path, error).
+type Gathered = (Vec<RuleEntry>, Vec<(String, String)>);
+
+/// The bundled rules, the rule folders' and the custom folder's, and the files that failed.
+/// Creates the custom folder when `create` (the live service) and it is missing.
+fn gather(
+    cfg: &Config,
+    mapping: &Mapping,
+    custom_dir: &Path,
+    create: bool,
+) -> Result<Gathered, Error> {
+    let mut errors = Vec::new();
+    let mut entries: Vec<RuleEntry> = Vec::new();
+    for (path, text) in BUNDLED {
+        match parse_rule(text) {
+            Ok(r) => entries.push(RuleEntry::new(
+                r,
+                text.to_string(),
+                Origin::Bundled,
+                path.to_string(),
+                mapping,
+            )),
+            Err(e) => errors.push((path.to_string(), e.to_string())),
+        }
+    }
+    for dir in &cfg.detection.sigma_rules_dirs {
+        let dir = PathBuf::from(dir);
+        if !dir.is_dir() {
+            return Err(Error::RulesDir(dir));
+        }
+        read_folder(&dir, Origin::Directory, mapping, &mut entries, &mut errors)?;
+    }
+    if custom_dir.is_dir() {
+        read_folder(
+            custom_dir,
+            Origin::Custom,
+            mapping,
+            &mut entries,
+            &mut errors,
+        )?;
+    } else if create {
+        // The live service creates the folder; offline tools only read it when it exists.
+        std::fs::create_dir_all(custom_dir).map_err(|source| Error::Content {
+            context: format!(
+                "detection.sigma_custom_upload_dir: cannot create {}",
+                custom_dir.display()
+            ),
+            source,
+        })?;
+    }
+    Ok((entries, errors))
 }
 
 /// Compiles the enabled correlation rules of `s` against its detection numbering.

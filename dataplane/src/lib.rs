@@ -50,11 +50,14 @@ mod writer;
 
 pub use analyze::{Summary, analyze, analyze_with, event_line, read_line, write_alerts};
 pub use batch::{Format, LineMeta};
-pub use catalog::Catalog;
+pub use catalog::{Catalog, CatalogReload};
 pub use error::Error;
 pub use evtx::{DATA_SEPARATOR, EvtxRead, evtx_lines, flat_event, input_files, is_evtx};
 pub use exceptions::{ExceptionBook, ExceptionError, MAX_EXCEPTIONS};
-pub use input::{HttpIngest, IngestReceipt};
+pub use input::{
+    HttpIngest, IngestReceipt, OtlpEncoding, OtlpError, OtlpEvents, UdpKernel, gunzip, otlp_events,
+    status_body, success_body, udp_kernel,
+};
 pub use ioc::{IocFeed, IocStatus};
 pub use live::{AlertChange, LiveAlerts};
 pub use normalize::{Normalizer, Tally};

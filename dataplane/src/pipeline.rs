@@ -84,7 +84,7 @@ impl Pipeline {
         tracing::info!(
             "sigma: {} rules loaded ({} could not be read)",
             catalog.all().len(),
-            catalog.load_errors.len()
+            catalog.load_errors().len()
         );
         let iocs = Arc::new(IocFeed::open(cfg, true)?);
         let exceptions = Arc::new(ExceptionBook::load(Some(Arc::clone(&store)))?);
@@ -314,7 +314,15 @@ impl Listeners {
                 addr: inputs.syslog_udp.address.clone(),
                 source,
             })?;
-            udp::set_recv_buffer(&s, inputs.syslog_udp.recv_buffer_bytes);
+            let asked = inputs.syslog_udp.recv_buffer_bytes;
+            let got = udp::set_recv_buffer(&s, asked);
+            if got < asked {
+                tracing::warn!(
+                    "inputs.syslog_udp.recv_buffer_bytes: asked for {asked} bytes, the kernel gave {got} \
+                     (net.core.rmem_max caps it): bursts beyond it are dropped by the kernel \
+                     (/stats syslog_udp_kernel.drops); raise net.core.rmem_max (deploy/TUNING.md)"
+                );
+            }
             Some(s)
         } else {
             None

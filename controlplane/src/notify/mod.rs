@@ -150,6 +150,12 @@ impl Notifier {
         tokio::spawn(async move { me.pump().await });
     }
 
+    /// Sets up the transports of `config`'s channels and drops them: what a reload checks
+    /// before it applies anything.
+    pub fn check(config: &[NotificationChannel]) -> Result<(), NotifyError> {
+        build_channels(config, &[]).map(|_| ())
+    }
+
     /// Replaces the channels (a configuration reload): the transports of the new ones are set
     /// up first (an error leaves the running channels as they are); the old channels' tasks
     /// are stopped and awaited, then the new ones start from what the store holds. A channel

@@ -576,6 +576,22 @@ fn detection(e: &mut Exposition, s: &StatsSnapshot, suppressed: u64) {
 
 /// The API itself: requests, latencies, refusals, scrapes.
 fn api(e: &mut Exposition, st: &AppState) {
+    if let Some(k) = crate::routes::system::syslog_udp_kernel(st) {
+        e.single(
+            "watchpost_syslog_udp_kernel_drops_total",
+            "counter",
+            "Datagrams the kernel dropped at the syslog UDP socket for a full receive buffer.",
+            k.drops,
+        );
+    }
+    e.single(
+        "watchpost_otlp_records_total",
+        "counter",
+        "OTLP log records accepted on POST /v1/logs (durable when counted).",
+        st.api_metrics
+            .otlp_records
+            .load(std::sync::atomic::Ordering::Relaxed),
+    );
     // The API.
     e.family(
         "watchpost_api_requests_total",

@@ -11,6 +11,7 @@ pub mod ioc;
 pub mod llm;
 pub mod metrics;
 pub mod notifications;
+pub mod otlp;
 pub mod sigma;
 pub mod system;
 

@@ -370,6 +370,7 @@ pub async fn stats(State(st): State<AppState>) -> Result<Json<StatsAnswer>, ApiE
                 coverage: refused(2),
             },
             refused_host: st.api_metrics.refused_host.load(Ordering::Relaxed),
+            otlp_records: st.api_metrics.otlp_records.load(Ordering::Relaxed),
             connections: {
                 let c = &st.api_metrics.connections;
                 ConnectionStats {
@@ -399,6 +400,8 @@ pub async fn stats(State(st): State<AppState>) -> Result<Json<StatsAnswer>, ApiE
         memory: crate::memory::stats(&st.config),
         llm: st.llm.usage.snapshot(),
         notifications: st.notifier.snapshot(),
+        reload: st.reloader.stats(),
+        syslog_udp_kernel: syslog_udp_kernel(&st),
     }))
 }
 
@@ -439,6 +442,21 @@ pub(crate) struct StatsAnswer {
     llm: crate::llm::usage::UsageSnapshot,
     /// The notification channels: queued, sent, digests, failures, latency.
     notifications: crate::notify::NotifySnapshot,
+    /// Configuration reloads (SIGHUP, `POST /config/reload`).
+    reload: crate::reload::ReloadStats,
+    /// What the kernel counts of the syslog UDP socket: datagrams it dropped for a full receive
+    /// buffer, and bytes waiting (null when the input is off or `/proc` cannot be read).
+    syslog_udp_kernel: Option<watchpost_dataplane::UdpKernel>,
+}
+
+/// The kernel's counters of the syslog UDP input's socket.
+pub(crate) fn syslog_udp_kernel(st: &AppState) -> Option<watchpost_dataplane::UdpKernel> {
+    let udp = &st.config.inputs.syslog_udp;
+    if !udp.enabled {
+        return None;
+    }
+    let port = udp.address.parse::<std::net::SocketAddr>().ok()?.port();
+    watchpost_dataplane::udp_kernel(port)
 }
 
 /// The operators' exceptions and what they held back.
@@ -460,6 +478,8 @@ struct ApiStats {
     rate_limited: RateLimited,
     /// Requests refused for a `Host` that is not the service's (421).
     refused_host: u64,
+    /// OTLP log records accepted (`POST /v1/logs`), each durable when counted.
+    otlp_records: u64,
     /// Connections of both listeners.
     connections: ConnectionStats,
 }
@@ -593,5 +613,26 @@ fn feedback_summary(store: &watchpost_store::Store) -> Result<FeedbackSummary, S
 
 /// The running configuration, credentials masked.
 pub async fn config(State(st): State<AppState>) -> Json<Value> {
-    Json(st.config.masked_json())
+    Json(st.reloader.running().masked_json())
+}
+
+/// `POST /config/reload`: reads the configuration file again and applies what can change
+/// without a restart (docs/reload.md); 422 naming each key and problem when the file is
+/// refused, the running configuration kept.
+pub async fn reload(
+    State(st): State<AppState>,
+) -> Result<Json<crate::reload::ReloadReport>, ApiError> {
+    st.reloader.reload().await.map(Json).map_err(|e| {
+        let problems: Vec<Value> = e
+            .problems()
+            .into_iter()
+            .map(|(key, problem)| serde_json::json!({"key": key, "problem": problem}))
+            .collect();
+        ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_config",
+            format!("the configuration was not reloaded (the running one is kept): {e}"),
+        )
+        .with("problems", problems)
+    })
 }

@@ -7,6 +7,7 @@
 pub mod file;
 pub mod framing;
 pub mod http;
+pub mod otlp;
 pub mod outlet;
 pub mod relp;
 mod relp_frame;
@@ -15,3 +16,7 @@ pub mod tcp;
 pub mod udp;
 
 pub use http::{HttpIngest, IngestReceipt};
+pub use otlp::{
+    OtlpEncoding, OtlpError, OtlpEvents, gunzip, otlp_events, status_body, success_body,
+};
+pub use udp::{UdpKernel, udp_kernel};

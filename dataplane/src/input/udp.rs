@@ -8,11 +8,16 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 use watchpost_proto::now_ns;
 
-/// Asks the kernel for a receive buffer of `bytes` (bursts beyond it are dropped by the kernel).
-pub fn set_recv_buffer(socket: &UdpSocket, bytes: u32) {
+/// Asks the kernel for a receive buffer of `bytes` (bursts beyond it are dropped by the kernel)
+/// and returns what it gave, in the same terms: Linux caps the request at `net.core.rmem_max`
+/// without an error, and reports twice the usable size (its bookkeeping overhead), so half of
+/// what it reports is compared with what was asked.
+pub fn set_recv_buffer(socket: &UdpSocket, bytes: u32) -> u32 {
     use std::os::fd::AsRawFd;
     let v: libc::c_int = bytes.min(i32::MAX as u32) as libc::c_int;
-    // SAFETY: a valid socket descriptor and a pointer to a c_int of the size given.
+    let mut got: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: a valid socket descriptor and pointers to c_ints of the sizes given.
     unsafe {
         libc::setsockopt(
             socket.as_raw_fd(),
@@ -21,7 +26,61 @@ pub fn set_recv_buffer(socket: &UdpSocket, bytes: u32) {
             (&v as *const libc::c_int).cast(),
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         );
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&mut got as *mut libc::c_int).cast(),
+            &mut len,
+        );
     }
+    u32::try_from(got / 2).unwrap_or(0)
+}
+
+/// What the kernel counts of the UDP sockets bound to a local port (all of them, IPv4 and
+/// IPv6), from `/proc/net/udp` and `/proc/net/udp6`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+pub struct UdpKernel {
+    /// Datagrams the kernel dropped because the receive buffer was full (since the socket
+    /// opened): the sign that `recv_buffer_bytes` or `net.core.rmem_max` is too small, or the
+    /// input thread too slow.
+    pub drops: u64,
+    /// Bytes waiting in the receive buffers now.
+    pub queued_bytes: u64,
+}
+
+/// The kernel's counters of the UDP sockets on local `port`; `None` where `/proc` cannot be
+/// read (not Linux) or no socket is bound to it.
+pub fn udp_kernel(port: u16) -> Option<UdpKernel> {
+    let mut found = None;
+    for table in ["/proc/self/net/udp", "/proc/self/net/udp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            if let Some(k) = udp_line(line, port) {
+                let sum: &mut UdpKernel = found.get_or_insert_with(UdpKernel::default);
+                sum.drops += k.drops;
+                sum.queued_bytes += k.queued_bytes;
+            }
+        }
+    }
+    found
+}
+
+/// One line of `/proc/net/udp`: `sl local_address rem_address st tx_queue:rx_queue tr
+/// tm->when retrnsmt uid timeout inode ref pointer drops`, addresses `HEXIP:HEXPORT`.
+fn udp_line(line: &str, port: u16) -> Option<UdpKernel> {
+    let f: Vec<&str> = line.split_whitespace().collect();
+    let local_port = f.get(1)?.rsplit_once(':')?.1;
+    if u16::from_str_radix(local_port, 16).ok()? != port {
+        return None;
+    }
+    let rx = f.get(4)?.split_once(':')?.1;
+    Some(UdpKernel {
+        drops: f.last()?.parse().ok()?,
+        queued_bytes: u64::from_str_radix(rx, 16).ok()?,
+    })
 }
 
 /// Starts the UDP input on an already bound socket.
@@ -76,5 +135,34 @@ fn peer_shard(peer: &std::net::SocketAddr) -> usize {
     match peer.ip() {
         std::net::IpAddr::V4(v) => u32::from(v) as usize,
         std::net::IpAddr::V6(v) => u128::from(v) as usize,
+    }
+}
+
+#[cfg(test)]
+mod kernel_tests {
+    use super::*;
+
+    #[test]
+    fn proc_net_udp_lines_give_drops_and_queued_bytes_of_their_port() {
+        let line = "  934: 0100007F:158A 00000000:0000 07 00000000:00000A00 00:00000000 00000000     0        0 123456 2 0000000000000000 42";
+        assert_eq!(
+            udp_line(line, 5514),
+            Some(UdpKernel {
+                drops: 42,
+                queued_bytes: 2560
+            })
+        );
+        assert_eq!(udp_line(line, 514), None);
+        assert_eq!(udp_line("garbage", 5514), None);
+    }
+
+    #[test]
+    fn a_bound_socket_is_found_with_its_buffer() {
+        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let port = socket.local_addr().unwrap().port();
+        let got = set_recv_buffer(&socket, 64 << 10);
+        assert!(got >= 32 << 10, "{got}");
+        let k = udp_kernel(port).expect("the socket is in /proc/net/udp");
+        assert_eq!(k.drops, 0);
     }
 }
