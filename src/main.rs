@@ -538,6 +538,10 @@ fn load(path: Option<PathBuf>) -> Result<Config, ExitCode> {
 }
 
 fn run(config: Option<PathBuf>) -> ExitCode {
+    // SIGHUP's default action ends the process, and `systemctl reload` may send one while the
+    // service starts, before the reload listener exists: ignored until then.
+    // SAFETY: setting a signal's disposition to ignore; no handler runs.
+    unsafe { libc::signal(libc::SIGHUP, libc::SIG_IGN) };
     let config_path = config.clone();
     let cfg = match load(config) {
         Ok(c) => c,

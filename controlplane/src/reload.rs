@@ -180,10 +180,18 @@ impl Reloader {
             .cloned()
             .collect();
         let channels_changed = changed.iter().any(|k| k == "notifications");
-        // Everything that can fail is checked before anything is applied.
-        if channels_changed {
-            Notifier::check(&fresh.notifications).map_err(ReloadError::Notify)?;
-        }
+        // Everything that can fail is done before anything is applied: the channels are set
+        // up here and swapped in last (which cannot fail); the rule folders are read and
+        // compiled before the catalogue swaps its set (a failure leaves it as it was).
+        let channels = if channels_changed {
+            Some(
+                self.notifier
+                    .prepare(&fresh.notifications)
+                    .map_err(ReloadError::Notify)?,
+            )
+        } else {
+            None
+        };
         let mut applied = Vec::new();
         let rules = match &self.catalog {
             Some(catalog) => {
@@ -209,11 +217,8 @@ impl Reloader {
         if iocs_reloaded {
             applied.push("iocs".into());
         }
-        if channels_changed {
-            self.notifier
-                .replace(&fresh.notifications)
-                .await
-                .map_err(ReloadError::Notify)?;
+        if let Some(channels) = channels {
+            self.notifier.replace(channels).await;
             applied.push("notifications".into());
         }
         let mut running = (*old).clone();

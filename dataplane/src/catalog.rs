@@ -51,6 +51,9 @@ pub struct Catalog {
     store: Option<Arc<Store>>,
     /// Files that failed to load at start or at the last reload: (path, error).
     load_errors: std::sync::Mutex<Vec<(String, String)>>,
+    /// Held by a reload and by an upload for their whole length: both change the rule folders'
+    /// view, and a reload reads the folders before it takes the state's lock.
+    changes: std::sync::Mutex<()>,
 }
 
 /// What a reload of the rule folders changed.
@@ -131,6 +134,7 @@ impl Catalog {
             custom_max_bytes: cfg.detection.sigma_custom_max_total_bytes,
             store,
             load_errors: std::sync::Mutex::new(errors),
+            changes: std::sync::Mutex::new(()),
         })
     }
 
@@ -148,13 +152,35 @@ impl Catalog {
     /// the end; enabled flags stay as saved. A folder that does not exist is an error and
     /// changes nothing. The field and logsource mappings are those of the start.
     pub fn reload(&self, cfg: &Config) -> Result<CatalogReload, Error> {
+        // One change of the folders at a time: an upload that landed between this read of the
+        // folders and the swap below would otherwise be undone.
+        let _changing = self.changes.lock().unwrap_or_else(|p| p.into_inner());
         let (entries, mut errors) = gather(cfg, &self.mapping, &self.custom_dir, false)?;
+        // A file that no longer parses keeps the rule it held as loaded (a typo in an edit
+        // does not switch a working rule off); its error is reported.
+        let failed: std::collections::HashSet<String> =
+            errors.iter().map(|(path, _)| path.clone()).collect();
         let mut s = self.write();
         let mut report = CatalogReload::default();
         let mut detection = s.detection.clone();
-        let mut retired = vec![true; detection.len()];
-        let mut correlation: Vec<Arc<RuleEntry>> = Vec::new();
-        let mut seen = std::collections::HashSet::new();
+        let mut retired: Vec<bool> = s
+            .detection
+            .iter()
+            .zip(&s.retired)
+            .map(|(e, was)| *was || !failed.contains(&e.path))
+            .collect();
+        let mut correlation: Vec<Arc<RuleEntry>> = s
+            .correlation
+            .iter()
+            .filter(|e| failed.contains(&e.path))
+            .cloned()
+            .collect();
+        let mut seen: std::collections::HashSet<String> = s
+            .live()
+            .chain(&s.correlation)
+            .filter(|e| failed.contains(&e.path))
+            .map(|e| e.rule.id.clone())
+            .collect();
         // By id: the rule's number (detection rules), and the text it had.
         let mut number: std::collections::HashMap<String, usize> = detection
             .iter()
@@ -195,11 +221,10 @@ impl Catalog {
             }
         }
         report.removed = s
-            .detection
+            .retired
             .iter()
-            .zip(&s.retired)
             .zip(&retired)
-            .filter(|((_, was), now)| !**was && **now)
+            .filter(|(was, now)| !**was && **now)
             .count()
             + s.correlation
                 .iter()
@@ -208,6 +233,13 @@ impl Catalog {
         report.rules = seen.len();
         for (path, e) in &errors {
             tracing::warn!("sigma rule {path}: {e}");
+        }
+        report.errors = errors.clone();
+        *self.load_errors.lock().unwrap_or_else(|p| p.into_inner()) = errors;
+        if report.added + report.changed + report.removed == 0 {
+            // Nothing changed: the compiled set, the plan and the open correlation windows of
+            // stage B stay as they are.
+            return Ok(report);
         }
         s.detection = detection;
         s.retired = retired;
@@ -218,8 +250,6 @@ impl Catalog {
             tracing::warn!("correlation rule {id} is not evaluated: {e}");
         }
         s.plan_version = self.version.fetch_add(1, Ordering::AcqRel) + 1;
-        report.errors = errors.clone();
-        *self.load_errors.lock().unwrap_or_else(|p| p.into_inner()) = errors;
         Ok(report)
     }
 
@@ -398,6 +428,7 @@ impl Catalog {
     /// once.
     pub fn upload(&self, yaml: &str) -> Result<Arc<RuleEntry>, Error> {
         let rule = parse_rule(yaml).map_err(Error::InvalidRule)?;
+        let _changing = self.changes.lock().unwrap_or_else(|p| p.into_inner());
         // Held across the check and the write: two uploads of one id cannot both pass.
         let mut s = self.write();
         let (rule, path) = self.admit(&s, rule, yaml.len())?;
@@ -414,8 +445,18 @@ impl Catalog {
             &self.mapping,
         ));
         if entry.is_detection() {
-            s.detection.push(entry.clone());
-            s.retired.push(false);
+            // The id of a rule a reload removed takes its number back: two entries of one id
+            // would be switched off together.
+            match s.detection.iter().position(|e| e.rule.id == entry.rule.id) {
+                Some(i) => {
+                    s.detection[i] = entry.clone();
+                    s.retired[i] = false;
+                }
+                None => {
+                    s.detection.push(entry.clone());
+                    s.retired.push(false);
+                }
+            }
             s.compiled = Arc::new(compile(&s, &self.mapping));
         } else {
             s.correlation.push(entry.clone());
@@ -569,5 +610,8 @@ impl watchpost_detect::RuleBook for Catalog {
     }
     fn find(&self, rule_id: &str) -> Option<Arc<RuleEntry>> {
         Catalog::find(self, rule_id)
+    }
+    fn version(&self) -> u64 {
+        Catalog::version(self)
     }
 }

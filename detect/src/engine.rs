@@ -339,6 +339,8 @@ pub struct Detector {
     catalog: Option<Arc<dyn RuleBook>>,
     /// Rule entries already looked up, by catalogue number (the catalogue only appends).
     rule_cache: Vec<Option<Arc<RuleEntry>>>,
+    /// The catalogue version `rule_cache` was read at: a reload replaces rules in place.
+    rule_cache_version: u64,
     /// Rule fires since the last [`Detector::take_rule_fires`], by (rule key, hour).
     fires: HashMap<(u64, i64), u32>,
     /// Windows of the correlation groups this worker owns, and the plan version they follow.
@@ -381,6 +383,7 @@ impl Detector {
             now_ns: i64::MIN,
             catalog: None,
             rule_cache: Vec::new(),
+            rule_cache_version: 0,
             fires: HashMap::new(),
             correlator: None,
             corr_cache: Vec::new(),
@@ -706,6 +709,12 @@ impl Detector {
     /// The catalogue entry of detection rule number `i`, cached.
     fn rule_entry(&mut self, i: u32) -> Option<Arc<RuleEntry>> {
         let at = i as usize;
+        // An atomic load per match: a reload or an upload may have replaced the rule.
+        let version = self.catalog.as_ref()?.version();
+        if version != self.rule_cache_version {
+            self.rule_cache.clear();
+            self.rule_cache_version = version;
+        }
         if let Some(Some(e)) = self.rule_cache.get(at) {
             return Some(e.clone());
         }

@@ -17,6 +17,9 @@ pub trait RuleBook: Send + Sync {
     fn detection(&self, index: u32) -> Option<Arc<RuleEntry>>;
     /// The rule with id `rule_id`.
     fn find(&self, rule_id: &str) -> Option<Arc<RuleEntry>>;
+    /// Bumped whenever a rule behind a number may have changed (an upload, a reload): what
+    /// the detector caches by number is read again after it moves.
+    fn version(&self) -> u64;
 }
 
 /// The indicator sets stage A numbers its matches by.

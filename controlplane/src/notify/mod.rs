@@ -102,6 +102,9 @@ pub struct Notifier {
     pump_error: std::sync::Mutex<Option<String>>,
 }
 
+/// Channels set up by [`Notifier::prepare`], not yet running.
+pub struct Prepared(Vec<Arc<Channel>>);
+
 /// The result of sending a test message on one channel.
 #[derive(Clone, Debug, serde::Serialize, schemars::JsonSchema)]
 pub struct TestResult {
@@ -150,21 +153,18 @@ impl Notifier {
         tokio::spawn(async move { me.pump().await });
     }
 
-    /// Sets up the transports of `config`'s channels and drops them: what a reload checks
-    /// before it applies anything.
-    pub fn check(config: &[NotificationChannel]) -> Result<(), NotifyError> {
-        build_channels(config, &[]).map(|_| ())
+    /// Sets up `config`'s channels (their transports: CA files read, addresses parsed) without
+    /// starting them: what a reload does before it applies anything, so that applying them
+    /// cannot fail. A channel named as a running one keeps its counters.
+    pub fn prepare(&self, config: &[NotificationChannel]) -> Result<Prepared, NotifyError> {
+        build_channels(config, &self.channels()).map(Prepared)
     }
 
-    /// Replaces the channels (a configuration reload): the transports of the new ones are set
-    /// up first (an error leaves the running channels as they are); the old channels' tasks
-    /// are stopped and awaited, then the new ones start from what the store holds. A channel
-    /// kept under its name keeps its counters.
-    pub async fn replace(
-        self: &Arc<Self>,
-        config: &[NotificationChannel],
-    ) -> Result<(), NotifyError> {
-        let fresh = build_channels(config, &self.channels())?;
+    /// Replaces the channels with `prepared` (a configuration reload): the old channels' tasks
+    /// finish their current attempt and are awaited, then the new ones start from what the
+    /// store holds for them.
+    pub async fn replace(self: &Arc<Self>, prepared: Prepared) {
+        let fresh = prepared.0;
         let _pump = self.pump_lock.lock().await;
         let old = {
             let mut held = self.channels.write().unwrap_or_else(|p| p.into_inner());
@@ -182,7 +182,6 @@ impl Notifier {
         for c in channels.iter() {
             c.spawn(Arc::clone(&self.store));
         }
-        Ok(())
     }
 
     /// Sets each channel's pending count from the store and discards queues nobody serves.

@@ -20,6 +20,7 @@ use watchpost_dataplane::{
 
 /// google.rpc.Code values used here.
 const INVALID_ARGUMENT: i32 = 3;
+const UNIMPLEMENTED: i32 = 12;
 const RESOURCE_EXHAUSTED: i32 = 8;
 const UNAVAILABLE: i32 = 14;
 
@@ -75,7 +76,13 @@ pub async fn logs(State(st): State<AppState>, headers: HeaderMap, body: Body) ->
         }
     };
     let Some(ingest) = st.ingest.clone() else {
-        return unavailable(encoding, "inputs.http.enabled is false", 60);
+        // Permanent until the configuration changes: an exporter must not retry it.
+        return refuse(
+            StatusCode::NOT_FOUND,
+            encoding,
+            UNIMPLEMENTED,
+            "HTTP ingest is off (inputs.http.enabled = false)",
+        );
     };
     // The same bound as POST /ingest: at most api_ingest_max_in_flight bodies in memory.
     let Ok(_permit) = std::sync::Arc::clone(&st.ingest_permits).try_acquire_owned() else {
@@ -122,7 +129,7 @@ pub async fn logs(State(st): State<AppState>, headers: HeaderMap, body: Body) ->
     .await;
     let events = match decoded {
         Ok(Ok(events)) => events,
-        Ok(Err(e @ OtlpError::TooLarge(_))) => {
+        Ok(Err(e @ (OtlpError::TooLarge(_) | OtlpError::TooMany(_)))) => {
             return refuse(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 encoding,

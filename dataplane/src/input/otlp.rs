@@ -32,7 +32,17 @@ pub enum OtlpError {
     /// Decompressed, it is larger than the limit.
     #[error("the body decompresses to more than {0} bytes (api_max_body_bytes)")]
     TooLarge(u64),
+    /// It holds more messages (records, attributes, values) than one request may: decoded,
+    /// each costs far more memory than its bytes on the wire.
+    #[error("the request holds more than {0} records, attributes and values; send smaller batches")]
+    TooMany(usize),
 }
+
+/// Messages (records, attributes, values, of any nesting) one request may hold. An empty log
+/// record is 2 bytes of protobuf and about 200 decoded, so a body's size alone does not bound
+/// what decoding it takes; this does (to about 100 MB). An SDK or collector batch of 8,192
+/// records with a dozen attributes each holds about 100,000.
+pub const MAX_MESSAGES: usize = 500_000;
 
 /// The events of a request: JSON lines for [`super::HttpIngest::submit`].
 #[derive(Debug, Default)]
@@ -47,7 +57,7 @@ pub struct OtlpEvents {
 /// inflate a thousandfold).
 pub fn gunzip(body: &[u8], limit: u64) -> Result<Vec<u8>, OtlpError> {
     let mut out = Vec::new();
-    flate2::read::GzDecoder::new(body)
+    flate2::read::MultiGzDecoder::new(body)
         .take(limit + 1)
         .read_to_end(&mut out)
         .map_err(|e| OtlpError::Gzip(e.to_string()))?;
@@ -59,6 +69,14 @@ pub fn gunzip(body: &[u8], limit: u64) -> Result<Vec<u8>, OtlpError> {
 
 /// The events of an OTLP logs request body (already decompressed).
 pub fn otlp_events(body: &[u8], encoding: OtlpEncoding) -> Result<OtlpEvents, OtlpError> {
+    let messages = match encoding {
+        OtlpEncoding::Protobuf => wire_messages(body, 0),
+        // Every JSON object opens with `{` (one in a string only overcounts).
+        OtlpEncoding::Json => memchr::memchr_iter(b'{', body).count(),
+    };
+    if messages > MAX_MESSAGES {
+        return Err(OtlpError::TooMany(MAX_MESSAGES));
+    }
     let request: wire::ExportLogsServiceRequest = match encoding {
         OtlpEncoding::Protobuf => {
             prost::Message::decode(body).map_err(|e| OtlpError::Decode(e.to_string()))?
@@ -89,7 +107,58 @@ pub fn otlp_events(body: &[u8], encoding: OtlpEncoding) -> Result<OtlpEvents, Ot
     Ok(out)
 }
 
-/// One record as a JSON event.
+/// How many length-delimited fields `body` holds, at any depth where they parse as messages:
+/// an upper bound on the messages decoding it allocates (strings and bytes count once). Wire
+/// format that does not parse ends the count; prost's decoder then refuses it.
+fn wire_messages(body: &[u8], depth: u32) -> usize {
+    fn varint(b: &[u8], at: &mut usize) -> Option<u64> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let byte = *b.get(*at)?;
+            *at += 1;
+            v |= u64::from(byte & 0x7f) << shift;
+            if byte < 0x80 {
+                return Some(v);
+            }
+        }
+        None
+    }
+    if depth > 32 {
+        return 0;
+    }
+    let (mut at, mut count) = (0usize, 0usize);
+    while at < body.len() {
+        let Some(key) = varint(body, &mut at) else {
+            return count;
+        };
+        let skip = match key & 7 {
+            0 => varint(body, &mut at).map(|_| 0),
+            1 => Some(8),
+            5 => Some(4),
+            2 => varint(body, &mut at).and_then(|n| usize::try_from(n).ok()),
+            _ => None,
+        };
+        let Some(len) = skip else {
+            return count;
+        };
+        let Some(end) = at.checked_add(len).filter(|&e| e <= body.len()) else {
+            return count;
+        };
+        if key & 7 == 2 {
+            count += 1 + wire_messages(&body[at..end], depth + 1);
+            if count > MAX_MESSAGES {
+                return count;
+            }
+        }
+        at = end;
+    }
+    count
+}
+
+/// One record as a JSON event. The fields mapped from the record's own (time, body, severity,
+/// ids) go first and win over attributes of the same name: the normaliser takes the first of
+/// equally ranked fields, and an attribute `level: 30` (pino's number) must not outrank
+/// `severityNumber`.
 fn event_of(
     record: &wire::LogRecord,
     resource: &[wire::KeyValue],
@@ -97,12 +166,6 @@ fn event_of(
     now: i64,
 ) -> Map<String, Value> {
     let mut e = Map::new();
-    // Resource attributes first: a record's attribute of the same name is the more specific.
-    for kv in resource.iter().chain(&record.attributes) {
-        if let Some(v) = kv.value.as_ref() {
-            e.insert(kv.key.clone(), value_of(v));
-        }
-    }
     let time = [record.time_unix_nano, record.observed_time_unix_nano]
         .into_iter()
         .find(|&t| t > 0)
@@ -134,8 +197,17 @@ fn event_of(
         e.insert("event.name".into(), record.event_name.clone().into());
     }
     if let Some(scope) = scope.filter(|s| !s.name.is_empty()) {
-        e.entry("log.logger")
-            .or_insert_with(|| scope.name.clone().into());
+        e.insert("log.logger".into(), scope.name.clone().into());
+    }
+    let mapped: Vec<String> = e.keys().cloned().collect();
+    // Then resource attributes, then the record's: a record's attribute of the same name is
+    // the more specific.
+    for kv in resource.iter().chain(&record.attributes) {
+        if let Some(v) = kv.value.as_ref()
+            && !mapped.contains(&kv.key)
+        {
+            e.insert(kv.key.clone(), value_of(v));
+        }
     }
     e
 }
@@ -375,17 +447,17 @@ mod json {
         #[serde(default, alias = "severity_number")]
         severity_number: Option<Integer>,
         #[serde(default, alias = "severity_text")]
-        severity_text: String,
+        severity_text: Option<String>,
         #[serde(default)]
         body: Option<AnyValue>,
         #[serde(default)]
         attributes: Vec<KeyValue>,
         #[serde(default, alias = "trace_id")]
-        trace_id: String,
+        trace_id: Option<String>,
         #[serde(default, alias = "span_id")]
-        span_id: String,
+        span_id: Option<String>,
         #[serde(default, alias = "event_name")]
-        event_name: String,
+        event_name: Option<String>,
     }
 
     #[derive(Deserialize)]
@@ -523,12 +595,12 @@ mod json {
                         .map_err(|_| OtlpError::Decode("severityNumber: out of range".into()))?,
                     None => 0,
                 },
-                severity_text: self.severity_text,
+                severity_text: self.severity_text.unwrap_or_default(),
                 body: self.body.map(AnyValue::into_wire).transpose()?,
                 attributes: key_values(self.attributes)?,
-                trace_id: id(&self.trace_id, 16, "traceId")?,
-                span_id: id(&self.span_id, 8, "spanId")?,
-                event_name: self.event_name,
+                trace_id: id(self.trace_id.as_deref().unwrap_or(""), 16, "traceId")?,
+                span_id: id(self.span_id.as_deref().unwrap_or(""), 8, "spanId")?,
+                event_name: self.event_name.unwrap_or_default(),
             })
         }
     }
@@ -737,6 +809,63 @@ mod tests {
             status_body(14, "busy", OtlpEncoding::Json),
             br#"{"code":14,"message":"busy"}"#
         );
+    }
+
+    #[test]
+    fn a_body_of_millions_of_tiny_messages_is_refused_before_decoding() {
+        // 600,000 empty log records: 1.2 MB on the wire, about 120 MB decoded.
+        let mut scope = Vec::new();
+        for _ in 0..600_000 {
+            scope.extend_from_slice(&[0x12, 0x00]);
+        }
+        let mut resource_logs = vec![0x12];
+        prost::encoding::encode_varint(scope.len() as u64, &mut resource_logs);
+        resource_logs.extend_from_slice(&scope);
+        let mut body = vec![0x0a];
+        prost::encoding::encode_varint(resource_logs.len() as u64, &mut body);
+        body.extend_from_slice(&resource_logs);
+        assert_eq!(
+            otlp_events(&body, OtlpEncoding::Protobuf).unwrap_err(),
+            OtlpError::TooMany(MAX_MESSAGES)
+        );
+        let json = format!(
+            r#"{{"resourceLogs":[{{"scopeLogs":[{{"logRecords":[{}{{}}]}}]}}]}}"#,
+            "{},".repeat(600_000)
+        );
+        assert_eq!(
+            otlp_events(json.as_bytes(), OtlpEncoding::Json).unwrap_err(),
+            OtlpError::TooMany(MAX_MESSAGES)
+        );
+        // A real batch counts far below the bound.
+        let one = wire_messages(&request().encode_to_vec(), 0);
+        assert!((20..60).contains(&one), "{one}");
+    }
+
+    #[test]
+    fn the_records_own_fields_win_over_attributes_of_the_same_name() {
+        let mut r = request();
+        let record = &mut r.resource_logs[0].scope_logs[0].log_records[0];
+        record
+            .attributes
+            .push(kv("event.severity", wire::any_value::Value::Int(30)));
+        record.attributes.push(kv("message", text("not the body")));
+        let e = event(
+            &otlp_events(&r.encode_to_vec(), OtlpEncoding::Protobuf)
+                .unwrap()
+                .lines,
+        );
+        assert_eq!(e["event.severity"], 3);
+        assert_eq!(e["message"], "login failed for root");
+        let keys: Vec<&String> = e.as_object().unwrap().keys().collect();
+        assert_eq!(keys[0], "@timestamp", "mapped fields first: {keys:?}");
+    }
+
+    #[test]
+    fn json_nulls_are_absent_values() {
+        let body = br#"{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"traceId":null,"severityText":null,"body":{"stringValue":"x"}}]}]}]}"#;
+        let e = event(&otlp_events(body, OtlpEncoding::Json).unwrap().lines);
+        assert_eq!(e["message"], "x");
+        assert!(e.get("trace.id").is_none());
     }
 
     #[test]

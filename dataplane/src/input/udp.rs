@@ -37,28 +37,46 @@ pub fn set_recv_buffer(socket: &UdpSocket, bytes: u32) -> u32 {
     u32::try_from(got / 2).unwrap_or(0)
 }
 
-/// What the kernel counts of the UDP sockets bound to a local port (all of them, IPv4 and
-/// IPv6), from `/proc/net/udp` and `/proc/net/udp6`.
+/// What the kernel counts of this process's UDP sockets bound to a local port (IPv4 and IPv6),
+/// from `/proc/net/udp` and `/proc/net/udp6`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct UdpKernel {
     /// Datagrams the kernel dropped because the receive buffer was full (since the socket
     /// opened): the sign that `recv_buffer_bytes` or `net.core.rmem_max` is too small, or the
     /// input thread too slow.
     pub drops: u64,
-    /// Bytes waiting in the receive buffers now.
+    /// Kernel memory the datagrams waiting now take (their bytes and the kernel's overhead per
+    /// datagram, the measure the kernel compares with the buffer's size).
     pub queued_bytes: u64,
 }
 
 /// The kernel's counters of the UDP sockets on local `port`; `None` where `/proc` cannot be
 /// read (not Linux) or no socket is bound to it.
 pub fn udp_kernel(port: u16) -> Option<UdpKernel> {
+    // This process's sockets, by inode (`/proc/self/fd/N` -> `socket:[INODE]`): another
+    // process's socket on the same port (SO_REUSEPORT, another network stack's listener) is
+    // not counted.
+    let ours: std::collections::HashSet<u64> = std::fs::read_dir("/proc/self/fd")
+        .ok()?
+        .flatten()
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .filter_map(|l| {
+            l.to_str()?
+                .strip_prefix("socket:[")?
+                .strip_suffix(']')?
+                .parse()
+                .ok()
+        })
+        .collect();
     let mut found = None;
     for table in ["/proc/self/net/udp", "/proc/self/net/udp6"] {
         let Ok(text) = std::fs::read_to_string(table) else {
             continue;
         };
         for line in text.lines().skip(1) {
-            if let Some(k) = udp_line(line, port) {
+            if let Some((k, inode)) = udp_line(line, port)
+                && ours.contains(&inode)
+            {
                 let sum: &mut UdpKernel = found.get_or_insert_with(UdpKernel::default);
                 sum.drops += k.drops;
                 sum.queued_bytes += k.queued_bytes;
@@ -70,17 +88,20 @@ pub fn udp_kernel(port: u16) -> Option<UdpKernel> {
 
 /// One line of `/proc/net/udp`: `sl local_address rem_address st tx_queue:rx_queue tr
 /// tm->when retrnsmt uid timeout inode ref pointer drops`, addresses `HEXIP:HEXPORT`.
-fn udp_line(line: &str, port: u16) -> Option<UdpKernel> {
+fn udp_line(line: &str, port: u16) -> Option<(UdpKernel, u64)> {
     let f: Vec<&str> = line.split_whitespace().collect();
     let local_port = f.get(1)?.rsplit_once(':')?.1;
     if u16::from_str_radix(local_port, 16).ok()? != port {
         return None;
     }
     let rx = f.get(4)?.split_once(':')?.1;
-    Some(UdpKernel {
-        drops: f.last()?.parse().ok()?,
-        queued_bytes: u64::from_str_radix(rx, 16).ok()?,
-    })
+    Some((
+        UdpKernel {
+            drops: f.last()?.parse().ok()?,
+            queued_bytes: u64::from_str_radix(rx, 16).ok()?,
+        },
+        f.get(9)?.parse().ok()?,
+    ))
 }
 
 /// Starts the UDP input on an already bound socket.
@@ -147,10 +168,13 @@ mod kernel_tests {
         let line = "  934: 0100007F:158A 00000000:0000 07 00000000:00000A00 00:00000000 00000000     0        0 123456 2 0000000000000000 42";
         assert_eq!(
             udp_line(line, 5514),
-            Some(UdpKernel {
-                drops: 42,
-                queued_bytes: 2560
-            })
+            Some((
+                UdpKernel {
+                    drops: 42,
+                    queued_bytes: 2560
+                },
+                123456
+            ))
         );
         assert_eq!(udp_line(line, 514), None);
         assert_eq!(udp_line("garbage", 5514), None);
@@ -158,6 +182,9 @@ mod kernel_tests {
 
     #[test]
     fn a_bound_socket_is_found_with_its_buffer() {
+        if !std::path::Path::new("/proc/self/net/udp").exists() {
+            return; // not Linux: udp_kernel answers None by design
+        }
         let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
         let port = socket.local_addr().unwrap().port();
         let got = set_recv_buffer(&socket, 64 << 10);
