@@ -38,6 +38,21 @@ fn config_with(dir: &Path, api: u16, tcp: u16, channels: &str) -> std::path::Pat
     path
 }
 
+/// Starts the service with `channels`, its log in `DIR/service.log`, and sends the lines that
+/// raise one alert (the bundled invalid-user rule).
+fn start_and_alert(
+    dir: &Path,
+    api: u16,
+    tcp: u16,
+    channels: &str,
+) -> (Service, std::path::PathBuf) {
+    let config = config_with(dir, api, tcp, channels);
+    let log = dir.join("service.log");
+    let svc = Service::start_logging_to(dir, &config, api, std::fs::File::create(&log).unwrap());
+    send_lines(tcp, &invalid_user_lines());
+    (svc, log)
+}
+
 fn stats_channel(api: u16, name: &str) -> serde_json::Value {
     let stats = json(&http(api, "GET", "/api/v1/stats", "").1);
     stats["notifications"]["channels"]
@@ -76,15 +91,7 @@ fn an_alert_reaches_a_signed_webhook_slack_and_teams_once_and_filters_hold_back_
         http_channel("pager", "webhook", &receiver, "/pager", "min_severity = 5"),
     ]
     .concat();
-    let config = config_with(dir.path(), api, tcp, &channels);
-    let log = dir.path().join("service.log");
-    let _svc = Service::start_logging_to(
-        dir.path(),
-        &config,
-        api,
-        std::fs::File::create(&log).unwrap(),
-    );
-    send_lines(tcp, &invalid_user_lines());
+    let (_svc, log) = start_and_alert(dir.path(), api, tcp, &channels);
 
     let hook = receiver.wait_for("/hook", 1, Duration::from_secs(30));
     let slack = receiver.wait_for("/slack", 1, Duration::from_secs(10));
@@ -182,6 +189,12 @@ fn an_alert_reaches_a_signed_webhook_slack_and_teams_once_and_filters_hold_back_
         (status, json(&body)["error"].as_str()),
         (404, Some("not_found"))
     );
+    // The URL (it carries the receiver's token) and the signing key stay out of the log.
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(logged.contains("API listening"), "{logged}");
+    for secret in ["s3cret-signing-key", "/hook", "/slack"] {
+        assert!(!logged.contains(secret), "{secret} in {logged}");
+    }
 }
 
 #[test]
@@ -251,17 +264,8 @@ fn a_receiver_outage_and_a_restart_lose_no_alert() {
     );
 }
 
-/// `rsyslogd` in the foreground with UDP, TCP and TLS inputs (each named, so the output says
-/// which one a line came in on), writing each message's raw text to `out`; killed when dropped.
-struct Rsyslog(Child);
-
-impl Drop for Rsyslog {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
+/// rsyslog with UDP, TCP and TLS inputs (each named, so the output says which one a line came
+/// in on), writing each message's raw text to `out`.
 fn rsyslog(dir: &Path, ca: &TestCa, ports: [u16; 3], out: &Path) -> Rsyslog {
     let [udp, tcp, tls] = ports;
     let work = dir.join("rsyslog");
@@ -287,31 +291,20 @@ fn rsyslog(dir: &Path, ca: &TestCa, ports: [u16; 3], out: &Path) -> Rsyslog {
         ),
     )
     .unwrap();
-    let program = ["/usr/sbin/rsyslogd", "/sbin/rsyslogd"]
-        .into_iter()
-        .find(|p| Path::new(p).exists())
-        .unwrap_or("rsyslogd");
-    let child = Command::new(program)
-        .arg("-n")
-        .arg("-f")
-        .arg(&conf)
-        .arg("-i")
-        .arg(dir.join("rsyslog.pid"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("rsyslogd runs (scripts/setup installs rsyslog and rsyslog-gnutls)");
+    Rsyslog::start(dir, &conf, &[tcp, tls], "rsyslog and rsyslog-gnutls")
+}
+
+/// The lines of `out` once it holds `at_least` (or `within` passed).
+fn lines_of(out: &Path, at_least: usize, within: Duration) -> Vec<String> {
     let t = Instant::now();
-    for port in [tcp, tls] {
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                t.elapsed() < Duration::from_secs(10),
-                "rsyslogd did not listen"
-            );
-            std::thread::sleep(Duration::from_millis(50));
+    loop {
+        let text = std::fs::read_to_string(out).unwrap_or_default();
+        let lines: Vec<String> = text.lines().map(str::to_string).collect();
+        if lines.len() >= at_least || t.elapsed() > within {
+            return lines;
         }
+        std::thread::sleep(Duration::from_millis(100));
     }
-    Rsyslog(child)
 }
 
 #[test]
@@ -335,15 +328,7 @@ fn cef_alerts_reach_rsyslog_over_udp_tcp_and_tls() {
     let _svc = Service::start(dir.path(), &config, api);
     send_lines(tcp, &invalid_user_lines());
 
-    let t = Instant::now();
-    let lines = loop {
-        let text = std::fs::read_to_string(&out).unwrap_or_default();
-        let lines: Vec<String> = text.lines().map(str::to_string).collect();
-        if lines.len() >= 3 || t.elapsed() > Duration::from_secs(30) {
-            break lines;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let lines = lines_of(&out, 3, Duration::from_secs(30));
     for input in ["udp", "tcp", "tls"] {
         let line = lines
             .iter()
@@ -365,15 +350,7 @@ fn cef_alerts_reach_rsyslog_over_udp_tcp_and_tls() {
     // and the collector still reads each frame whole.
     let (status, body) = http(api, "POST", "/api/v1/notifications/test", "");
     assert_eq!(status, 200, "{body}");
-    let t = Instant::now();
-    let lines = loop {
-        let text = std::fs::read_to_string(&out).unwrap_or_default();
-        let lines: Vec<String> = text.lines().map(str::to_string).collect();
-        if lines.len() >= 6 || t.elapsed() > Duration::from_secs(10) {
-            break lines;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let lines = lines_of(&out, 6, Duration::from_secs(10));
     for input in ["udp", "tcp", "tls"] {
         let prefix = format!("{input} test CEF:0|Watchpost|Watchpost|");
         assert!(
@@ -448,15 +425,7 @@ fn an_alert_is_mailed_through_starttls_and_auth_and_a_wrong_password_is_reported
         )
     };
     let channels = mail("mail", "mail-pass-1") + &mail("mail-bad", "Wr0ng-Pa55word");
-    let config = config_with(dir.path(), api, tcp, &channels);
-    let log = dir.path().join("service.log");
-    let _svc = Service::start_logging_to(
-        dir.path(),
-        &config,
-        api,
-        std::fs::File::create(&log).unwrap(),
-    );
-    send_lines(tcp, &invalid_user_lines());
+    let (_svc, log) = start_and_alert(dir.path(), api, tcp, &channels);
 
     let t = Instant::now();
     let message = loop {
@@ -509,9 +478,20 @@ fn an_alert_is_mailed_through_starttls_and_auth_and_a_wrong_password_is_reported
     };
     let error = bad["last_error"].as_str().unwrap();
     assert!(error.contains("535"), "{error}");
+    // Neither the password nor its base64 (what AUTH PLAIN and LOGIN send) is echoed or logged.
+    let logged = std::fs::read_to_string(&log).unwrap();
     assert!(
-        !error.contains("wrong"),
-        "the password is not echoed: {error}"
+        logged.contains("mail-bad"),
+        "the failure is logged: {logged}"
     );
+    for shown in [error, &logged, &http(api, "GET", "/api/v1/stats", "").1] {
+        for secret in [
+            "Wr0ng-Pa55word",
+            "V3IwbmctUGE1NXdvcmQ",
+            "XcjBuZy1QYTU1d29yZA",
+        ] {
+            assert!(!shown.contains(secret), "{secret} in {shown}");
+        }
+    }
     assert_eq!(stats_channel(api, "mail")["alerts_sent"], 1);
 }

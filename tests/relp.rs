@@ -4,21 +4,10 @@
 
 mod common;
 
-use common::{Service, enable_relp, free_port, json, syslog_config, wait_for};
+use common::{Rsyslog, Service, enable_relp, free_port, json, syslog_config, wait_for};
 use std::io::Write;
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// `rsyslogd` in the foreground with its own configuration, killed when dropped.
-struct Rsyslog(Child);
-
-impl Drop for Rsyslog {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// The forwarding configuration operators install, `deploy/rsyslog/60-watchpost-relp.conf`.
 const DEPLOYED: &str = include_str!("../deploy/rsyslog/60-watchpost-relp.conf");
@@ -40,30 +29,7 @@ fn rsyslog(dir: &std::path::Path, tcp_port: u16, relp_port: u16) -> Rsyslog {
         ),
     )
     .unwrap();
-    // Debian installs it in /usr/sbin, which a user's PATH may not hold.
-    let program = ["/usr/sbin/rsyslogd", "/sbin/rsyslogd"]
-        .into_iter()
-        .find(|p| std::path::Path::new(p).exists())
-        .unwrap_or("rsyslogd");
-    let child = Command::new(program)
-        .arg("-n")
-        .arg("-f")
-        .arg(&conf)
-        .arg("-i")
-        .arg(dir.join("rsyslog.pid"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("rsyslogd runs (scripts/setup installs rsyslog and rsyslog-relp)");
-    let t = Instant::now();
-    while TcpStream::connect(("127.0.0.1", tcp_port)).is_err() {
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "rsyslogd did not listen"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Rsyslog(child)
+    Rsyslog::start(dir, &conf, &[tcp_port], "rsyslog and rsyslog-relp")
 }
 
 #[test]

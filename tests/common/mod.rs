@@ -475,3 +475,47 @@ pub fn browser_tools() -> Option<(PathBuf, PathBuf)> {
     let ready = node_ok && chromium.exists() && ui.join("node_modules/playwright-core").is_dir();
     ready.then_some((ui, chromium))
 }
+
+/// `rsyslogd` in the foreground with its own configuration file, killed when dropped.
+pub struct Rsyslog(Child);
+
+impl Drop for Rsyslog {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Rsyslog {
+    /// Starts rsyslog with `conf` (its pid file in `dir`) and waits until each of `tcp_ports`
+    /// takes connections; `packages` names what `scripts/setup` installs for it.
+    pub fn start(dir: &Path, conf: &Path, tcp_ports: &[u16], packages: &str) -> Rsyslog {
+        // Debian installs it in /usr/sbin, which a user's PATH may not hold.
+        let program = ["/usr/sbin/rsyslogd", "/sbin/rsyslogd"]
+            .into_iter()
+            .find(|p| Path::new(p).exists())
+            .unwrap_or("rsyslogd");
+        let child = Command::new(program)
+            .arg("-n")
+            .arg("-f")
+            .arg(conf)
+            .arg("-i")
+            .arg(dir.join("rsyslog.pid"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("rsyslogd runs (scripts/setup installs {packages}): {e}"));
+        let rsyslog = Rsyslog(child);
+        let t = Instant::now();
+        for &port in tcp_ports {
+            while TcpStream::connect(("127.0.0.1", port)).is_err() {
+                assert!(
+                    t.elapsed() < Duration::from_secs(10),
+                    "rsyslogd did not listen on {port}"
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        rsyslog
+    }
+}

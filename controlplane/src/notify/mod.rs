@@ -462,6 +462,13 @@ mod tests {
         (dir, store)
     }
 
+    fn queue_empty(store: &Store) -> bool {
+        store
+            .outbox_pending(channel_id("hook"), 10)
+            .unwrap()
+            .is_empty()
+    }
+
     async fn until(what: impl Fn() -> bool) {
         let t = Instant::now();
         while !what() && t.elapsed() < Duration::from_secs(10) {
@@ -513,12 +520,7 @@ mod tests {
         let s = &notifier.snapshot().channels[0];
         assert_eq!(s.alerts_sent + s.digested_alerts, 5);
         assert_eq!((s.digests, s.pending), (1, 0));
-        assert!(
-            store
-                .outbox_pending(channel_id("hook"), 10)
-                .unwrap()
-                .is_empty()
-        );
+        assert!(queue_empty(&store));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -542,12 +544,7 @@ mod tests {
         assert_eq!(notifier.snapshot().channels[0].pending, 0);
         tokio::time::sleep(Duration::from_millis(300)).await;
         assert_eq!(got.lock().unwrap().len(), 1);
-        assert!(
-            store
-                .outbox_pending(channel_id("hook"), 10)
-                .unwrap()
-                .is_empty()
-        );
+        assert!(queue_empty(&store));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
