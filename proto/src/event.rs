@@ -42,9 +42,7 @@ pub struct Event {
 pub fn event_id(key: &[u8], pos: u16) -> String {
     use std::fmt::Write;
     let mut s = String::with_capacity(36);
-    for b in key {
-        let _ = write!(s, "{b:02x}");
-    }
+    crate::push_hex(&mut s, key);
     let _ = write!(s, "{pos:04x}");
     s
 }

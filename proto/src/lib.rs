@@ -28,6 +28,7 @@ mod event;
 mod exception;
 mod fields;
 mod hash;
+mod hex;
 mod input;
 pub mod mutate;
 mod series;
@@ -53,6 +54,7 @@ pub use exception::{
 };
 pub use fields::{EventFields, PlainEvent};
 pub use hash::{BuildPreHashed, PreHashed, U64Map, U64Set, fmix64, hash64, hash64_seeded};
+pub use hex::{push_hex, to_hex};
 pub use input::InputId;
 pub use series::{MinutePoint, RiskPoint, RuleFires};
 pub use severity::Severity;

@@ -148,12 +148,7 @@ fn sign(secret: &str, timestamp: &str, body: &[u8]) -> String {
     ctx.update(timestamp.as_bytes());
     ctx.update(b".");
     ctx.update(body);
-    let tag = ctx.sign();
-    let mut out = String::from("sha256=");
-    for b in tag.as_ref() {
-        out.push_str(&format!("{b:02x}"));
-    }
-    out
+    format!("sha256={}", watchpost_proto::to_hex(ctx.sign().as_ref()))
 }
 
 /// An outbound error as a delivery error, without the URL (a credential).
@@ -181,11 +176,7 @@ mod tests {
         // What a receiver computes: one HMAC over `<timestamp>.<body>`.
         let joined = b"1700000000.{\"a\":1}";
         let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, b"s3cret");
-        let want: String = ring::hmac::sign(&key, joined)
-            .as_ref()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let want = watchpost_proto::to_hex(ring::hmac::sign(&key, joined).as_ref());
         assert_eq!(
             sign("s3cret", "1700000000", b"{\"a\":1}"),
             format!("sha256={want}")

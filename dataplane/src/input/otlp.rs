@@ -190,7 +190,7 @@ fn event_of(
     }
     for (key, id) in [("trace.id", &record.trace_id), ("span.id", &record.span_id)] {
         if !id.is_empty() && id.iter().any(|&b| b != 0) {
-            e.insert(key.into(), hex(id).into());
+            e.insert(key.into(), watchpost_proto::to_hex(id).into());
         }
     }
     if !record.event_name.is_empty() {
@@ -246,10 +246,6 @@ fn severity(number: i32) -> Option<u8> {
         21..=24 => Some(5),
         _ => None,
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// An `AnyValue` as JSON: a key-value list as an object (the normaliser flattens it into
