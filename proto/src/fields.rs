@@ -16,10 +16,10 @@ pub trait EventFields {
     /// Calls `f` with the message and every attribute value until it returns true; says whether
     /// it did (keyword searches).
     fn any_value(&self, f: &mut dyn FnMut(&str) -> bool) -> bool;
-    /// Calls `f` with every attribute's name until it returns true; says whether it did. The
-    /// rule engine reads them once per event to know which fields are absent without looking
-    /// each up.
-    fn any_attribute_name(&self, f: &mut dyn FnMut(&str) -> bool) -> bool;
+    /// Calls `f` with every attribute's name and value, in order, until it returns true; says
+    /// whether it did. The rule engine reads them once per event into the fields its rules
+    /// read, rather than looking each field up by name.
+    fn any_attribute<'a>(&'a self, f: &mut dyn FnMut(&'a str, &'a str) -> bool) -> bool;
     /// The canonical name of the first entity of `kind` (`ip`, `user`, `host`...) with `role`
     /// (`source`, `destination`...; `None`: any role). Events without entities have none.
     fn entity(&self, kind: &str, role: Option<&str>) -> Option<&str> {
@@ -77,8 +77,8 @@ impl EventFields for PlainEvent {
     fn any_value(&self, f: &mut dyn FnMut(&str) -> bool) -> bool {
         f(&self.message) || self.attributes.iter().any(|(_, v)| f(v))
     }
-    fn any_attribute_name(&self, f: &mut dyn FnMut(&str) -> bool) -> bool {
-        self.attributes.iter().any(|(k, _)| f(k))
+    fn any_attribute<'a>(&'a self, f: &mut dyn FnMut(&'a str, &'a str) -> bool) -> bool {
+        self.attributes.iter().any(|(k, v)| f(k, v))
     }
     fn entity(&self, kind: &str, role: Option<&str>) -> Option<&str> {
         self.entities

@@ -109,69 +109,73 @@ impl ShapeTest {
     }
 }
 
-/// Fields whose values are kept per event (the rest are read at each use).
+/// Fields whose folded hashes are kept per event (the rest are hashed at each use).
 const FIELDS_CACHED: usize = 48;
 
-/// One event's field values, each read on first use: dozens of shapes test `@source` or
-/// `Channel`, and many rules read `CommandLine` or `Image`.
+/// Fields of attributes whose values an event's one pass over its attributes fills in (see
+/// [`FieldValues`]); fields past them are looked up at each use.
+const FIELDS_RESOLVED: usize = 256;
+
+/// One event's field values. Attribute fields (all but a few) are filled in by one pass over
+/// the event's attributes at the first lookup, each name found in the set's [`NameTable`]: an
+/// event has a few dozen attributes, a set asks for hundreds of fields (most absent: the cloud
+/// logsources' on every Windows record), and looking each up by name went through the
+/// attributes one by one. Other fields (`@source`, entities, translated values) are read at each
+/// use.
 struct FieldValues<'e, 'f, E> {
     event: &'e E,
     fields: &'f [Field],
-    /// Per field: the names its attributes can have, when it has nothing but attributes.
-    names: &'f [Option<NameSet>],
-    /// The names of the event's attributes, read at the first lookup that needs them.
-    present: Option<NameSet>,
-    cache: [Option<Option<&'e str>>; FIELDS_CACHED],
-    /// Folded hashes of cached values, for shape tests.
+    names: &'f NameTable,
+    /// The attribute fields' values, once `resolved`.
+    values: [Option<&'e str>; FIELDS_RESOLVED],
+    /// Per field: the rank of the place its value came from (the first present place wins).
+    ranks: [u8; FIELDS_RESOLVED],
+    resolved: bool,
+    /// Folded hashes of values, for shape tests and whole-value gates.
     hashes: [Option<u64>; FIELDS_CACHED],
 }
 
 impl<'e, 'f, E: EventFields> FieldValues<'e, 'f, E> {
+    /// Inlined: built in place rather than moved (four kilobytes).
+    #[inline(always)]
     fn new(event: &'e E, set: &'f RuleSet) -> FieldValues<'e, 'f, E> {
         FieldValues {
             event,
             fields: &set.fields,
-            names: &set.field_names,
-            present: None,
-            cache: [None; FIELDS_CACHED],
+            names: &set.names,
+            values: [None; FIELDS_RESOLVED],
+            ranks: [u8::MAX; FIELDS_RESOLVED],
+            resolved: false,
             hashes: [None; FIELDS_CACHED],
         }
     }
 
     #[inline]
     fn get(&mut self, i: usize) -> Option<&'e str> {
-        match self.cache.get(i) {
-            Some(Some(v)) => *v,
-            Some(None) => {
-                let v = self.look_up(i);
-                self.cache[i] = Some(v);
-                v
+        if i < FIELDS_RESOLVED && self.names.resolved[i] {
+            if !self.resolved {
+                self.resolve();
             }
-            None => self.look_up(i),
-        }
-    }
-
-    /// Field `i`'s value. A field of attributes none of whose names the event has is absent
-    /// without a look: an event has a few dozen attributes and a lookup compares names one by
-    /// one, while shapes and gates ask for dozens of fields most events lack (the cloud
-    /// logsources' on every Windows record).
-    #[inline]
-    fn look_up(&mut self, i: usize) -> Option<&'e str> {
-        if let Some(Some(wanted)) = self.names.get(i) {
-            let event = self.event;
-            let present = self.present.get_or_insert_with(|| {
-                let mut names = NameSet::default();
-                event.any_attribute_name(&mut |n| {
-                    names.insert(n);
-                    false
-                });
-                names
-            });
-            if !present.meets(wanted) {
-                return None;
-            }
+            return self.values[i];
         }
         self.fields[i].get(self.event)
+    }
+
+    /// Fills in every attribute field from one pass over the event's attributes.
+    fn resolve(&mut self) {
+        let (names, values, ranks) = (self.names, &mut self.values, &mut self.ranks);
+        self.event.any_attribute(&mut |name, value| {
+            for &(field, rank) in names.fields_of(name) {
+                let f = field as usize;
+                // A repeated name keeps its first value, as a lookup by name does.
+                if rank < ranks[f] {
+                    ranks[f] = rank;
+                    values[f] = Some(value);
+                }
+            }
+            false
+        });
+        self.resolved = true;
     }
 
     /// `get(i)` with the value's folded hash.
@@ -187,48 +191,96 @@ impl<'e, 'f, E: EventFields> FieldValues<'e, 'f, E> {
     }
 }
 
-/// A set of attribute names as 256 bits, one per name (a Bloom filter with one hash): if none
-/// of a field's names is in an event's set, the event has none of them.
-#[derive(Clone, Copy, Debug, Default)]
-struct NameSet([u64; 4]);
+/// The set's attribute names, each with the fields it fills (and the place's rank in each),
+/// in an open-addressing table: [`FieldValues`] looks each of an event's attribute names up
+/// once.
+#[derive(Clone, Debug, Default)]
+struct NameTable {
+    /// Per slot: 0 when empty, else one more than the entry's index.
+    slots: Vec<u32>,
+    /// (hash, name, targets' span).
+    entries: Vec<(u64, Box<str>, u32, u32)>,
+    /// (field, rank) of each entry, by span.
+    targets: Vec<(u32, u8)>,
+    /// Per field: its value comes from the attributes alone, and is filled in by the pass.
+    resolved: Vec<bool>,
+}
 
-impl NameSet {
-    /// The bit of `name`: from its length and three of its bytes, cheap enough to take for
-    /// every attribute of every event.
-    #[inline]
-    fn bit(name: &str) -> usize {
-        let b = name.as_bytes();
-        let at = |i: usize| u32::from(b.get(i).copied().unwrap_or(0));
-        let h = (b.len() as u32).wrapping_mul(0x9e37_79b9)
-            ^ (at(0) << 16)
-            ^ (at(b.len() / 2) << 8)
-            ^ at(b.len().wrapping_sub(1));
-        (h.wrapping_mul(0x85eb_ca6b) >> 24) as usize
-    }
-
-    #[inline]
-    fn insert(&mut self, name: &str) {
-        let bit = NameSet::bit(name);
-        self.0[bit / 64] |= 1 << (bit % 64);
-    }
-
-    /// They share a bit.
-    #[inline]
-    fn meets(&self, other: &NameSet) -> bool {
-        self.0.iter().zip(&other.0).any(|(a, b)| a & b != 0)
-    }
-
-    /// The names of `field`, when it has only attributes (a record field or an entity is
-    /// looked up as it is).
-    fn of(field: &Field) -> Option<NameSet> {
-        let mut set = NameSet::default();
-        for place in field.0.iter() {
-            match place {
-                FieldSource::Attr(name) | FieldSource::Translated { name, .. } => set.insert(name),
-                _ => return None,
+impl NameTable {
+    /// The table of `fields`: those made of attributes alone (no record field, entity or
+    /// translated value) and numbered under [`FIELDS_RESOLVED`].
+    fn build(fields: &[Field]) -> NameTable {
+        let mut by_name: BTreeMap<&str, Vec<(u32, u8)>> = BTreeMap::new();
+        let mut resolved = vec![false; fields.len()];
+        for (f, field) in fields.iter().enumerate().take(FIELDS_RESOLVED) {
+            let attributes_only = field.0.len() < usize::from(u8::MAX)
+                && field.0.iter().all(|p| matches!(p, FieldSource::Attr(_)));
+            if !attributes_only {
+                continue;
+            }
+            resolved[f] = true;
+            for (rank, place) in field.0.iter().enumerate() {
+                if let FieldSource::Attr(name) = place {
+                    by_name
+                        .entry(name)
+                        .or_default()
+                        .push((f as u32, rank as u8));
+                }
             }
         }
-        Some(set)
+        let size = (by_name.len() * 2).next_power_of_two().max(16);
+        let mut table = NameTable {
+            slots: vec![0; size],
+            resolved,
+            ..NameTable::default()
+        };
+        for (name, targets) in by_name {
+            let hash = NameTable::hash(name);
+            let start = table.targets.len() as u32;
+            table.targets.extend(targets);
+            table
+                .entries
+                .push((hash, name.into(), start, table.targets.len() as u32));
+            let mut at = hash as usize & (size - 1);
+            while table.slots[at] != 0 {
+                at = (at + 1) & (size - 1);
+            }
+            table.slots[at] = table.entries.len() as u32;
+        }
+        table
+    }
+
+    /// A name's length with its first and last eight bytes (or its bytes, when shorter),
+    /// mixed: two loads for any name, which the table then compares whole.
+    #[inline]
+    fn hash(name: &str) -> u64 {
+        let b = name.as_bytes();
+        let (first, last) = match (b.first_chunk::<8>(), b.last_chunk::<8>()) {
+            (Some(first), Some(last)) => (u64::from_le_bytes(*first), u64::from_le_bytes(*last)),
+            _ => (b.iter().fold(0u64, |h, &x| (h << 8) | u64::from(x)), 0),
+        };
+        let h = (first ^ (b.len() as u64).rotate_left(56)).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            ^ last.wrapping_mul(0xc2b2_ae3d_27d4_eb4f);
+        h ^ (h >> 29)
+    }
+
+    /// The (field, rank) pairs `name` fills; empty for a name no rule reads.
+    #[inline]
+    fn fields_of(&self, name: &str) -> &[(u32, u8)] {
+        let hash = NameTable::hash(name);
+        let mask = self.slots.len().wrapping_sub(1);
+        let mut at = hash as usize & mask;
+        while let Some(&slot) = self.slots.get(at) {
+            if slot == 0 {
+                break;
+            }
+            let (h, n, start, end) = &self.entries[slot as usize - 1];
+            if *h == hash && **n == *name {
+                return &self.targets[*start as usize..*end as usize];
+            }
+            at = (at + 1) & mask;
+        }
+        &[]
     }
 }
 
@@ -276,11 +328,11 @@ impl CShape {
 pub struct RuleSet {
     rules: Vec<CRule>,
     shapes: Vec<CShape>,
-    /// Every field the shapes and rules read, each once, the most read first: an event's
-    /// values of the first [`FIELDS_CACHED`] are looked up once per event.
+    /// Every field the shapes and rules read, each once, the most read first: the folded
+    /// hashes of the first [`FIELDS_CACHED`] are kept per event.
     fields: Vec<Field>,
-    /// Per field, its attribute names ([`NameSet::of`]).
-    field_names: Vec<Option<NameSet>>,
+    /// The attribute names the fields read ([`FieldValues`]).
+    names: NameTable,
     /// Rules grouped by their logsource's shapes: each rule is in one group.
     groups: Vec<Group>,
     /// The groups each shape's events go to, by shape index.
@@ -293,6 +345,113 @@ pub struct RuleSet {
     unmapped: Vec<u32>,
     /// Per rule: the clauses of literals it is gated by (0: ungated; see [`gate::necessary`]).
     clauses: Vec<u8>,
+    /// Every field a shape tests, each once: the groups an event goes to depend on their values
+    /// alone (see [`ShapeMemo`]).
+    shape_fields: Vec<usize>,
+    /// The set's identity in each thread's [`ShapeMemo`] (0: a set with no rules).
+    id: u64,
+}
+
+/// Identities of compiled sets, for the per-thread [`ShapeMemo`].
+static SET_IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// Slots of the per-thread memo of group choices: a sensor's events come in a few dozen
+/// combinations of channel, event id and source.
+const MEMO_SLOTS: usize = 512;
+
+/// The groups chosen for each combination of shape-field values a thread has seen. Which
+/// groups an event goes to depends only on the values its set's shapes test (`Channel`,
+/// `EventID`, `@source`, ...), yet testing the shapes took a third of matching with the whole
+/// SigmaHQ set: 26 candidate shapes per Windows record, 1.3 holding. An event now reads those
+/// fields, hashes them into a key and finds its groups in one look; a new combination is worked
+/// out as before and kept in its slot, in the room the slot's last one leaves (so that a stream
+/// of ever new combinations costs what testing the shapes did, and allocates nothing once the
+/// slots have grown). Values are kept and compared, so a colliding key cannot give another
+/// combination's groups.
+struct ShapeMemo {
+    /// The set the slots belong to ([`RuleSet::id`]).
+    set: u64,
+    slots: Vec<Choice>,
+}
+
+/// One combination of shape-field values and its groups.
+#[derive(Default)]
+struct Choice {
+    /// 0: the slot is empty (a key is never 0).
+    key: u64,
+    /// Per shape field, in the set's order: the end of its value in `text`, `None` when absent.
+    ends: Vec<Option<u32>>,
+    /// The present values, ASCII lower case, one after the other.
+    text: String,
+    groups: Vec<u32>,
+}
+
+impl ShapeMemo {
+    /// The groups of the event behind `values`.
+    fn groups<'m, E: EventFields>(
+        &'m mut self,
+        set: &RuleSet,
+        values: &mut FieldValues<'_, '_, E>,
+    ) -> &'m [u32] {
+        if self.set != set.id || self.slots.len() != MEMO_SLOTS {
+            self.slots.clear();
+            self.slots.resize_with(MEMO_SLOTS, Choice::default);
+            self.set = set.id;
+        }
+        let mut key = 0x9e37_79b9_7f4a_7c15u64;
+        for &f in &set.shape_fields {
+            // Present values are odd, so that an empty one differs from an absent one.
+            let h = values.get_hashed(f).map_or(0, |(_, h)| h | 1);
+            key = (key ^ h).wrapping_mul(0x0100_0000_01b3).rotate_left(29);
+        }
+        let key = key.max(1);
+        let choice = &mut self.slots[(key >> 32) as usize % MEMO_SLOTS];
+        if choice.key != key || !choice.is_for(set, values) {
+            choice.keep(key, set, values);
+        }
+        &choice.groups
+    }
+}
+
+impl Choice {
+    /// The event's shape fields hold these values.
+    fn is_for<E: EventFields>(&self, set: &RuleSet, values: &mut FieldValues<'_, '_, E>) -> bool {
+        let mut start = 0;
+        set.shape_fields
+            .iter()
+            .zip(&self.ends)
+            .all(|(&f, end)| match (values.get(f), end) {
+                (None, None) => true,
+                (Some(v), Some(end)) => {
+                    let kept = self.text.get(start..*end as usize);
+                    start = *end as usize;
+                    kept.is_some_and(|k| v.eq_ignore_ascii_case(k))
+                }
+                _ => false,
+            })
+    }
+
+    /// Replaces the slot's combination with the event's, and works out its groups.
+    fn keep<E: EventFields>(
+        &mut self,
+        key: u64,
+        set: &RuleSet,
+        values: &mut FieldValues<'_, '_, E>,
+    ) {
+        self.key = key;
+        self.ends.clear();
+        self.text.clear();
+        for &f in &set.shape_fields {
+            let end = values.get(f).map(|v| {
+                let start = self.text.len();
+                self.text.push_str(v);
+                self.text[start..].make_ascii_lowercase();
+                self.text.len() as u32
+            });
+            self.ends.push(end);
+        }
+        set.choose_groups(values, &mut self.groups);
+    }
 }
 
 /// Shapes by the value one of their tests requires: an event is tested against the shapes
@@ -445,7 +604,12 @@ impl Group {
 std::thread_local! {
     /// One event's matching state, reused so that matching allocates nothing once grown.
     static SCRATCH: std::cell::RefCell<Scratch> = const {
-        std::cell::RefCell::new(Scratch { seen: Vec::new(), found: Vec::new(), groups: Vec::new() })
+        std::cell::RefCell::new(Scratch {
+            seen: Vec::new(),
+            found: Vec::new(),
+            memo: ShapeMemo { set: 0, slots: Vec::new() },
+            text: EventText { bytes: Vec::new(), ready: false },
+        })
     };
 }
 
@@ -463,8 +627,44 @@ struct Scratch {
     seen: Vec<u64>,
     /// The rules of the current group to evaluate.
     found: Vec<u32>,
-    /// The groups whose shapes hold.
-    groups: Vec<u32>,
+    /// The groups chosen per combination of shape-field values.
+    memo: ShapeMemo,
+    /// The event's values in one text, for keyword searches.
+    text: EventText,
+}
+
+/// An event's values (source, host, message, attributes) in one text, ASCII lower case, each
+/// ended by a NUL, made at the first keyword gate an event meets: a gate then searches one text
+/// with a case-sensitive automaton over its lower-case literals, not each of a Windows record's
+/// two dozen values with a case-folding one (a keyword rule of the process logsource cost 0.5
+/// us per Sysmon record that way). No such literal holds a NUL (a gate whose literals do
+/// searches value by value: [`Gate::spans_values`]), so none matches across two values.
+#[derive(Default)]
+struct EventText {
+    bytes: Vec<u8>,
+    /// `bytes` holds the current event's values.
+    ready: bool,
+}
+
+impl EventText {
+    fn of<E: EventFields>(&mut self, event: &E) -> &str {
+        if !self.ready {
+            self.bytes.clear();
+            let mut push = |v: &str| {
+                self.bytes.extend_from_slice(v.as_bytes());
+                self.bytes.push(0);
+                false
+            };
+            push(event.source());
+            push(event.host());
+            event.any_value(&mut push);
+            // One pass over the whole text: the loop is vectorised.
+            self.bytes.make_ascii_lowercase();
+            self.ready = true;
+        }
+        // Whole values, each followed by a NUL: valid UTF-8.
+        std::str::from_utf8(&self.bytes).unwrap_or_default()
+    }
 }
 
 pub(crate) fn resolve(mapping: &Mapping, name: &str) -> Field {
@@ -579,6 +779,31 @@ impl Prepared {
 }
 
 impl CItem {
+    /// Roughly what testing the item costs, to order a conjunction's items (the order cannot
+    /// change its result): a comparison at a value's end is cheaper than a search through it,
+    /// which is cheaper than a regex or a search through every value of the event.
+    fn cost(&self) -> u32 {
+        let pattern = |p: &Pattern| match p {
+            Pattern::Null | Pattern::Exists(_) => 0,
+            Pattern::Text {
+                place: Place::Contains,
+                ..
+            } => 8,
+            Pattern::Text { .. } | Pattern::Number(..) | Pattern::Cidr { .. } => 2,
+            Pattern::FieldRef { .. } | Pattern::Not(_) => 8,
+            Pattern::Regex(_) => 100,
+        };
+        let own: u32 = self.patterns.iter().map(pattern).sum::<u32>()
+            + self.literals.as_ref().map_or(0, |_| 30)
+            + self.regexes.as_ref().map_or(0, |_| 100);
+        if self.field.is_none() {
+            // Every value of the event is searched.
+            own.saturating_mul(20)
+        } else {
+            own
+        }
+    }
+
     #[inline]
     fn matches<E: EventFields>(&self, vals: &mut FieldValues<'_, '_, E>) -> bool {
         let e = vals.event;
@@ -736,6 +961,11 @@ impl RuleSet {
                         .collect()
                 })
                 .collect();
+            let mut compiled: Vec<Vec<Vec<CItem>>> = compiled;
+            // A conjunction fails at its first false item: the cheap ones are tested first.
+            for conj in compiled.iter_mut().flatten() {
+                conj.sort_by_key(CItem::cost);
+            }
             set.rules.push(CRule {
                 searches: compiled,
                 condition: condition.clone(),
@@ -746,7 +976,15 @@ impl RuleSet {
         set.fields = table.fields;
         let new_of = set.most_read_fields_first();
         set.shape_index = ShapeIndex::build(&set.shapes);
-        set.field_names = set.fields.iter().map(NameSet::of).collect();
+        set.shape_fields = set
+            .shapes
+            .iter()
+            .flat_map(|s| s.0.iter().map(|t| t.field))
+            .collect();
+        set.shape_fields.sort_unstable();
+        set.shape_fields.dedup();
+        set.id = SET_IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        set.names = NameTable::build(&set.fields);
         // Each group keeps its literals; its automata are built at its first event.
         for (g, by_field) in needs.into_iter().enumerate() {
             let group = &mut set.groups[g];
@@ -792,8 +1030,10 @@ impl RuleSet {
     /// event); gives the new number of each old one.
     fn most_read_fields_first(&mut self) -> Vec<usize> {
         let mut uses = vec![0u32; self.fields.len()];
+        // Every event reads every shape field (its memo key, [`ShapeMemo`]): they come first,
+        // among the fields its one pass over its attributes fills in ([`FIELDS_RESOLVED`]).
         for t in self.shapes.iter().flat_map(|s| &s.0) {
-            uses[t.field] += 1;
+            uses[t.field] = u32::MAX / 2;
         }
         let items = || {
             self.rules
@@ -830,6 +1070,25 @@ impl RuleSet {
             }
         }
         new_of
+    }
+
+    /// The groups whose shapes hold for the event, into `groups` (see [`ShapeMemo`]).
+    fn choose_groups<E: EventFields>(
+        &self,
+        values: &mut FieldValues<'_, '_, E>,
+        groups: &mut Vec<u32>,
+    ) {
+        groups.clear();
+        groups.extend(self.everywhere);
+        self.shape_index.candidates(values, |shape, values| {
+            if self.shapes[shape as usize].holds(values) {
+                for g in &self.shape_groups[shape as usize] {
+                    if !groups.contains(g) {
+                        groups.push(*g);
+                    }
+                }
+            }
+        });
     }
 
     /// Turns the literal index off: every rule of a holding shape is evaluated. The results
@@ -884,29 +1143,21 @@ impl RuleSet {
             let Scratch {
                 seen,
                 found,
-                groups,
+                memo,
+                text,
             } = &mut *scratch.borrow_mut();
+            text.ready = false;
             // Two bits per rule, one per clause.
             let words = (2 * self.rules.len()).div_ceil(64);
             if seen.len() < words {
                 seen.resize(words, 0);
             }
             let mut values = FieldValues::new(event, self);
-            groups.clear();
-            groups.extend(self.everywhere);
-            self.shape_index.candidates(&mut values, |shape, values| {
-                if self.shapes[shape as usize].holds(values) {
-                    for g in &self.shape_groups[shape as usize] {
-                        if !groups.contains(g) {
-                            groups.push(*g);
-                        }
-                    }
-                }
-            });
+            let groups = memo.groups(self, &mut values);
             let start = out.len();
             for &g in groups.iter() {
                 let group = &self.groups[g as usize];
-                self.match_group(group, &mut values, seen, found, out);
+                self.match_group(group, &mut values, seen, found, text, out);
             }
             out[start..].sort_unstable();
         });
@@ -920,6 +1171,7 @@ impl RuleSet {
         values: &mut FieldValues<'_, '_, E>,
         seen: &mut [u64],
         found: &mut Vec<u32>,
+        text: &mut EventText,
         out: &mut Vec<u32>,
     ) {
         found.clear();
@@ -936,6 +1188,9 @@ impl RuleSet {
                     if let Some(v) = values.get(f) {
                         gate.mark_substrings(v, seen, found);
                     }
+                }
+                None if !gate.spans_values() => {
+                    gate.mark_substrings(text.of(values.event), seen, found);
                 }
                 None => {
                     let e = values.event;
@@ -963,7 +1218,8 @@ impl RuleSet {
         found.dedup();
         for &i in found.iter() {
             let r = &self.rules[i as usize];
-            if r.enabled && r.matches(values) {
+            let m = r.enabled && r.matches(values);
+            if m {
                 out.push(i);
             }
         }
@@ -1159,6 +1415,86 @@ detection:
         );
         s.matches(&detected, &mut out);
         assert_eq!(out, vec![0]);
+    }
+
+    const NETWORK: &str = r#"title: t
+id: 5f2a3c1e-8b7d-4e6f-9a0b-1c2d3e4f5a73
+logsource: {product: windows, category: network_connection}
+detection:
+    selection:
+        Image|endswith: '\vssadmin.exe'
+    condition: selection
+"#;
+
+    /// Groups are remembered per combination of shape values: each event of a stream that
+    /// alternates event types (and spells the channel in other cases) still goes to its own
+    /// logsource's rules, and two sets used in turn on one thread keep their own choices.
+    #[test]
+    fn each_event_type_reaches_its_own_rules_however_the_stream_alternates() {
+        let both = RuleSet::compile(
+            [PROC, NETWORK].map(|y| Arc::new(parse_rule(y).unwrap())),
+            &Mapping::bundled(),
+        );
+        let network_only = set(NETWORK);
+        let sysmon = |channel: &str, id: &str| {
+            ev(
+                channel,
+                &[
+                    ("Channel", channel),
+                    ("EventID", id),
+                    ("Image", r"C:\Windows\System32\vssadmin.exe"),
+                    ("CommandLine", "vssadmin delete shadows"),
+                ],
+            )
+        };
+        let channel = "Microsoft-Windows-Sysmon/Operational";
+        let upper = channel.to_uppercase();
+        let mut out = Vec::new();
+        for round in 0..3 {
+            for (event, want, want_network_only) in [
+                (sysmon(channel, "1"), vec![0], vec![]),
+                (sysmon(channel, "3"), vec![1], vec![0]),
+                (sysmon(&upper, "1"), vec![0], vec![]),
+                (sysmon(channel, "7"), vec![], vec![]),
+                (ev("", &[("EventID", "1")]), vec![], vec![]),
+            ] {
+                out.clear();
+                both.matches(&event, &mut out);
+                assert_eq!(out, want, "round {round}: {event:?}");
+                out.clear();
+                network_only.matches(&event, &mut out);
+                assert_eq!(
+                    out, want_network_only,
+                    "round {round}, other set: {event:?}"
+                );
+            }
+        }
+    }
+
+    /// A keyword search reads the event's values as one text: a keyword must still sit
+    /// inside one value, never across two, in any case.
+    #[test]
+    fn a_keyword_never_matches_across_two_values() {
+        let s = set(
+            "title: t\nid: 5f2a3c1e-8b7d-4e6f-9a0b-1c2d3e4f5a74\nlogsource: {product: windows, service: security}\ndetection:\n  kw:\n    - 'mimikatz'\n  condition: kw\n",
+        );
+        let record = |values: &[(&str, &str)]| {
+            let mut attrs = vec![("Channel", "Security"), ("EventID", "4688")];
+            attrs.extend_from_slice(values);
+            ev("Security", &attrs)
+        };
+        let mut out = Vec::new();
+        s.matches(&record(&[("A", "run mimi"), ("B", "katz now")]), &mut out);
+        assert!(out.is_empty(), "split over two values");
+        let mut split_by_host = record(&[("A", "katz")]);
+        split_by_host.host = "mimi".into();
+        s.matches(&split_by_host, &mut out);
+        assert!(out.is_empty(), "split between the host and a value");
+        s.matches(
+            &record(&[("A", "x"), ("B", r"C:\t\MimiKatz.exe")]),
+            &mut out,
+        );
+        assert_eq!(out, vec![0], "inside one value, another case");
     }
 
     #[test]

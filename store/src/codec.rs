@@ -90,8 +90,8 @@ impl watchpost_proto::EventFields for EventView<'_> {
     fn any_value(&self, f: &mut dyn FnMut(&str) -> bool) -> bool {
         f(self.s(&self.message)) || self.attributes.iter().any(|(_, v)| f(self.s(v)))
     }
-    fn any_attribute_name(&self, f: &mut dyn FnMut(&str) -> bool) -> bool {
-        self.attributes.iter().any(|(k, _)| f(self.s(k)))
+    fn any_attribute<'b>(&'b self, f: &mut dyn FnMut(&'b str, &'b str) -> bool) -> bool {
+        self.attributes.iter().any(|(k, v)| f(self.s(k), self.s(v)))
     }
     fn entity(&self, kind: &str, role: Option<&str>) -> Option<&str> {
         self.entities
