@@ -348,8 +348,11 @@ pub struct RuleSet {
     /// Every field a shape tests, each once: the groups an event goes to depend on their values
     /// alone (see [`ShapeMemo`]).
     shape_fields: Vec<usize>,
-    /// The set's identity in each thread's [`ShapeMemo`] (0: a set with no rules).
+    /// The set's identity in each thread's [`ShapeMemo`] (0: `RuleSet::default()`, empty).
     id: u64,
+    /// Groups are chosen through the [`ShapeMemo`]; off in [`RuleSet::without_prefilter`], the
+    /// reference that equivalence tests compare with.
+    memo: bool,
 }
 
 /// Identities of compiled sets, for the per-thread [`ShapeMemo`].
@@ -372,7 +375,15 @@ struct ShapeMemo {
     /// The set the slots belong to ([`RuleSet::id`]).
     set: u64,
     slots: Vec<Choice>,
+    /// The groups of an event whose combination is not kept (values past
+    /// [`MEMO_VALUES_MAX_BYTES`], or a set without the memo).
+    unkept: Vec<u32>,
 }
+
+/// Most bytes of shape-field values a kept combination holds (a Sysmon record's channel, event
+/// id and source: 76), so that the memo stays under 128 KiB a thread however long the values a
+/// sender makes up.
+const MEMO_VALUES_MAX_BYTES: usize = 256;
 
 /// One combination of shape-field values and its groups.
 #[derive(Default)]
@@ -393,16 +404,29 @@ impl ShapeMemo {
         set: &RuleSet,
         values: &mut FieldValues<'_, '_, E>,
     ) -> &'m [u32] {
-        if self.set != set.id || self.slots.len() != MEMO_SLOTS {
-            self.slots.clear();
+        if self.slots.len() != MEMO_SLOTS {
             self.slots.resize_with(MEMO_SLOTS, Choice::default);
+        }
+        if self.set != set.id {
+            // Another set's choices: forgotten, their room kept.
+            for choice in &mut self.slots {
+                choice.key = 0;
+            }
             self.set = set.id;
         }
         let mut key = 0x9e37_79b9_7f4a_7c15u64;
+        let mut bytes = 0;
         for &f in &set.shape_fields {
             // Present values are odd, so that an empty one differs from an absent one.
-            let h = values.get_hashed(f).map_or(0, |(_, h)| h | 1);
+            let h = values.get_hashed(f).map_or(0, |(v, h)| {
+                bytes += v.len();
+                h | 1
+            });
             key = (key ^ h).wrapping_mul(0x0100_0000_01b3).rotate_left(29);
+        }
+        if !set.memo || bytes > MEMO_VALUES_MAX_BYTES {
+            set.choose_groups(values, &mut self.unkept);
+            return &self.unkept;
         }
         let key = key.max(1);
         let choice = &mut self.slots[(key >> 32) as usize % MEMO_SLOTS];
@@ -417,28 +441,31 @@ impl Choice {
     /// The event's shape fields hold these values.
     fn is_for<E: EventFields>(&self, set: &RuleSet, values: &mut FieldValues<'_, '_, E>) -> bool {
         let mut start = 0;
-        set.shape_fields
-            .iter()
-            .zip(&self.ends)
-            .all(|(&f, end)| match (values.get(f), end) {
-                (None, None) => true,
-                (Some(v), Some(end)) => {
-                    let kept = self.text.get(start..*end as usize);
-                    start = *end as usize;
-                    kept.is_some_and(|k| v.eq_ignore_ascii_case(k))
-                }
-                _ => false,
-            })
+        self.ends.len() == set.shape_fields.len()
+            && set
+                .shape_fields
+                .iter()
+                .zip(&self.ends)
+                .all(|(&f, end)| match (values.get(f), end) {
+                    (None, None) => true,
+                    (Some(v), Some(end)) => {
+                        let kept = self.text.get(start..*end as usize);
+                        start = *end as usize;
+                        kept.is_some_and(|k| v.eq_ignore_ascii_case(k))
+                    }
+                    _ => false,
+                })
     }
 
-    /// Replaces the slot's combination with the event's, and works out its groups.
+    /// Replaces the slot's combination with the event's, and works out its groups. The key is
+    /// set last: a slot left half-filled (a panic caught further up) is never taken for one.
     fn keep<E: EventFields>(
         &mut self,
         key: u64,
         set: &RuleSet,
         values: &mut FieldValues<'_, '_, E>,
     ) {
-        self.key = key;
+        self.key = 0;
         self.ends.clear();
         self.text.clear();
         for &f in &set.shape_fields {
@@ -451,6 +478,7 @@ impl Choice {
             self.ends.push(end);
         }
         set.choose_groups(values, &mut self.groups);
+        self.key = key;
     }
 }
 
@@ -607,7 +635,11 @@ std::thread_local! {
         std::cell::RefCell::new(Scratch {
             seen: Vec::new(),
             found: Vec::new(),
-            memo: ShapeMemo { set: 0, slots: Vec::new() },
+            memo: ShapeMemo {
+                set: 0,
+                slots: Vec::new(),
+                unkept: Vec::new(),
+            },
             text: EventText { bytes: Vec::new(), ready: false },
         })
     };
@@ -647,7 +679,7 @@ struct EventText {
 }
 
 impl EventText {
-    fn of<E: EventFields>(&mut self, event: &E) -> &str {
+    fn of<E: EventFields>(&mut self, event: &E) -> &[u8] {
         if !self.ready {
             self.bytes.clear();
             let mut push = |v: &str| {
@@ -662,8 +694,7 @@ impl EventText {
             self.bytes.make_ascii_lowercase();
             self.ready = true;
         }
-        // Whole values, each followed by a NUL: valid UTF-8.
-        std::str::from_utf8(&self.bytes).unwrap_or_default()
+        &self.bytes
     }
 }
 
@@ -984,6 +1015,7 @@ impl RuleSet {
         set.shape_fields.sort_unstable();
         set.shape_fields.dedup();
         set.id = SET_IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        set.memo = true;
         set.names = NameTable::build(&set.fields);
         // Each group keeps its literals; its automata are built at its first event.
         for (g, by_field) in needs.into_iter().enumerate() {
@@ -1091,9 +1123,11 @@ impl RuleSet {
         });
     }
 
-    /// Turns the literal index off: every rule of a holding shape is evaluated. The results
-    /// must not change; tests compare both ways.
+    /// Turns the literal index and the memo of group choices off: every shape is tested on
+    /// every event and every rule of a holding shape is evaluated. The results must not
+    /// change; tests compare both ways.
     pub fn without_prefilter(mut self) -> RuleSet {
+        self.memo = false;
         for g in &mut self.groups {
             let mut all = g.gates().clone();
             let gated: Vec<u32> = all.gates.iter().flat_map(|gate| gate.rules()).collect();
@@ -1186,7 +1220,7 @@ impl RuleSet {
                 }
                 Some(f) => {
                     if let Some(v) = values.get(f) {
-                        gate.mark_substrings(v, seen, found);
+                        gate.mark_substrings(v.as_bytes(), seen, found);
                     }
                 }
                 None if !gate.spans_values() => {
@@ -1194,10 +1228,10 @@ impl RuleSet {
                 }
                 None => {
                     let e = values.event;
-                    gate.mark_substrings(e.source(), seen, found);
-                    gate.mark_substrings(e.host(), seen, found);
+                    gate.mark_substrings(e.source().as_bytes(), seen, found);
+                    gate.mark_substrings(e.host().as_bytes(), seen, found);
                     e.any_value(&mut |v| {
-                        gate.mark_substrings(v, seen, found);
+                        gate.mark_substrings(v.as_bytes(), seen, found);
                         false
                     });
                 }

@@ -1,6 +1,7 @@
 //! The literal index: for each rule, the literals it cannot match without and the field each
-//! must sit in; for each group of rules, one automaton per field over its rules' literals.
+//! must sit in; for each group of rules, one index per field over its rules' literals.
 //!
+//! An event is scanned field by field, each field only by the index of the literals rules
 //! need in that field, and only the rules whose literal was found are evaluated. Cost follows
 //! the event's fields and the rules it can match, not the rule count: with the whole SigmaHQ
 //! set a Sysmon process event reaches a few dozen of the ~1,300 process rules.
@@ -831,9 +832,9 @@ impl Gate {
     /// Substrings only: for places read value by value (keyword searches), and gates without
     /// whole values.
     #[inline]
-    pub(crate) fn mark_substrings(&self, value: &str, seen: &mut [u64], found: &mut Vec<u32>) {
+    pub(crate) fn mark_substrings(&self, value: &[u8], seen: &mut [u64], found: &mut Vec<u32>) {
         if let Some(substrings) = &self.automaton {
-            substrings.each(value.as_bytes(), |id| self.admit(id, seen, found));
+            substrings.each(value, |id| self.admit(id, seen, found));
         }
     }
 
