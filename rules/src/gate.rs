@@ -719,11 +719,41 @@ impl Key {
     }
 }
 
-/// FNV-1a of the ASCII lower case of `text`.
+/// A hash of the ASCII lower case of `text`, eight bytes at a time (the case folded in the
+/// word, [`lower_case_word`]): values hashed per event include whole command lines.
 pub(crate) fn folded_hash(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b.to_ascii_lowercase())).wrapping_mul(0x100_0000_01b3)
-    })
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let bytes = text.as_bytes();
+    let mut h = 0xcbf2_9ce4_8422_2325u64 ^ bytes.len() as u64;
+    let mut chunks = bytes.chunks_exact(8);
+    for chunk in &mut chunks {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        h = (h ^ lower_case_word(u64::from_le_bytes(word))).wrapping_mul(K);
+        h ^= h >> 31;
+    }
+    let rest = chunks.remainder();
+    if !rest.is_empty() {
+        let word = rest
+            .iter()
+            .rev()
+            .fold(0u64, |w, &b| (w << 8) | u64::from(b.to_ascii_lowercase()));
+        h = (h ^ word).wrapping_mul(K);
+        h ^= h >> 31;
+    }
+    h
+}
+
+/// Each ASCII capital of eight bytes in lower case, the other bytes as they are.
+#[inline]
+fn lower_case_word(word: u64) -> u64 {
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let low7 = word & !HIGH;
+    // The high bit of each byte: its low seven bits are at least `A`, above `Z`.
+    let from_a = low7.wrapping_add(0x3f3f_3f3f_3f3f_3f3f);
+    let past_z = low7.wrapping_add(0x2525_2525_2525_2525);
+    let capitals = from_a & !past_z & !word & HIGH;
+    word | (capitals >> 2)
 }
 
 /// The bits of `n`, with `-0` as `0` (they compare equal).
@@ -872,7 +902,10 @@ impl Gate {
 
 #[cfg(test)]
 mod tests {
-    use super::{GRAMS_MIN_LITERALS, Literal, Substrings, necessary, regex_literals};
+    use super::{
+        GRAMS_MIN_LITERALS, Literal, Substrings, folded_hash, lower_case_word, necessary,
+        regex_literals,
+    };
     use crate::mapping::Mapping;
     use crate::rule::{Body, parse_rule};
 
@@ -1018,6 +1051,30 @@ mod tests {
             substrings.each(value.as_bytes(), |id| found.push(id));
             assert_eq!(found, vec![others, others + 1], "{others} others");
         }
+    }
+
+    /// Each byte of a word is folded as `to_ascii_lowercase` folds it, beside any other bytes;
+    /// the hash of a value is the hash of any spelling of its case, and not of a longer one.
+    #[test]
+    fn a_word_is_lower_cased_as_its_bytes_are() {
+        for b in 0..=255u8 {
+            for at in 0..8 {
+                let mut bytes = *b"AbZ@[`z{";
+                bytes[at] = b;
+                let folded = lower_case_word(u64::from_le_bytes(bytes)).to_le_bytes();
+                assert_eq!(
+                    folded,
+                    bytes.map(|x| x.to_ascii_lowercase()),
+                    "{b:#x} at {at}"
+                );
+            }
+        }
+        assert_eq!(
+            folded_hash(r"C:\Windows\System32\CMD.EXE /c whoami"),
+            folded_hash(r"c:\windows\system32\cmd.exe /C WHOAMI")
+        );
+        assert_ne!(folded_hash("4624"), folded_hash("4624\0"));
+        assert_ne!(folded_hash("Security"), folded_hash("Securitx"));
     }
 
     /// The gram index finds what a case-folding automaton finds over the same literals: each
