@@ -2,8 +2,10 @@
 //! resolved through the mapping once, and one pass over an event that reports every rule it
 //! matches.
 //!
-//! Per event, only the shapes its `Channel` or `@source` can belong to are tested, and each
-//! group of rules whose shapes hold is visited once: its per-field literal index
+//! Per event, the groups of its combination of shape-field values (`Channel`, `EventID`,
+//! `@source`, ...) are looked up in a per-thread memo, worked out the first time a combination
+//! is seen by testing the shapes its `Channel` or `@source` can belong to; each group of rules
+//! whose shapes hold is visited once: its per-field literal index
 //! ([`crate::gate`]) picks the rules the event can match, and only those (and the rules with no
 //! literal to index) are evaluated. Evaluation reads fields through [`EventFields`], which the
 //! data plane implements over its in-place event record, so matching allocates nothing once
@@ -573,7 +575,7 @@ struct Gates {
     /// Rules evaluated on every such event, ascending: those with no necessary literal, and
     /// those whose automaton could not be built.
     ungated: Vec<u32>,
-    /// One automaton per field over the literals the other rules need there: only the rules
+    /// One index per field over the literals the other rules need there: only the rules
     /// whose literal an event holds are evaluated (see [`crate::gate`]).
     gates: Vec<Gate>,
 }
