@@ -383,8 +383,9 @@ struct ShapeMemo {
 }
 
 /// Most bytes of shape-field values a kept combination holds (a Sysmon record's channel, event
-/// id and source: 76), so that the memo stays under 128 KiB a thread however long the values a
-/// sender makes up.
+/// id and source: 76), so that the memo stays near a third of a MiB a thread (512 slots, each
+/// at most 256 bytes of values and, with the whole SigmaHQ set, 39 value ends) however long
+/// the values a sender makes up.
 const MEMO_VALUES_MAX_BYTES: usize = 256;
 
 /// One combination of shape-field values and its groups.
