@@ -761,6 +761,91 @@ fn number_bits(n: f64) -> u64 {
     if n == 0.0 { 0 } else { n.to_bits() }
 }
 
+/// Recent values a gate read on one thread, in direct-mapped slots: a sensor's records repeat
+/// most values (the same programs, parents, hashes, versions and users run again and again),
+/// and finding the literals of thousands of rules in a value costs far more than knowing it was
+/// just seen. Over the 277 files of EVTX-ATTACK-SAMPLES in order, 64 slots per field found a
+/// Sysmon process record's parent image in them 86% of the time, its image, hashes and parent
+/// command line 70-72%; its command line only 16%, which costs a hash compare and a copy.
+#[derive(Default)]
+pub(crate) struct GateMemo {
+    slots: Vec<Recent>,
+}
+
+/// Slots of a [`GateMemo`].
+const MEMO_SLOTS: usize = 64;
+
+/// Longest value a [`GateMemo`] keeps, so that a thread's memos stay bounded: at most
+/// [`MEMO_SLOTS`] times this per gate its events reached (a Sysmon `Hashes` value is about 180
+/// bytes). A slot's room grows to the longest value it held and is reused: no allocation once
+/// grown.
+const MEMO_VALUE_MAX_BYTES: usize = 512;
+
+/// Most literals a kept value holds; a value holding more is found again at each sight.
+const MEMO_LITERALS_MAX: usize = 8;
+
+/// One value and the literals it holds.
+#[derive(Default)]
+struct Recent {
+    /// The value's [`folded_hash`] with its lowest bit set; 0: the slot is empty.
+    key: u64,
+    /// The value as it was (compared exactly: a value in other case is simply not found).
+    value: Vec<u8>,
+    literals: [u32; MEMO_LITERALS_MAX],
+    count: u8,
+}
+
+impl GateMemo {
+    /// Marks what [`Gate::mark`] marks for `value` (whose [`folded_hash`] is `hash`), from the
+    /// slot that saw it last when it is there; else from the gate, keeping what it finds.
+    #[inline]
+    pub(crate) fn mark(
+        &mut self,
+        gate: &Gate,
+        value: &str,
+        hash: u64,
+        seen: &mut [u64],
+        found: &mut Vec<u32>,
+    ) {
+        if value.len() > MEMO_VALUE_MAX_BYTES {
+            return gate.mark(value, hash, seen, found);
+        }
+        if self.slots.is_empty() {
+            self.slots.resize_with(MEMO_SLOTS, Recent::default);
+        }
+        let key = hash | 1;
+        let slot = &mut self.slots[(hash.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) as usize];
+        if slot.key == key && slot.value == value.as_bytes() {
+            for &id in &slot.literals[..usize::from(slot.count)] {
+                gate.admit(id as usize, seen, found);
+            }
+            return;
+        }
+        // The key is set last: a slot a caught panic leaves half-filled is never taken.
+        slot.key = 0;
+        slot.count = 0;
+        let mut kept = true;
+        gate.literals_in(value, hash, |id| {
+            gate.admit(id, seen, found);
+            let held = &slot.literals[..usize::from(slot.count)];
+            if !held.contains(&(id as u32)) {
+                match slot.literals.get_mut(usize::from(slot.count)) {
+                    Some(free) => {
+                        *free = id as u32;
+                        slot.count += 1;
+                    }
+                    None => kept = false,
+                }
+            }
+        });
+        if kept {
+            slot.value.clear();
+            slot.value.extend_from_slice(value.as_bytes());
+            slot.key = key;
+        }
+    }
+}
+
 /// One place's index over the literals that some rules of a group need there: an automaton
 /// over the substrings, sorted tables of the whole values and numbers.
 #[derive(Clone, Debug)]
@@ -833,17 +918,34 @@ impl Gate {
     /// holds and whose bit in `seen` is clear, setting the bit.
     #[inline]
     pub(crate) fn mark(&self, value: &str, hash: u64, seen: &mut [u64], found: &mut Vec<u32>) {
+        self.literals_in(value, hash, |id| self.admit(id, seen, found));
+    }
+
+    /// Calls `on` with the number of each literal `value` (whose [`folded_hash`] is `hash`)
+    /// holds, once per occurrence: what [`Gate::mark`] admits rules for, and what a
+    /// [`GateMemo`] keeps.
+    #[inline]
+    fn literals_in(&self, value: &str, hash: u64, mut on: impl FnMut(usize)) {
         if let Some(substrings) = &self.automaton {
-            substrings.each(value.as_bytes(), |id| self.admit(id, seen, found));
+            substrings.each(value.as_bytes(), &mut on);
         }
         if !self.equals.is_empty() {
-            self.admit_all(&self.equals, hash, seen, found);
+            Gate::each_keyed(&self.equals, hash, &mut on);
         }
         if !self.numbers.is_empty()
             && let Some(n) = parse_number(value)
         {
-            self.admit_all(&self.numbers, number_bits(n), seen, found);
+            Gate::each_keyed(&self.numbers, number_bits(n), &mut on);
         }
+    }
+
+    /// Whether finding its literals costs more than a [`GateMemo`] look: grams over many
+    /// literals read the value byte by byte and check candidates; a small DFA over a short
+    /// value, or whole values alone (a search in a sorted table), cost about what a look does
+    /// (remembering every gate was slower on Security records, whose 62 gates are mostly so).
+    #[inline]
+    pub(crate) fn worth_remembering(&self) -> bool {
+        matches!(self.automaton, Some(Substrings::Grams(_)))
     }
 
     /// A literal holds a NUL, the separator of an event's text: a keyword gate searches the
@@ -868,11 +970,12 @@ impl Gate {
         }
     }
 
+    /// Calls `on` with the literal of each entry of `table` keyed `key`.
     #[inline]
-    fn admit_all(&self, table: &[(u64, u32)], key: u64, seen: &mut [u64], found: &mut Vec<u32>) {
+    fn each_keyed(table: &[(u64, u32)], key: u64, on: &mut impl FnMut(usize)) {
         let at = table.partition_point(|(k, _)| *k < key);
         for &(_, id) in table[at..].iter().take_while(|(k, _)| *k == key) {
-            self.admit(id as usize, seen, found);
+            on(id as usize);
         }
     }
 
