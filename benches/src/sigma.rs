@@ -1,15 +1,16 @@
 //! Realistic events and rule sets for the Sigma matching bench and its equivalence test.
 
 use crate::Traffic;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use watchpost_dataplane::{
     Format, LineMeta, MinerConfig, Normalizer, Tally, TemplateMiner, evtx_lines, input_files,
     is_evtx,
 };
-use watchpost_proto::InputId;
+use watchpost_proto::{EntityKind, InputId, Role};
 use watchpost_rules::{BUNDLED, Body, PlainEvent, Rule, load_file, parse_rule, rule_files};
-use watchpost_store::{BlockReader, EncodedBlock};
+use watchpost_store::{BlockReader, EncodedBlock, EntitySlot, EventView};
 
 const NOW_S: i64 = 1_795_000_000;
 
@@ -139,4 +140,106 @@ pub fn sigmahq_full_rules(root: &Path) -> Vec<Arc<Rule>> {
         return Vec::new();
     };
     detection(files.iter().filter_map(|f| load_file(f).rule.ok()))
+}
+
+/// Events laid out as a worker holds them while Sigma rules read them: every text of every
+/// event in one arena, each event a set of ranges into it (the store's [`EventView`], the type
+/// the pipeline matches). Thousands of [`PlainEvent`]s, each string its own allocation, measure
+/// memory latency as much as matching (the engine's whole-set rate was 17% higher over the same
+/// records laid out so): the pipeline matches an event as it builds it, and reads a batch's
+/// arena in order.
+pub struct ArenaEvents {
+    text: String,
+    events: Vec<ArenaEvent>,
+    attributes: Vec<(Range<u32>, Range<u32>)>,
+    entities: Vec<EntitySlot>,
+}
+
+/// One event of [`ArenaEvents`]: its texts' ranges, and its spans of attributes and entities.
+struct ArenaEvent {
+    source: Range<u32>,
+    host: Range<u32>,
+    message: Range<u32>,
+    attributes: Range<usize>,
+    entities: Range<usize>,
+}
+
+impl ArenaEvents {
+    /// `events`, in order, in one arena.
+    pub fn of(events: &[PlainEvent]) -> ArenaEvents {
+        let mut arena = ArenaEvents {
+            text: String::new(),
+            events: Vec::with_capacity(events.len()),
+            attributes: Vec::new(),
+            entities: Vec::new(),
+        };
+        for e in events {
+            let source = arena.put(&e.source);
+            let host = arena.put(&e.host);
+            let message = arena.put(&e.message);
+            let first_attribute = arena.attributes.len();
+            for (name, value) in &e.attributes {
+                let pair = (arena.put(name), arena.put(value));
+                arena.attributes.push(pair);
+            }
+            let first_entity = arena.entities.len();
+            for (kind, role, name) in &e.entities {
+                let slot = EntitySlot {
+                    kind: (0..=u8::MAX)
+                        .find(|&k| EntityKind::from_u8(k).is_some_and(|x| x.name() == kind))
+                        .unwrap_or(u8::MAX),
+                    role: (0..=u8::MAX)
+                        .find(|&r| Role::from_u8(r).name() == role)
+                        .unwrap_or(u8::MAX),
+                    name: arena.put(name),
+                    // The index key: rules do not read it.
+                    hash: 0,
+                };
+                arena.entities.push(slot);
+            }
+            arena.events.push(ArenaEvent {
+                source,
+                host,
+                message,
+                attributes: first_attribute..arena.attributes.len(),
+                entities: first_entity..arena.entities.len(),
+            });
+        }
+        arena
+    }
+
+    fn put(&mut self, text: &str) -> Range<u32> {
+        let start = self.text.len() as u32;
+        self.text.push_str(text);
+        start..self.text.len() as u32
+    }
+
+    /// Events held.
+    pub fn len(&self) -> usize {
+        self.events.len()
+    }
+
+    /// No events.
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty()
+    }
+
+    /// Event number `index` as the pipeline's rules read it.
+    pub fn view(&self, index: usize) -> EventView<'_> {
+        let e = &self.events[index];
+        EventView {
+            timestamp_ns: 0,
+            received_ns: 0,
+            input: 0,
+            severity: 0,
+            flags: 0,
+            template_id: 0,
+            arena: &self.text,
+            source: e.source.clone(),
+            host: e.host.clone(),
+            message: e.message.clone(),
+            entities: &self.entities[e.entities.clone()],
+            attributes: &self.attributes[e.attributes.clone()],
+        }
+    }
 }

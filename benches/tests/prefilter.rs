@@ -3,27 +3,33 @@
 //! SigmaHQ subset when it is beside the checkout) reports exactly the same matches with the
 //! index as without it. With a whole SigmaHQ checkout (`WATCHPOST_SIGMAHQ_FULL`), the same holds
 //! for all of its rules on Windows events: its regression exports, and the `.evtx` files under
-//! `WATCHPOST_EVTX` when set.
+//! `WATCHPOST_EVTX` when set. Each event is also matched as the pipeline holds it (the store's
+//! in-place `EventView` over an arena), with the same result.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use watchpost_benches::sigma::{
-    bundled_rules, evtx_events, plain_events, sigmahq_full_rules, sigmahq_rules,
+    ArenaEvents, bundled_rules, evtx_events, plain_events, sigmahq_full_rules, sigmahq_rules,
 };
 use watchpost_rules::{Mapping, PlainEvent, Rule, RuleSet};
 
-/// Matches of `events` with the index and without it, compared event by event; the total.
+/// Matches of `events` with the index and without it, and with the index over the events as
+/// the pipeline holds them, compared event by event; the total.
 fn same_matches(rules: Vec<Arc<Rule>>, events: &[PlainEvent]) -> usize {
     let fast = RuleSet::compile(rules, &Mapping::bundled());
     let slow = fast.clone().without_prefilter();
-    let (mut a, mut b) = (Vec::new(), Vec::new());
+    let arena = ArenaEvents::of(events);
+    let (mut a, mut b, mut c) = (Vec::new(), Vec::new(), Vec::new());
     let mut matched = 0;
     for (i, e) in events.iter().enumerate() {
         a.clear();
         b.clear();
+        c.clear();
         fast.matches(e, &mut a);
         slow.matches(e, &mut b);
+        fast.matches(&arena.view(i), &mut c);
         assert_eq!(a, b, "event {i}: {e:?}");
+        assert_eq!(a, c, "event {i} in place: {e:?}");
         matched += a.len();
     }
     matched

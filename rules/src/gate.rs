@@ -796,6 +796,13 @@ struct Recent {
 }
 
 impl GateMemo {
+    /// Empties every slot, keeping its room.
+    pub(crate) fn forget(&mut self) {
+        for slot in &mut self.slots {
+            slot.key = 0;
+        }
+    }
+
     /// Marks what [`Gate::mark`] marks for `value` (whose [`folded_hash`] is `hash`), from the
     /// slot that saw it last when it is there; else from the gate, keeping what it finds.
     #[inline]
