@@ -6,7 +6,7 @@
 //! `cargo bench -p watchpost-benches --bench rules` (the whole SigmaHQ set on Windows events
 //! with `WATCHPOST_SIGMAHQ_FULL=<checkout>`: `sigmahq_full_windows` over heap-scattered test
 //! events, `sigmahq_full_windows_arena` over the same events laid out as the pipeline holds
-//! them). Every iteration starts with the engine's per-thread memos empty.
+//! them). Every iteration starts with the values the engine remembers forgotten.
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
@@ -22,9 +22,9 @@ use watchpost_rules::{Mapping, PlainEvent, Rule, RuleSet};
 /// latency instead, about +50%).
 const EVENTS: usize = 1024;
 
-/// Matches every event once, from a cold start: the engine's per-thread memos (group choices,
-/// the literals of recent values) are emptied first, so that an iteration gains nothing from
-/// the same events' previous one.
+/// Matches every event once, the values the engine remembers per thread forgotten first
+/// ([`RuleSet::forget_recent`]), so that an iteration gains nothing from having seen the same
+/// events in the previous one.
 fn run(set: &RuleSet, events: &[PlainEvent], hits: &mut Vec<u32>) -> usize {
     set.forget_recent();
     let mut n = 0;

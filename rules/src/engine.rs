@@ -1208,15 +1208,20 @@ impl RuleSet {
         self
     }
 
-    /// Forgets what this thread remembers of the events it matched (the groups of each
-    /// combination of shape-field values, the literals of recent values), so that each pass of
-    /// a benchmark over the same events starts as cold as its first.
+    /// Forgets the values this thread's gates remember ([`GateMemo`]), keeping their room, so
+    /// that each pass of a benchmark over the same events finds in them only what fresh
+    /// traffic would. The groups chosen per combination of shape-field values are kept: fresh
+    /// traffic brings the same few dozen combinations again.
     pub fn forget_recent(&self) {
         SCRATCH.with(|scratch| {
-            let Scratch { memo, work } = &mut *scratch.borrow_mut();
-            // Taken for another set's: forgotten at the next event, their room kept.
-            memo.set = 0;
-            for memo in work.recent.by_group.iter_mut().flatten() {
+            for memo in scratch
+                .borrow_mut()
+                .work
+                .recent
+                .by_group
+                .iter_mut()
+                .flatten()
+            {
                 memo.forget();
             }
         });
