@@ -1522,6 +1522,16 @@ detection:
         );
         s.matches(&windows, &mut out);
         assert!(out.is_empty(), "a Windows record is not a Linux log");
+        // An ETW trace's record, exported to .evtx: a provider, no channel.
+        let trace = ev(
+            "",
+            &[
+                ("Provider_Name", "Microsoft-Windows-RPC"),
+                ("Endpoint", "chmod 777 /tmp/x"),
+            ],
+        );
+        s.matches(&trace, &mut out);
+        assert!(out.is_empty(), "a Windows trace record is not a Linux log");
     }
 
     #[test]
