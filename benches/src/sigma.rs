@@ -184,13 +184,14 @@ impl ArenaEvents {
             }
             let first_entity = arena.entities.len();
             for (kind, role, name) in &e.entities {
+                // The names come from the store's own kinds and roles (`into_plain`).
                 let slot = EntitySlot {
                     kind: (0..=u8::MAX)
                         .find(|&k| EntityKind::from_u8(k).is_some_and(|x| x.name() == kind))
-                        .unwrap_or(u8::MAX),
+                        .unwrap_or_else(|| panic!("entity kind {kind:?}")),
                     role: (0..=u8::MAX)
                         .find(|&r| Role::from_u8(r).name() == role)
-                        .unwrap_or(u8::MAX),
+                        .unwrap_or_else(|| panic!("entity role {role:?}")),
                     name: arena.put(name),
                     // The index key: rules do not read it.
                     hash: 0,
@@ -209,9 +210,10 @@ impl ArenaEvents {
     }
 
     fn put(&mut self, text: &str) -> Range<u32> {
-        let start = self.text.len() as u32;
+        let offset = |at: usize| u32::try_from(at).expect("an arena under 4 GiB");
+        let start = offset(self.text.len());
         self.text.push_str(text);
-        start..self.text.len() as u32
+        start..offset(self.text.len())
     }
 
     /// Events held.

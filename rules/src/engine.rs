@@ -714,10 +714,13 @@ struct GateMemos {
 }
 
 impl GateMemos {
-    /// The memos of group `group`'s `gates`, forgotten first when they are another set's.
+    /// The memos of group `group`'s `gates`, forgotten first when they are another set's
+    /// (their room kept: a thread may match with two sets in turn).
     fn of(&mut self, set: &RuleSet, group: u32, gates: usize) -> &mut [GateMemo] {
         if self.set != set.id {
-            self.by_group.clear();
+            for memo in self.by_group.iter_mut().flatten() {
+                memo.forget();
+            }
             self.set = set.id;
         }
         if self.by_group.len() < set.groups.len() {
@@ -1208,7 +1211,7 @@ impl RuleSet {
         self
     }
 
-    /// Forgets the values this thread's gates remember ([`GateMemo`]), keeping their room, so
+    /// Forgets the values this thread's gates remember (see `gate::GateMemo`), keeping their room, so
     /// that each pass of a benchmark over the same events finds in them only what fresh
     /// traffic would. The groups chosen per combination of shape-field values are kept: fresh
     /// traffic brings the same few dozen combinations again.
@@ -1606,8 +1609,6 @@ detection:
         }
     }
 
-    /// A keyword search reads the event's values as one text: a keyword must still sit
-    /// inside one value, never across two, in any case.
     #[test]
     fn a_value_seen_again_reaches_the_rules_it_did_the_first_time() {
         // Forty rules, each needing its own word in the command line: past 16 literals the
@@ -1667,6 +1668,54 @@ detection:
     }
 
     #[test]
+    fn two_sets_in_turn_on_one_thread_keep_to_their_own_rules() {
+        // Two sets over the same field, their literals numbered otherwise (the second has one
+        // more, first in order) and tied to other rules, matched alternately on one thread: a
+        // value one set's gate remembers must not admit the other's rules.
+        let rule = |i: usize, literal: &str| {
+            Arc::new(
+                parse_rule(&format!(
+                    "title: word {i}\nid: 00000000-0000-4000-8000-{i:012}\nlogsource: {{product: windows, category: process_creation}}\ndetection:\n    selection:\n        CommandLine|contains: '{literal}'\n    condition: selection\n"
+                ))
+                .unwrap(),
+            )
+        };
+        let mapping = Mapping::bundled();
+        let straight = RuleSet::compile(
+            (0..30).map(|i| rule(i, &format!("marker{i:02}x"))),
+            &mapping,
+        );
+        let shifted = RuleSet::compile(
+            (0..30)
+                .map(|i| rule(i, &format!("marker{:02}x", (i + 7) % 30)))
+                .chain([rule(30, "ma0")]),
+            &mapping,
+        );
+        let process = |command_line: &str| {
+            ev(
+                "Microsoft-Windows-Sysmon/Operational",
+                &[
+                    ("Channel", "Microsoft-Windows-Sysmon/Operational"),
+                    ("EventID", "1"),
+                    ("CommandLine", command_line),
+                ],
+            )
+        };
+        let mut out = Vec::new();
+        for round in 0..3 {
+            for word in 0..30u32 {
+                let event = process(&format!("tool --job marker{word:02}x"));
+                out.clear();
+                straight.matches(&event, &mut out);
+                assert_eq!(out, vec![word], "round {round}");
+                out.clear();
+                shifted.matches(&event, &mut out);
+                assert_eq!(out, vec![(word + 23) % 30], "round {round}, the other set");
+            }
+        }
+    }
+
+    #[test]
     fn attribute_names_are_found_whole_whatever_their_length() {
         // Names of every length to 40 bytes, sharing first and last bytes, some differing only
         // in the middle (past sixteen bytes the middle is compared on its own).
@@ -1696,6 +1745,8 @@ detection:
         assert_eq!(table.fields_of("ParentCommandLineX"), &[]);
     }
 
+    /// A keyword search reads the event's values as one text: a keyword must still sit
+    /// inside one value, never across two, in any case.
     #[test]
     fn a_keyword_never_matches_across_two_values() {
         let s = set(

@@ -15,7 +15,8 @@ use aho_corasick::Anchored;
 use aho_corasick::automaton::Automaton;
 
 /// Shortest literal that gates: one or two letters are in nearly every value, so such a rule
-/// gains nothing and its literal would slow the scan for all.
+/// gains nothing and its literal would slow the scan for all (shorter ones gate only when they
+/// hold a byte rare in values, see [`long_enough`]).
 pub(crate) const MIN_LITERAL: usize = 3;
 
 /// Most literals one rule is gated by. A rule with more is not gated (it is tried on every
@@ -54,10 +55,12 @@ fn frequency(literal: &[u8]) -> f64 {
     if !literal.is_ascii() {
         return 0.001;
     }
-    if literal.len() < MIN_LITERAL && literal.iter().any(|b| RARE_BYTES.contains(b)) {
-        return 0.125;
+    let by_length = 0.5f64.powi(literal.len() as i32 - 2);
+    if literal.iter().any(|b| RARE_BYTES.contains(b)) {
+        // At most as common as a short one: `^^^` holds `^`.
+        return by_length.min(0.125);
     }
-    0.5f64.powi(literal.len() as i32 - 2)
+    by_length
 }
 
 /// How often a set of literals lets a rule through: the sum of its members' frequencies.
@@ -791,8 +794,8 @@ const MEMO_SLOTS: usize = 64;
 
 /// Longest value a [`GateMemo`] keeps, so that a thread's memos stay bounded: at most
 /// [`MEMO_SLOTS`] times this per gate its events reached (a Sysmon `Hashes` value is about 180
-/// bytes). A slot's room grows to the longest value it held and is reused: no allocation once
-/// grown.
+/// bytes). A slot's room grows to the longest value it held (reserved exactly) and is reused:
+/// no allocation once grown.
 const MEMO_VALUE_MAX_BYTES: usize = 512;
 
 /// Most literals a kept value holds; a value holding more is found again at each sight.
@@ -861,6 +864,7 @@ impl GateMemo {
         });
         if kept {
             slot.value.clear();
+            slot.value.reserve_exact(value.len());
             slot.value.extend_from_slice(value.as_bytes());
             slot.key = key;
         }
