@@ -6,8 +6,9 @@
 //! `@source`, ...) are looked up in a per-thread memo, worked out the first time a combination
 //! is seen by testing the shapes its `Channel` or `@source` can belong to; each group of rules
 //! whose shapes hold is visited once: its per-field literal index
-//! ([`crate::gate`]) picks the rules the event can match, and only those (and the rules with no
-//! literal to index) are evaluated. Evaluation reads fields through [`EventFields`], which the
+//! ([`crate::gate`]) picks the rules the event can match (a field's index over many literals
+//! first looks in the thread's slots of recent values and the literals each held), and only
+//! those (and the rules with no literal to index) are evaluated. Evaluation reads fields through [`EventFields`], which the
 //! data plane implements over its in-place event record, so matching allocates nothing once
 //! the per-thread scratch has grown.
 
