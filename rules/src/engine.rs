@@ -1610,30 +1610,35 @@ detection:
         }
     }
 
+    /// Process-creation rule number `i`, needing `literal` in the command line.
+    fn command_line_rule(i: usize, literal: &str) -> Arc<Rule> {
+        Arc::new(
+            parse_rule(&format!(
+                "title: word {i}\nid: 00000000-0000-4000-8000-{i:012}\nlogsource: {{product: windows, category: process_creation}}\ndetection:\n    selection:\n        CommandLine|contains: '{literal}'\n    condition: selection\n"
+            ))
+            .unwrap(),
+        )
+    }
+
+    /// A Sysmon process record of `command_line`.
+    fn process(command_line: &str) -> PlainEvent {
+        ev(
+            "Microsoft-Windows-Sysmon/Operational",
+            &[
+                ("Channel", "Microsoft-Windows-Sysmon/Operational"),
+                ("EventID", "1"),
+                ("CommandLine", command_line),
+            ],
+        )
+    }
+
     #[test]
     fn a_value_seen_again_reaches_the_rules_it_did_the_first_time() {
         // Forty rules, each needing its own word in the command line: past 16 literals the
         // gate finds them by grams and remembers recent values (`gate::GateMemo`).
-        let rules = (0..40).map(|i| {
-            Arc::new(
-                parse_rule(&format!(
-                    "title: word {i}\nid: 00000000-0000-4000-8000-{i:012}\nlogsource: {{product: windows, category: process_creation}}\ndetection:\n    selection:\n        CommandLine|contains: 'marker{i:02}x'\n    condition: selection\n"
-                ))
-                .unwrap(),
-            )
-        });
+        let rules = (0..40).map(|i| command_line_rule(i, &format!("marker{i:02}x")));
         let set = RuleSet::compile(rules, &Mapping::bundled());
         let reference = set.clone().without_prefilter();
-        let process = |command_line: &str| {
-            ev(
-                "Microsoft-Windows-Sysmon/Operational",
-                &[
-                    ("Channel", "Microsoft-Windows-Sysmon/Operational"),
-                    ("EventID", "1"),
-                    ("CommandLine", command_line),
-                ],
-            )
-        };
         let every_word: String = (0..12).map(|i| format!("marker{i:02}x ")).collect();
         let mut lines: Vec<String> = (0..200)
             .map(|i| format!("tool.exe --job {i} marker{:02}x", i % 40))
@@ -1673,35 +1678,17 @@ detection:
         // Two sets over the same field, their literals numbered otherwise (the second has one
         // more, first in order) and tied to other rules, matched alternately on one thread: a
         // value one set's gate remembers must not admit the other's rules.
-        let rule = |i: usize, literal: &str| {
-            Arc::new(
-                parse_rule(&format!(
-                    "title: word {i}\nid: 00000000-0000-4000-8000-{i:012}\nlogsource: {{product: windows, category: process_creation}}\ndetection:\n    selection:\n        CommandLine|contains: '{literal}'\n    condition: selection\n"
-                ))
-                .unwrap(),
-            )
-        };
         let mapping = Mapping::bundled();
         let straight = RuleSet::compile(
-            (0..30).map(|i| rule(i, &format!("marker{i:02}x"))),
+            (0..30).map(|i| command_line_rule(i, &format!("marker{i:02}x"))),
             &mapping,
         );
         let shifted = RuleSet::compile(
             (0..30)
-                .map(|i| rule(i, &format!("marker{:02}x", (i + 7) % 30)))
-                .chain([rule(30, "ma0")]),
+                .map(|i| command_line_rule(i, &format!("marker{:02}x", (i + 7) % 30)))
+                .chain([command_line_rule(30, "ma0")]),
             &mapping,
         );
-        let process = |command_line: &str| {
-            ev(
-                "Microsoft-Windows-Sysmon/Operational",
-                &[
-                    ("Channel", "Microsoft-Windows-Sysmon/Operational"),
-                    ("EventID", "1"),
-                    ("CommandLine", command_line),
-                ],
-            )
-        };
         let mut out = Vec::new();
         for round in 0..3 {
             for word in 0..30u32 {
