@@ -8,9 +8,9 @@
 //! whose shapes hold is visited once: its per-field literal index
 //! ([`crate::gate`]) picks the rules the event can match (a field's index over many literals
 //! first looks in the thread's slots of recent values and the literals each held), and only
-//! those (and the rules with no literal to index) are evaluated. Evaluation reads fields through [`EventFields`], which the
-//! data plane implements over its in-place event record, so matching allocates nothing once
-//! the per-thread scratch has grown.
+//! those (and the rules with no literal to index) are evaluated. Evaluation reads fields
+//! through [`EventFields`], which the data plane implements over its in-place event record, so
+//! matching allocates nothing once the per-thread scratch has grown.
 
 use crate::condition::Expr;
 use crate::dual_regex::DualRegex;
@@ -752,9 +752,9 @@ impl EventText {
     fn of<E: EventFields>(&mut self, event: &E) -> &[u8] {
         if !self.ready {
             self.bytes.clear();
-            // Copied and lower-cased in one vectorised loop per value: a copy call per value
-            // (a Sysmon record has two dozen, most short) then a pass over the text cost
-            // 0.4 us a record.
+            // Copied and lower-cased in one loop per value: a copy call per value (a Sysmon
+            // record has two dozen, most short) then a pass over the text was 3-4% of a Sysmon
+            // process record's time (perf).
             let mut push = |v: &str| {
                 self.bytes
                     .extend(v.as_bytes().iter().map(u8::to_ascii_lowercase));
@@ -1212,9 +1212,9 @@ impl RuleSet {
         self
     }
 
-    /// Forgets the values this thread's gates remember (see `gate::GateMemo`), keeping their room, so
-    /// that each pass of a benchmark over the same events finds in them only what fresh
-    /// traffic would. The groups chosen per combination of shape-field values are kept: fresh
+    /// Forgets the values this thread's gates remember (see `gate::GateMemo`), keeping their
+    /// room, so that each pass of a benchmark over the same events finds in them only what
+    /// fresh traffic would. The groups chosen per combination of shape-field values are kept: fresh
     /// traffic brings the same few dozen combinations again.
     pub fn forget_recent(&self) {
         SCRATCH.with(|scratch| {
