@@ -9,7 +9,7 @@
 
 use crate::dual_regex::DualRegex;
 use crate::pattern::Pattern;
-use aho_corasick::AhoCorasick;
+use crate::substrings::Substrings;
 use std::sync::OnceLock;
 
 /// Compiled size allowed an alternation: past it the regexes are tested one by one.
@@ -19,7 +19,9 @@ const ALTERNATION_SIZE_LIMIT: usize = 1 << 24;
 #[derive(Clone, Debug)]
 pub(crate) struct Joint<T> {
     patterns: Vec<Pattern>,
-    built: OnceLock<Option<T>>,
+    /// Boxed: an automaton is hundreds of bytes (its byte classes alone 256), which inline
+    /// would spread every item of a rule, built or not, over several cache lines.
+    built: OnceLock<Option<Box<T>>>,
 }
 
 impl<T> Joint<T> {
@@ -38,14 +40,17 @@ impl<T> Joint<T> {
         build: impl FnOnce(&[Pattern]) -> Option<T>,
         test: impl FnOnce(&T, &str) -> bool,
     ) -> bool {
-        match self.built.get_or_init(|| build(&self.patterns)) {
+        match self
+            .built
+            .get_or_init(|| build(&self.patterns).map(Box::new))
+        {
             Some(matcher) => test(matcher, value),
             None => self.patterns.iter().any(|p| p.test(Some(value), |_| None)),
         }
     }
 }
 
-impl Joint<AhoCorasick> {
+impl Joint<Substrings> {
     /// Whether `value` contains any of the item's substrings (ASCII, compared with ASCII case
     /// folding: the rule's own comparison).
     #[inline]
@@ -53,16 +58,16 @@ impl Joint<AhoCorasick> {
         self.any(
             value,
             |patterns| {
-                let needles = patterns.iter().filter_map(|p| match p {
-                    Pattern::Text { text, .. } => Some(text.as_str()),
-                    _ => None,
-                });
-                AhoCorasick::builder()
-                    .ascii_case_insensitive(true)
-                    .build(needles)
-                    .ok()
+                let needles: Vec<&str> = patterns
+                    .iter()
+                    .filter_map(|p| match p {
+                        Pattern::Text { text, .. } => Some(text.as_str()),
+                        _ => None,
+                    })
+                    .collect();
+                Substrings::build(&needles, false)
             },
-            |automaton, value| automaton.is_match(value),
+            |automaton, value| automaton.any(value.as_bytes()),
         )
     }
 }
@@ -95,7 +100,7 @@ mod tests {
     use crate::dual_regex::DualRegex;
     use crate::error::Pos;
     use crate::pattern::{Pattern, Place, compile_regex, compile_text};
-    use aho_corasick::AhoCorasick;
+    use crate::substrings::Substrings;
 
     const P: Pos = Pos { line: 1, column: 1 };
 
@@ -105,7 +110,7 @@ mod tests {
 
     #[test]
     fn substrings_are_matched_by_one_automaton_built_at_the_first_test() {
-        let joint: Joint<AhoCorasick> = Joint::new(vec![text("mimikatz"), text("sekurlsa::")]);
+        let joint: Joint<Substrings> = Joint::new(vec![text("mimikatz"), text("sekurlsa::")]);
         assert!(joint.built.get().is_none());
         assert!(joint.matches("x SEKURLSA::logonpasswords"));
         assert!(matches!(joint.built.get(), Some(Some(_))));

@@ -65,6 +65,7 @@ mod load;
 mod mapping;
 mod pattern;
 mod rule;
+mod substrings;
 mod yaml;
 
 pub use attack::{Attack, LICENSE as ATTACK_LICENSE, Tactic, Technique};
