@@ -161,7 +161,43 @@ impl LazyRegex {
     }
 }
 
-/// ASCII-case-insensitive substring search without allocation.
+/// How common a byte is in log values (higher: more common), for [`contains_folded`] to look
+/// for a needle's rarest byte: letters by their frequency in English, then path and command
+/// line punctuation; other bytes are rare.
+const BYTE_COMMONNESS: [u8; 256] = {
+    let mut rank = [20u8; 256];
+    let letters = b"etaoinsrhldcumfpgwybvkxjqz";
+    let mut i = 0;
+    while i < letters.len() {
+        let common = 200 - 4 * i as u8;
+        rank[letters[i] as usize] = common;
+        rank[letters[i].to_ascii_uppercase() as usize] = common;
+        i += 1;
+    }
+    let mut digit = b'0';
+    while digit <= b'9' {
+        rank[digit as usize] = 150;
+        digit += 1;
+    }
+    rank[b'\\' as usize] = 230;
+    rank[b' ' as usize] = 220;
+    rank[b'.' as usize] = 210;
+    rank[b'-' as usize] = 170;
+    rank[b'/' as usize] = 160;
+    rank[b':' as usize] = 140;
+    rank[b'_' as usize] = 140;
+    rank[b',' as usize] = 120;
+    rank[b'=' as usize] = 110;
+    rank[b'"' as usize] = 100;
+    rank[b'{' as usize] = 90;
+    rank[b'}' as usize] = 90;
+    rank
+};
+
+/// ASCII-case-insensitive substring search without allocation. Candidates are found by the
+/// needle's rarest byte (in either case) with `memchr`'s vector search, then compared whole:
+/// looking for the first byte instead, a byte at a time, stopped at every `\` of a path for
+/// the many needles that start with one (a tenth of matching went to such tests, callgrind).
 #[inline]
 pub fn contains_folded(hay: &str, needle: &str) -> bool {
     let (h, n) = (hay.as_bytes(), needle.as_bytes());
@@ -171,23 +207,32 @@ pub fn contains_folded(hay: &str, needle: &str) -> bool {
     if n.len() > h.len() {
         return false;
     }
-    let first = n[0].to_ascii_lowercase();
-    let upper = n[0].to_ascii_uppercase();
-    let last_start = h.len() - n.len();
-    let mut i = 0;
-    while i <= last_start {
-        // Skip to the next byte that can start a match (either case of the first letter).
-        match h[i..=last_start]
-            .iter()
-            .position(|&b| b == first || b == upper)
-        {
-            None => return false,
-            Some(p) => i += p,
-        }
-        if h[i..i + n.len()].eq_ignore_ascii_case(n) {
+    let Some((rare, &byte)) = n
+        .iter()
+        .enumerate()
+        .min_by_key(|&(_, b)| BYTE_COMMONNESS[usize::from(*b)])
+    else {
+        return true;
+    };
+    let (lower, upper) = (byte.to_ascii_lowercase(), byte.to_ascii_uppercase());
+    // The rare byte of a match sits in `h[rare..last]`.
+    let last = h.len() - (n.len() - 1 - rare);
+    let mut from = rare;
+    while from < last {
+        let window = &h[from..last];
+        let found = if lower == upper {
+            memchr::memchr(lower, window)
+        } else {
+            memchr::memchr2(lower, upper, window)
+        };
+        let Some(at) = found.map(|p| from + p) else {
+            return false;
+        };
+        let start = at - rare;
+        if h[start..start + n.len()].eq_ignore_ascii_case(n) {
             return true;
         }
-        i += 1;
+        from = at + 1;
     }
     false
 }
@@ -682,5 +727,41 @@ mod tests {
         assert!(contains_folded("abc", "abc"));
         assert!(!contains_folded("ab", "abc"));
         assert!(contains_folded("aaab", "aab"));
+    }
+
+    /// The search by the rarest byte finds what lower-casing both and searching finds: needles
+    /// whose rare byte is first, last, a letter in either case or punctuation, at a value's
+    /// either end, overlapping near misses.
+    #[test]
+    fn contains_folded_agrees_with_a_lower_cased_search() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |below: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % below as u64) as usize
+        };
+        let alphabet = b"aAbBzZqQ\\ .:-x0";
+        let word = |len: usize, next: &mut dyn FnMut(usize) -> usize| -> String {
+            (0..len)
+                .map(|_| char::from(alphabet[next(alphabet.len())]))
+                .collect()
+        };
+        let mut found = 0;
+        for _ in 0..20_000 {
+            let (hay_len, needle_len) = (next(24), 1 + next(4));
+            let (hay, needle) = (word(hay_len, &mut next), word(needle_len, &mut next));
+            let want = hay
+                .to_ascii_lowercase()
+                .contains(&needle.to_ascii_lowercase());
+            assert_eq!(
+                contains_folded(&hay, &needle),
+                want,
+                "{needle:?} in {hay:?}"
+            );
+            found += usize::from(want);
+        }
+        assert!(found > 1000, "the needles are found often enough: {found}");
+        assert!(contains_folded("x", ""));
     }
 }
