@@ -15,7 +15,7 @@
 use crate::condition::Expr;
 use crate::dual_regex::DualRegex;
 use crate::gate::{self, Gate, GateMemo, Key, folded_hash};
-use crate::joint::Joint;
+use crate::joint::{Affixes, Joint, is_affix};
 use crate::mapping::{FieldSource, Mapping, Shape};
 use crate::pattern::{Pattern, Place};
 use crate::rule::{Body, Item, Rule};
@@ -69,6 +69,9 @@ struct CItem {
     /// For an "any of" item with several regexes (wildcards, `re`, non-ASCII text): their
     /// alternation; `patterns` then holds only the others.
     regexes: Option<Joint<DualRegex>>,
+    /// For an "any of" item with several whole values, prefixes or suffixes: their index;
+    /// `patterns` then holds only the others.
+    affixes: Option<Joint<Affixes>>,
 }
 
 /// Rules from which a set is compiled on all cores (see [`RuleSet::compile`]).
@@ -867,6 +870,7 @@ struct Joined {
     patterns: Vec<Pattern>,
     literals: Option<Joint<Substrings>>,
     regexes: Option<Joint<DualRegex>>,
+    affixes: Option<Joint<Affixes>>,
 }
 
 fn join_item(item: &Item) -> Joined {
@@ -884,6 +888,7 @@ fn join_item(item: &Item) -> Joined {
     let mut patterns = item.patterns.clone();
     let mut literals = None;
     let mut regexes = None;
+    let mut affixes = None;
     if !item.all {
         // Literals are ASCII (others compile to regexes), so the automaton's ASCII case folding
         // is the rule's own comparison.
@@ -897,11 +902,24 @@ fn join_item(item: &Item) -> Joined {
             regexes = Some(Joint::new(joint));
             patterns = rest;
         }
+        // One place's texts (an item has one modifier; `windash` and the like may add others).
+        let place = patterns.iter().find_map(|p| match p {
+            Pattern::Text { place, .. } if *place != Place::Contains => Some(*place),
+            _ => None,
+        });
+        if let Some(place) = place
+            && patterns.iter().filter(|p| is_affix(p, place)).count() >= AUTOMATON_MIN_LITERALS
+        {
+            let (joint, rest) = patterns.into_iter().partition(|p| is_affix(p, place));
+            affixes = Some(Joint::new(joint));
+            patterns = rest;
+        }
     }
     Joined {
         patterns,
         literals,
         regexes,
+        affixes,
     }
 }
 
@@ -911,6 +929,7 @@ fn compile_item(mapping: &Mapping, fields: &mut FieldTable, item: &Item, joined:
         patterns,
         literals,
         regexes,
+        affixes,
     } = joined;
     CItem {
         field: item
@@ -928,6 +947,7 @@ fn compile_item(mapping: &Mapping, fields: &mut FieldTable, item: &Item, joined:
         all: item.all,
         literals,
         regexes,
+        affixes,
     }
 }
 
@@ -982,6 +1002,7 @@ impl CItem {
             Pattern::Regex(_) => 100,
         };
         let own: u32 = self.patterns.iter().map(pattern).sum::<u32>()
+            + self.affixes.as_ref().map_or(0, |_| 10)
             + self.literals.as_ref().map_or(0, |_| 30)
             + self.regexes.as_ref().map_or(0, |_| 100);
         if self.field.is_none() {
@@ -995,9 +1016,10 @@ impl CItem {
     #[inline]
     fn matches<E: EventFields>(&self, vals: &mut FieldValues<'_, '_, E>) -> bool {
         let e = vals.event;
-        if self.literals.is_some() || self.regexes.is_some() {
+        if self.literals.is_some() || self.regexes.is_some() || self.affixes.is_some() {
             let joined = |v: &str| {
-                self.literals.as_ref().is_some_and(|ac| ac.matches(v))
+                self.affixes.as_ref().is_some_and(|a| a.matches(v))
+                    || self.literals.as_ref().is_some_and(|ac| ac.matches(v))
                     || self.regexes.as_ref().is_some_and(|re| re.matches(v))
             };
             let hit = match &self.field {

@@ -418,8 +418,12 @@ impl Key {
 /// A hash of the ASCII lower case of `text`, eight bytes at a time (the case folded in the
 /// word, [`lower_case_word`]): values hashed per event include whole command lines.
 pub(crate) fn folded_hash(text: &str) -> u64 {
+    folded_hash_bytes(text.as_bytes())
+}
+
+/// [`folded_hash`] of bytes (a value's first or last few, which need not end on a character).
+pub(crate) fn folded_hash_bytes(bytes: &[u8]) -> u64 {
     const K: u64 = 0x9e37_79b9_7f4a_7c15;
-    let bytes = text.as_bytes();
     let mut h = 0xcbf2_9ce4_8422_2325u64 ^ bytes.len() as u64;
     let mut chunks = bytes.chunks_exact(8);
     for chunk in &mut chunks {
