@@ -20,6 +20,21 @@ pub trait EventFields {
     /// whether it did. The rule engine reads them once per event into the fields its rules
     /// read, rather than looking each field up by name.
     fn any_attribute<'a>(&'a self, f: &mut dyn FnMut(&'a str, &'a str) -> bool) -> bool;
+    /// The value of the attribute `any_attribute` visits at `index` (from 0): the rule engine
+    /// keeps where each field's value sits rather than the value, so that its per-thread
+    /// table needs no clearing per event. Implement it in constant time; this default goes
+    /// through the attributes.
+    fn attribute_value_at(&self, index: usize) -> Option<&str> {
+        let (mut at, mut found) = (0, None);
+        self.any_attribute(&mut |_, value| {
+            if at == index {
+                found = Some(value);
+            }
+            at += 1;
+            found.is_some()
+        });
+        found
+    }
     /// The canonical name of the first entity of `kind` (`ip`, `user`, `host`...) with `role`
     /// (`source`, `destination`...; `None`: any role). Events without entities have none.
     fn entity(&self, kind: &str, role: Option<&str>) -> Option<&str> {
@@ -79,6 +94,9 @@ impl EventFields for PlainEvent {
     }
     fn any_attribute<'a>(&'a self, f: &mut dyn FnMut(&'a str, &'a str) -> bool) -> bool {
         self.attributes.iter().any(|(k, v)| f(k, v))
+    }
+    fn attribute_value_at(&self, index: usize) -> Option<&str> {
+        self.attributes.get(index).map(|(_, v)| v.as_str())
     }
     fn entity(&self, kind: &str, role: Option<&str>) -> Option<&str> {
         self.entities

@@ -93,6 +93,9 @@ impl watchpost_proto::EventFields for EventView<'_> {
     fn any_attribute<'b>(&'b self, f: &mut dyn FnMut(&'b str, &'b str) -> bool) -> bool {
         self.attributes.iter().any(|(k, v)| f(self.s(k), self.s(v)))
     }
+    fn attribute_value_at(&self, index: usize) -> Option<&str> {
+        self.attributes.get(index).map(|(_, v)| self.s(v))
+    }
     fn entity(&self, kind: &str, role: Option<&str>) -> Option<&str> {
         self.entities
             .iter()
