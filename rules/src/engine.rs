@@ -1974,9 +1974,11 @@ detection:
     /// are not cleared between events, their epoch tells; when the epoch wraps they are.
     #[test]
     fn a_field_of_the_previous_event_is_never_read_for_the_next() {
+        // `ShareName` is one attribute (the pass fills it whole), `User` three and an entity.
         let rules = set(
             "title: t\nid: u2\nlogsource: {product: windows, service: security}\n\
-                         detection:\n    s:\n        User: alice\n    condition: s\n",
+             detection:\n    s:\n        ShareName: alice\n    u:\n        User: bob\n    \
+             condition: s or u\n",
         );
         let matched = |attrs: &[(&str, &str)]| {
             let mut out = Vec::new();
@@ -1987,8 +1989,10 @@ detection:
             !out.is_empty()
         };
         for _ in 0..3 {
-            assert!(matched(&[("User", "alice")]));
+            assert!(matched(&[("ShareName", "alice")]));
             assert!(!matched(&[("Other", "alice")]));
+            assert!(matched(&[("User", "bob")]));
+            assert!(!matched(&[("Other", "bob")]));
             assert!(!matched(&[]));
         }
         let mut slots = FieldSlots {
