@@ -793,6 +793,9 @@ impl Group {
             built
                 .gates
                 .retain(|g| !g.rules().all(|r| ungated.binary_search(&r).is_ok()));
+            // The keyword gate last: it may be skipped for what the others found (see
+            // [`Gate::can_admit`]).
+            built.gates.sort_by_key(|g| g.field.is_none());
             built
         })
     }
@@ -1524,6 +1527,7 @@ impl RuleSet {
                         gate.mark_substrings(v.as_bytes(), seen, found);
                     }
                 }
+                None if !gate.can_admit(seen, &self.clauses) => {}
                 None if !gate.spans_values() => {
                     gate.mark_substrings(text.of(values.event), seen, found);
                 }
@@ -2009,6 +2013,39 @@ detection:
         let (fresh, epoch) = slots.next_event(4);
         assert_eq!(epoch, 1);
         assert!(fresh.iter().all(|s| s.filled == 0 && s.hashed == 0));
+    }
+
+    /// A keyword gate is skipped when every rule it could admit waits on another clause that
+    /// no earlier gate found; a rule with both clauses among the keywords is never left out.
+    #[test]
+    fn a_keyword_waiting_on_another_clause_is_searched_only_when_that_clause_was_found() {
+        let waits = set(
+            "title: t\nid: k1\nlogsource: {product: windows, service: security}\n\
+                         detection:\n    selection:\n        EventID: [4727, 4728]\n    \
+                         keywords:\n        - 'ESX Admins'\n    condition: selection and keywords\n",
+        );
+        let both = set(
+            "title: t\nid: k2\nlogsource: {product: windows, service: security}\n\
+                        detection:\n    first:\n        - 'ESX Admins'\n    second:\n        \
+                        - 'domain'\n    condition: first and second\n",
+        );
+        let matched = |rules: &RuleSet, attrs: &[(&str, &str)]| {
+            let mut out = Vec::new();
+            let event = ev("", &[&[("Channel", "Security")], attrs].concat());
+            rules.matches(&event, &mut out);
+            !out.is_empty()
+        };
+        for _ in 0..2 {
+            let group = ("TargetUserName", "ESX Admins");
+            assert!(matched(&waits, &[("EventID", "4728"), group]));
+            assert!(!matched(&waits, &[("EventID", "4624"), group]));
+            assert!(!matched(
+                &waits,
+                &[("EventID", "4728"), ("TargetUserName", "x")]
+            ));
+            assert!(matched(&both, &[group, ("SubjectDomainName", "DOMAIN")]));
+            assert!(!matched(&both, &[group]));
+        }
     }
 
     /// A keyword search reads the event's values as one text: a keyword must still sit

@@ -573,6 +573,10 @@ pub(crate) struct Gate {
     /// A literal holds a NUL: values are searched one by one, not in the event's text (see
     /// `EventText` in the engine).
     nul: bool,
+    /// A keyword gate's rules that have one clause here and may have another elsewhere (each
+    /// entry tagged with its clause, as in `rules`), when none has both here: see
+    /// [`Gate::can_admit`]. `None`: the gate is always scanned.
+    waiting: Option<Vec<u32>>,
 }
 
 impl Gate {
@@ -611,8 +615,18 @@ impl Gate {
         starts.push(rules.len() as u32);
         equals.sort_unstable();
         numbers.sort_unstable();
+        let waiting = field.is_none().then(|| {
+            let mut tagged = rules.clone();
+            tagged.sort_unstable();
+            tagged.dedup();
+            tagged
+        });
+        // A rule with both its clauses here needs nothing from another gate.
+        let waiting =
+            waiting.filter(|tagged| !tagged.windows(2).any(|pair| pair[0] >> 1 == pair[1] >> 1));
         Some(Gate {
             nul,
+            waiting,
             field,
             automaton,
             equals,
@@ -661,6 +675,23 @@ impl Gate {
     #[inline]
     pub(crate) fn spans_values(&self) -> bool {
         self.nul
+    }
+
+    /// Whether scanning can admit a rule: one of a single clause (`clauses`, by rule), or of two
+    /// whose other clause an earlier gate marked in `seen`. A keyword gate comes last in its
+    /// group, so that one whose rules all wait on another place's literal is skipped, with the
+    /// event's text it would make, when none was found: SigmaHQ's "ESX Admins" rule (seven
+    /// event ids and a keyword) made every Security record's text.
+    #[inline]
+    pub(crate) fn can_admit(&self, seen: &[u64], clauses: &[u8]) -> bool {
+        let Some(waiting) = &self.waiting else {
+            return true;
+        };
+        waiting.iter().any(|&tagged| {
+            let other = tagged ^ 1;
+            clauses[(tagged >> 1) as usize] < 2
+                || seen[other as usize / 64] & (1 << (other % 64)) != 0
+        })
     }
 
     /// It looks whole values up (by hash or as numbers), not only substrings.
