@@ -20,6 +20,12 @@ pub trait EventFields {
     /// whether it did. The rule engine reads them once per event into the fields its rules
     /// read, rather than looking each field up by name.
     fn any_attribute<'a>(&'a self, f: &mut dyn FnMut(&'a str, &'a str) -> bool) -> bool;
+    /// Calls `f` with every attribute's name, in `any_attribute`'s order, until it returns true;
+    /// says whether it did. The rule engine's pass over an event needs the names alone (it
+    /// keeps positions, see `attribute_value_at`); implement it to skip making the values.
+    fn any_attribute_name<'a>(&'a self, f: &mut dyn FnMut(&'a str) -> bool) -> bool {
+        self.any_attribute(&mut |name, _| f(name))
+    }
     /// The value of the attribute `any_attribute` visits at `index` (from 0): the rule engine
     /// keeps where each field's value sits rather than the value, so that its per-thread
     /// table needs no clearing per event. Implement it in constant time; this default goes
@@ -95,6 +101,9 @@ impl EventFields for PlainEvent {
     fn any_attribute<'a>(&'a self, f: &mut dyn FnMut(&'a str, &'a str) -> bool) -> bool {
         self.attributes.iter().any(|(k, v)| f(k, v))
     }
+    fn any_attribute_name<'a>(&'a self, f: &mut dyn FnMut(&'a str) -> bool) -> bool {
+        self.attributes.iter().any(|(k, _)| f(k))
+    }
     fn attribute_value_at(&self, index: usize) -> Option<&str> {
         self.attributes.get(index).map(|(_, v)| v.as_str())
     }
@@ -103,5 +112,63 @@ impl EventFields for PlainEvent {
             .iter()
             .find(|(k, r, _)| k == kind && role.is_none_or(|want| r == want))
             .map(|(_, _, v)| v.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{EventFields, PlainEvent};
+
+    /// An event that implements only what the trait requires, so that its defaults answer.
+    struct Minimal(PlainEvent);
+
+    impl EventFields for Minimal {
+        fn attribute(&self, name: &str) -> Option<&str> {
+            self.0.attribute(name)
+        }
+        fn source(&self) -> &str {
+            self.0.source()
+        }
+        fn host(&self) -> &str {
+            self.0.host()
+        }
+        fn message(&self) -> &str {
+            self.0.message()
+        }
+        fn any_value(&self, f: &mut dyn FnMut(&str) -> bool) -> bool {
+            self.0.any_value(f)
+        }
+        fn any_attribute<'a>(&'a self, f: &mut dyn FnMut(&'a str, &'a str) -> bool) -> bool {
+            self.0.any_attribute(f)
+        }
+    }
+
+    /// The names and positions the rule engine reads agree with `any_attribute`, through the
+    /// trait's defaults and through `PlainEvent`'s own, repeated names and all.
+    #[test]
+    fn names_and_values_by_position_follow_any_attribute() {
+        let plain = PlainEvent::with_attributes(
+            "s",
+            &[("Image", "a.exe"), ("User", "bob"), ("Image", "b.exe")],
+        );
+        let minimal = Minimal(plain.clone());
+        let events: [&dyn EventFields; 2] = [&plain, &minimal];
+        for event in events {
+            let mut names = Vec::new();
+            event.any_attribute_name(&mut |name| {
+                names.push(name.to_string());
+                false
+            });
+            assert_eq!(names, ["Image", "User", "Image"]);
+            let values: Vec<Option<&str>> = (0..4).map(|i| event.attribute_value_at(i)).collect();
+            assert_eq!(values, [Some("a.exe"), Some("bob"), Some("b.exe"), None]);
+            // A name visitor that stops is not called again.
+            let mut calls = 0;
+            assert!(event.any_attribute_name(&mut |_| {
+                calls += 1;
+                true
+            }));
+            assert_eq!(calls, 1);
+        }
     }
 }

@@ -258,7 +258,7 @@ impl<'e, 'f, E: EventFields> FieldValues<'e, 'f, E> {
         let (names, slots, epoch) = (self.names, &mut *self.slots, self.epoch);
         let present = &mut self.present;
         let mut index = 0u32;
-        self.event.any_attribute(&mut |name, _| {
+        self.event.any_attribute_name(&mut |name| {
             for &(field, rank) in names.fields_of(name) {
                 let f = field as usize;
                 let slot = &mut slots[f];

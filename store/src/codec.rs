@@ -93,6 +93,9 @@ impl watchpost_proto::EventFields for EventView<'_> {
     fn any_attribute<'b>(&'b self, f: &mut dyn FnMut(&'b str, &'b str) -> bool) -> bool {
         self.attributes.iter().any(|(k, v)| f(self.s(k), self.s(v)))
     }
+    fn any_attribute_name<'b>(&'b self, f: &mut dyn FnMut(&'b str) -> bool) -> bool {
+        self.attributes.iter().any(|(k, _)| f(self.s(k)))
+    }
     fn attribute_value_at(&self, index: usize) -> Option<&str> {
         self.attributes.get(index).map(|(_, v)| self.s(v))
     }
@@ -418,6 +421,36 @@ mod lz4 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use watchpost_proto::EventFields;
+
+    /// The rule engine reads a view's attribute names in order and its values by position.
+    #[test]
+    fn a_views_names_and_values_by_position_follow_its_attributes() {
+        let arena = "ImagecmdUserbob";
+        let view = EventView {
+            timestamp_ns: 0,
+            received_ns: 0,
+            input: 0,
+            severity: 0,
+            flags: 0,
+            template_id: 0,
+            arena,
+            source: 0..0,
+            host: 0..0,
+            message: 0..0,
+            entities: &[],
+            attributes: &[(0..5, 5..8), (8..12, 12..15)],
+        };
+        let mut names = Vec::new();
+        view.any_attribute_name(&mut |name| {
+            names.push(name);
+            false
+        });
+        assert_eq!(names, ["Image", "User"]);
+        assert_eq!(view.attribute_value_at(0), Some("cmd"));
+        assert_eq!(view.attribute_value_at(1), Some("bob"));
+        assert_eq!(view.attribute_value_at(2), None);
+    }
 
     #[test]
     fn a_view_decodes_as_the_owned_record() {
