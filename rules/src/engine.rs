@@ -14,7 +14,7 @@
 
 use crate::condition::Expr;
 use crate::dual_regex::DualRegex;
-use crate::gate::{self, Gate, GateMemo, Key, folded_hash};
+use crate::gate::{self, Gate, GateMemo, Key, folded_hash, lower_case_in_place};
 use crate::joint::{Affixes, Joint, is_affix};
 use crate::mapping::{FieldSource, Mapping, Shape};
 use crate::pattern::{Pattern, Place};
@@ -898,12 +898,12 @@ impl EventText {
     fn of<E: EventFields>(&mut self, event: &E) -> &[u8] {
         if !self.ready {
             self.bytes.clear();
-            // Copied and lower-cased in one loop per value: a copy call per value (a Sysmon
-            // record has two dozen, most short) then a pass over the text was 3-4% of a Sysmon
-            // process record's time (perf).
+            // Copied, then lower-cased eight bytes at a time: a byte at a time, the copy and
+            // case took 8% of matching with the whole SigmaHQ set (callgrind).
             let mut push = |v: &str| {
-                self.bytes
-                    .extend(v.as_bytes().iter().map(u8::to_ascii_lowercase));
+                let start = self.bytes.len();
+                self.bytes.extend_from_slice(v.as_bytes());
+                lower_case_in_place(&mut self.bytes[start..]);
                 self.bytes.push(0);
                 false
             };

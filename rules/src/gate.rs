@@ -444,6 +444,18 @@ pub(crate) fn folded_hash_bytes(bytes: &[u8]) -> u64 {
     h
 }
 
+/// `bytes` in ASCII lower case, eight at a time ([`lower_case_word`]).
+#[inline]
+pub(crate) fn lower_case_in_place(bytes: &mut [u8]) {
+    let mut words = bytes.chunks_exact_mut(8);
+    for word in &mut words {
+        let mut eight = [0u8; 8];
+        eight.copy_from_slice(word);
+        word.copy_from_slice(&lower_case_word(u64::from_le_bytes(eight)).to_le_bytes());
+    }
+    words.into_remainder().make_ascii_lowercase();
+}
+
 /// Each ASCII capital of eight bytes in lower case, the other bytes as they are.
 #[inline]
 fn lower_case_word(word: u64) -> u64 {
@@ -744,7 +756,9 @@ impl Gate {
 
 #[cfg(test)]
 mod tests {
-    use super::{Literal, folded_hash, lower_case_word, necessary, regex_literals};
+    use super::{
+        Literal, folded_hash, lower_case_in_place, lower_case_word, necessary, regex_literals,
+    };
     use crate::mapping::Mapping;
     use crate::rule::{Body, parse_rule};
 
@@ -909,6 +923,15 @@ mod tests {
         );
         assert_ne!(folded_hash("4624"), folded_hash("4624\0"));
         assert_ne!(folded_hash("Security"), folded_hash("Securitx"));
+        // A text of any length, words and remainder, as `make_ascii_lowercase` makes it.
+        let text: Vec<u8> = (0..=255u8)
+            .chain(b"C:\\Windows\\PERFC.DAT@[`{".iter().copied())
+            .collect();
+        for len in 0..text.len() {
+            let mut fast = text[..len].to_vec();
+            lower_case_in_place(&mut fast);
+            assert_eq!(fast, text[..len].to_ascii_lowercase(), "{len} bytes");
+        }
     }
 
     #[test]
