@@ -28,8 +28,9 @@ pub trait EventFields {
     }
     /// The value of the attribute `any_attribute` visits at `index` (from 0): the rule engine
     /// keeps where each field's value sits rather than the value, so that its per-thread
-    /// table needs no clearing per event. Implement it in constant time; this default goes
-    /// through the attributes.
+    /// table needs no clearing per event, and calls this at each read of a field. Implement it
+    /// in constant time: this default goes through the attributes, which makes matching grow
+    /// with the square of their number.
     fn attribute_value_at(&self, index: usize) -> Option<&str> {
         let (mut at, mut found) = (0, None);
         self.any_attribute(&mut |_, value| {

@@ -315,7 +315,8 @@ struct NameTable {
 /// What [`FieldValues`]' pass over an event's attributes fills in of a field.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 enum Fill {
-    /// Nothing: the field is read at each use (it has no attribute place).
+    /// Nothing: the field is read at each use (it has no attribute place, or 255 places or
+    /// more, past what a rank counts).
     #[default]
     None,
     /// Its value: every place is an attribute.
@@ -843,7 +844,8 @@ struct Scratch {
 
 /// Reusable state of [`RuleSet::match_group`].
 struct GroupWork {
-    /// One bit per rule: already among `found` (always all clear between events).
+    /// Two bits per rule, one per clause: marked by a gate (all clear between groups, as
+    /// `found` is emptied).
     seen: Vec<u64>,
     /// The rules of the current group to evaluate.
     found: Vec<u32>,
@@ -932,14 +934,17 @@ struct Joined {
 }
 
 fn join_item(item: &Item) -> Joined {
+    // An empty text is in every value, the empty one too, which an automaton (matching only
+    // after a byte) would not say: it is tested on its own.
     let is_literal = |p: &Pattern| {
         matches!(
             p,
             Pattern::Text {
                 place: Place::Contains,
                 cased: false,
+                text,
                 ..
-            }
+            } if !text.is_empty()
         )
     };
     let is_regex = |p: &Pattern| matches!(p, Pattern::Regex(_));
@@ -962,7 +967,9 @@ fn join_item(item: &Item) -> Joined {
         }
         // One place's texts (an item has one modifier; `windash` and the like may add others).
         let place = patterns.iter().find_map(|p| match p {
-            Pattern::Text { place, .. } if *place != Place::Contains => Some(*place),
+            Pattern::Text { place, .. } if *place != Place::Contains && is_affix(p, *place) => {
+                Some(*place)
+            }
             _ => None,
         });
         if let Some(place) = place
@@ -1352,7 +1359,8 @@ impl RuleSet {
     }
 
     /// Calls `on` with each shape field the event has a value in, with the value and its
-    /// folded hash: the attribute fields first, ascending, then the others. A Windows record
+    /// folded hash, always in the same order for a set: the attribute fields first, ascending,
+    /// then the others (or all in `shape_fields` order, when one is numbered past 63). A Windows record
     /// holds 4 of the whole SigmaHQ set's 40 shape fields (most are cloud logs' names); those
     /// come from the bits of the attribute pass rather than from a look at each of the 40,
     /// which with the memo's comparison took a fifth of matching (callgrind).
@@ -1922,10 +1930,16 @@ detection:
                 let base: String = "ParentCommandLineImageLoadedTargetObject"[..len].into();
                 let mut middle = base.clone().into_bytes();
                 middle[len / 2] ^= 0x20;
-                [base, String::from_utf8(middle).unwrap()]
+                let mut last = base.clone().into_bytes();
+                last[len - 1] ^= 0x20;
+                [
+                    base,
+                    String::from_utf8(middle).unwrap(),
+                    String::from_utf8(last).unwrap(),
+                ]
             })
             .collect();
-        let kept: Vec<&String> = names.iter().step_by(2).collect();
+        let kept: Vec<&String> = names.iter().step_by(3).collect();
         let fields: Vec<Field> = kept
             .iter()
             .map(|n| Field(vec![FieldSource::Attr(n.as_str().into())].into_boxed_slice()))
@@ -1934,10 +1948,8 @@ detection:
         for (i, name) in kept.iter().enumerate() {
             assert_eq!(table.fields_of(name), &[(i as u32, 0)], "{name}");
         }
-        for name in names.iter().skip(1).step_by(2) {
-            if !kept.contains(&name) {
-                assert_eq!(table.fields_of(name), &[], "{name} is not in the table");
-            }
+        for name in names.iter().filter(|n| !kept.contains(n)) {
+            assert_eq!(table.fields_of(name), &[], "{name} is not in the table");
         }
         assert_eq!(table.fields_of(""), &[]);
         assert_eq!(table.fields_of("ParentCommandLineX"), &[]);
@@ -2045,6 +2057,23 @@ detection:
             ));
             assert!(matched(&both, &[group, ("SubjectDomainName", "DOMAIN")]));
             assert!(!matched(&both, &[group]));
+        }
+    }
+
+    /// An empty text in a `contains` list is in every value, the empty one too, as it is
+    /// tested alone: the list's automaton would find nothing in an empty value.
+    #[test]
+    fn an_empty_text_in_a_contains_list_matches_an_empty_value() {
+        let rules = set(
+            "title: t\nid: e1\nlogsource: {product: windows, service: security}\n\
+                         detection:\n    s:\n        ShareName|contains: ['', 'abc', 'def']\n    \
+                         condition: s\n",
+        );
+        for (value, want) in [("", true), ("x", true), ("xABCx", true)] {
+            let mut out = Vec::new();
+            let event = ev("", &[("Channel", "Security"), ("ShareName", value)]);
+            rules.matches(&event, &mut out);
+            assert_eq!(!out.is_empty(), want, "{value:?}");
         }
     }
 

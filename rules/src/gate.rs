@@ -934,6 +934,30 @@ mod tests {
         }
     }
 
+    /// A keyword gate whose rules all wait on a second clause admits only when another gate
+    /// marked that clause, or when a rule has one clause; one holding both clauses of a rule
+    /// is always scanned.
+    #[test]
+    fn a_keyword_gate_waits_for_the_other_clause_of_its_rules() {
+        use super::{Gate, Key};
+        let keyword = |text: &str| Key::Contains(text.to_string());
+        // Rule 0's clause 1 here (tagged 0 * 2 + 1); its clause 0 elsewhere.
+        let gate = Gate::build(None, &[(keyword("esx admins"), vec![1])]).unwrap();
+        assert!(!gate.can_admit(&[0], &[2]), "clause 0 not marked");
+        assert!(gate.can_admit(&[0b01], &[2]), "clause 0 marked");
+        assert!(gate.can_admit(&[0], &[1]), "a rule of one clause");
+        // Both of rule 0's clauses here.
+        let both = Gate::build(
+            None,
+            &[(keyword("esx"), vec![0]), (keyword("admins"), vec![1])],
+        )
+        .unwrap();
+        assert!(both.can_admit(&[0], &[2]));
+        // A field's gate is always scanned.
+        let field = Gate::build(Some(3), &[(keyword("esx admins"), vec![1])]).unwrap();
+        assert!(field.can_admit(&[0], &[2]));
+    }
+
     #[test]
     fn k_and_s_end_a_run_as_unicode_folding_matches_them_with_other_letters() {
         let re = "(?i)takeown";
