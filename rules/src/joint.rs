@@ -195,6 +195,7 @@ mod tests {
     use crate::error::Pos;
     use crate::pattern::{Pattern, Place, compile_regex, compile_text};
     use crate::substrings::Substrings;
+    use crate::test_support::Words;
 
     const P: Pos = Pos { line: 1, column: 1 };
 
@@ -237,21 +238,9 @@ mod tests {
     /// the case, for values shorter than, as long as and longer than the texts.
     #[test]
     fn an_affix_index_agrees_with_its_patterns_one_by_one() {
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move |below: usize| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state % below as u64) as usize
-        };
-        let alphabet = b"aAbB\\.dlL";
-        let word = |len: usize, next: &mut dyn FnMut(usize) -> usize| -> String {
-            (0..len)
-                .map(|_| char::from(alphabet[next(alphabet.len())]))
-                .collect()
-        };
+        let mut words = Words::new(0x2545_f491_4f6c_dd1d, "aAbB\\.dlL");
         for place in [Place::Exact, Place::Prefix, Place::Suffix] {
-            let texts: Vec<String> = (0..40).map(|i| word(1 + i % 9, &mut next)).collect();
+            let texts: Vec<String> = (0..40).map(|i| words.word(1 + i % 9)).collect();
             let patterns: Vec<Pattern> = texts
                 .iter()
                 .map(|t| compile_text(t, place, false, false, P).unwrap())
@@ -259,8 +248,8 @@ mod tests {
             let affixes = Affixes::build(&patterns).unwrap();
             let mut hits = 0;
             for _ in 0..3000 {
-                let len = next(14);
-                let value = word(len, &mut next);
+                let len = words.below(14);
+                let value = words.word(len);
                 let want = patterns.iter().any(|p| p.test(Some(&value), |_| None));
                 assert_eq!(
                     affixes.matches(value.as_bytes()),

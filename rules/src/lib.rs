@@ -66,6 +66,8 @@ mod mapping;
 mod pattern;
 mod rule;
 mod substrings;
+#[cfg(test)]
+mod test_support;
 mod yaml;
 
 pub use attack::{Attack, LICENSE as ATTACK_LICENSE, Tactic, Technique};

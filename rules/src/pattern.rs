@@ -586,6 +586,7 @@ pub fn windash(text: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::Words;
 
     const P: Pos = Pos { line: 1, column: 1 };
 
@@ -734,23 +735,11 @@ mod tests {
     /// either end, overlapping near misses.
     #[test]
     fn contains_folded_agrees_with_a_lower_cased_search() {
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move |below: usize| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state % below as u64) as usize
-        };
-        let alphabet = b"aAbBzZqQ\\ .:-x0";
-        let word = |len: usize, next: &mut dyn FnMut(usize) -> usize| -> String {
-            (0..len)
-                .map(|_| char::from(alphabet[next(alphabet.len())]))
-                .collect()
-        };
+        let mut words = Words::new(0x9e37_79b9_7f4a_7c15, "aAbBzZqQ\\ .:-x0");
         let mut found = 0;
         for _ in 0..20_000 {
-            let (hay_len, needle_len) = (next(24), 1 + next(4));
-            let (hay, needle) = (word(hay_len, &mut next), word(needle_len, &mut next));
+            let (hay_len, needle_len) = (words.below(24), 1 + words.below(4));
+            let (hay, needle) = (words.word(hay_len), words.word(needle_len));
             let want = hay
                 .to_ascii_lowercase()
                 .contains(&needle.to_ascii_lowercase());

@@ -363,6 +363,7 @@ impl Skips {
 #[cfg(test)]
 mod tests {
     use super::{GRAMS_MIN_LITERALS, Substrings};
+    use crate::test_support::Words;
     use std::ops::ControlFlow;
 
     /// A Sysmon `Hashes` value is hex digits throughout, the bytes a hash literal's prefilter
@@ -400,19 +401,9 @@ mod tests {
     /// literals and a two-byte Cyrillic letter among them.
     #[test]
     fn grams_find_every_literal_an_automaton_finds() {
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move |below: usize| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state % below as u64) as usize
-        };
-        let alphabet: Vec<char> = "abcdeABCDE\\.- 019\u{436}\u{416}".chars().collect();
-        let word = |len: usize, next: &mut dyn FnMut(usize) -> usize| -> String {
-            (0..len).map(|_| alphabet[next(alphabet.len())]).collect()
-        };
+        let mut words = Words::new(0x2545_f491_4f6c_dd1d, "abcdeABCDE\\.- 019\u{436}\u{416}");
         let mut patterns: Vec<String> = (0..300)
-            .map(|i| word(3 + i % 7, &mut next).to_lowercase())
+            .map(|i| words.word(3 + i % 7).to_lowercase())
             .filter(|w| w.len() >= 3)
             .collect();
         patterns.push("\u{436}".to_string());
@@ -427,8 +418,8 @@ mod tests {
             .unwrap();
         let mut hits = 0;
         for _ in 0..3000 {
-            let len = next(60);
-            let value = word(len, &mut next);
+            let len = words.below(60);
+            let value = words.word(len);
             let (mut want, mut got) = (Vec::new(), Vec::new());
             let _ = super::occurrences(&automaton, value.as_bytes(), |id| {
                 want.push(id);
