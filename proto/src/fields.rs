@@ -42,6 +42,20 @@ pub trait EventFields {
         });
         found
     }
+    /// The name of the attribute `any_attribute` visits at `index` (from 0): the rule engine
+    /// checks a remembered layout's long names this way. Implement it in constant time, as
+    /// `attribute_value_at`.
+    fn attribute_name_at(&self, index: usize) -> Option<&str> {
+        let (mut at, mut found) = (0, None);
+        self.any_attribute_name(&mut |name| {
+            if at == index {
+                found = Some(name);
+            }
+            at += 1;
+            found.is_some()
+        });
+        found
+    }
     /// The canonical name of the first entity of `kind` (`ip`, `user`, `host`...) with `role`
     /// (`source`, `destination`...; `None`: any role). Events without entities have none.
     fn entity(&self, kind: &str, role: Option<&str>) -> Option<&str> {
@@ -108,6 +122,9 @@ impl EventFields for PlainEvent {
     fn attribute_value_at(&self, index: usize) -> Option<&str> {
         self.attributes.get(index).map(|(_, v)| v.as_str())
     }
+    fn attribute_name_at(&self, index: usize) -> Option<&str> {
+        self.attributes.get(index).map(|(k, _)| k.as_str())
+    }
     fn entity(&self, kind: &str, role: Option<&str>) -> Option<&str> {
         self.entities
             .iter()
@@ -163,6 +180,8 @@ mod tests {
             assert_eq!(names, ["Image", "User", "Image"]);
             let values: Vec<Option<&str>> = (0..4).map(|i| event.attribute_value_at(i)).collect();
             assert_eq!(values, [Some("a.exe"), Some("bob"), Some("b.exe"), None]);
+            let names: Vec<Option<&str>> = (0..4).map(|i| event.attribute_name_at(i)).collect();
+            assert_eq!(names, [Some("Image"), Some("User"), Some("Image"), None]);
             // A name visitor that stops is not called again.
             let mut calls = 0;
             assert!(event.any_attribute_name(&mut |_| {

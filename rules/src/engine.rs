@@ -134,6 +134,11 @@ struct FieldValues<'e, 'f, E> {
     names: &'f NameTable,
     /// Per field, where its value sits in the event, once `resolved` (see [`FieldSlots`]).
     slots: &'f mut [Slot],
+    /// The layouts the thread has met, with where their fields sit; `None` in the reference
+    /// ([`RuleSet::without_prefilter`]), which looks every name up.
+    layouts: Option<(&'f mut Layouts, u64)>,
+    /// The slot of the event's layout in `layouts`, once resolved and kept.
+    layout: Option<usize>,
     /// This event's mark in `slots`.
     epoch: u32,
     resolved: bool,
@@ -151,6 +156,7 @@ struct FieldSlots {
     /// The current event's mark; never 0, the mark of a slot never filled.
     epoch: u32,
     slots: Vec<Slot>,
+    layouts: Layouts,
 }
 
 /// One field's slot in [`FieldSlots`].
@@ -170,7 +176,7 @@ struct Slot {
 
 impl FieldSlots {
     /// The slots of a new event of a set of `fields` fields, with its epoch.
-    fn next_event(&mut self, fields: usize) -> (&mut [Slot], u32) {
+    fn next_event(&mut self, fields: usize) -> (&mut [Slot], u32, &mut Layouts) {
         if self.slots.len() < fields {
             self.slots.resize(fields, Slot::default());
         }
@@ -180,19 +186,21 @@ impl FieldSlots {
             self.slots.fill(Slot::default());
             self.epoch = 1;
         }
-        (&mut self.slots, self.epoch)
+        (&mut self.slots, self.epoch, &mut self.layouts)
     }
 }
 
 impl<'e, 'f, E: EventFields> FieldValues<'e, 'f, E> {
     #[inline]
     fn new(event: &'e E, set: &'f RuleSet, slots: &'f mut FieldSlots) -> FieldValues<'e, 'f, E> {
-        let (slots, epoch) = slots.next_event(set.fields.len());
+        let (slots, epoch, layouts) = slots.next_event(set.fields.len());
         FieldValues {
             event,
             fields: &set.fields,
             names: &set.names,
             slots,
+            layouts: set.memo.then_some((layouts, set.id)),
+            layout: None,
             epoch,
             resolved: false,
             present: 0,
@@ -253,29 +261,64 @@ impl<'e, 'f, E: EventFields> FieldValues<'e, 'f, E> {
         None
     }
 
-    /// Fills in every attribute field from one pass over the event's attributes.
+    /// Fills in every attribute field: from the layout the thread last saw these names in,
+    /// else from a look at each name, kept as the layout's.
     fn resolve(&mut self) {
-        let (names, slots, epoch) = (self.names, &mut *self.slots, self.epoch);
-        let present = &mut self.present;
-        let mut index = 0u32;
-        self.event.any_attribute_name(&mut |name| {
-            for &(field, rank) in names.fields_of(name) {
-                let f = field as usize;
-                let slot = &mut slots[f];
-                // A repeated name keeps its first value, as a lookup by name does.
-                if slot.filled != epoch || rank < slot.rank {
-                    slot.filled = epoch;
-                    slot.rank = rank;
-                    slot.index = index;
-                    if f < 64 {
-                        *present |= 1 << f;
-                    }
-                }
-            }
-            index += 1;
-            false
-        });
         self.resolved = true;
+        let Some((layouts, set)) = self.layouts.as_mut() else {
+            self.present = fill_by_names(self.event, self.names, self.slots, self.epoch, None);
+            return;
+        };
+        let Some(at) = layouts.find(*set, self.event) else {
+            self.present = fill_by_names(self.event, self.names, self.slots, self.epoch, None);
+            return;
+        };
+        self.layout = Some(at);
+        let layout = &mut layouts.slots[at];
+        if layout.key != 0 {
+            for &(field, index, rank) in &layout.targets {
+                let slot = &mut self.slots[field as usize];
+                slot.filled = self.epoch;
+                slot.index = index;
+                slot.rank = rank;
+            }
+            self.present = layout.present;
+            return;
+        }
+        let key = layouts.key;
+        layouts.touched.clear();
+        self.present = fill_by_names(
+            self.event,
+            self.names,
+            self.slots,
+            self.epoch,
+            Some(&mut layouts.touched),
+        );
+        if !layouts.keep(at, key, self.event, self.slots, self.present) {
+            self.layout = None;
+        }
+    }
+
+    /// The [`ShapeMemo`] slot and key of the combination of shape-field values an event of
+    /// this layout had last (see [`FieldValues::remember_choice`]).
+    #[inline]
+    fn layout_choice(&mut self) -> Option<(u32, u64)> {
+        if !self.resolved {
+            self.resolve();
+        }
+        let (layouts, _) = self.layouts.as_ref()?;
+        layouts.slots.get(self.layout?)?.choice
+    }
+
+    /// Notes that the event's combination of shape-field values sits in [`ShapeMemo`] slot
+    /// `at` with `key`, for the next event of its layout.
+    #[inline]
+    fn remember_choice(&mut self, at: u32, key: u64) {
+        if let (Some((layouts, _)), Some(layout)) = (self.layouts.as_mut(), self.layout)
+            && let Some(layout) = layouts.slots.get_mut(layout)
+        {
+            layout.choice = Some((at, key));
+        }
     }
 
     /// The resolved fields under 64 that have a value, as bits.
@@ -297,6 +340,187 @@ impl<'e, 'f, E: EventFields> FieldValues<'e, 'f, E> {
             slot.hashed = self.epoch;
         }
         Some((v, slot.hash))
+    }
+}
+
+/// Fills in the slot of every attribute field from a look at each of the event's attribute
+/// names in `names`; gives the present bits (see [`FieldValues::present`]). `touched`, when
+/// given, receives each field filled (some more than once).
+fn fill_by_names<E: EventFields>(
+    event: &E,
+    names: &NameTable,
+    slots: &mut [Slot],
+    epoch: u32,
+    mut touched: Option<&mut Vec<u32>>,
+) -> u64 {
+    let mut present = 0u64;
+    let mut index = 0u32;
+    event.any_attribute_name(&mut |name| {
+        for &(field, rank) in names.fields_of(name) {
+            let f = field as usize;
+            let slot = &mut slots[f];
+            // A repeated name keeps its first value, as a lookup by name does.
+            if slot.filled != epoch || rank < slot.rank {
+                slot.filled = epoch;
+                slot.rank = rank;
+                slot.index = index;
+                if f < 64 {
+                    present |= 1 << f;
+                }
+                if let Some(touched) = touched.as_deref_mut() {
+                    touched.push(field);
+                }
+            }
+        }
+        index += 1;
+        false
+    });
+    present
+}
+
+/// Slots of a thread's [`Layouts`] (a Windows collector's events come in a hundred or so
+/// layouts: the EVTX-ATTACK-SAMPLES corpus has 134).
+const LAYOUT_SLOTS: usize = 256;
+
+/// Most attributes of a layout kept, so that a thread's [`Layouts`] stay bounded (a Sysmon
+/// process record has 39): an event with more is read name by name.
+const LAYOUT_NAMES_MAX: usize = 64;
+
+/// Most fields a kept layout fills.
+const LAYOUT_FIELDS_MAX: usize = 256;
+
+/// Most bytes of names past sixteen bytes a kept layout holds (a Windows record's System
+/// fields have one, `TimeCreated_SystemTime`).
+const LAYOUT_LONG_BYTES_MAX: usize = 512;
+
+/// The attribute layouts (names, in order) a thread has met, each with where the set's fields
+/// sit in it. Looking each attribute name up in the set's [`NameTable`] took a tenth of
+/// matching with the whole SigmaHQ set (callgrind): a probe per name into a table of a few
+/// thousand slots, mostly out of the first-level cache. A Windows event of a kind always has
+/// the same names in the same order: an event's names are now read into keys (a name of up
+/// to sixteen bytes is its key), and when the keys, and the longer names whole, are those of
+/// a layout kept, the fields are filled from it. The slots' room is kept: no allocation once
+/// they have grown. At most [`LAYOUT_SLOTS`] times (64 keys, 256 fields, 512 bytes) a thread.
+#[derive(Default)]
+struct Layouts {
+    /// The set the slots belong to ([`RuleSet::id`]): the fields are the set's.
+    set: u64,
+    slots: Vec<Layout>,
+    /// The current event's name keys, and their hash.
+    keys: Vec<NameKey>,
+    key: u64,
+    /// The fields a look by names filled, for [`Layouts::keep`].
+    touched: Vec<u32>,
+}
+
+/// One layout of attribute names and where the set's fields sit in it.
+#[derive(Default)]
+struct Layout {
+    /// The hash of the names' keys with its lowest bit set; 0: the slot is empty.
+    key: u64,
+    names: Vec<NameKey>,
+    /// (position, end in `long_text`) of each name past sixteen bytes, compared whole.
+    long: Vec<(u32, u32)>,
+    long_text: String,
+    /// (field, position, rank) of each field the names fill.
+    targets: Vec<(u32, u32, u8)>,
+    /// The fields under 64 filled, as bits.
+    present: u64,
+    /// The [`ShapeMemo`] slot and key of the shape-field values its last event had.
+    choice: Option<(u32, u64)>,
+}
+
+impl Layouts {
+    /// The slot of `event`'s layout for set `set`: its key set when the slot holds the layout,
+    /// 0 when it must be filled ([`Layouts::keep`]). `None`: a layout too large to keep.
+    fn find<E: EventFields>(&mut self, set: u64, event: &E) -> Option<usize> {
+        if self.set != set {
+            // Another set's fields: forgotten, their room kept.
+            for layout in &mut self.slots {
+                layout.key = 0;
+            }
+            self.set = set;
+        }
+        if self.slots.len() != LAYOUT_SLOTS {
+            self.slots.resize_with(LAYOUT_SLOTS, Layout::default);
+        }
+        self.keys.clear();
+        let (keys, mut hash) = (&mut self.keys, 0x243f_6a88_85a3_08d3u64);
+        event.any_attribute_name(&mut |name| {
+            let key = NameKey::of(name);
+            // Mixed in as they are: the keys are compared after, the hash only picks a slot.
+            hash = (hash.rotate_left(23) ^ key.first ^ key.last.rotate_left(31) ^ key.len)
+                .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            keys.push(key);
+            keys.len() > LAYOUT_NAMES_MAX
+        });
+        if self.keys.len() > LAYOUT_NAMES_MAX {
+            return None;
+        }
+        self.key = hash | 1;
+        let at = (self.key >> 32) as usize % LAYOUT_SLOTS;
+        let layout = &mut self.slots[at];
+        let same = layout.key == self.key
+            && layout.names == self.keys
+            && layout.long.iter().enumerate().all(|(i, &(position, end))| {
+                let start = match i {
+                    0 => 0,
+                    _ => layout.long[i - 1].1 as usize,
+                };
+                event.attribute_name_at(position as usize)
+                    == layout.long_text.get(start..end as usize)
+            });
+        if !same {
+            layout.key = 0;
+        }
+        Some(at)
+    }
+
+    /// Keeps the layout of the event whose keys [`Layouts::find`] read in slot `at`, with the
+    /// fields a look by names filled in `slots`. The key is set last: a slot left half-filled
+    /// (a panic caught further up) is never taken for one.
+    fn keep<E: EventFields>(
+        &mut self,
+        at: usize,
+        key: u64,
+        event: &E,
+        slots: &[Slot],
+        present: u64,
+    ) -> bool {
+        let layout = &mut self.slots[at];
+        layout.key = 0;
+        layout.choice = None;
+        layout.names.clear();
+        layout.names.extend_from_slice(&self.keys);
+        layout.long.clear();
+        layout.long_text.clear();
+        for (position, name) in self.keys.iter().enumerate() {
+            if name.len > 16 {
+                let Some(whole) = event.attribute_name_at(position) else {
+                    return false;
+                };
+                if layout.long_text.len() + whole.len() > LAYOUT_LONG_BYTES_MAX {
+                    return false;
+                }
+                layout.long_text.push_str(whole);
+                layout
+                    .long
+                    .push((position as u32, layout.long_text.len() as u32));
+            }
+        }
+        self.touched.sort_unstable();
+        self.touched.dedup();
+        if self.touched.len() > LAYOUT_FIELDS_MAX {
+            return false;
+        }
+        layout.targets.clear();
+        layout.targets.extend(self.touched.drain(..).map(|field| {
+            let slot = slots[field as usize];
+            (field, slot.index, slot.rank)
+        }));
+        layout.present = present;
+        layout.key = key;
+        true
     }
 }
 
@@ -568,7 +792,8 @@ struct Choice {
     /// The shape fields the combination holds, in the order [`RuleSet::each_shape_value`]
     /// gives them: (field, end of its value in `text`).
     ends: Vec<(usize, u32)>,
-    /// The present values, ASCII lower case, one after the other.
+    /// The present values as the event that made the slot had them, one after the other
+    /// (compared without regard to ASCII case).
     text: String,
     groups: Vec<u32>,
 }
@@ -590,9 +815,18 @@ impl ShapeMemo {
             }
             self.set = set.id;
         }
+        // The combination this event's layout had last: most often its own again, found
+        // without hashing its values.
+        if let Some((at, key)) = values.layout_choice()
+            && let Some(choice) = self.slots.get(at as usize)
+            && choice.key == key
+            && choice.is_for(set, values)
+        {
+            return &self.slots[at as usize].groups;
+        }
         let mut key = 0x9e37_79b9_7f4a_7c15u64;
         let mut bytes = 0;
-        set.each_shape_value(values, |f, v, h| {
+        set.each_shape_value::<true, E>(values, |f, v, h| {
             bytes += v.len();
             // The field is in the key: the same value in another field is another combination.
             let field = (f as u64 + 1).wrapping_mul(0xc2b2_ae3d_27d4_eb4f);
@@ -605,10 +839,12 @@ impl ShapeMemo {
             return &self.unkept;
         }
         let key = key.max(1);
-        let choice = &mut self.slots[(key >> 32) as usize % MEMO_SLOTS];
+        let at = (key >> 32) as usize % MEMO_SLOTS;
+        let choice = &mut self.slots[at];
         if choice.key != key || !choice.is_for(set, values) {
             choice.keep(key, set, values);
         }
+        values.remember_choice(at as u32, key);
         &choice.groups
     }
 }
@@ -617,12 +853,13 @@ impl Choice {
     /// The event's shape fields hold these values.
     fn is_for<E: EventFields>(&self, set: &RuleSet, values: &mut FieldValues<'_, '_, E>) -> bool {
         let (mut start, mut at, mut same) = (0, 0, true);
-        set.each_shape_value(values, |f, v, _| {
+        set.each_shape_value::<false, E>(values, |f, v, _| {
             same = same
                 && self.ends.get(at).is_some_and(|&(kept_field, end)| {
                     let kept = self.text.get(start..end as usize);
                     start = end as usize;
-                    kept_field == f && kept.is_some_and(|k| v.eq_ignore_ascii_case(k))
+                    // Mostly in the case it was kept in: compared whole first.
+                    kept_field == f && kept.is_some_and(|k| v == k || v.eq_ignore_ascii_case(k))
                 });
             at += 1;
         });
@@ -641,10 +878,8 @@ impl Choice {
         self.ends.clear();
         self.text.clear();
         let (ends, text) = (&mut self.ends, &mut self.text);
-        set.each_shape_value(values, |f, v, _| {
-            let start = text.len();
+        set.each_shape_value::<false, E>(values, |f, v, _| {
             text.push_str(v);
-            text[start..].make_ascii_lowercase();
             ends.push((f, text.len() as u32));
         });
         set.choose_groups(values, &mut self.groups);
@@ -814,6 +1049,13 @@ std::thread_local! {
             fields: FieldSlots {
                 epoch: 0,
                 slots: Vec::new(),
+                layouts: Layouts {
+                    set: 0,
+                    slots: Vec::new(),
+                    keys: Vec::new(),
+                    key: 0,
+                    touched: Vec::new(),
+                },
             },
             work: GroupWork {
                 seen: Vec::new(),
@@ -1109,10 +1351,18 @@ impl CItem {
             }
             Some(f) => {
                 let v = vals.get(*f);
-                let fields = vals.fields;
+                // The referenced field through the attribute pass, as any other: read by name,
+                // it went through every attribute of the event (SigmaHQ's "Executable Run
+                // Itself As Sacrificial Process", on every Sysmon process record: 2.5% of
+                // matching them, callgrind).
                 let test = |(i, p): (usize, &Pattern)| {
-                    let r = self.refs.get(i).copied().flatten();
-                    p.test(v, |_| r.and_then(|r| fields[r].get(e)))
+                    let referenced = self
+                        .refs
+                        .get(i)
+                        .copied()
+                        .flatten()
+                        .and_then(|r| vals.get(r));
+                    p.test(v, |_| referenced)
                 };
                 if self.all {
                     self.patterns.iter().enumerate().all(test)
@@ -1365,14 +1615,22 @@ impl RuleSet {
     /// come from the bits of the attribute pass rather than from a look at each of the 40,
     /// which with the memo's comparison took a fifth of matching (callgrind).
     #[inline]
-    fn each_shape_value<'e, E: EventFields>(
+    fn each_shape_value<'e, const HASHED: bool, E: EventFields>(
         &self,
         values: &mut FieldValues<'e, '_, E>,
         mut on: impl FnMut(usize, &'e str, u64),
     ) {
+        // The value's folded hash, when asked for (0 otherwise).
+        let value = |f: usize, values: &mut FieldValues<'e, '_, E>| {
+            if HASHED {
+                values.get_hashed(f)
+            } else {
+                values.get(f).map(|v| (v, 0))
+            }
+        };
         let Some(attributes) = self.shape_attributes else {
             for &f in &self.shape_fields {
-                if let Some((v, h)) = values.get_hashed(f) {
+                if let Some((v, h)) = value(f, values) {
                     on(f, v, h);
                 }
             }
@@ -1382,12 +1640,12 @@ impl RuleSet {
         while bits != 0 {
             let f = bits.trailing_zeros() as usize;
             bits &= bits - 1;
-            if let Some((v, h)) = values.get_hashed(f) {
+            if let Some((v, h)) = value(f, values) {
                 on(f, v, h);
             }
         }
         for &f in &self.shape_others {
-            if let Some((v, h)) = values.get_hashed(f) {
+            if let Some((v, h)) = value(f, values) {
                 on(f, v, h);
             }
         }
@@ -2021,10 +2279,59 @@ detection:
                 };
                 4
             ],
+            layouts: Layouts::default(),
         };
-        let (fresh, epoch) = slots.next_event(4);
+        let (fresh, epoch, _) = slots.next_event(4);
         assert_eq!(epoch, 1);
         assert!(fresh.iter().all(|s| s.filled == 0 && s.hashed == 0));
+    }
+
+    /// An event is read through the layout kept for its names only when it has those names:
+    /// long names that share their first and last eight bytes and length but not their middle
+    /// are another layout, as is another order; a repeated name keeps its first value from a
+    /// kept layout too; an event with more names than a layout keeps is read name by name.
+    #[test]
+    fn a_kept_layout_serves_only_events_with_its_names() {
+        let rules = set(
+            "title: t\nid: l1\nlogsource: {product: windows, service: security}\n\
+             detection:\n    s:\n        Account_Name_Of_Target: alice\n    \
+             t:\n        Image: x.exe\n    condition: s or t\n",
+        );
+        let matched = |attrs: &[(&str, &str)]| {
+            let mut out = Vec::new();
+            rules.matches(
+                &ev("", &[&[("Channel", "Security")], attrs].concat()),
+                &mut out,
+            );
+            !out.is_empty()
+        };
+        let crowd: Vec<(String, String)> = (0..80).map(|i| (format!("F{i}"), "v".into())).collect();
+        let crowded = |last: (&str, &str)| {
+            let mut attrs: Vec<(&str, &str)> = crowd
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            attrs.push(last);
+            matched(&attrs)
+        };
+        for round in 0..3 {
+            assert!(matched(&[("Account_Name_Of_Target", "alice")]), "{round}");
+            // Same first and last eight bytes and length, another middle.
+            assert!(!matched(&[("Account_Xame_Of_Target", "alice")]), "{round}");
+            assert!(matched(&[("Account_Name_Of_Target", "alice")]), "{round}");
+            assert!(
+                matched(&[("Image", "x.exe"), ("Image", "y.exe")]),
+                "{round}"
+            );
+            assert!(
+                !matched(&[("Image", "y.exe"), ("Image", "x.exe")]),
+                "{round}"
+            );
+            assert!(matched(&[("Other", "1"), ("Image", "x.exe")]), "{round}");
+            assert!(!matched(&[("Image", "1"), ("Other", "x.exe")]), "{round}");
+            assert!(crowded(("Image", "x.exe")), "{round}");
+            assert!(!crowded(("Image", "y.exe")), "{round}");
+        }
     }
 
     /// A keyword gate is skipped when every rule it could admit waits on another clause that

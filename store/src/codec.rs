@@ -99,6 +99,9 @@ impl watchpost_proto::EventFields for EventView<'_> {
     fn attribute_value_at(&self, index: usize) -> Option<&str> {
         self.attributes.get(index).map(|(_, v)| self.s(v))
     }
+    fn attribute_name_at(&self, index: usize) -> Option<&str> {
+        self.attributes.get(index).map(|(k, _)| self.s(k))
+    }
     fn entity(&self, kind: &str, role: Option<&str>) -> Option<&str> {
         self.entities
             .iter()
@@ -462,6 +465,8 @@ mod tests {
         assert_eq!(names, ["pid"]);
         assert_eq!(view.attribute_value_at(0), Some("x42"));
         assert_eq!(view.attribute_value_at(1), None);
+        assert_eq!(view.attribute_name_at(0), Some("pid"));
+        assert_eq!(view.attribute_name_at(1), None);
         let mut records = Vec::new();
         let mut offsets = Vec::new();
         for _ in 0..2 {
