@@ -14,7 +14,7 @@
 
 use crate::condition::Expr;
 use crate::dual_regex::DualRegex;
-use crate::gate::{self, Gate, GateMemo, Key, folded_hash, lower_case_in_place};
+use crate::gate::{self, Gate, GateMemo, Key, folded_hash, push_lower_case};
 use crate::joint::{Affixes, Joint, is_affix};
 use crate::mapping::{FieldSource, Mapping, Shape};
 use crate::pattern::{Pattern, Place};
@@ -1142,12 +1142,10 @@ impl EventText {
     fn of<E: EventFields>(&mut self, event: &E) -> &[u8] {
         if !self.ready {
             self.bytes.clear();
-            // Copied, then lower-cased eight bytes at a time: a byte at a time, the copy and
-            // case took 8% of matching with the whole SigmaHQ set (callgrind).
+            // Lower-cased eight bytes at a time as they are copied: a byte at a time, the copy
+            // and case took 8% of matching with the whole SigmaHQ set (callgrind).
             let mut push = |v: &str| {
-                let start = self.bytes.len();
-                self.bytes.extend_from_slice(v.as_bytes());
-                lower_case_in_place(&mut self.bytes[start..]);
+                push_lower_case(&mut self.bytes, v.as_bytes());
                 self.bytes.push(0);
                 false
             };
