@@ -122,8 +122,9 @@ impl ShapeTest {
     }
 }
 
-/// One event's field values. Attribute fields (all but a few) are filled in by one pass over
-/// the event's attributes at the first lookup, each name found in the set's [`NameTable`]: an
+/// One event's field values. Attribute fields (all but a few) are filled in at the first lookup,
+/// from the thread's remembered [`Layouts`] or by one pass over the event's attributes, each
+/// name found in the set's [`NameTable`]: an
 /// event has a few dozen attributes, a set asks for hundreds of fields (most absent: the cloud
 /// logsources' on every Windows record), and looking each up by name went through the
 /// attributes one by one. Other places (`@source`, entities, translated values) are read at each
@@ -269,20 +270,19 @@ impl<'e, 'f, E: EventFields> FieldValues<'e, 'f, E> {
             self.present = fill_by_names(self.event, self.names, self.slots, self.epoch, None);
             return;
         };
-        let Some(at) = layouts.find(*set, self.event) else {
+        let Some((at, kept)) = layouts.find(*set, self.event) else {
             self.present = fill_by_names(self.event, self.names, self.slots, self.epoch, None);
             return;
         };
         self.layout = Some(at);
-        let layout = &mut layouts.slots[at];
-        if layout.key != 0 {
-            for &(field, index, rank) in &layout.targets {
+        if kept {
+            for &(field, index, rank) in &layouts.slots[at].targets {
                 let slot = &mut self.slots[field as usize];
                 slot.filled = self.epoch;
                 slot.index = index;
                 slot.rank = rank;
             }
-            self.present = layout.present;
+            self.present = layouts.slots[at].present;
             return;
         }
         let key = layouts.key;
@@ -431,9 +431,9 @@ struct Layout {
 }
 
 impl Layouts {
-    /// The slot of `event`'s layout for set `set`: its key set when the slot holds the layout,
-    /// 0 when it must be filled ([`Layouts::keep`]). `None`: a layout too large to keep.
-    fn find<E: EventFields>(&mut self, set: u64, event: &E) -> Option<usize> {
+    /// The slot of `event`'s layout for set `set`, and whether the slot holds it (else it is
+    /// for [`Layouts::keep`]). `None`: more names than a layout keeps.
+    fn find<E: EventFields>(&mut self, set: u64, event: &E) -> Option<(usize, bool)> {
         if self.set != set {
             // Another set's fields: forgotten, their room kept.
             for layout in &mut self.slots {
@@ -459,7 +459,7 @@ impl Layouts {
         }
         self.key = hash | 1;
         let at = (self.key >> 32) as usize % LAYOUT_SLOTS;
-        let layout = &mut self.slots[at];
+        let layout = &self.slots[at];
         let same = layout.key == self.key
             && layout.names == self.keys
             && layout.long.iter().enumerate().all(|(i, &(position, end))| {
@@ -470,15 +470,14 @@ impl Layouts {
                 event.attribute_name_at(position as usize)
                     == layout.long_text.get(start..end as usize)
             });
-        if !same {
-            layout.key = 0;
-        }
-        Some(at)
+        Some((at, same))
     }
 
     /// Keeps the layout of the event whose keys [`Layouts::find`] read in slot `at`, with the
-    /// fields a look by names filled in `slots`. The key is set last: a slot left half-filled
-    /// (a panic caught further up) is never taken for one.
+    /// fields a look by names filled in `slots`; false, the slot left as it was, when the
+    /// layout is past the bounds (so that an event of such a layout does not evict a kept
+    /// one). The key is set last: a slot left half-filled (a panic caught further up) is never
+    /// taken for one.
     fn keep<E: EventFields>(
         &mut self,
         at: usize,
@@ -487,6 +486,17 @@ impl Layouts {
         slots: &[Slot],
         present: u64,
     ) -> bool {
+        self.touched.sort_unstable();
+        self.touched.dedup();
+        let long_bytes: usize = self
+            .keys
+            .iter()
+            .filter(|name| name.len > 16)
+            .map(|name| name.len as usize)
+            .sum();
+        if self.touched.len() > LAYOUT_FIELDS_MAX || long_bytes > LAYOUT_LONG_BYTES_MAX {
+            return false;
+        }
         let layout = &mut self.slots[at];
         layout.key = 0;
         layout.choice = None;
@@ -499,19 +509,11 @@ impl Layouts {
                 let Some(whole) = event.attribute_name_at(position) else {
                     return false;
                 };
-                if layout.long_text.len() + whole.len() > LAYOUT_LONG_BYTES_MAX {
-                    return false;
-                }
                 layout.long_text.push_str(whole);
                 layout
                     .long
                     .push((position as u32, layout.long_text.len() as u32));
             }
-        }
-        self.touched.sort_unstable();
-        self.touched.dedup();
-        if self.touched.len() > LAYOUT_FIELDS_MAX {
-            return false;
         }
         layout.targets.clear();
         layout.targets.extend(self.touched.drain(..).map(|field| {
@@ -764,7 +766,9 @@ const MEMO_SLOTS: usize = 512;
 /// groups an event goes to depends only on the values its set's shapes test (`Channel`,
 /// `EventID`, `@source`, ...), yet testing the shapes took a third of matching with the whole
 /// SigmaHQ set: 26 candidate shapes per Windows record, 1.3 holding. An event now reads those
-/// fields, hashes them into a key and finds its groups in one look; a new combination is worked
+/// fields, hashes them into a key and finds its groups in one look (or, first, compares them
+/// with the combination its attribute layout had last, unhashed: see [`Layout::choice`]); a
+/// new combination is worked
 /// out as before and kept in its slot, in the room the slot's last one leaves (so that a stream
 /// of ever new combinations costs what testing the shapes did, and allocates nothing once the
 /// slots have grown). Values are kept and compared, so a colliding key cannot give another
@@ -1142,8 +1146,8 @@ impl EventText {
     fn of<E: EventFields>(&mut self, event: &E) -> &[u8] {
         if !self.ready {
             self.bytes.clear();
-            // Lower-cased eight bytes at a time as they are copied: a byte at a time, the copy
-            // and case took 8% of matching with the whole SigmaHQ set (callgrind).
+            // Each value copied, then lower-cased eight bytes at a time: a byte at a time, the
+            // copy and case took 8% of matching with the whole SigmaHQ set (callgrind).
             let mut push = |v: &str| {
                 push_lower_case(&mut self.bytes, v.as_bytes());
                 self.bytes.push(0);
@@ -1607,7 +1611,7 @@ impl RuleSet {
     }
 
     /// Calls `on` with each shape field the event has a value in, with the value and its
-    /// folded hash, always in the same order for a set: the attribute fields first, ascending,
+    /// folded hash (0 unless `HASHED`), always in the same order for a set: the attribute fields first, ascending,
     /// then the others (or all in `shape_fields` order, when one is numbered past 63). A Windows record
     /// holds 4 of the whole SigmaHQ set's 40 shape fields (most are cloud logs' names); those
     /// come from the bits of the attribute pass rather than from a look at each of the 40,
