@@ -1847,6 +1847,16 @@ mod tests {
         PlainEvent::with_attributes(source, attrs)
     }
 
+    /// Whether `rules` match a Security record holding `attrs` besides its channel.
+    fn matches_security_record(rules: &RuleSet, attrs: &[(&str, &str)]) -> bool {
+        let mut out = Vec::new();
+        rules.matches(
+            &ev("", &[&[("Channel", "Security")], attrs].concat()),
+            &mut out,
+        );
+        !out.is_empty()
+    }
+
     const PROC: &str = r#"title: t
 id: 5f2a3c1e-8b7d-4e6f-9a0b-1c2d3e4f5a6b
 logsource: {product: windows, category: process_creation}
@@ -2256,14 +2266,7 @@ detection:
              detection:\n    s:\n        ShareName: alice\n    u:\n        User: bob\n    \
              condition: s or u\n",
         );
-        let matched = |attrs: &[(&str, &str)]| {
-            let mut out = Vec::new();
-            rules.matches(
-                &ev("", &[&[("Channel", "Security")], attrs].concat()),
-                &mut out,
-            );
-            !out.is_empty()
-        };
+        let matched = |attrs: &[(&str, &str)]| matches_security_record(&rules, attrs);
         for _ in 0..3 {
             assert!(matched(&[("ShareName", "alice")]));
             assert!(!matched(&[("Other", "alice")]));
@@ -2299,14 +2302,7 @@ detection:
              detection:\n    s:\n        Account_Name_Of_Target: alice\n    \
              t:\n        Image: x.exe\n    condition: s or t\n",
         );
-        let matched = |attrs: &[(&str, &str)]| {
-            let mut out = Vec::new();
-            rules.matches(
-                &ev("", &[&[("Channel", "Security")], attrs].concat()),
-                &mut out,
-            );
-            !out.is_empty()
-        };
+        let matched = |attrs: &[(&str, &str)]| matches_security_record(&rules, attrs);
         let crowd: Vec<(String, String)> = (0..80).map(|i| (format!("F{i}"), "v".into())).collect();
         let crowded = |last: (&str, &str)| {
             let mut attrs: Vec<(&str, &str)> = crowd
