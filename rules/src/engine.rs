@@ -285,7 +285,6 @@ impl<'e, 'f, E: EventFields> FieldValues<'e, 'f, E> {
             self.present = layouts.slots[at].present;
             return;
         }
-        let key = layouts.key;
         layouts.touched.clear();
         self.present = fill_by_names(
             self.event,
@@ -294,7 +293,7 @@ impl<'e, 'f, E: EventFields> FieldValues<'e, 'f, E> {
             self.epoch,
             Some(&mut layouts.touched),
         );
-        if !layouts.keep(at, key, self.event, self.slots, self.present) {
+        if !layouts.keep(at, self.event, self.slots, self.present) {
             self.layout = None;
         }
     }
@@ -406,8 +405,9 @@ struct Layouts {
     /// The set the slots belong to ([`RuleSet::id`]): the fields are the set's.
     set: u64,
     slots: Vec<Layout>,
-    /// The current event's name keys, and their hash.
+    /// The current event's name keys, read by [`Layouts::find`].
     keys: Vec<NameKey>,
+    /// Their hash with its lowest bit set: the key [`Layouts::keep`] gives the layout.
     key: u64,
     /// The fields a look by names filled, for [`Layouts::keep`].
     touched: Vec<u32>,
@@ -478,14 +478,7 @@ impl Layouts {
     /// layout is past the bounds (so that an event of such a layout does not evict a kept
     /// one). The key is set last: a slot left half-filled (a panic caught further up) is never
     /// taken for one.
-    fn keep<E: EventFields>(
-        &mut self,
-        at: usize,
-        key: u64,
-        event: &E,
-        slots: &[Slot],
-        present: u64,
-    ) -> bool {
+    fn keep<E: EventFields>(&mut self, at: usize, event: &E, slots: &[Slot], present: u64) -> bool {
         self.touched.sort_unstable();
         self.touched.dedup();
         let long_bytes: usize = self
@@ -521,7 +514,7 @@ impl Layouts {
             (field, slot.index, slot.rank)
         }));
         layout.present = present;
-        layout.key = key;
+        layout.key = self.key;
         true
     }
 }
