@@ -56,6 +56,15 @@ pub trait EventFields {
         });
         found
     }
+    /// The bytes from the event's first value to its last (source, host, message, attributes'
+    /// values), where they lie in one buffer (the data plane's arena): the rule engine's
+    /// keyword gates search it in one vector loop rather than value by value. Other bytes
+    /// may lie between the values (attribute names): a literal found across a value and a
+    /// name only lets a rule be evaluated, which reads the values themselves. `None` (the
+    /// default): the values are read one by one.
+    fn values_text(&self) -> Option<&[u8]> {
+        None
+    }
     /// The canonical name of the first entity of `kind` (`ip`, `user`, `host`...) with `role`
     /// (`source`, `destination`...; `None`: any role). Events without entities have none.
     fn entity(&self, kind: &str, role: Option<&str>) -> Option<&str> {

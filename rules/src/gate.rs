@@ -6,12 +6,14 @@
 //! the event's fields and the rules it can match, not the rule count: with the whole SigmaHQ
 //! set a Sysmon process event reaches a few dozen of the ~1,300 process rules.
 
+use crate::caseless::CaselessPairs;
 use crate::condition::Expr;
 use crate::engine::Field;
 use crate::mapping::Mapping;
 use crate::pattern::{Pattern, Place as TextPlace, parse_number};
 use crate::rule::{Item, Search};
 use crate::substrings::Substrings;
+use watchpost_proto::EventFields;
 
 /// Shortest literal that gates: one or two letters are in nearly every value, so such a rule
 /// gains nothing and its literal would slow the scan for all (shorter ones gate only when they
@@ -603,6 +605,11 @@ pub(crate) struct Gate {
     /// entry tagged with its clause, as in `rules`), when none has both here: see
     /// [`Gate::can_admit`]. `None`: the gate is always scanned.
     waiting: Option<Vec<u32>>,
+    /// A keyword gate's few literals, found in the event's text where it lies in memory (see
+    /// [`Gate::mark_in_values_text`]).
+    caseless: Option<CaselessPairs>,
+    /// The shortest literal's length: a shorter value cannot hold one.
+    shortest: usize,
 }
 
 impl Gate {
@@ -621,6 +628,12 @@ impl Gate {
             })
             .collect();
         let nul = substrings.iter().any(|s| s.contains('\0'));
+        let shortest = substrings.iter().map(|s| s.len()).min().unwrap_or(0);
+        let caseless = if field.is_none() && !nul {
+            CaselessPairs::build(&substrings)
+        } else {
+            None
+        };
         let automaton = if substrings.is_empty() {
             None
         } else {
@@ -653,6 +666,8 @@ impl Gate {
         Some(Gate {
             nul,
             waiting,
+            caseless,
+            shortest,
             field,
             automaton,
             equals,
@@ -733,6 +748,30 @@ impl Gate {
         if let Some(substrings) = &self.automaton {
             substrings.each(value, |id| self.admit(id, seen, found));
         }
+    }
+
+    /// A keyword gate's search of the event's values where they lie in one text
+    /// ([`EventFields::values_text`]), without copying them; false when the gate cannot
+    /// (more or other literals than [`CaselessPairs`] takes) or the event has no such text.
+    #[inline]
+    pub(crate) fn mark_in_values_text<E: EventFields>(
+        &self,
+        event: &E,
+        seen: &mut [u64],
+        found: &mut Vec<u32>,
+    ) -> bool {
+        let (Some(caseless), Some(text)) = (&self.caseless, event.values_text()) else {
+            return false;
+        };
+        caseless.each_in(text, |id| self.admit(id, seen, found));
+        true
+    }
+
+    /// The length of the gate's shortest substring (0 without one): shorter values cannot
+    /// hold any.
+    #[inline]
+    pub(crate) fn shortest(&self) -> usize {
+        self.shortest
     }
 
     /// Calls `on` with the literal of each entry of `table` keyed `key`.

@@ -52,6 +52,7 @@
 
 mod attack;
 mod bundled;
+mod caseless;
 mod condition;
 mod correlation;
 mod dual_regex;

@@ -164,7 +164,7 @@ impl LazyRegex {
 /// How common a byte is in log values (higher: more common), for [`contains_folded`] to look
 /// for a needle's rarest byte: letters by their frequency in English, then path and command
 /// line punctuation; other bytes are rare.
-const BYTE_COMMONNESS: [u8; 256] = {
+pub(crate) const BYTE_COMMONNESS: [u8; 256] = {
     let mut rank = [20u8; 256];
     let letters = b"etaoinsrhldcumfpgwybvkxjqz";
     let mut i = 0;

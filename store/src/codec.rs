@@ -102,6 +102,10 @@ impl watchpost_proto::EventFields for EventView<'_> {
     fn attribute_name_at(&self, index: usize) -> Option<&str> {
         self.attributes.get(index).map(|(k, _)| self.s(k))
     }
+    fn values_text(&self) -> Option<&[u8]> {
+        let (start, end) = self.values_bounds()?;
+        self.arena.as_bytes().get(start..end)
+    }
     fn entity(&self, kind: &str, role: Option<&str>) -> Option<&str> {
         self.entities
             .iter()
@@ -114,6 +118,26 @@ impl watchpost_proto::EventFields for EventView<'_> {
 }
 
 impl EventView<'_> {
+    /// The ranges of the values a keyword search reads: source, host, message, attributes'.
+    fn value_ranges(&self) -> impl Iterator<Item = &Range<u32>> {
+        [&self.source, &self.host, &self.message]
+            .into_iter()
+            .chain(self.attributes.iter().map(|(_, value)| value))
+    }
+
+    /// Where the event's non-empty values start and end in the arena (an empty range may sit
+    /// anywhere, at 0 for a missing host).
+    fn values_bounds(&self) -> Option<(usize, usize)> {
+        self.value_ranges()
+            .filter(|r| r.start < r.end)
+            .fold(None, |bounds, r| {
+                let (start, end) = (r.start as usize, r.end as usize);
+                Some(bounds.map_or((start, end), |(s, e): (usize, usize)| {
+                    (s.min(start), e.max(end))
+                }))
+            })
+    }
+
     #[inline]
     fn s(&self, r: &Range<u32>) -> &str {
         self.arena
@@ -500,6 +524,35 @@ mod tests {
             (5, 7, 99, FLAG_TRUNCATED)
         );
         assert!(r.get(2).is_none());
+    }
+
+    #[test]
+    fn the_values_text_spans_the_values_only() {
+        // An empty host at 0, as a record without one has: not the text's start.
+        let arena = "zzsshdImagec:\\a.exeUserbob";
+        let view = EventView {
+            timestamp_ns: 0,
+            received_ns: 0,
+            input: 0,
+            severity: 0,
+            flags: 0,
+            template_id: 0,
+            arena,
+            source: 2..6,
+            host: 0..0,
+            message: 6..6,
+            entities: &[],
+            attributes: &[(6..11, 11..19), (19..23, 23..26)],
+        };
+        // From the source to the last value, the names between.
+        let text = view.values_text().unwrap();
+        assert_eq!(text, "sshdImagec:\\a.exeUserbob".as_bytes());
+        let bare = EventView {
+            source: 0..0,
+            attributes: &[],
+            ..view
+        };
+        assert!(bare.values_text().is_none());
     }
 
     #[test]
