@@ -23,8 +23,11 @@ pub trait EventFields {
     /// Calls `f` with every attribute's name, in `any_attribute`'s order, until it returns true;
     /// says whether it did. The rule engine's pass over an event needs the names alone (it
     /// keeps positions, see `attribute_value_at`); implement it to skip making the values.
-    fn any_attribute_name<'a>(&'a self, f: &mut dyn FnMut(&'a str) -> bool) -> bool {
-        self.any_attribute(&mut |name, _| f(name))
+    /// Names are given as bytes, which the engine compares: taking each name out of a larger
+    /// text as a `str` checks that both of its ends fall on a character's boundary, 2.5% of
+    /// matching with the whole SigmaHQ set (callgrind).
+    fn any_attribute_name<'a>(&'a self, f: &mut dyn FnMut(&'a [u8]) -> bool) -> bool {
+        self.any_attribute(&mut |name, _| f(name.as_bytes()))
     }
     /// The value of the attribute `any_attribute` visits at `index` (from 0): the rule engine
     /// keeps where each field's value sits rather than the value, so that its per-thread
@@ -44,8 +47,8 @@ pub trait EventFields {
     }
     /// The name of the attribute `any_attribute` visits at `index` (from 0): the rule engine
     /// checks a remembered layout's long names this way. Implement it in constant time, as
-    /// `attribute_value_at`.
-    fn attribute_name_at(&self, index: usize) -> Option<&str> {
+    /// `attribute_value_at`; as bytes, as `any_attribute_name`.
+    fn attribute_name_at(&self, index: usize) -> Option<&[u8]> {
         let (mut at, mut found) = (0, None);
         self.any_attribute_name(&mut |name| {
             if at == index {
@@ -125,14 +128,14 @@ impl EventFields for PlainEvent {
     fn any_attribute<'a>(&'a self, f: &mut dyn FnMut(&'a str, &'a str) -> bool) -> bool {
         self.attributes.iter().any(|(k, v)| f(k, v))
     }
-    fn any_attribute_name<'a>(&'a self, f: &mut dyn FnMut(&'a str) -> bool) -> bool {
-        self.attributes.iter().any(|(k, _)| f(k))
+    fn any_attribute_name<'a>(&'a self, f: &mut dyn FnMut(&'a [u8]) -> bool) -> bool {
+        self.attributes.iter().any(|(k, _)| f(k.as_bytes()))
     }
     fn attribute_value_at(&self, index: usize) -> Option<&str> {
         self.attributes.get(index).map(|(_, v)| v.as_str())
     }
-    fn attribute_name_at(&self, index: usize) -> Option<&str> {
-        self.attributes.get(index).map(|(k, _)| k.as_str())
+    fn attribute_name_at(&self, index: usize) -> Option<&[u8]> {
+        self.attributes.get(index).map(|(k, _)| k.as_bytes())
     }
     fn entity(&self, kind: &str, role: Option<&str>) -> Option<&str> {
         self.entities
@@ -183,14 +186,17 @@ mod tests {
         for event in events {
             let mut names = Vec::new();
             event.any_attribute_name(&mut |name| {
-                names.push(name.to_string());
+                names.push(String::from_utf8_lossy(name).into_owned());
                 false
             });
             assert_eq!(names, ["Image", "User", "Image"]);
             let values: Vec<Option<&str>> = (0..4).map(|i| event.attribute_value_at(i)).collect();
             assert_eq!(values, [Some("a.exe"), Some("bob"), Some("b.exe"), None]);
-            let names: Vec<Option<&str>> = (0..4).map(|i| event.attribute_name_at(i)).collect();
-            assert_eq!(names, [Some("Image"), Some("User"), Some("Image"), None]);
+            let names: Vec<Option<&[u8]>> = (0..4).map(|i| event.attribute_name_at(i)).collect();
+            assert_eq!(
+                names,
+                [Some(&b"Image"[..]), Some(b"User"), Some(b"Image"), None]
+            );
             // A name visitor that stops is not called again.
             let mut calls = 0;
             assert!(event.any_attribute_name(&mut |_| {

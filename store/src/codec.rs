@@ -93,14 +93,14 @@ impl watchpost_proto::EventFields for EventView<'_> {
     fn any_attribute<'b>(&'b self, f: &mut dyn FnMut(&'b str, &'b str) -> bool) -> bool {
         self.attributes.iter().any(|(k, v)| f(self.s(k), self.s(v)))
     }
-    fn any_attribute_name<'b>(&'b self, f: &mut dyn FnMut(&'b str) -> bool) -> bool {
-        self.attributes.iter().any(|(k, _)| f(self.s(k)))
+    fn any_attribute_name<'b>(&'b self, f: &mut dyn FnMut(&'b [u8]) -> bool) -> bool {
+        self.attributes.iter().any(|(k, _)| f(self.bytes(k)))
     }
     fn attribute_value_at(&self, index: usize) -> Option<&str> {
         self.attributes.get(index).map(|(_, v)| self.s(v))
     }
-    fn attribute_name_at(&self, index: usize) -> Option<&str> {
-        self.attributes.get(index).map(|(k, _)| self.s(k))
+    fn attribute_name_at(&self, index: usize) -> Option<&[u8]> {
+        self.attributes.get(index).map(|(k, _)| self.bytes(k))
     }
     fn values_text(&self) -> Option<&[u8]> {
         let (start, end) = self.values_bounds()?;
@@ -136,6 +136,16 @@ impl EventView<'_> {
                     (s.min(start), e.max(end))
                 }))
             })
+    }
+
+    /// The bytes of `r`: for names, which the rule engine compares as bytes, without the
+    /// check `s` makes that each end falls on a character's boundary.
+    #[inline]
+    fn bytes(&self, r: &Range<u32>) -> &[u8] {
+        self.arena
+            .as_bytes()
+            .get(r.start as usize..r.end as usize)
+            .unwrap_or_default()
     }
 
     #[inline]
@@ -486,10 +496,10 @@ mod tests {
             names.push(name);
             false
         });
-        assert_eq!(names, ["pid"]);
+        assert_eq!(names, [b"pid"]);
         assert_eq!(view.attribute_value_at(0), Some("x42"));
         assert_eq!(view.attribute_value_at(1), None);
-        assert_eq!(view.attribute_name_at(0), Some("pid"));
+        assert_eq!(view.attribute_name_at(0), Some(&b"pid"[..]));
         assert_eq!(view.attribute_name_at(1), None);
         let mut records = Vec::new();
         let mut offsets = Vec::new();
