@@ -10,7 +10,7 @@
 
 use memchr::arch::all::packedpair::{Finder as AnyFinder, Pair};
 
-use crate::pattern::BYTE_COMMONNESS;
+use crate::folded::BYTE_COMMONNESS;
 
 /// Most literals a gate searches this way: each is a pass over the text.
 pub(crate) const MAX_LITERALS: usize = 4;

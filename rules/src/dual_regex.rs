@@ -14,6 +14,8 @@
 //! take it as UTF-8 bytes, which case folding leaves alone). `tests::agree_on_ascii_values`
 //! checks the claim on the constructs SigmaHQ uses.
 
+use crate::factors;
+use crate::folded::AnyFolded;
 use regex::{Regex, RegexBuilder};
 
 /// See the module's documentation.
@@ -21,6 +23,9 @@ use regex::{Regex, RegexBuilder};
 pub(crate) struct DualRegex {
     unicode: Regex,
     ascii: Option<regex::bytes::Regex>,
+    /// Short literals one of which every match holds ([`factors::prefilter`]): a value
+    /// without any is refused before either automaton runs.
+    needs: Option<AnyFolded>,
 }
 
 impl DualRegex {
@@ -37,12 +42,22 @@ impl DualRegex {
                     .ok()
             })
             .flatten();
-        Ok(DualRegex { unicode, ascii })
+        let needs = factors::prefilter(source).map(|set| AnyFolded::new(&set));
+        Ok(DualRegex {
+            unicode,
+            ascii,
+            needs,
+        })
     }
 
     /// Whether `value` matches: by the ASCII version when the value is ASCII and there is one.
     #[inline]
     pub(crate) fn is_match(&self, value: &str) -> bool {
+        if let Some(needs) = &self.needs
+            && !needs.any_in(value)
+        {
+            return false;
+        }
         match &self.ascii {
             Some(ascii) if value.is_ascii() => ascii.is_match(value.as_bytes()),
             _ => self.unicode.is_match(value),

@@ -9,6 +9,7 @@
 use crate::caseless::CaselessPairs;
 use crate::condition::Expr;
 use crate::engine::Field;
+use crate::factors;
 use crate::mapping::Mapping;
 use crate::pattern::{Pattern, Place as TextPlace, parse_number};
 use crate::rule::{Item, Search};
@@ -68,118 +69,14 @@ fn set_frequency(literals: &[Vec<u8>]) -> f64 {
 const MAX_REGEX_LITERALS: usize = 64;
 
 /// Literals of which every match of the regex `re` contains one, ASCII lower case,
-/// deduplicated; `None` when no such set is known, is large, or has a member that is too short
-/// ([`long_enough`]). Reads the regex's syntax tree: a concatenation yields the runs of its
-/// literal parts and the sets of its other parts, the rarest kept; an alternation the union of
-/// its branches; a repetition of at least one its body. Case-insensitive letters are taken as
-/// their ASCII lower case, which the gate's automaton folds, except `k` and `s`, which Unicode
-/// folding also matches with the Kelvin sign and the long s: they end a run.
+/// deduplicated ([`factors::of`]); `None` when no such set is known, is large, or has a member
+/// that is too short ([`long_enough`]).
 fn regex_literals(re: &str) -> Option<Vec<String>> {
-    let hir = regex_syntax::Parser::new().parse(re).ok()?;
-    let mut set = hir_literals(&hir)?;
-    for l in &mut set {
-        l.make_ascii_lowercase();
-    }
-    set.sort();
-    set.dedup();
-    set.into_iter().map(|l| String::from_utf8(l).ok()).collect()
-}
-
-/// See [`regex_literals`].
-fn hir_literals(hir: &regex_syntax::hir::Hir) -> Option<Vec<Vec<u8>>> {
-    use regex_syntax::hir::HirKind;
-    let usable = |set: &Vec<Vec<u8>>| {
+    let usable = |set: &[Vec<u8>]| {
         !set.is_empty() && set.len() <= MAX_REGEX_LITERALS && set.iter().all(|l| long_enough(l))
     };
-    match hir.kind() {
-        HirKind::Literal(l) => Some(vec![l.0.to_vec()]).filter(usable),
-        HirKind::Class(c) => class_members(c).filter(usable),
-        HirKind::Capture(c) => hir_literals(&c.sub),
-        HirKind::Repetition(r) if r.min >= 1 => hir_literals(&r.sub),
-        HirKind::Alternation(branches) => {
-            let mut all = Vec::new();
-            for b in branches {
-                all.extend(hir_literals(b)?);
-            }
-            Some(all).filter(usable)
-        }
-        HirKind::Concat(parts) => {
-            let mut best: Option<Vec<Vec<u8>>> = None;
-            let mut consider = |set: Vec<Vec<u8>>| {
-                let rarer = best
-                    .as_ref()
-                    .is_none_or(|b| set_frequency(&set) < set_frequency(b));
-                if usable(&set) && rarer {
-                    best = Some(set);
-                }
-            };
-            let mut run: Vec<u8> = Vec::new();
-            for part in parts {
-                match run_piece(part) {
-                    Some(bytes) => run.extend_from_slice(&bytes),
-                    None => {
-                        consider(vec![std::mem::take(&mut run)]);
-                        if let Some(set) = hir_literals(part) {
-                            consider(set);
-                        }
-                    }
-                }
-            }
-            consider(vec![run]);
-            best
-        }
-        _ => None,
-    }
-}
-
-/// The bytes `part` matches when it matches exactly one thing up to ASCII case: a literal, or
-/// a letter and its ASCII other case (`[Aa]`). `k`, `s` and anything else: `None`.
-fn run_piece(part: &regex_syntax::hir::Hir) -> Option<Vec<u8>> {
-    use regex_syntax::hir::HirKind;
-    match part.kind() {
-        HirKind::Literal(l) => Some(l.0.to_vec()),
-        HirKind::Class(c) => {
-            let members = class_members(c)?;
-            let [a, b] = members.as_slice() else {
-                return None;
-            };
-            let (&[x], &[y]) = (a.as_slice(), b.as_slice()) else {
-                return None;
-            };
-            (x.is_ascii_alphabetic() && x != y && x.eq_ignore_ascii_case(&y))
-                .then(|| vec![x.to_ascii_lowercase()])
-        }
-        _ => None,
-    }
-}
-
-/// The members of a small class (at most four characters), each as its UTF-8 bytes.
-fn class_members(class: &regex_syntax::hir::Class) -> Option<Vec<Vec<u8>>> {
-    use regex_syntax::hir::Class;
-    let mut out = Vec::new();
-    match class {
-        Class::Unicode(c) => {
-            for r in c.ranges() {
-                for ch in r.start()..=r.end() {
-                    if out.len() == 4 {
-                        return None;
-                    }
-                    out.push(ch.to_string().into_bytes());
-                }
-            }
-        }
-        Class::Bytes(c) => {
-            for r in c.ranges() {
-                for b in r.start()..=r.end() {
-                    if out.len() == 4 {
-                        return None;
-                    }
-                    out.push(vec![b]);
-                }
-            }
-        }
-    }
-    Some(out)
+    let set = factors::of(re, &usable, &|set| set_frequency(set))?;
+    set.into_iter().map(|l| String::from_utf8(l).ok()).collect()
 }
 
 /// What a rule needs of a value.
@@ -905,9 +802,13 @@ mod tests {
         assert_eq!(one("(?is).*chmod 777.*").as_deref(), Some("chmod 777"));
         assert_eq!(lits(r".{1000,}"), None, "no literal at all");
         // The SigmaHQ WSASS rule: `.exe` is in every command line, the tool's name is not.
+        // `s` folds to the long s as well: two members.
         assert_eq!(
-            one(r#"(?i)\.exe["']?\s+[^"]{0,64}werfaultsecure\.exe["']?\s+\d{2,10}"#).as_deref(),
-            Some("ecure.exe")
+            lits(r#"(?i)\.exe["']?\s+[^"]{0,64}werfaultsecure\.exe["']?\s+\d{2,10}"#),
+            Some(vec![
+                "werfaultsecure.exe".into(),
+                "werfault\u{17f}ecure.exe".into()
+            ])
         );
     }
 
@@ -1013,12 +914,17 @@ mod tests {
     }
 
     #[test]
-    fn k_and_s_end_a_run_as_unicode_folding_matches_them_with_other_letters() {
+    fn k_and_s_give_a_member_per_letter_unicode_folding_matches_them_with() {
         let re = "(?i)takeown";
-        assert_eq!(one(re).as_deref(), Some("eown"));
         let kelvin = "ta\u{212a}eown /f x";
         assert!(regex::Regex::new(re).unwrap().is_match(kelvin));
-        assert!(kelvin.contains("eown"));
-        assert_eq!(one("(?i)mimikatz").as_deref(), Some("mimi"));
+        assert_eq!(
+            lits(re),
+            Some(vec!["takeown".into(), "ta\u{212a}eown".into()])
+        );
+        assert_eq!(
+            lits("(?i)mimikatz"),
+            Some(vec!["mimikatz".into(), "mimi\u{212a}atz".into()])
+        );
     }
 }

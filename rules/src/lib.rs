@@ -59,6 +59,8 @@ mod dual_regex;
 mod engine;
 mod entry;
 mod error;
+mod factors;
+mod folded;
 mod gate;
 mod ioc;
 mod joint;

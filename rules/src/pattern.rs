@@ -11,6 +11,7 @@
 use crate::dual_regex::DualRegex;
 use crate::error::Pos;
 use crate::error::{ErrorKind, RuleError};
+use crate::folded::contains_folded;
 use regex::RegexBuilder;
 use std::sync::{Arc, OnceLock};
 
@@ -159,82 +160,6 @@ impl LazyRegex {
             .get_or_init(|| DualRegex::build(&self.source, self.size_limit).ok())
             .as_ref()
     }
-}
-
-/// How common a byte is in log values (higher: more common), for [`contains_folded`] to look
-/// for a needle's rarest byte: letters by their frequency in English, then path and command
-/// line punctuation; other bytes are rare.
-pub(crate) const BYTE_COMMONNESS: [u8; 256] = {
-    let mut rank = [20u8; 256];
-    let letters = b"etaoinsrhldcumfpgwybvkxjqz";
-    let mut i = 0;
-    while i < letters.len() {
-        let common = 200 - 4 * i as u8;
-        rank[letters[i] as usize] = common;
-        rank[letters[i].to_ascii_uppercase() as usize] = common;
-        i += 1;
-    }
-    let mut digit = b'0';
-    while digit <= b'9' {
-        rank[digit as usize] = 150;
-        digit += 1;
-    }
-    rank[b'\\' as usize] = 230;
-    rank[b' ' as usize] = 220;
-    rank[b'.' as usize] = 210;
-    rank[b'-' as usize] = 170;
-    rank[b'/' as usize] = 160;
-    rank[b':' as usize] = 140;
-    rank[b'_' as usize] = 140;
-    rank[b',' as usize] = 120;
-    rank[b'=' as usize] = 110;
-    rank[b'"' as usize] = 100;
-    rank[b'{' as usize] = 90;
-    rank[b'}' as usize] = 90;
-    rank
-};
-
-/// ASCII-case-insensitive substring search without allocation. Candidates are found by the
-/// needle's rarest byte (in either case) with `memchr`'s vector search, then compared whole:
-/// looking for the first byte instead, a byte at a time, stopped at every `\` of a path for
-/// the many needles that start with one (a tenth of matching went to such tests, callgrind).
-#[inline]
-pub fn contains_folded(hay: &str, needle: &str) -> bool {
-    let (h, n) = (hay.as_bytes(), needle.as_bytes());
-    if n.is_empty() {
-        return true;
-    }
-    if n.len() > h.len() {
-        return false;
-    }
-    let Some((rare, &byte)) = n
-        .iter()
-        .enumerate()
-        .min_by_key(|&(_, b)| BYTE_COMMONNESS[usize::from(*b)])
-    else {
-        return true;
-    };
-    let (lower, upper) = (byte.to_ascii_lowercase(), byte.to_ascii_uppercase());
-    // The rare byte of a match sits in `h[rare..last]`.
-    let last = h.len() - (n.len() - 1 - rare);
-    let mut from = rare;
-    while from < last {
-        let window = &h[from..last];
-        let found = if lower == upper {
-            memchr::memchr(lower, window)
-        } else {
-            memchr::memchr2(lower, upper, window)
-        };
-        let Some(at) = found.map(|p| from + p) else {
-            return false;
-        };
-        let start = at - rare;
-        if h[start..start + n.len()].eq_ignore_ascii_case(n) {
-            return true;
-        }
-        from = at + 1;
-    }
-    false
 }
 
 impl Pattern {
@@ -586,7 +511,6 @@ pub fn windash(text: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_support::Words;
 
     const P: Pos = Pos { line: 1, column: 1 };
 
@@ -720,37 +644,5 @@ mod tests {
         assert_eq!(v.len(), 5);
         assert!(v.contains(&"/enc ".to_string()) && v.contains(&"\u{2013}enc ".to_string()));
         assert_eq!(windash("abc"), vec!["abc".to_string()]);
-    }
-
-    #[test]
-    fn contains_folded_finds_every_case() {
-        assert!(contains_folded("xxAbCxx", "abc"));
-        assert!(contains_folded("abc", "abc"));
-        assert!(!contains_folded("ab", "abc"));
-        assert!(contains_folded("aaab", "aab"));
-    }
-
-    /// The search by the rarest byte finds what lower-casing both and searching finds: needles
-    /// whose rare byte is first, last, a letter in either case or punctuation, at a value's
-    /// either end, overlapping near misses.
-    #[test]
-    fn contains_folded_agrees_with_a_lower_cased_search() {
-        let mut words = Words::new(0x9e37_79b9_7f4a_7c15, "aAbBzZqQ\\ .:-x0");
-        let mut found = 0;
-        for _ in 0..20_000 {
-            let (hay_len, needle_len) = (words.below(24), 1 + words.below(4));
-            let (hay, needle) = (words.word(hay_len), words.word(needle_len));
-            let want = hay
-                .to_ascii_lowercase()
-                .contains(&needle.to_ascii_lowercase());
-            assert_eq!(
-                contains_folded(&hay, &needle),
-                want,
-                "{needle:?} in {hay:?}"
-            );
-            found += usize::from(want);
-        }
-        assert!(found > 1000, "the needles are found often enough: {found}");
-        assert!(contains_folded("x", ""));
     }
 }

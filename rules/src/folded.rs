@@ -1,0 +1,207 @@
+//! ASCII-case-folded substring search without allocation, and the byte frequencies of log
+//! values it and other searches pick rare bytes by.
+
+/// How common a byte is in log values (higher: more common), for [`contains_folded`] to look
+/// for a needle's rarest byte: letters by their frequency in English, then path and command
+/// line punctuation; other bytes are rare.
+pub(crate) const BYTE_COMMONNESS: [u8; 256] = {
+    let mut rank = [20u8; 256];
+    let letters = b"etaoinsrhldcumfpgwybvkxjqz";
+    let mut i = 0;
+    while i < letters.len() {
+        let common = 200 - 4 * i as u8;
+        rank[letters[i] as usize] = common;
+        rank[letters[i].to_ascii_uppercase() as usize] = common;
+        i += 1;
+    }
+    let mut digit = b'0';
+    while digit <= b'9' {
+        rank[digit as usize] = 150;
+        digit += 1;
+    }
+    rank[b'\\' as usize] = 230;
+    rank[b' ' as usize] = 220;
+    rank[b'.' as usize] = 210;
+    rank[b'-' as usize] = 170;
+    rank[b'/' as usize] = 160;
+    rank[b':' as usize] = 140;
+    rank[b'_' as usize] = 140;
+    rank[b',' as usize] = 120;
+    rank[b'=' as usize] = 110;
+    rank[b'"' as usize] = 100;
+    rank[b'{' as usize] = 90;
+    rank[b'}' as usize] = 90;
+    rank
+};
+
+/// ASCII-case-insensitive substring search without allocation. Candidates are found by the
+/// needle's rarest byte (in either case) with `memchr`'s vector search, then compared whole:
+/// looking for the first byte instead, a byte at a time, stopped at every `\` of a path for
+/// the many needles that start with one (a tenth of matching went to such tests, callgrind).
+#[inline]
+pub(crate) fn contains_folded(hay: &str, needle: &str) -> bool {
+    let (h, n) = (hay.as_bytes(), needle.as_bytes());
+    if n.is_empty() {
+        return true;
+    }
+    if n.len() > h.len() {
+        return false;
+    }
+    let Some((rare, &byte)) = n
+        .iter()
+        .enumerate()
+        .min_by_key(|&(_, b)| BYTE_COMMONNESS[usize::from(*b)])
+    else {
+        return true;
+    };
+    let (lower, upper) = (byte.to_ascii_lowercase(), byte.to_ascii_uppercase());
+    // The rare byte of a match sits in `h[rare..last]`.
+    let last = h.len() - (n.len() - 1 - rare);
+    let mut from = rare;
+    while from < last {
+        let window = &h[from..last];
+        let found = if lower == upper {
+            memchr::memchr(lower, window)
+        } else {
+            memchr::memchr2(lower, upper, window)
+        };
+        let Some(at) = found.map(|p| from + p) else {
+            return false;
+        };
+        let start = at - rare;
+        if h[start..start + n.len()].eq_ignore_ascii_case(n) {
+            return true;
+        }
+        from = at + 1;
+    }
+    false
+}
+
+/// Several needles searched ASCII case folded, in one pass where they share their first bytes
+/// (a regex's prefilter `. `, `."` and `.'` share the `.`): by the rarest shared byte, each
+/// needle compared where it is found. Needles sharing none are searched one by one.
+#[derive(Clone, Debug)]
+pub(crate) struct AnyFolded {
+    /// ASCII lower case.
+    needles: Box<[Box<[u8]>]>,
+    /// The place of the rarest byte among those every needle starts with.
+    anchor: Option<usize>,
+}
+
+impl AnyFolded {
+    pub(crate) fn new(needles: &[String]) -> AnyFolded {
+        let needles: Box<[Box<[u8]>]> = needles
+            .iter()
+            .map(|n| n.to_ascii_lowercase().into_bytes().into())
+            .collect();
+        let shared = needles.first().map_or(0, |first| {
+            (0..first.len())
+                .take_while(|&i| needles.iter().all(|n| n.get(i) == Some(&first[i])))
+                .count()
+        });
+        let anchor = (0..shared).min_by_key(|&i| BYTE_COMMONNESS[usize::from(needles[0][i])]);
+        AnyFolded { needles, anchor }
+    }
+
+    /// Whether `hay` holds one of the needles.
+    pub(crate) fn any_in(&self, hay: &str) -> bool {
+        let h = hay.as_bytes();
+        let Some(anchor) = self.anchor else {
+            return self
+                .needles
+                .iter()
+                .any(|n| std::str::from_utf8(n).is_ok_and(|needle| contains_folded(hay, needle)));
+        };
+        let byte = self.needles[0][anchor];
+        let (lower, upper) = (byte, byte.to_ascii_uppercase());
+        let mut from = anchor;
+        while from < h.len() {
+            let window = &h[from..];
+            let found = if lower == upper {
+                memchr::memchr(lower, window)
+            } else {
+                memchr::memchr2(lower, upper, window)
+            };
+            let Some(at) = found.map(|p| from + p) else {
+                return false;
+            };
+            let start = at - anchor;
+            if self.needles.iter().any(|n| {
+                h.get(start..start + n.len())
+                    .is_some_and(|there| there.eq_ignore_ascii_case(n))
+            }) {
+                return true;
+            }
+            from = at + 1;
+        }
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{AnyFolded, contains_folded};
+    use crate::test_support::Words;
+
+    #[test]
+    fn contains_folded_finds_every_case() {
+        assert!(contains_folded("xxAbCxx", "abc"));
+        assert!(contains_folded("abc", "abc"));
+        assert!(!contains_folded("ab", "abc"));
+        assert!(contains_folded("aaab", "aab"));
+    }
+
+    /// The search by the rarest byte finds what lower-casing both and searching finds: needles
+    /// whose rare byte is first, last, a letter in either case or punctuation, at a value's
+    /// either end, overlapping near misses.
+    #[test]
+    fn contains_folded_agrees_with_a_lower_cased_search() {
+        let mut words = Words::new(0x9e37_79b9_7f4a_7c15, "aAbBzZqQ\\ .:-x0");
+        let mut found = 0;
+        for _ in 0..20_000 {
+            let (hay_len, needle_len) = (words.below(24), 1 + words.below(4));
+            let (hay, needle) = (words.word(hay_len), words.word(needle_len));
+            let want = hay
+                .to_ascii_lowercase()
+                .contains(&needle.to_ascii_lowercase());
+            assert_eq!(
+                contains_folded(&hay, &needle),
+                want,
+                "{needle:?} in {hay:?}"
+            );
+            found += usize::from(want);
+        }
+        assert!(found > 1000, "the needles are found often enough: {found}");
+        assert!(contains_folded("x", ""));
+    }
+
+    /// One pass by a shared byte finds what a search per needle finds.
+    #[test]
+    fn any_of_several_needles_agrees_with_a_search_for_each() {
+        let mut words = Words::new(0x2545_f491_4f6c_dd1d, "aAbB. \"'x");
+        let mut found = 0;
+        for _ in 0..20_000 {
+            let (hay_len, shared_len) = (words.below(16), words.below(3));
+            let (hay, shared) = (words.word(hay_len), words.word(shared_len));
+            let mut needles = Vec::new();
+            for _ in 0..1 + words.below(3) {
+                let rest_len = words.below(3);
+                let needle = format!("{shared}{}", words.word(rest_len));
+                if !needle.is_empty() {
+                    needles.push(needle);
+                }
+            }
+            if needles.is_empty() {
+                continue;
+            }
+            let want = needles.iter().any(|n| contains_folded(&hay, n));
+            assert_eq!(
+                AnyFolded::new(&needles).any_in(&hay),
+                want,
+                "{needles:?} in {hay:?}"
+            );
+            found += usize::from(want);
+        }
+        assert!(found > 1000, "the needles are found often enough: {found}");
+    }
+}
