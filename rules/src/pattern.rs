@@ -241,6 +241,16 @@ fn place_match(v: &str, text: &str, place: Place, cased: bool) -> bool {
 /// A number in decimal, or hexadecimal with `0x`.
 pub fn parse_number(text: &str) -> Option<f64> {
     let text = text.trim();
+    // Most numbers in records are short unsigned integers (event ids, logon types, process
+    // ids), which a gate over numbers reads in every record: summed as an integer, exact as a
+    // float below 2^53, rather than through the float parser (9% of matching a Security
+    // record, callgrind).
+    if (1..=15).contains(&text.len()) && text.bytes().all(|b| b.is_ascii_digit()) {
+        let n = text
+            .bytes()
+            .fold(0u64, |n, digit| n * 10 + u64::from(digit - b'0'));
+        return Some(n as f64);
+    }
     if let Some(h) = text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
         return u64::from_str_radix(h, 16).ok().map(|n| n as f64);
     }
@@ -603,6 +613,23 @@ mod tests {
         assert!(t(&p, "abc") && !t(&p, "abbc"));
         let p = compile_text("ÄRGER", Place::Contains, false, false, P).unwrap();
         assert!(t(&p, "großer ärger"));
+    }
+
+    /// Short integers are summed, not parsed as floats: the same numbers either way, at
+    /// every length up to where the sum would no longer be exact and past it.
+    #[test]
+    fn integers_read_as_the_float_parser_reads_them() {
+        let digits = "9007199254740993123";
+        for len in 1..=digits.len() {
+            for text in [&digits[..len], &format!("00{}", &digits[..len])] {
+                assert_eq!(parse_number(text), text.parse::<f64>().ok(), "{text}");
+            }
+        }
+        assert_eq!(parse_number(" 4624 "), Some(4624.0));
+        assert_eq!(parse_number("0x1210"), Some(4624.0));
+        assert_eq!(parse_number("-5"), Some(-5.0));
+        assert_eq!(parse_number("4624a"), None);
+        assert_eq!(parse_number(""), None);
     }
 
     #[test]
