@@ -61,7 +61,9 @@ pub trait EventFields {
     }
     /// The bytes from the event's first value to its last (source, host, message, attributes'
     /// values), where they lie in one buffer (the data plane's arena): the rule engine's
-    /// keyword gates search it in one vector loop rather than value by value. Other bytes
+    /// keyword gates search it in one vector loop rather than value by value. It must hold,
+    /// byte for byte, every value `source`, `host` and `any_value` give: a value left out
+    /// would lose its keyword matches without a word. Other bytes
     /// may lie between the values (attribute names): a literal found across a value and a
     /// name only lets a rule be evaluated, which reads the values themselves. `None` (the
     /// default): the values are read one by one.

@@ -179,6 +179,51 @@ mod tests {
         assert!(dual.is_match(r"C:\XAMPP\htdocs"));
     }
 
+    /// The prefilter only refuses values the expression does not match: each sample match
+    /// spelled in other cases, with the Kelvin sign and the long s, inside other text.
+    #[test]
+    fn the_prefilter_refuses_no_match() {
+        let samples = [
+            ("(?i)takeown", "takeown"),
+            ("(?i)system32", "system32"),
+            (
+                r#"\\[a-zA-Z0-9]{1,32}\.[a-zA-Z0-9]{1,6}\.[ "']{1}"#,
+                r"\x.dat. ",
+            ),
+            (r"(?i)net\s+user\s+", "net  user "),
+            (r"(?i)-k\s\w{1,64}", "-k netsvcs"),
+        ];
+        let mut words = crate::test_support::Words::new(0x5851_f42d_4c95_7f2d, "ab. \"'");
+        let (mut matched, mut refused) = (0, 0);
+        for (source, sample) in samples {
+            let dual = DualRegex::build(source, 1 << 22).unwrap();
+            assert!(dual.needs.is_some(), "{source} has a prefilter");
+            let unicode = regex::Regex::new(source).unwrap();
+            for _ in 0..2_000 {
+                let spelled: String = sample
+                    .chars()
+                    .map(|c| match (c, words.below(4)) {
+                        ('k', 0) => '\u{212A}',
+                        ('s', 0) => '\u{17F}',
+                        (c, 1) => c.to_ascii_uppercase(),
+                        (_, 2) if words.below(8) == 0 => '.',
+                        (c, _) => c,
+                    })
+                    .collect();
+                let (before, after) = (words.below(6), words.below(6));
+                let value = format!("{}{spelled}{}", words.word(before), words.word(after));
+                let want = unicode.is_match(&value);
+                assert_eq!(dual.is_match(&value), want, "{source} on {value:?}");
+                matched += usize::from(want);
+                refused += usize::from(!want);
+            }
+        }
+        assert!(
+            matched > 5_000 && refused > 100,
+            "{matched} matched, {refused} not"
+        );
+    }
+
     #[test]
     fn values_outside_ascii_use_the_unicode_version() {
         let dual = DualRegex::build(r"^\w+$", 1 << 22).unwrap();

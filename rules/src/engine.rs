@@ -579,8 +579,7 @@ struct NameKey {
 
 impl NameKey {
     #[inline]
-    fn of(name: &[u8]) -> NameKey {
-        let b = name;
+    fn of(b: &[u8]) -> NameKey {
         // Overlapping loads cover every byte of a name of its length, with no loop per byte
         // (most attribute names are under eight: `Image`, `User`, `EventID`).
         let (first, last) = match (b.first_chunk::<8>(), b.last_chunk::<8>()) {
@@ -758,6 +757,9 @@ pub struct RuleSet {
     /// Groups are chosen through the [`ShapeMemo`]; off in [`RuleSet::without_prefilter`], the
     /// reference that equivalence tests compare with.
     memo: bool,
+    /// The shortest keyword literal of any group: the event's text for keyword searches
+    /// leaves out shorter values, which cannot hold one (see [`EventText`]).
+    keyword_min_len: usize,
 }
 
 /// Identities of compiled sets, for the per-thread [`ShapeMemo`].
@@ -1072,7 +1074,6 @@ std::thread_local! {
                 text: EventText {
                     bytes: Vec::new(),
                     ready: false,
-                    shortest: 0,
                 },
                 recent: GateMemos { set: 0, by_group: Vec::new() },
             },
@@ -1144,29 +1145,27 @@ impl GateMemos {
 /// two dozen values with a case-folding one (a keyword rule of the process logsource cost 0.5
 /// us per Sysmon record that way). No such literal holds a NUL (a gate whose literals do
 /// searches value by value: [`Gate::spans_values`]), so none matches across two values.
-/// Values shorter than the gate's shortest literal are left out (a Sysmon record's ids,
-/// levels and flags: 1.5% of matching with the whole SigmaHQ set, callgrind). Where the event
-/// lies in one text already, a gate of a few literals searches that instead
+/// Values shorter than the set's shortest keyword literal are left out (a Sysmon record's
+/// ids, levels and flags: 1.5% of matching with the whole SigmaHQ set, callgrind). Where the
+/// event lies in one text already, a gate of a few literals searches that instead
 /// ([`Gate::mark_in_values_text`]).
 #[derive(Default)]
 struct EventText {
     bytes: Vec<u8>,
     /// `bytes` holds the current event's values.
     ready: bool,
-    /// The shortest value `bytes` holds, once ready.
-    shortest: usize,
 }
 
 impl EventText {
-    /// The text of the event's values of `shortest` bytes or more, made again when one made
-    /// for a gate of longer literals is there.
-    fn of<E: EventFields>(&mut self, event: &E, shortest: usize) -> &[u8] {
-        if !self.ready || self.shortest > shortest {
+    /// The text of the event's values of `min_len` bytes or more (the same for every gate of
+    /// a set, so that it is made once per event).
+    fn of<E: EventFields>(&mut self, event: &E, min_len: usize) -> &[u8] {
+        if !self.ready {
             self.bytes.clear();
             // Each value copied, then lower-cased eight bytes at a time: a byte at a time, the
             // copy and case took 8% of matching with the whole SigmaHQ set (callgrind).
             let mut push = |v: &str| {
-                if v.len() < shortest {
+                if v.len() < min_len {
                     return false;
                 }
                 push_lower_case(&mut self.bytes, v.as_bytes());
@@ -1177,7 +1176,6 @@ impl EventText {
             push(event.host());
             event.any_value(&mut push);
             self.ready = true;
-            self.shortest = shortest;
         }
         &self.bytes
     }
@@ -1543,6 +1541,16 @@ impl RuleSet {
             }
         }
         set.shape_attributes = attributes;
+        set.keyword_min_len = needs
+            .iter()
+            .filter_map(|by_field| by_field.get(&None))
+            .flat_map(|literals| literals.keys())
+            .filter_map(|key| match key {
+                Key::Contains(text) => Some(text.len()),
+                _ => None,
+            })
+            .min()
+            .unwrap_or(0);
         // Each group keeps its literals; its automata are built at its first event.
         for (g, by_field) in needs.into_iter().enumerate() {
             let group = &mut set.groups[g];
@@ -1819,7 +1827,7 @@ impl RuleSet {
                 None if !gate.can_admit(seen, &self.clauses) => {}
                 None if gate.mark_in_values_text(values.event, seen, found) => {}
                 None if !gate.spans_values() => {
-                    gate.mark_substrings(text.of(values.event, gate.shortest()), seen, found);
+                    gate.mark_substrings(text.of(values.event, self.keyword_min_len), seen, found);
                 }
                 None => {
                     let e = values.event;
@@ -2051,6 +2059,33 @@ detection:
             assert_eq!(by_values, by_text, "{attrs:?}");
             assert_eq!(!by_text.is_empty(), hit, "{attrs:?}");
         }
+    }
+
+    /// The event's text for keyword searches leaves out values shorter than every keyword
+    /// literal of the set, not of the first group that makes it: a short literal of another
+    /// group is still found.
+    #[test]
+    fn a_short_keyword_of_another_group_is_found_in_a_short_value() {
+        let rules = [
+            "title: a\nid: 5f2a3c1e-8b7d-4e6f-9a0b-1c2d3e4f5a8d\nlogsource: {product: windows, category: process_creation}\ndetection:\n  kw:\n    - 'longer-keyword'\n  condition: kw\n",
+            "title: b\nid: 5f2a3c1e-8b7d-4e6f-9a0b-1c2d3e4f5a8e\nlogsource: {product: windows, service: sysmon}\ndetection:\n  kw:\n    - 'ab1'\n  condition: kw\n",
+        ];
+        let s = RuleSet::compile(
+            rules.map(|r| Arc::new(parse_rule(r).unwrap())),
+            &Mapping::bundled(),
+        );
+        let e = ev(
+            "Microsoft-Windows-Sysmon/Operational",
+            &[
+                ("Channel", "Microsoft-Windows-Sysmon/Operational"),
+                ("EventID", "1"),
+                ("CommandLine", "run --longer-keyword"),
+                ("Tag", "AB1"),
+            ],
+        );
+        let mut out = Vec::new();
+        s.matches(&e, &mut out);
+        assert_eq!(out, [0, 1]);
     }
 
     #[test]

@@ -20,7 +20,7 @@ const MAX_PREFILTER: usize = 8;
 /// classes of up to four characters: `\.[ "']` yields `. `, `."` and `.'`) and the sets of its
 /// other parts; an alternation the union of its branches; a repetition of at least one its
 /// body. Members are lower-cased after (the searches fold ASCII case): Unicode case folding is
-/// kept, as `(?i)k` is `k`, `K` and the Kelvin sign, three members.
+/// kept, as `(?i)k` is `k`, `K` and the Kelvin sign, two members once lower-cased.
 pub(crate) fn of(
     re: &str,
     usable: &dyn Fn(&[Vec<u8>]) -> bool,

@@ -75,7 +75,7 @@ fn regex_literals(re: &str) -> Option<Vec<String>> {
     let usable = |set: &[Vec<u8>]| {
         !set.is_empty() && set.len() <= MAX_REGEX_LITERALS && set.iter().all(|l| long_enough(l))
     };
-    let set = factors::of(re, &usable, &|set| set_frequency(set))?;
+    let set = factors::of(re, &usable, &set_frequency)?;
     set.into_iter().map(|l| String::from_utf8(l).ok()).collect()
 }
 
@@ -505,8 +505,6 @@ pub(crate) struct Gate {
     /// A keyword gate's few literals, found in the event's text where it lies in memory (see
     /// [`Gate::mark_in_values_text`]).
     caseless: Option<CaselessPairs>,
-    /// The shortest literal's length: a shorter value cannot hold one.
-    shortest: usize,
 }
 
 impl Gate {
@@ -525,7 +523,6 @@ impl Gate {
             })
             .collect();
         let nul = substrings.iter().any(|s| s.contains('\0'));
-        let shortest = substrings.iter().map(|s| s.len()).min().unwrap_or(0);
         let caseless = if field.is_none() && !nul {
             CaselessPairs::build(&substrings)
         } else {
@@ -564,7 +561,6 @@ impl Gate {
             nul,
             waiting,
             caseless,
-            shortest,
             field,
             automaton,
             equals,
@@ -662,13 +658,6 @@ impl Gate {
         };
         caseless.each_in(text, |id| self.admit(id, seen, found));
         true
-    }
-
-    /// The length of the gate's shortest substring (0 without one): shorter values cannot
-    /// hold any.
-    #[inline]
-    pub(crate) fn shortest(&self) -> usize {
-        self.shortest
     }
 
     /// Calls `on` with the literal of each entry of `table` keyed `key`.
