@@ -333,11 +333,21 @@ pub(crate) fn folded_hash_bytes(bytes: &[u8]) -> u64 {
     }
     let rest = chunks.remainder();
     if !rest.is_empty() {
-        let word = rest
-            .iter()
-            .rev()
-            .fold(0u64, |w, &b| (w << 8) | u64::from(b.to_ascii_lowercase()));
-        h = (h ^ word).wrapping_mul(K);
+        // The last eight bytes, overlapping the word before them; under eight, the first and
+        // last four: the length, mixed in first, tells the overlap. A byte at a time, the
+        // remainder was a third of the hash's instructions (callgrind).
+        let word = match (bytes.last_chunk::<8>(), bytes.first_chunk::<4>()) {
+            (Some(last), _) => u64::from_le_bytes(*last),
+            (None, Some(first)) => {
+                let last = bytes.last_chunk::<4>().unwrap_or(first);
+                u64::from(u32::from_le_bytes(*first)) | (u64::from(u32::from_le_bytes(*last)) << 32)
+            }
+            (None, None) => rest
+                .iter()
+                .rev()
+                .fold(0u64, |w, &b| (w << 8) | u64::from(b)),
+        };
+        h = (h ^ lower_case_word(word)).wrapping_mul(K);
         h ^= h >> 31;
     }
     h
@@ -866,6 +876,18 @@ mod tests {
         );
         assert_ne!(folded_hash("4624"), folded_hash("4624\0"));
         assert_ne!(folded_hash("Security"), folded_hash("Securitx"));
+        // At every length: the same for any case, another for any one byte changed.
+        let word = "C:\\Windows\\PERFC.DAT x";
+        for len in 0..=word.len() {
+            let (text, lower) = (&word[..len], word[..len].to_ascii_lowercase());
+            assert_eq!(folded_hash(text), folded_hash(&lower), "{text:?}");
+            for at in 0..len {
+                let mut other = lower.clone().into_bytes();
+                other[at] = b'#';
+                let other = String::from_utf8(other).unwrap();
+                assert_ne!(folded_hash(text), folded_hash(&other), "{text:?} {other:?}");
+            }
+        }
         // A text of any length, words and remainder, as `make_ascii_lowercase` makes it.
         let text: Vec<u8> = (0..=255u8)
             .chain(b"C:\\Windows\\PERFC.DAT@[`{".iter().copied())
