@@ -63,10 +63,10 @@ pub trait EventFields {
     /// values), where they lie in one buffer (the data plane's arena): the rule engine's
     /// keyword gates search it in one vector loop rather than value by value. It must hold,
     /// byte for byte, every value `source`, `host` and `any_value` give: a value left out
-    /// would lose its keyword matches without a word. Other bytes
-    /// may lie between the values (attribute names): a literal found across a value and a
-    /// name only lets a rule be evaluated, which reads the values themselves. `None` (the
-    /// default): the values are read one by one.
+    /// would lose its keyword matches without a word. Other bytes may lie between the values
+    /// (attribute names): a literal found across a value and a name only lets a rule be
+    /// evaluated, which reads the values themselves. `None` (the default): the values are
+    /// read one by one.
     fn values_text(&self) -> Option<&[u8]> {
         None
     }

@@ -579,23 +579,23 @@ struct NameKey {
 
 impl NameKey {
     #[inline]
-    fn of(b: &[u8]) -> NameKey {
+    fn of(name: &[u8]) -> NameKey {
         // Overlapping loads cover every byte of a name of its length, with no loop per byte
         // (most attribute names are under eight: `Image`, `User`, `EventID`).
-        let (first, last) = match (b.first_chunk::<8>(), b.last_chunk::<8>()) {
+        let (first, last) = match (name.first_chunk::<8>(), name.last_chunk::<8>()) {
             (Some(first), Some(last)) => (u64::from_le_bytes(*first), u64::from_le_bytes(*last)),
-            _ => match (b.first_chunk::<4>(), b.last_chunk::<4>()) {
+            _ => match (name.first_chunk::<4>(), name.last_chunk::<4>()) {
                 (Some(first), Some(last)) => (
                     u64::from(u32::from_le_bytes(*first))
                         | (u64::from(u32::from_le_bytes(*last)) << 32),
                     0,
                 ),
-                _ => match b {
+                _ => match name {
                     [] => (0, 0),
                     _ => (
-                        u64::from(b[0])
-                            | (u64::from(b[b.len() / 2]) << 8)
-                            | (u64::from(b[b.len() - 1]) << 16),
+                        u64::from(name[0])
+                            | (u64::from(name[name.len() / 2]) << 8)
+                            | (u64::from(name[name.len() - 1]) << 16),
                         0,
                     ),
                 },
@@ -604,7 +604,7 @@ impl NameKey {
         NameKey {
             first,
             last,
-            len: b.len() as u64,
+            len: name.len() as u64,
         }
     }
 
