@@ -191,9 +191,21 @@ impl Grams {
         })
     }
 
-    /// A gram's bytes, its first in the highest place (as [`Grams::each`] rolls them in).
+    /// A gram's bytes, its first in the highest place (as [`Grams::search`] rolls them in),
+    /// each with its `0x20` bit set ([`Grams::fold`]).
     fn pack(gram: &[u8]) -> u32 {
-        gram.iter().fold(0u32, |g, &b| (g << 8) | u32::from(b))
+        Grams::fold(gram.iter().fold(0u32, |g, &b| (g << 8) | u32::from(b)))
+    }
+
+    /// A gram with the `0x20` bit of each byte set: an ASCII letter's two cases become one
+    /// (its lower case) with one `or` per gram, where lower-casing each byte of a value took
+    /// four instructions (2% of matching with the whole SigmaHQ set, callgrind). Some other
+    /// bytes meet too (`\` and `|`, `[` and `{`, a tab and `)`): their grams share a bit and an
+    /// entry, and the comparison of the literal itself, in ASCII case folding, tells them
+    /// apart.
+    #[inline]
+    fn fold(gram: u32) -> u32 {
+        gram | 0x2020_2020
     }
 
     #[inline]
@@ -229,21 +241,22 @@ impl Grams {
         }
         let mut gram = haystack[..3]
             .iter()
-            .fold(0u32, |g, &b| (g << 8) | u32::from(b.to_ascii_lowercase()));
+            .fold(0u32, |g, &b| (g << 8) | u32::from(b));
         for at in 3..haystack.len() {
-            gram = (gram << 8) | u32::from(haystack[at].to_ascii_lowercase());
-            let h = Grams::hash(gram, self.shift);
+            gram = (gram << 8) | u32::from(haystack[at]);
+            let folded = Grams::fold(gram);
+            let h = Grams::hash(folded, self.shift);
             let word = self.bits[h / 64];
             let bit = 1u64 << (h % 64);
             if word & bit != 0 {
                 let rank = self.ranks[h / 64] + (word & (bit - 1)).count_ones();
-                self.probe(gram, rank as usize, at, haystack, &mut on)?;
+                self.probe(folded, rank as usize, at, haystack, &mut on)?;
             }
         }
         ControlFlow::Continue(())
     }
 
-    /// The literals of the bit of rank `rank` whose gram is `gram`, ending at byte `at` of
+    /// The literals of the bit of rank `rank` whose folded gram is `gram`, ending at byte `at` of
     /// `haystack`, that sit there.
     #[inline(never)]
     fn probe(
