@@ -2101,6 +2101,37 @@ detection:
     }
 
     #[test]
+    fn a_value_of_the_same_folded_hash_is_not_taken_for_the_rules_value() {
+        // `\` and `|` differ in their `0x20` bit alone: their hashes meet (see
+        // `gate::folded_hash`), and the rule's own comparison must tell them apart.
+        let s = set(
+            "title: t\nid: 5f2a3c1e-8b7d-4e6f-9a0b-1c2d3e4f5a71\nlogsource: {product: windows, service: security}\ndetection:\n  sel:\n    EventID: 4625\n    TargetUserName: 'corp\\adm'\n  condition: sel\n",
+        );
+        let mut out = Vec::new();
+        for (user, hit) in [
+            (r"corp\adm", true),
+            (r"CORP\Adm", true),
+            ("corp|adm", false),
+            ("CORP|ADM", false),
+        ] {
+            let event = ev(
+                "Security",
+                &[
+                    ("Channel", "Security"),
+                    ("EventID", "4625"),
+                    ("TargetUserName", user),
+                ],
+            );
+            out.clear();
+            s.matches(&event, &mut out);
+            assert_eq!(out.len(), usize::from(hit), "{user}");
+            out.clear();
+            s.clone().without_prefilter().matches(&event, &mut out);
+            assert_eq!(out.len(), usize::from(hit), "without the index: {user}");
+        }
+    }
+
+    #[test]
     fn exact_values_are_indexed_and_still_compare_as_numbers() {
         let s = set(
             "title: t\nid: 5f2a3c1e-8b7d-4e6f-9a0b-1c2d3e4f5a70\nlogsource: {product: windows, service: security}\ndetection:\n  sel:\n    EventID: 4625\n    LogonType: 10\n  condition: sel\n",
