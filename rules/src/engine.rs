@@ -804,8 +804,9 @@ struct Choice {
     /// gives them: (field, end of its value in `text`).
     ends: Vec<(usize, u32)>,
     /// The present values as the event that made the slot had them, one after the other
-    /// (compared without regard to ASCII case).
-    text: String,
+    /// (compared without regard to ASCII case), as bytes: a value's end in a `str` was checked
+    /// for a character boundary at every comparison (0.8% of matching, callgrind).
+    text: Vec<u8>,
     groups: Vec<u32>,
 }
 
@@ -870,6 +871,7 @@ impl Choice {
                     let kept = self.text.get(start..end as usize);
                     start = end as usize;
                     // Mostly in the case it was kept in: compared whole first.
+                    let v = v.as_bytes();
                     kept_field == f && kept.is_some_and(|k| v == k || v.eq_ignore_ascii_case(k))
                 });
             at += 1;
@@ -890,7 +892,7 @@ impl Choice {
         self.text.clear();
         let (ends, text) = (&mut self.ends, &mut self.text);
         set.each_shape_value::<false, E>(values, |f, v, _| {
-            text.push_str(v);
+            text.extend_from_slice(v.as_bytes());
             ends.push((f, text.len() as u32));
         });
         set.choose_groups(values, &mut self.groups);
