@@ -45,6 +45,13 @@ pub trait EventFields {
         });
         found
     }
+    /// `attribute_value_at`'s value as bytes, in constant time as it: the rule engine's gates
+    /// and shape tests read values as bytes, and taking a value out of a larger text as a
+    /// `str` checks both of its ends for a character's boundary (2.5% of matching with the
+    /// whole SigmaHQ set, callgrind, when every read did).
+    fn attribute_bytes_at(&self, index: usize) -> Option<&[u8]> {
+        self.attribute_value_at(index).map(str::as_bytes)
+    }
     /// The name of the attribute `any_attribute` visits at `index` (from 0): the rule engine
     /// checks a remembered layout's long names this way. Implement it in constant time, as
     /// `attribute_value_at`; as bytes, as `any_attribute_name`.
@@ -194,6 +201,11 @@ mod tests {
             assert_eq!(names, ["Image", "User", "Image"]);
             let values: Vec<Option<&str>> = (0..4).map(|i| event.attribute_value_at(i)).collect();
             assert_eq!(values, [Some("a.exe"), Some("bob"), Some("b.exe"), None]);
+            let bytes: Vec<Option<&[u8]>> = (0..4).map(|i| event.attribute_bytes_at(i)).collect();
+            assert_eq!(
+                bytes,
+                [Some(&b"a.exe"[..]), Some(b"bob"), Some(b"b.exe"), None]
+            );
             let names: Vec<Option<&[u8]>> = (0..4).map(|i| event.attribute_name_at(i)).collect();
             assert_eq!(
                 names,

@@ -14,7 +14,7 @@
 
 use crate::condition::Expr;
 use crate::dual_regex::DualRegex;
-use crate::gate::{self, Gate, GateMemo, Key, folded_hash, push_lower_case};
+use crate::gate::{self, Gate, GateMemo, Key, folded_hash, folded_hash_bytes, push_lower_case};
 use crate::joint::{Affixes, Joint, is_affix};
 use crate::mapping::{FieldSource, Mapping, Shape};
 use crate::pattern::{Pattern, Place};
@@ -341,13 +341,29 @@ impl<'e, 'f, E: EventFields> FieldValues<'e, 'f, E> {
         self.present
     }
 
-    /// `get(i)` with the value's folded hash.
+    /// `get(i)` as bytes: an attribute's read without the check of a character's boundary
+    /// that taking it out of the event's text as a `str` makes (see
+    /// `EventFields::attribute_bytes_at`).
+    #[inline(always)]
+    fn get_bytes(&mut self, i: usize) -> Option<&'e [u8]> {
+        if self.resolved && self.names.fill.get(i) == Some(&Fill::Whole) {
+            let slot = self.slots[i];
+            return if slot.filled == self.epoch {
+                self.event.attribute_bytes_at(slot.index as usize)
+            } else {
+                None
+            };
+        }
+        self.get_otherwise(i).map(str::as_bytes)
+    }
+
+    /// `get_bytes(i)` with the value's folded hash.
     #[inline]
-    fn get_hashed(&mut self, i: usize) -> Option<(&'e str, u64)> {
-        let v = self.get(i)?;
+    fn get_hashed(&mut self, i: usize) -> Option<(&'e [u8], u64)> {
+        let v = self.get_bytes(i)?;
         let slot = &mut self.slots[i];
         if slot.hashed != self.epoch {
-            slot.hash = folded_hash(v);
+            slot.hash = folded_hash_bytes(v);
             slot.hashed = self.epoch;
         }
         Some((v, slot.hash))
@@ -715,7 +731,7 @@ impl CShape {
                     t.allowed[at..]
                         .iter()
                         .take_while(|(x, _)| *x == h)
-                        .any(|(_, w)| v.eq_ignore_ascii_case(w))
+                        .any(|(_, w)| v.eq_ignore_ascii_case(w.as_bytes()))
                 }
             })
         })
@@ -871,7 +887,6 @@ impl Choice {
                     let kept = self.text.get(start..end as usize);
                     start = end as usize;
                     // Mostly in the case it was kept in: compared whole first.
-                    let v = v.as_bytes();
                     kept_field == f && kept.is_some_and(|k| v == k || v.eq_ignore_ascii_case(k))
                 });
             at += 1;
@@ -892,7 +907,7 @@ impl Choice {
         self.text.clear();
         let (ends, text) = (&mut self.ends, &mut self.text);
         set.each_shape_value::<false, E>(values, |f, v, _| {
-            text.extend_from_slice(v.as_bytes());
+            text.extend_from_slice(v);
             ends.push((f, text.len() as u32));
         });
         set.choose_groups(values, &mut self.groups);
@@ -1661,14 +1676,14 @@ impl RuleSet {
     fn each_shape_value<'e, const HASHED: bool, E: EventFields>(
         &self,
         values: &mut FieldValues<'e, '_, E>,
-        mut on: impl FnMut(usize, &'e str, u64),
+        mut on: impl FnMut(usize, &'e [u8], u64),
     ) {
         // The value's folded hash, when asked for (0 otherwise).
         let value = |f: usize, values: &mut FieldValues<'e, '_, E>| {
             if HASHED {
                 values.get_hashed(f)
             } else {
-                values.get(f).map(|v| (v, 0))
+                values.get_bytes(f).map(|v| (v, 0))
             }
         };
         let Some(attributes) = self.shape_attributes else {
@@ -1832,8 +1847,8 @@ impl RuleSet {
                     }
                 }
                 Some(f) => {
-                    if let Some(v) = values.get(f) {
-                        gate.mark_substrings(v.as_bytes(), seen, found);
+                    if let Some(v) = values.get_bytes(f) {
+                        gate.mark_substrings(v, seen, found);
                     }
                 }
                 None if !gate.can_admit(seen, &self.clauses) => {}

@@ -457,7 +457,7 @@ impl GateMemo {
     pub(crate) fn mark(
         &mut self,
         gate: &Gate,
-        value: &str,
+        value: &[u8],
         hash: u64,
         seen: &mut [u64],
         found: &mut Vec<u32>,
@@ -470,7 +470,7 @@ impl GateMemo {
         }
         let key = hash | 1;
         let slot = &mut self.slots[(hash.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) as usize];
-        if slot.key == key && slot.value == value.as_bytes() {
+        if slot.key == key && slot.value == value {
             for &id in &slot.literals[..usize::from(slot.count)] {
                 gate.admit(id as usize, seen, found);
             }
@@ -496,7 +496,7 @@ impl GateMemo {
         if kept {
             slot.value.clear();
             slot.value.reserve_exact(value.len());
-            slot.value.extend_from_slice(value.as_bytes());
+            slot.value.extend_from_slice(value);
             slot.key = key;
         }
     }
@@ -596,7 +596,7 @@ impl Gate {
     /// Adds to `found` each rule with a literal that `value` (whose [`folded_hash`] is `hash`)
     /// holds and whose bit in `seen` is clear, setting the bit.
     #[inline]
-    pub(crate) fn mark(&self, value: &str, hash: u64, seen: &mut [u64], found: &mut Vec<u32>) {
+    pub(crate) fn mark(&self, value: &[u8], hash: u64, seen: &mut [u64], found: &mut Vec<u32>) {
         self.literals_in(value, hash, |id| self.admit(id, seen, found));
     }
 
@@ -604,15 +604,18 @@ impl Gate {
     /// holds, once per occurrence: what [`Gate::mark`] admits rules for, and what a
     /// [`GateMemo`] keeps.
     #[inline]
-    fn literals_in(&self, value: &str, hash: u64, mut on: impl FnMut(usize)) {
+    fn literals_in(&self, value: &[u8], hash: u64, mut on: impl FnMut(usize)) {
         if let Some(substrings) = &self.automaton {
-            substrings.each(value.as_bytes(), &mut on);
+            substrings.each(value, &mut on);
         }
         if !self.equals.is_empty() {
             Gate::each_keyed(&self.equals, hash, &mut on);
         }
+        // Values are read as bytes (see `EventFields::attribute_bytes_at`); those of a field
+        // whose literals include numbers are checked as text again, for the parse.
         if !self.numbers.is_empty()
-            && let Some(n) = parse_number(value)
+            && let Ok(text) = std::str::from_utf8(value)
+            && let Some(n) = parse_number(text)
         {
             Gate::each_keyed(&self.numbers, number_bits(n), &mut on);
         }

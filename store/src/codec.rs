@@ -102,6 +102,9 @@ impl watchpost_proto::EventFields for EventView<'_> {
     fn attribute_name_at(&self, index: usize) -> Option<&[u8]> {
         self.attributes.get(index).map(|(k, _)| self.bytes(k))
     }
+    fn attribute_bytes_at(&self, index: usize) -> Option<&[u8]> {
+        self.attributes.get(index).map(|(_, v)| self.bytes(v))
+    }
     fn values_text(&self) -> Option<&[u8]> {
         let (start, end) = self.values_bounds()?;
         self.arena.as_bytes().get(start..end)
@@ -499,6 +502,8 @@ mod tests {
         assert_eq!(names, [b"pid"]);
         assert_eq!(view.attribute_value_at(0), Some("x42"));
         assert_eq!(view.attribute_value_at(1), None);
+        assert_eq!(view.attribute_bytes_at(0), Some(&b"x42"[..]));
+        assert_eq!(view.attribute_bytes_at(1), None);
         assert_eq!(view.attribute_name_at(0), Some(&b"pid"[..]));
         assert_eq!(view.attribute_name_at(1), None);
         let mut records = Vec::new();
