@@ -95,8 +95,9 @@ struct CRule {
 #[derive(Clone, Debug)]
 struct CShape(Vec<ShapeTest>);
 
-/// One (field, allowed values) of a shape. Values are compared by the hash of their ASCII
-/// lower case, computed once per event and field, then confirmed on the text.
+/// One (field, allowed values) of a shape. Values are compared by their [`folded_hash`]
+/// (which a few other texts share), computed once per event and field, then confirmed on the
+/// text.
 #[derive(Clone, Debug)]
 struct ShapeTest {
     field: usize,
@@ -2319,8 +2320,9 @@ detection:
 
     #[test]
     fn a_value_seen_again_reaches_the_rules_it_did_the_first_time() {
-        // Forty rules, each needing its own word in the command line: past 16 literals the
-        // gate finds them by grams and remembers recent values (`gate::GateMemo`).
+        // Forty rules, each needing its own word in the command line: past
+        // `substrings::DFA_MAX_LITERALS` the gate finds them by grams and remembers recent
+        // values (`gate::GateMemo`).
         let rules = (0..40).map(|i| command_line_rule(i, &format!("marker{i:02}x")));
         let set = RuleSet::compile(rules, &Mapping::bundled());
         let reference = set.clone().without_prefilter();

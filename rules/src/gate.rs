@@ -295,7 +295,7 @@ pub(crate) enum Key {
     /// A substring, ASCII lower case.
     Contains(String),
     /// A whole value, by its [`folded_hash`] (two such values may share one: a gate admits
-    /// both's rules, and evaluating them tells which holds).
+    /// the rules of both, and evaluating them tells which holds).
     Equals(u64),
     /// A whole value read as a number, by its bits.
     Number(u64),
@@ -318,7 +318,7 @@ impl Key {
 /// A hash under which texts equal in ASCII case folding are equal, eight bytes at a time:
 /// values hashed per event include whole command lines. Each byte's `0x20` bit is set
 /// first, which makes an ASCII capital its lower case with one `or` per word (lower-casing
-/// only the capitals took seven, 1.5% of matching with the whole SigmaHQ set, callgrind); a
+/// only the capitals took seven instructions a word, 1.5% of matching with the whole SigmaHQ set, callgrind); a
 /// few other bytes meet too (`\` and `|`, `@` and a backquote). So equal hashes say only
 /// that two texts may be equal: every use confirms on the text (shapes, remembered values,
 /// affixes) or takes the wider set (a gate admits the rules of every value of the hash, and

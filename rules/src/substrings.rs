@@ -22,7 +22,7 @@ pub(crate) enum Substrings {
 }
 
 impl Substrings {
-    /// ASCII case folded: a DFA up to [`GRAMS_MIN_LITERALS`], [`Grams`] past them. `lower`:
+    /// ASCII case folded: a DFA up to [`DFA_MAX_LITERALS`], [`Grams`] past them. `lower`:
     /// the haystacks are in lower case already (a keyword gate's event text), and the DFA
     /// compares exactly, up to [`KEYWORD_DFA_MAX_LITERALS`]: its prefilters (memmem, Teddy)
     /// skip far faster than a case-folding DFA's.
@@ -33,7 +33,7 @@ impl Substrings {
                 .ok()
                 .map(Substrings::Dfa);
         }
-        if patterns.len() > GRAMS_MIN_LITERALS {
+        if patterns.len() > DFA_MAX_LITERALS {
             return Grams::build(patterns).map(Substrings::Grams);
         }
         aho_corasick::dfa::Builder::new()
@@ -74,14 +74,14 @@ impl Substrings {
     }
 }
 
-/// Literals past which a gate or an item finds them by their grams ([`Grams`]) instead of an
-/// automaton: with the whole SigmaHQ set, grams for every gate past 16 literals matched
-/// Windows records 5-10% faster than DFAs up to 200 literals and contiguous NFAs past them.
-/// Once the grams folded case a gram at a time, past 4 rather than 16 took matching from
-/// 251.6 M to 249.9 M instructions and its simulated first-level cache misses down by 8% (a
-/// case-folding DFA's rows are 256 classes wide; the grams' bitmap of a dozen literals is
-/// four words), and the paired wall clock from 424 k to 471 k events/s (median of 16 rounds).
-pub(crate) const GRAMS_MIN_LITERALS: usize = 4;
+/// Literals up to which a gate or an item finds them with an automaton, past which by their
+/// grams ([`Grams`]): with the whole SigmaHQ set, grams for every gate past 16 literals
+/// matched Windows records 5-10% faster than DFAs up to 200 literals and contiguous NFAs past
+/// them. Once the grams folded case a gram at a time, past 4 rather than 16 took matching
+/// from 251.6 M to 249.9 M instructions and its simulated first-level cache misses down by 8%
+/// (a case-folding DFA's rows are 256 classes wide; the grams' bitmap of a dozen literals is
+/// 128 bytes), and the paired wall clock from 424 k to 471 k events/s (median of 16 rounds).
+pub(crate) const DFA_MAX_LITERALS: usize = 4;
 
 /// Many literals found by one rare four-byte gram of each, in the manner of Wu-Manber: a
 /// value is read a byte at a time, the gram ending at each byte hashed into a bitmap, and only
@@ -102,8 +102,8 @@ pub(crate) struct Grams {
     /// Where each set bit's entries start in `entries`, by the bit's rank, and one past the
     /// last.
     starts: Vec<u32>,
-    /// Per literal of four bytes or more, by its gram's hash: (gram, literal, bytes of the
-    /// literal up to the gram's end).
+    /// Per literal of four bytes or more, by its gram's hash: (folded gram, literal, bytes of
+    /// the literal up to the gram's end).
     entries: Vec<(u32, u32, u32)>,
     /// The literals, ASCII lower case, by pattern number.
     literals: Vec<Box<[u8]>>,
@@ -240,7 +240,8 @@ impl Grams {
         if let Some(short) = &self.short {
             occurrences(short, haystack, |i| on(self.short_ids[i] as usize))?;
         }
-        if haystack.len() < 4 {
+        // An item of five or more short literals has no grams: its automaton was the search.
+        if haystack.len() < 4 || self.entries.is_empty() {
             return ControlFlow::Continue(());
         }
         let mut gram = haystack[..3]
@@ -379,7 +380,7 @@ impl Skips {
 
 #[cfg(test)]
 mod tests {
-    use super::{GRAMS_MIN_LITERALS, Substrings};
+    use super::{DFA_MAX_LITERALS, Substrings};
     use crate::test_support::Words;
     use std::ops::ControlFlow;
 
@@ -396,8 +397,9 @@ mod tests {
             md5.to_uppercase(),
             imphash.to_uppercase()
         );
-        // 4 patterns: a DFA with a prefilter of hex digits; 650: grams.
-        for others in [2, 648] {
+        // 4 patterns: a DFA with a prefilter of hex digits; 5 (the first count past
+        // `DFA_MAX_LITERALS`) and 650: grams.
+        for others in [2, 3, 648] {
             let mut patterns: Vec<String> = (0..others).map(|i| format!("sha1={i:040x}")).collect();
             patterns.push(md5.to_string());
             patterns.push(imphash.to_string());
@@ -405,7 +407,7 @@ mod tests {
             let substrings = Substrings::build(&refs, false).unwrap();
             assert_eq!(
                 matches!(substrings, Substrings::Grams(_)),
-                others > GRAMS_MIN_LITERALS
+                refs.len() > DFA_MAX_LITERALS
             );
             let mut found = Vec::new();
             substrings.each(value.as_bytes(), |id| found.push(id));
@@ -418,7 +420,12 @@ mod tests {
     /// literals and a two-byte Cyrillic letter among them.
     #[test]
     fn grams_find_every_literal_an_automaton_finds() {
-        let mut words = Words::new(0x2545_f491_4f6c_dd1d, "abcdeABCDE\\.- 019\u{436}\u{416}");
+        // `\` and `|`, `[` and `{`, `@` and a backquote differ only in the `0x20` bit, which
+        // the grams' folding sets: each such pair is met, besides the letters' two cases.
+        let mut words = Words::new(
+            0x2545_f491_4f6c_dd1d,
+            "abcdeABCDE\\.- 019\u{436}\u{416}|[{@`",
+        );
         let mut patterns: Vec<String> = (0..300)
             .map(|i| words.word(3 + i % 7).to_lowercase())
             .filter(|w| w.len() >= 3)
@@ -451,6 +458,32 @@ mod tests {
             hits += want.len();
         }
         assert!(hits > 1000, "the values hold literals: {hits}");
+    }
+
+    /// Grams over literals all under four bytes have no grams to roll: the small automaton
+    /// beside them finds every literal, in any case, and the search stops there.
+    #[test]
+    fn grams_of_short_literals_alone_find_them_all() {
+        let patterns = ["abc", "bcd", "cde", "xyz", "^^"];
+        let substrings = Substrings::build(&patterns, false).unwrap();
+        assert!(matches!(substrings, Substrings::Grams(_)));
+        for (value, want) in [
+            ("zzABCzz", vec![0]),
+            ("xyzCDE", vec![2, 3]),
+            ("ABCDE p^^ing", vec![0, 1, 2, 4]),
+            ("ab", vec![]),
+            ("nothing here", vec![]),
+        ] {
+            let mut found = Vec::new();
+            substrings.each(value.as_bytes(), |id| found.push(id));
+            found.sort_unstable();
+            assert_eq!(found, want, "{value}");
+            assert_eq!(
+                substrings.any(value.as_bytes()),
+                !want.is_empty(),
+                "{value}"
+            );
+        }
     }
 
     /// `any` answers as the full search does, whether the first occurrence is a short literal
