@@ -1013,7 +1013,7 @@ struct Gates {
     /// A rule is both ungated and under a gate (its automaton elsewhere could not be built):
     /// an event's rules to evaluate must then be put in order and each kept once. Otherwise
     /// the gates admit each rule once and none is ungated, and the sort is saved (a Sysmon
-    /// process record's dozen rules: 1% of matching, callgrind).
+    /// process record's dozen rules: 0.3% of matching's instructions, callgrind).
     overlap: bool,
 }
 
