@@ -2,8 +2,8 @@
 //! values it and other searches pick rare bytes by.
 
 /// How common a byte is in log values (higher: more common), for the searches here, the
-/// caseless pairs and the regex prefilters to pick a needle's rarest bytes by: letters by their frequency in English, then path and command
-/// line punctuation; other bytes are rare.
+/// caseless pairs and the regex prefilters to pick a needle's rarest bytes by: letters by
+/// their frequency in English, then path and command line punctuation; other bytes are rare.
 pub(crate) const BYTE_COMMONNESS: [u8; 256] = {
     let mut rank = [20u8; 256];
     let letters = b"etaoinsrhldcumfpgwybvkxjqz";

@@ -240,7 +240,7 @@ impl Grams {
         if let Some(short) = &self.short {
             occurrences(short, haystack, |i| on(self.short_ids[i] as usize))?;
         }
-        // An item of five or more short literals has no grams: its automaton was the search.
+        // Literals all under four bytes have no grams: the small automaton was the search.
         if haystack.len() < 4 || self.entries.is_empty() {
             return ControlFlow::Continue(());
         }
