@@ -34,6 +34,57 @@ pub(crate) const BYTE_COMMONNESS: [u8; 256] = {
     rank
 };
 
+/// Each ASCII capital of eight bytes in lower case, the other bytes as they are.
+#[inline]
+pub(crate) fn lower_case_word(word: u64) -> u64 {
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let low7 = word & !HIGH;
+    // The high bit of each byte: its low seven bits are at least `A`, above `Z`.
+    let from_a = low7.wrapping_add(0x3f3f_3f3f_3f3f_3f3f);
+    let past_z = low7.wrapping_add(0x2525_2525_2525_2525);
+    let capitals = from_a & !past_z & !word & HIGH;
+    word | (capitals >> 2)
+}
+
+/// Whether `value` is `lower` (in ASCII lower case) with ASCII case folded: what
+/// `value.eq_ignore_ascii_case(lower)` says, eight bytes at a time ([`lower_case_word`]) where
+/// it lower-cases both sides a byte at a time. The bytes past the last whole word are
+/// compared as the last eight, overlapping the word before them; under eight bytes, the first
+/// and last four.
+#[inline]
+pub(crate) fn eq_lower(value: &[u8], lower: &[u8]) -> bool {
+    if value.len() != lower.len() {
+        return false;
+    }
+    let word = |bytes: &[u8; 8]| u64::from_le_bytes(*bytes);
+    match (value.last_chunk::<8>(), lower.last_chunk::<8>()) {
+        (Some(value_tail), Some(lower_tail)) => {
+            value
+                .chunks_exact(8)
+                .zip(lower.chunks_exact(8))
+                .all(|(v, l)| {
+                    v.first_chunk::<8>()
+                        .zip(l.first_chunk::<8>())
+                        .is_some_and(|(v, l)| lower_case_word(word(v)) == word(l))
+                })
+                && lower_case_word(word(value_tail)) == word(lower_tail)
+        }
+        _ => match (
+            value.first_chunk::<4>().zip(value.last_chunk::<4>()),
+            lower.first_chunk::<4>().zip(lower.last_chunk::<4>()),
+        ) {
+            (Some((value_head, value_tail)), Some((lower_head, lower_tail))) => {
+                let halves = |head: &[u8; 4], tail: &[u8; 4]| {
+                    u64::from(u32::from_le_bytes(*head))
+                        | (u64::from(u32::from_le_bytes(*tail)) << 32)
+                };
+                lower_case_word(halves(value_head, value_tail)) == halves(lower_head, lower_tail)
+            }
+            _ => value.eq_ignore_ascii_case(lower),
+        },
+    }
+}
+
 /// ASCII-case-insensitive substring search without allocation. Candidates are found by the
 /// needle's rarest byte (in either case) with `memchr`'s vector search, then compared whole:
 /// looking for the first byte instead, a byte at a time, stopped at every `\` of a path for
@@ -146,7 +197,7 @@ impl AnyFolded {
 
 #[cfg(test)]
 mod tests {
-    use super::{AnyFolded, contains_folded};
+    use super::{AnyFolded, contains_folded, eq_lower};
     use crate::test_support::Words;
 
     /// The plain answer the searches here are checked against.
@@ -183,6 +234,44 @@ mod tests {
         }
         assert!(found > 1000, "the needles are found often enough: {found}");
         assert!(contains_folded("x", ""));
+    }
+
+    /// The comparison a word at a time says what a byte at a time says, at every length
+    /// around a word's (under four bytes, four to eight, past eight with a tail), with the
+    /// bytes beside the capitals (`@`, `[`, `` ` ``, `{`) and a two-byte character whose first
+    /// byte's low seven bits are a capital's (`é`: `C3 A9`).
+    #[test]
+    fn a_word_at_a_time_equals_a_byte_at_a_time() {
+        let mut words = Words::new(0x5851_f42d_4c95_7f2d, "aAzZ@[`{é\\x");
+        let (mut equal, mut tested) = (0, 0);
+        for _ in 0..40_000 {
+            let len = words.below(20);
+            let value = words.word(len);
+            let mut lower = value.to_ascii_lowercase().into_bytes();
+            match words.below(4) {
+                0 => lower = words.word(len).to_ascii_lowercase().into_bytes(),
+                1 if !lower.is_empty() => {
+                    let at = words.below(lower.len());
+                    lower[at] ^= 1 << words.below(8);
+                }
+                _ => {}
+            }
+            let want = value.as_bytes().eq_ignore_ascii_case(&lower);
+            if lower == lower.to_ascii_lowercase() {
+                assert_eq!(
+                    eq_lower(value.as_bytes(), &lower),
+                    want,
+                    "{value:?} {lower:?}"
+                );
+                tested += 1;
+                equal += usize::from(want);
+            }
+        }
+        assert!(
+            equal > 10_000 && tested - equal > 10_000,
+            "{equal} of {tested}"
+        );
+        assert!(!eq_lower(b"abc", b"abcd") && eq_lower(b"", b""));
     }
 
     /// One pass by a shared byte finds what a search per needle finds.

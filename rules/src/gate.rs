@@ -10,6 +10,7 @@ use crate::caseless::CaselessPairs;
 use crate::condition::Expr;
 use crate::engine::Field;
 use crate::factors;
+use crate::folded::lower_case_word;
 use crate::mapping::Mapping;
 use crate::pattern::{Pattern, Place as TextPlace, parse_number};
 use crate::rule::{Item, Search};
@@ -390,18 +391,6 @@ pub(crate) fn push_lower_case(out: &mut Vec<u8>, bytes: &[u8]) {
 #[inline]
 fn fold_word(word: u64) -> u64 {
     word | 0x2020_2020_2020_2020
-}
-
-/// Each ASCII capital of eight bytes in lower case, the other bytes as they are.
-#[inline]
-fn lower_case_word(word: u64) -> u64 {
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    let low7 = word & !HIGH;
-    // The high bit of each byte: its low seven bits are at least `A`, above `Z`.
-    let from_a = low7.wrapping_add(0x3f3f_3f3f_3f3f_3f3f);
-    let past_z = low7.wrapping_add(0x2525_2525_2525_2525);
-    let capitals = from_a & !past_z & !word & HIGH;
-    word | (capitals >> 2)
 }
 
 /// The bits of `n`, with `-0` as `0` (they compare equal).

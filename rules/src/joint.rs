@@ -8,6 +8,7 @@
 //! by one: slower, the same result.
 
 use crate::dual_regex::DualRegex;
+use crate::folded::eq_lower;
 use crate::gate::folded_hash_bytes;
 use crate::pattern::{Pattern, Place};
 use crate::substrings::Substrings;
@@ -107,6 +108,7 @@ pub(crate) struct Affixes {
     lengths: Vec<usize>,
     /// (length, folded hash, text number), sorted.
     table: Vec<(usize, u64, u32)>,
+    /// In ASCII lower case, as the patterns hold them.
     texts: Vec<Box<[u8]>>,
 }
 
@@ -161,7 +163,7 @@ impl Affixes {
             let same = self.table[at..]
                 .iter()
                 .take_while(|e| e.0 == len && e.1 == hash)
-                .any(|e| self.texts[e.2 as usize].eq_ignore_ascii_case(part));
+                .any(|e| eq_lower(part, &self.texts[e.2 as usize]));
             if same {
                 return true;
             }

@@ -11,7 +11,7 @@
 use crate::dual_regex::DualRegex;
 use crate::error::Pos;
 use crate::error::{ErrorKind, RuleError};
-use crate::folded::contains_folded;
+use crate::folded::{contains_folded, eq_lower};
 use regex::RegexBuilder;
 use std::sync::{Arc, OnceLock};
 
@@ -46,7 +46,8 @@ pub enum NumOp {
 pub enum Pattern {
     /// A literal, ASCII, compared with ASCII case folding (or exactly, when `cased`).
     Text {
-        /// The literal.
+        /// The literal; in ASCII lower case unless `cased`, so that a comparison lower-cases
+        /// only the value, a word at a time ([`eq_lower`]).
         text: String,
         /// Where it must sit.
         place: Place,
@@ -188,7 +189,12 @@ impl Pattern {
                 cased,
                 number,
             } => {
-                place_match(v, text, *place, *cased)
+                let placed = if *cased {
+                    place_match(v, text, *place, true)
+                } else {
+                    lower_place_match(v, text, *place)
+                };
+                placed
                     || (*place == Place::Exact
                         && number.is_some_and(|n| parse_number(v) == Some(n)))
             }
@@ -234,6 +240,19 @@ fn place_match(v: &str, text: &str, place: Place, cased: bool) -> bool {
         Place::Exact => vb.eq_ignore_ascii_case(tb),
         Place::Prefix => vb.len() >= tb.len() && vb[..tb.len()].eq_ignore_ascii_case(tb),
         Place::Suffix => vb.len() >= tb.len() && vb[vb.len() - tb.len()..].eq_ignore_ascii_case(tb),
+        Place::Contains => contains_folded(v, text),
+    }
+}
+
+/// [`place_match`] without case of a `text` in ASCII lower case: a value's bytes are
+/// lower-cased a word at a time and the text's not at all.
+#[inline]
+fn lower_place_match(v: &str, text: &str, place: Place) -> bool {
+    let (vb, tb) = (v.as_bytes(), text.as_bytes());
+    match place {
+        Place::Exact => eq_lower(vb, tb),
+        Place::Prefix => vb.get(..tb.len()).is_some_and(|head| eq_lower(head, tb)),
+        Place::Suffix => vb.len() >= tb.len() && eq_lower(&vb[vb.len() - tb.len()..], tb),
         Place::Contains => contains_folded(v, text),
     }
 }
@@ -356,7 +375,11 @@ pub fn compile_text(
             None
         };
         return Ok(Pattern::Text {
-            text: literal,
+            text: if cased {
+                literal
+            } else {
+                literal.to_ascii_lowercase()
+            },
             place,
             cased,
             number,

@@ -5,6 +5,7 @@
 //! per byte, which `AhoCorasick`'s own searches pay: 20% of matching with the whole SigmaHQ set
 //! when gates used them, and 14% when rules' `contains` lists still did.
 
+use crate::folded::eq_lower;
 use aho_corasick::Anchored;
 use aho_corasick::automaton::Automaton;
 use std::ops::ControlFlow;
@@ -283,7 +284,7 @@ impl Grams {
             };
             if haystack
                 .get(start..start + literal.len())
-                .is_some_and(|s| s.eq_ignore_ascii_case(literal))
+                .is_some_and(|s| eq_lower(s, literal))
             {
                 on(id as usize)?;
             }
