@@ -359,7 +359,7 @@ impl<'e, 'f, E: EventFields> FieldValues<'e, 'f, E> {
     }
 
     /// `get_bytes(i)` with the value's folded hash.
-    #[inline]
+    #[inline(always)]
     fn get_hashed(&mut self, i: usize) -> Option<(&'e [u8], u64)> {
         let v = self.get_bytes(i)?;
         let slot = &mut self.slots[i];
