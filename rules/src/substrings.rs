@@ -245,18 +245,18 @@ impl Grams {
         if haystack.len() < 4 || self.entries.is_empty() {
             return ControlFlow::Continue(());
         }
-        let mut gram = haystack[..3]
-            .iter()
-            .fold(0u32, |g, &b| (g << 8) | u32::from(b));
-        for at in 3..haystack.len() {
-            gram = (gram << 8) | u32::from(haystack[at]);
+        let (head, rest) = haystack.split_at(3);
+        let mut gram = head.iter().fold(0u32, |g, &b| (g << 8) | u32::from(b));
+        // By iterator, not index: no bounds check per byte of the value.
+        for (i, &byte) in rest.iter().enumerate() {
+            gram = (gram << 8) | u32::from(byte);
             let folded = Grams::fold(gram);
             let h = Grams::hash(folded, self.shift);
             let word = self.bits[h / 64];
-            let bit = 1u64 << (h % 64);
-            if word & bit != 0 {
-                let rank = self.ranks[h / 64] + (word & (bit - 1)).count_ones();
-                self.probe(folded, rank as usize, at, haystack, &mut on)?;
+            if (word >> (h % 64)) & 1 != 0 {
+                let below = word & ((1u64 << (h % 64)) - 1);
+                let rank = self.ranks[h / 64] + below.count_ones();
+                self.probe(folded, rank as usize, i + 3, haystack, &mut on)?;
             }
         }
         ControlFlow::Continue(())
