@@ -130,6 +130,11 @@ const SOLE_CLAUSE: u32 = 1 << 31;
 /// A gate's entry for clause `clause` of rule `rule`'s `clauses`: the rule's number times two
 /// plus the clause, flagged [`SOLE_CLAUSE`] when it is the only one.
 pub(crate) fn tag(rule: u32, clause: usize, clauses: usize) -> u32 {
+    debug_assert!(clause < clauses && clauses <= 2, "two bits a rule");
+    debug_assert!(
+        rule < SOLE_CLAUSE / 2,
+        "a rule's number leaves room for the flag"
+    );
     let tagged = rule * 2 + clause as u32;
     if clauses == 1 {
         tagged | SOLE_CLAUSE
@@ -542,8 +547,8 @@ pub(crate) struct Gate {
 }
 
 impl Gate {
-    /// The gate of `field` over `literals`, each with the rules that need it (ascending, each
-    /// once). `None` when the automaton cannot be built: its rules must then be evaluated on
+    /// The gate of `field` over `literals`, each with the clauses of rules that need it
+    /// ([`tag`]s, each once). `None` when the automaton cannot be built: its rules must then be evaluated on
     /// every event, which is slower, never wrong.
     pub(crate) fn build(field: Option<usize>, literals: &[(Key, Vec<u32>)]) -> Option<Gate> {
         // Substrings first: their literal numbers are the automaton's pattern ids.
@@ -607,8 +612,9 @@ impl Gate {
         })
     }
 
-    /// Adds to `found` each rule with a literal that `value` (whose [`folded_hash`] is `hash`)
-    /// holds and whose bit in `seen` is clear, setting the bit.
+    /// Marks in `seen` the clauses of the literals `value` (whose [`folded_hash`] is `hash`)
+    /// holds, adding to `found` each rule whose clauses are then all marked
+    /// ([`Gate::admit`]).
     #[inline]
     pub(crate) fn mark(&self, value: &[u8], hash: u64, seen: &mut [u64], found: &mut Vec<u32>) {
         self.literals_in(value, hash, |id| self.admit(id, seen, found));
@@ -712,8 +718,8 @@ impl Gate {
     /// of one clause); a rule goes to `found` when the last of its clauses is marked, once.
     /// Adding a rule at its first clause and dropping those still missing one after the
     /// group's gates cost a pass over every rule a gate touched (a Sysmon process record's
-    /// dozens, most waiting for a command line's literal): 2.5% of matching with the whole
-    /// SigmaHQ set (callgrind).
+    /// dozens, most waiting for a command line's literal): this way, matching with the whole
+    /// SigmaHQ set takes 1.9% fewer instructions (callgrind).
     #[inline]
     fn admit(&self, id: usize, seen: &mut [u64], found: &mut Vec<u32>) {
         let of = &self.rules[self.starts[id] as usize..self.starts[id + 1] as usize];
@@ -941,6 +947,33 @@ mod tests {
             assert_eq!(fast[..3], *b"ABC", "{len} bytes");
             assert_eq!(fast[3..], text[..len].to_ascii_lowercase(), "{len} bytes");
         }
+    }
+
+    /// A rule goes to an event's list when its last clause is marked, once: a rule of one
+    /// clause at its literal, one of two only once both clauses' literals were found, however
+    /// often each is.
+    #[test]
+    fn a_rule_is_listed_once_when_all_its_clauses_are_marked() {
+        use super::{Gate, Key, tag};
+        let literal = |text: &str| Key::Contains(text.to_string());
+        // Rule 0: one clause ("alpha"). Rule 1: "beta", then "gamma".
+        let gate = Gate::build(
+            Some(0),
+            &[
+                (literal("alpha"), vec![tag(0, 0, 1)]),
+                (literal("beta"), vec![tag(1, 0, 2)]),
+                (literal("gamma"), vec![tag(1, 1, 2)]),
+            ],
+        )
+        .unwrap();
+        let (mut seen, mut found) = (vec![0u64; 1], Vec::new());
+        gate.mark_substrings(b"alpha beta ALPHA beta", &mut seen, &mut found);
+        assert_eq!(found, [0], "rule 1 waits for gamma");
+        gate.mark_substrings(b"gamma", &mut seen, &mut found);
+        assert_eq!(found, [0, 1]);
+        gate.mark_substrings(b"alpha gamma beta", &mut seen, &mut found);
+        assert_eq!(found, [0, 1], "each once");
+        assert_eq!(seen, [0b1111]);
     }
 
     /// A keyword gate whose rules all wait on a second clause admits only when another gate
