@@ -548,8 +548,8 @@ pub(crate) struct Gate {
 
 impl Gate {
     /// The gate of `field` over `literals`, each with the clauses of rules that need it
-    /// ([`tag`]s, each once). `None` when the automaton cannot be built: its rules must then be evaluated on
-    /// every event, which is slower, never wrong.
+    /// ([`tag`]s, each once). `None` when the automaton cannot be built: its rules must then be
+    /// evaluated on every event, which is slower, never wrong.
     pub(crate) fn build(field: Option<usize>, literals: &[(Key, Vec<u32>)]) -> Option<Gate> {
         // Substrings first: their literal numbers are the automaton's pattern ids.
         let mut order: Vec<&(Key, Vec<u32>)> = literals.iter().collect();
