@@ -78,33 +78,43 @@ impl watchpost_proto::EventFields for EventView<'_> {
             .find(|(k, _)| self.s(k) == name)
             .map(|(_, v)| self.s(v))
     }
+    #[inline]
     fn source(&self) -> &str {
         self.s(&self.source)
     }
+    #[inline]
     fn host(&self) -> &str {
         self.s(&self.host)
     }
+    #[inline]
     fn message(&self) -> &str {
         self.s(&self.message)
     }
+    #[inline]
     fn any_value(&self, f: &mut dyn FnMut(&str) -> bool) -> bool {
         f(self.s(&self.message)) || self.attributes.iter().any(|(_, v)| f(self.s(v)))
     }
+    #[inline]
     fn any_attribute<'b>(&'b self, f: &mut dyn FnMut(&'b str, &'b str) -> bool) -> bool {
         self.attributes.iter().any(|(k, v)| f(self.s(k), self.s(v)))
     }
+    #[inline]
     fn any_attribute_name<'b>(&'b self, f: &mut dyn FnMut(&'b [u8]) -> bool) -> bool {
         self.attributes.iter().any(|(k, _)| f(self.bytes(k)))
     }
+    #[inline]
     fn attribute_value_at(&self, index: usize) -> Option<&str> {
         self.attributes.get(index).map(|(_, v)| self.s(v))
     }
+    #[inline]
     fn attribute_name_at(&self, index: usize) -> Option<&[u8]> {
         self.attributes.get(index).map(|(k, _)| self.bytes(k))
     }
+    #[inline]
     fn attribute_bytes_at(&self, index: usize) -> Option<&[u8]> {
         self.attributes.get(index).map(|(_, v)| self.bytes(v))
     }
+    #[inline]
     fn values_text(&self) -> Option<&[u8]> {
         let (start, end) = self.values_bounds()?;
         self.arena.as_bytes().get(start..end)
