@@ -352,9 +352,25 @@ impl<'e, 'f, E: EventFields> FieldValues<'e, 'f, E> {
         {
             return Some(layout.plans.swap_remove(at));
         }
-        if layout.plans.len() >= LAYOUT_PLANS_MAX {
-            return None;
-        }
+        // The room of a plan made for the layout the slot held before (or for other gates of
+        // this group) is reused: two layouts that share a slot and arrive in turn re-keep it
+        // at every event, which must not allocate.
+        let mut plan = match layout
+            .plans
+            .iter()
+            .position(|plan| plan.group == GatePlan::STALE || plan.group == group)
+        {
+            Some(at) => layout.plans.swap_remove(at),
+            None if layout.plans.len() < LAYOUT_PLANS_MAX => GatePlan {
+                group,
+                count,
+                gates: Vec::new(),
+            },
+            None => return None,
+        };
+        plan.group = group;
+        plan.count = count;
+        plan.gates.clear();
         let reachable = gates
             .reads
             .iter()
@@ -366,11 +382,8 @@ impl<'e, 'f, E: EventFields> FieldValues<'e, 'f, E> {
                     .is_ok(),
                 _ => true,
             });
-        Some(GatePlan {
-            group,
-            count,
-            gates: reachable.map(|(at, _)| at as u32).collect(),
-        })
+        plan.gates.extend(reachable.map(|(at, _)| at as u32));
+        Some(plan)
     }
 
     /// Puts back the plan [`FieldValues::take_plan`] gave.
@@ -478,7 +491,8 @@ const LAYOUT_LONG_BYTES_MAX: usize = 512;
 /// the same names in the same order: an event's names are now read into keys (a name of up
 /// to sixteen bytes is its key), and when the keys, and the longer names whole, are those of
 /// a layout kept, the fields are filled from it. The slots' room is kept: no allocation once
-/// they have grown. At most [`LAYOUT_SLOTS`] times (64 keys, 256 fields, 512 bytes) a thread.
+/// they have grown. At most [`LAYOUT_SLOTS`] times (64 keys, 256 fields, 512 bytes, and
+/// [`LAYOUT_PLANS_MAX`] plans of 4 bytes a gate of their group) a thread.
 #[derive(Default)]
 struct Layouts {
     /// The set the slots belong to ([`RuleSet::id`]): the fields are the set's.
@@ -522,10 +536,16 @@ const LAYOUT_PLANS_MAX: usize = 4;
 /// of a Security 5145 record's instructions (11.3 k to 9.6 k a record, callgrind).
 #[derive(Debug)]
 struct GatePlan {
+    /// [`GatePlan::STALE`]: made for the layout the slot held before, its room to reuse.
     group: u32,
     /// The group's gates when the plan was made: a plan for other gates is never read.
     count: usize,
     gates: Vec<u32>,
+}
+
+impl GatePlan {
+    /// The group of a plan no event may read.
+    const STALE: u32 = u32::MAX;
 }
 
 impl Layouts {
@@ -606,7 +626,9 @@ impl Layouts {
                     .push((position as u32, layout.long_text.len() as u32));
             }
         }
-        layout.plans.clear();
+        for plan in &mut layout.plans {
+            plan.group = GatePlan::STALE;
+        }
         layout.targets.clear();
         layout.targets.extend(self.touched.drain(..).map(|field| {
             let slot = slots[field as usize];

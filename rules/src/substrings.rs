@@ -345,6 +345,8 @@ impl Grams {
         let multiplier = _mm256_set1_epi32(0x9e37_79b1_u32 as i32);
         let shift = _mm_cvtsi32_si128(self.shift as i32);
         let low_five = _mm256_set1_epi32(31);
+        // What makes every gathered word lie in `bits` (see the loop's SAFETY).
+        debug_assert_eq!(self.bits.len() * 64, 1usize << (32 - self.shift));
         let words = self.bits.as_ptr().cast::<i32>();
         let mut end = 3;
         while end + 13 <= haystack.len() {
