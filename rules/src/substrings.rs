@@ -202,6 +202,7 @@ impl Grams {
 
     /// A gram's bytes, its first in the highest place (as [`Grams::search`] rolls them in),
     /// each with its `0x20` bit set ([`Grams::fold`]).
+    #[inline]
     fn pack(gram: &[u8]) -> u32 {
         Grams::fold(gram.iter().fold(0u32, |g, &b| (g << 8) | u32::from(b)))
     }
@@ -214,13 +215,19 @@ impl Grams {
     /// apart.
     #[inline]
     fn fold(gram: u32) -> u32 {
-        gram | 0x2020_2020
+        gram | Grams::FOLD
     }
+
+    /// The bits [`Grams::fold`] sets; [`Grams::scan_avx2`] sets them in eight grams at once.
+    const FOLD: u32 = 0x2020_2020;
 
     #[inline]
     fn hash(gram: u32, shift: u32) -> usize {
-        (gram.wrapping_mul(0x9e37_79b1) >> shift) as usize
+        (gram.wrapping_mul(Grams::MULTIPLIER) >> shift) as usize
     }
+
+    /// [`Grams::hash`]'s multiplier, which [`Grams::scan_avx2`] multiplies eight grams by.
+    const MULTIPLIER: u32 = 0x9e37_79b1;
 
     /// How common a gram's bytes are in log values, to break ties: letters, path separators,
     /// dots and spaces are everywhere; digits and other punctuation less so.
@@ -341,8 +348,8 @@ impl Grams {
             3, 2, 1, 0, 4, 3, 2, 1, 5, 4, 3, 2, 6, 5, 4, 3, //
             7, 6, 5, 4, 8, 7, 6, 5, 9, 8, 7, 6, 10, 9, 8, 7,
         );
-        let fold = _mm256_set1_epi32(0x2020_2020);
-        let multiplier = _mm256_set1_epi32(0x9e37_79b1_u32 as i32);
+        let fold = _mm256_set1_epi32(Grams::FOLD as i32);
+        let multiplier = _mm256_set1_epi32(Grams::MULTIPLIER as i32);
         let shift = _mm_cvtsi32_si128(self.shift as i32);
         let low_five = _mm256_set1_epi32(31);
         // What makes every gathered word lie in `bits` (see the loop's SAFETY).
@@ -373,10 +380,7 @@ impl Grams {
             while lanes != 0 {
                 let at = end + lanes.trailing_zeros() as usize;
                 lanes &= lanes - 1;
-                let gram = haystack[at - 3..=at]
-                    .iter()
-                    .fold(0u32, |g, &b| (g << 8) | u32::from(b));
-                let folded = Grams::fold(gram);
+                let folded = Grams::pack(&haystack[at - 3..=at]);
                 self.probe_bit(folded, Grams::hash(folded, self.shift), at, haystack, on)?;
             }
             end += 8;
