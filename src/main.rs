@@ -77,8 +77,8 @@ enum Command {
         /// Most events shown; defaults to the service's `llm.hunt_max_results`.
         #[arg(long)]
         limit: Option<u32>,
-        /// The service's API, `http://host:port`; defaults to `dashboard_bind_address` and
-        /// `dashboard_port` of the configuration.
+        /// The service's API, `http://host:port`; defaults to `$WATCHPOST_URL`, else
+        /// `dashboard_bind_address` and `dashboard_port` of the configuration.
         #[arg(long)]
         url: Option<String>,
         /// Ask again even when the service has the answer cached.
@@ -87,7 +87,9 @@ enum Command {
         /// Print the service's whole JSON answer instead of event lines.
         #[arg(long)]
         json: bool,
-        /// TOML configuration (the API address, `llm.hunt_timeout_s`).
+        /// TOML configuration (the API address, `llm.hunt_timeout_s`); defaults to
+        /// `$WATCHPOST_CONFIG`, else `/etc/watchpost/watchpost.toml` when it exists (the
+        /// package's), else the embedded defaults.
         #[arg(long, short)]
         config: Option<PathBuf>,
     },
@@ -144,9 +146,15 @@ enum TemplateAction {
         /// TOML configuration (for `templates.extra_masks`).
         #[arg(long, short)]
         config: Option<PathBuf>,
-        /// Parse each line as syslog and mine only its message.
-        #[arg(long)]
+        /// Mine only the message of every line, read as syslog even without a header the
+        /// parser recognises. By default a line's message is mined as the service mines it:
+        /// a syslog line's MSG, a JSON line's `message` (or `msg`, `Message`, `log`, `text`),
+        /// any other line whole.
+        #[arg(long, conflicts_with = "raw")]
         syslog: bool,
+        /// Mine every line whole, header and all.
+        #[arg(long)]
+        raw: bool,
     },
 }
 
@@ -196,9 +204,10 @@ fn main() -> ExitCode {
                     file,
                     config,
                     syslog,
+                    raw,
                 },
         } => match load(config) {
-            Ok(cfg) => mine(&cfg, &file, syslog),
+            Ok(cfg) => mine(&cfg, &file, syslog, raw),
             Err(code) => code,
         },
         Command::Rules {
@@ -222,11 +231,57 @@ fn main() -> ExitCode {
             refresh,
             json,
             config,
-        } => match load(config) {
-            Ok(cfg) => hunt(&cfg, &query.join(" "), limit, url, refresh, json),
-            Err(code) => code,
-        },
+        } => {
+            // The service's address: the command line's, the environment's, or that of the
+            // configuration the service most likely runs with; said in any error, so that a
+            // refused connection points at the setting to give.
+            let (config, from) = hunt_config(config);
+            match load(config) {
+                Ok(cfg) => {
+                    let (url, from) = match url.or_else(|| std::env::var("WATCHPOST_URL").ok()) {
+                        Some(u) => (u, "--url or $WATCHPOST_URL".to_string()),
+                        None => (api_url(&cfg), from),
+                    };
+                    hunt(&cfg, &query.join(" "), limit, (url, from), refresh, json)
+                }
+                Err(code) => code,
+            }
+        }
     }
+}
+
+/// The package's configuration file, where `watchpost hunt` looks when told of none.
+const SYSTEM_CONFIG: &str = "/etc/watchpost/watchpost.toml";
+
+/// The configuration `watchpost hunt` reads the service's address from, and what to call where
+/// it came from: `--config`, `$WATCHPOST_CONFIG`, the package's file when it exists, or none
+/// (the embedded defaults).
+fn hunt_config(given: Option<PathBuf>) -> (Option<PathBuf>, String) {
+    if let Some(path) = given {
+        let from = format!("--config {}", path.display());
+        return (Some(path), from);
+    }
+    if let Some(path) = std::env::var_os("WATCHPOST_CONFIG").filter(|p| !p.is_empty()) {
+        let path = PathBuf::from(path);
+        let from = format!("$WATCHPOST_CONFIG={}", path.display());
+        return (Some(path), from);
+    }
+    let system = PathBuf::from(SYSTEM_CONFIG);
+    if system.is_file() {
+        return (Some(system), SYSTEM_CONFIG.to_string());
+    }
+    (None, "the default configuration".into())
+}
+
+/// `http://host:port` of the API `cfg` serves.
+fn api_url(cfg: &Config) -> String {
+    let host = match cfg.dashboard_bind_address.as_str() {
+        "0.0.0.0" | "" => "127.0.0.1".to_string(),
+        "::" => "[::1]".to_string(),
+        h if h.contains(':') => format!("[{h}]"),
+        h => h.to_string(),
+    };
+    format!("http://{host}:{}", cfg.dashboard_port)
 }
 
 /// `watchpost hunt`: one `POST /api/v1/hunt` to the running service. Exit code 0 with an
@@ -236,20 +291,11 @@ fn hunt(
     cfg: &Config,
     query: &str,
     limit: Option<u32>,
-    url: Option<String>,
+    (url, url_from): (String, String),
     refresh: bool,
     as_json: bool,
 ) -> ExitCode {
     use watchpost_controlplane::{HttpClient, Method, Trust};
-    let url = url.unwrap_or_else(|| {
-        let host = match cfg.dashboard_bind_address.as_str() {
-            "0.0.0.0" | "" => "127.0.0.1".to_string(),
-            "::" => "[::1]".to_string(),
-            h if h.contains(':') => format!("[{h}]"),
-            h => h.to_string(),
-        };
-        format!("http://{host}:{}", cfg.dashboard_port)
-    });
     if !(url.starts_with("http://") || url.starts_with("https://")) {
         eprintln!("--url: {url:?} is not an http:// or https:// URL");
         return ExitCode::from(2);
@@ -284,7 +330,10 @@ fn hunt(
     let answer = match answer {
         Ok(a) => a,
         Err(why) => {
-            eprintln!("cannot reach the service at {url}: {why}");
+            eprintln!(
+                "cannot reach the service at {url} (from {url_from}): {why}; give the service's \
+                 configuration with --config or $WATCHPOST_CONFIG, or its address with --url"
+            );
             return ExitCode::from(2);
         }
     };
@@ -349,6 +398,14 @@ fn hunt(
     ExitCode::SUCCESS
 }
 
+/// The message of a JSON line, under the names the service reads it from (docs/event.md).
+fn json_message_of(line: &str) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_str(line).ok()?;
+    ["message", "msg", "Message", "log", "text"]
+        .iter()
+        .find_map(|k| v.get(*k).and_then(|m| m.as_str()).map(str::to_string))
+}
+
 /// `watchpost rules validate`.
 fn rules_validate(paths: &[PathBuf]) -> ExitCode {
     let files = match watchpost_rules::rule_files(paths) {
@@ -369,6 +426,7 @@ fn rules_validate(paths: &[PathBuf]) -> ExitCode {
                 let mapped = matches!(rule.body, watchpost_rules::Body::Correlation(_))
                     || mapping.shapes(&rule.logsource).is_some();
                 let mut warnings = rule.warnings.clone();
+                warnings.extend(mapping.field_warnings(rule));
                 if !mapped {
                     warnings.push(
                         "logsource is not in the mapping table: the rule will match no events"
@@ -416,17 +474,21 @@ fn rules_test(cfg: &Config, rule_paths: &[PathBuf], events: &PathBuf) -> ExitCod
             return ExitCode::from(2);
         }
     };
+    let mapping = watchpost_rules::Mapping::bundled();
     let mut rules = Vec::new();
     for loaded in watchpost_rules::load_files(&files) {
         match loaded.rule {
-            Ok(r) => rules.push(Arc::new(r)),
+            Ok(r) => {
+                // A field no event of the rule's logsource carries is why a test finds nothing.
+                for w in mapping.field_warnings(&r) {
+                    eprintln!("{}: warning: {w}", loaded.path.display());
+                }
+                rules.push(Arc::new(r))
+            }
             Err(e) => eprintln!("{}: skipped: {e}", loaded.path.display()),
         }
     }
-    let set = Arc::new(watchpost_rules::RuleSet::compile(
-        rules,
-        &watchpost_rules::Mapping::bundled(),
-    ));
+    let set = Arc::new(watchpost_rules::RuleSet::compile(rules, &mapping));
     let mut matcher = match watchpost_dataplane::LineMatcher::new(set.clone(), cfg) {
         Ok(m) => m,
         Err(e) => {
@@ -888,7 +950,7 @@ fn analyze(
     }
 }
 
-fn mine(cfg: &Config, file: &std::path::Path, syslog: bool) -> ExitCode {
+fn mine(cfg: &Config, file: &std::path::Path, syslog: bool, raw: bool) -> ExitCode {
     use watchpost_dataplane::{MinerConfig, TemplateMiner};
     let mcfg = MinerConfig::from_config(&cfg.templates);
     let mut miner = match TemplateMiner::new(&mcfg) {
@@ -915,11 +977,22 @@ fn mine(cfg: &Config, file: &std::path::Path, syslog: bool) -> ExitCode {
         let Ok(line) = line else { break };
         let text = String::from_utf8_lossy(&line);
         let text = text.trim_end_matches('\r');
-        let msg = if syslog {
-            let rec = watchpost_dataplane::parse_syslog(text.as_bytes(), now);
-            text.get(rec.msg).unwrap_or(text)
-        } else {
+        let json_message;
+        let msg = if raw {
             text
+        } else if !syslog && text.trim_start().starts_with('{') {
+            json_message = json_message_of(text);
+            json_message.as_deref().unwrap_or(text)
+        } else {
+            // A header left in would be most of the template: every line of a host and
+            // minute alike, `Accepted` and `Failed` merged for their shared prefix.
+            let rec = watchpost_dataplane::parse_syslog(text.as_bytes(), now);
+            let structured = rec.format != watchpost_dataplane::SyslogFormat::Unstructured;
+            if syslog || structured {
+                text.get(rec.msg).unwrap_or(text)
+            } else {
+                text
+            }
         };
         ids.push(miner.mine(msg).id);
     }

@@ -29,6 +29,26 @@ fn config_check_names_every_bad_key() {
         "{err}"
     );
 
+    // A type error, a misspelt key and a line that is not TOML: all three at once, the key
+    // with its closest spelling.
+    std::fs::write(
+        &bad,
+        "dashboard_port = \"eighty\"\n[ueba]\nwarmup_dayz = 3\nnot toml at all\n",
+    )
+    .unwrap();
+    let out = bin().args(["config", "check"]).arg(&bad).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("TOML parse error at line 4"), "{err}");
+    assert!(
+        err.contains("dashboard_port: line 1: the string \"eighty\" is not an integer"),
+        "{err}"
+    );
+    assert!(
+        err.contains("ueba.warmup_dayz: line 3: unknown key; did you mean `warmup_days`?"),
+        "{err}"
+    );
+
     let example = std::path::PathBuf::from(
         std::env::var("CARGO_MANIFEST_DIR")
             .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_string()),
@@ -90,6 +110,136 @@ fn templates_mine_prints_one_line_per_input_line() {
         lines[0].0.len() == 16 && lines[0].1.contains("<IP>"),
         "{text}"
     );
+}
+
+/// Issue 50, item 10: on raw syslog the header stayed in the template (every line of a host and
+/// minute alike) and `Accepted` merged with `Failed`.
+#[test]
+fn templates_mine_reads_the_message_of_syslog_and_json_lines_as_the_service_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("auth.log");
+    std::fs::write(
+        &f,
+        concat!(
+            "Nov 21 10:00:01 web-01 sshd[4242]: Accepted publickey for alice from 10.0.0.5 port 50022 ssh2\n",
+            "Nov 21 10:00:02 web-01 sshd[4243]: Failed password for bob from 10.0.0.6 port 50023 ssh2\n",
+            "<38>Nov 21 10:00:03 web-02 sshd[4244]: Accepted publickey for carol from 10.0.0.7 port 50024 ssh2\n",
+            "{\"@timestamp\":\"2026-11-21T10:00:04Z\",\"message\":\"Failed password for dave from 10.0.0.8 port 50025 ssh2\"}\n",
+        ),
+    )
+    .unwrap();
+    let out = bin().args(["templates", "mine"]).arg(&f).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<(&str, &str)> = text.lines().map(|l| l.split_once('\t').unwrap()).collect();
+    assert_eq!(lines.len(), 4, "{text}");
+    for (_, template) in &lines {
+        assert!(
+            !template.contains("web-0") && !template.contains("sshd[") && !template.contains("Nov"),
+            "the header is not part of a template: {text}"
+        );
+    }
+    assert_eq!(lines[0].0, lines[2].0, "both accepted logins: {text}");
+    assert_eq!(
+        lines[1].0, lines[3].0,
+        "both failures, syslog and JSON: {text}"
+    );
+    assert_ne!(lines[0].0, lines[1].0, "accepted is not failed: {text}");
+    assert!(lines[0].1.starts_with("Accepted publickey for"), "{text}");
+    // `--raw` mines whole lines, as before.
+    let out = bin()
+        .args(["templates", "mine", "--raw"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("sshd[<NUM>]"));
+}
+
+/// Issue 50, item 9: a rule on a field no sudo line carries validated without a word, and
+/// `rules test` then found nothing, also without a word.
+#[test]
+fn rules_validate_and_test_name_a_field_the_logsource_never_carries() {
+    let dir = tempfile::tempdir().unwrap();
+    let rule = dir.path().join("sudo_shadow.yml");
+    std::fs::write(
+        &rule,
+        "title: Shadow read through sudo\nid: 5b0e3c1a-8d2f-4e6a-9c7b-1f2e3d4c5b6a\nlogsource:\n  product: linux\n  service: sudo\ndetection:\n  selection:\n    COMMAND|contains: shadow\n  condition: selection\nlevel: high\n",
+    )
+    .unwrap();
+    let out = bin()
+        .args(["rules", "validate"])
+        .arg(&rule)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let line = json(String::from_utf8_lossy(&out.stdout).lines().next().unwrap());
+    assert_eq!(line["valid"], true, "{line}");
+    let warnings = line["warnings"].as_array().unwrap();
+    assert!(
+        warnings.iter().any(|w| {
+            let w = w.as_str().unwrap();
+            w.contains("field `COMMAND`") && w.contains("linux/sudo") && w.starts_with("line 8:")
+        }),
+        "{line}"
+    );
+    let events = dir.path().join("auth.log");
+    std::fs::write(
+        &events,
+        "<85>Nov 21 10:00:50 srv-05 sudo:    alice : TTY=pts/5 ; PWD=/home/alice ; USER=root ; COMMAND=/bin/cat /etc/shadow\n",
+    )
+    .unwrap();
+    let out = bin()
+        .args(["rules", "test", "--rules"])
+        .arg(&rule)
+        .arg("--events")
+        .arg(&events)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("warning: line 8: field `COMMAND`"),
+        "{stderr}"
+    );
+}
+
+/// Issue 50, item 10: `watchpost hunt` asked port 8080 whatever port the service ran on.
+#[test]
+fn hunt_finds_the_service_through_its_configuration() {
+    let dir = tempfile::tempdir().unwrap();
+    let (api, tcp) = (free_port(), free_port());
+    let config = syslog_config(dir.path(), api, Some(tcp), "");
+    let svc = Service::start(dir.path(), &config, api);
+    send_lines(tcp, &common::invalid_user_lines());
+    common::settle(api);
+    let out = bin()
+        .args(["hunt", "203.0.113.9"])
+        .env("WATCHPOST_CONFIG", &config)
+        .env_remove("WATCHPOST_URL")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("Invalid user oracle"),
+        "{stderr}"
+    );
+    // Told of no configuration (and none installed), it says where the address came from.
+    let out = bin()
+        .args([
+            "hunt",
+            "--url",
+            &format!("http://127.0.0.1:{}", free_port()),
+        ])
+        .arg("203.0.113.9")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("(from --url or $WATCHPOST_URL)"),
+        "{stderr}"
+    );
+    drop(svc);
 }
 
 #[test]

@@ -137,6 +137,16 @@ fn ueba_alerts_take_feedback_and_baselines_survive_a_restart() {
         let (status, body) = http(api, "POST", &path, bad);
         assert_eq!(status, 422, "{bad}: {body}");
     }
+    // Issue 50, item 10: the same verdict again from the same sender (a double click) is not
+    // stored twice and moves no threshold.
+    let (status, body) = http(
+        api,
+        "POST",
+        &path,
+        r#"{"feedback":"fp","note":"clicked twice","origin":"dashboard"}"#,
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(json(&body)["recorded"], false, "{body}");
     let (status, body) = http(api, "GET", &path, "");
     assert_eq!(status, 200);
     let log = json(&body);
@@ -151,6 +161,36 @@ fn ueba_alerts_take_feedback_and_baselines_survive_a_restart() {
     assert_eq!(
         stats["feedback"]["by_detector"]["ueba:user"]["fp"], 1,
         "{stats}"
+    );
+    // A changed verdict is recorded (and moves the threshold back); another analyst's is theirs.
+    let (status, _) = http(
+        api,
+        "POST",
+        &path,
+        r#"{"feedback":"tp","origin":"dashboard"}"#,
+    );
+    assert_eq!(status, 204);
+    let (status, _) = http(
+        api,
+        "POST",
+        &path,
+        r#"{"feedback":"tp","origin":"dashboard","analyst":"bob"}"#,
+    );
+    assert_eq!(status, 204);
+    let (status, _) = http(
+        api,
+        "POST",
+        &path,
+        r#"{"feedback":"tp","origin":"soar","analyst":"bob"}"#,
+    );
+    assert_eq!(status, 200, "bob's verdict, whatever tool sent it");
+    let log = json(&http(api, "GET", &path, "").1);
+    assert_eq!(log["meta"]["total"], 3, "{log}");
+    assert_eq!(log["items"][0]["analyst"], "bob", "{log}");
+    let back = &log["items"][1]["threshold_change"];
+    assert!(
+        back["new_risk"].as_f64() > back["old_risk"].as_f64(),
+        "{log}"
     );
 
     // Triage: open by default; acknowledged and assigned; listings filter on it; closing takes a

@@ -272,6 +272,7 @@ fn derived_schemas() -> Map<String, Value> {
     answers.subschema_for::<AlertDetail>();
     answers.subschema_for::<SignalDetail>();
     answers.subschema_for::<crate::routes::alerts::BulkTriage>();
+    answers.subschema_for::<crate::routes::alerts::FeedbackRepeat>();
     answers.subschema_for::<ListResponse<Feedback>>();
     answers.subschema_for::<ListResponse<EntityHit>>();
     answers.subschema_for::<HuntAnswer>();

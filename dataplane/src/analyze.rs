@@ -77,6 +77,7 @@ pub fn analyze_with(
     let miner = TemplateMiner::new(&miner_cfg)?;
     let mut norm = Normalizer::new(miner);
     norm.set_max_matches(cfg.detection.sigma_max_matches_per_event as usize);
+    norm.set_severity_scales(&cfg.severity);
     let mut detector = Detector::new(DetectorParams::from_config(cfg));
     // The rules live ingestion would apply: bundled, configured folders, custom uploads.
     let catalog = std::sync::Arc::new(Catalog::load(cfg, None)?);

@@ -61,7 +61,7 @@ pub use input::{
 pub use ioc::{IocFeed, IocStatus};
 pub use live::{AlertChange, LiveAlerts};
 pub use normalize::{Normalizer, Tally};
-pub use parse::syslog::parse_syslog;
+pub use parse::syslog::{SyslogFormat, parse_syslog};
 pub use parse::time::{Rfc3339, parse_rfc3339};
 pub use pipeline::{Pipeline, ShutdownReport, Stopper, spare_cores};
 pub use sigma::LineMatcher;

@@ -19,9 +19,10 @@ use watchpost_detect::{
     CorrelationHit, DetectBatch, DetectRecord, GROUP_TEXT_BYTES, NOT_SCORED, RECORD_ENTITIES,
     RecordEntity, UebaType, ip_key, is_service_account,
 };
+use watchpost_proto::config::SeverityConfig;
 use watchpost_proto::{
-    EntityKind, InputId, Role, Severity, U64Map, bincode_config, canonicalize_into, entity_uuid,
-    hash64, hash64_seeded,
+    EntityKind, InputId, Role, Severity, SeverityScale, U64Map, bincode_config, canonicalize_into,
+    entity_uuid, hash64, hash64_seeded,
 };
 use watchpost_rules::{IocId, IocKind, IocSet, Level, Plan, RuleSet};
 use watchpost_store::{
@@ -69,6 +70,10 @@ struct Rank(u8);
 struct Fields {
     timestamp_ns: Option<(i64, Rank)>,
     severity: Option<(Severity, Rank)>,
+    /// A numeric severity on the source's own scale (`event.severity`, `severity`, `level`):
+    /// read at [`Normalizer::resolve`], once the source is known, and only when no field above
+    /// gave the severity.
+    severity_number: Option<(f64, Rank)>,
     source: Option<(Range<u32>, Rank)>,
     host: Option<(Range<u32>, Rank)>,
     message: Option<(Range<u32>, Rank)>,
@@ -103,6 +108,28 @@ pub struct Normalizer {
     plan: Option<(u64, Arc<Plan>)>,
     /// Indicators matched against every event, and the feed version that numbered them.
     iocs: Option<(u64, Arc<IocSet>)>,
+    /// The scale of each source's numeric severities (`[severity]`).
+    scales: SeverityScales,
+}
+
+/// `[severity]` as the normaliser looks it up: by the hash of the event's source, so that an
+/// event pays one hash and one probe, and only when its severity is a bare number.
+#[derive(Default)]
+struct SeverityScales {
+    default: SeverityScale,
+    by_source: U64Map<SeverityScale>,
+}
+
+impl SeverityScales {
+    fn of(&self, source: &str) -> SeverityScale {
+        if self.by_source.is_empty() {
+            return self.default;
+        }
+        self.by_source
+            .get(&hash64(source.as_bytes()))
+            .copied()
+            .unwrap_or(self.default)
+    }
 }
 
 /// The name-derived facts of an entity the worker has recorded.
@@ -142,7 +169,21 @@ impl Normalizer {
             detect: DetectBatch::default(),
             plan: None,
             iocs: None,
+            scales: SeverityScales::default(),
         }
+    }
+
+    /// Reads numeric severities on the scales of `config` from now on (by default a number is
+    /// on no scale and sets nothing; docs/event.md, "Severity").
+    pub fn set_severity_scales(&mut self, config: &SeverityConfig) {
+        self.scales = SeverityScales {
+            default: config.default_scale,
+            by_source: config
+                .sources
+                .iter()
+                .map(|(source, &scale)| (hash64(source.as_bytes()), scale))
+                .collect(),
+        };
     }
 
     /// Hands at most `max` Sigma matches of an event to detection, the most severe first
@@ -328,9 +369,12 @@ impl Normalizer {
         }
     }
 
-    /// Records the entity whose canonical name is in `canon`, once per event.
+    /// Records the entity whose canonical name is in `canon`, once per event. A local address
+    /// (loopback, unspecified) is no entity: every host has its own.
     fn push_canonical_entity(&mut self, kind: EntityKind, role: Role) {
-        if self.entities.len() >= MAX_ENTITIES {
+        if self.entities.len() >= MAX_ENTITIES
+            || (kind == EntityKind::Ip && is_local_canonical_ip(&self.canon))
+        {
             return;
         }
         let hash = hash64_seeded(self.canon.as_bytes(), kind as u64);
@@ -537,29 +581,45 @@ impl Normalizer {
             | "level"
             | "severity"
             | "Level"
-            | "log.syslog.severity.code" => {
+            | "log.syslog.severity.code"
+            | "watchpost.severity" => {
+                // Which field wins (docs/event.md, "Severity"): a number on Watchpost's own
+                // scale, syslog's severity, a level word, Windows' numeric `Level`; a bare
+                // number elsewhere only on the scale configured for its source, at `resolve`.
                 let (sev, rank) = match key {
-                    "log.syslog.severity.code" => {
-                        (v.parse::<u8>().ok().map(Severity::from_syslog), Rank(4))
-                    }
-                    // Windows levels: 1 critical, 2 error, 3 warning, 4 information, 5 verbose.
-                    "Level" if numeric => (
-                        v.parse::<u8>().ok().map(|l| match l {
-                            1 => Severity::Critical,
-                            2 => Severity::High,
-                            3 => Severity::Medium,
-                            5 => Severity::Debug,
-                            _ => Severity::Info,
-                        }),
-                        Rank(3),
-                    ),
-                    _ if numeric => (
+                    "watchpost.severity" if numeric => (
                         v.parse::<f64>()
                             .ok()
-                            .map(|n| Severity::from_number(n as i64)),
+                            .and_then(|n| SeverityScale::Watchpost.read(n)),
+                        Rank(6),
+                    ),
+                    "log.syslog.severity.code" => (
+                        v.parse::<f64>()
+                            .ok()
+                            .and_then(|n| SeverityScale::Syslog.read(n)),
+                        Rank(5),
+                    ),
+                    "Level" if numeric => (
+                        v.parse::<f64>()
+                            .ok()
+                            .and_then(|n| SeverityScale::Windows.read(n)),
                         Rank(3),
                     ),
-                    _ => (Severity::from_word(v), Rank(2)),
+                    "watchpost.severity" => (None, Rank(0)),
+                    _ if numeric => {
+                        let rank = Rank(match key {
+                            "event.severity" => 3,
+                            "severity" => 2,
+                            _ => 1,
+                        });
+                        if let Ok(n) = v.parse::<f64>()
+                            && f.severity_number.as_ref().is_none_or(|(_, r)| *r < rank)
+                        {
+                            f.severity_number = Some((n, rank));
+                        }
+                        (None, rank)
+                    }
+                    _ => (Severity::from_word(v), Rank(4)),
                 };
                 if let Some(sev) = sev
                     && f.severity.as_ref().is_none_or(|(_, r)| *r < rank)
@@ -649,7 +709,7 @@ impl Normalizer {
                 .arena
                 .get(slot.name.start as usize..slot.name.end as usize)
                 .unwrap_or("");
-            let seen_key = slot.hash ^ u64::from(slot.kind).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            let seen_key = seen_key(slot);
             let known = remember(&mut self.seen, seen_key, kind, name, received_ns, out);
             if let Some((version, set)) = &self.iocs
                 && rec.ioc == 0
@@ -676,12 +736,19 @@ impl Normalizer {
             tally.ioc_matches += 1;
         }
         if let Some((version, plan)) = &self.plan {
+            let entities = EventEntities {
+                slots: &self.entities,
+                arena: &self.arena,
+                seen: &self.seen,
+            };
             correlation_hits(
                 *version,
                 plan,
                 &self.hits,
                 &view,
                 &rec,
+                &entities,
+                &mut self.canon,
                 &mut self.detect.hits,
             );
         }
@@ -735,14 +802,39 @@ impl Normalizer {
             }
             outcome.id
         };
+        let severity = self.severity_of(f.severity, f.severity_number, &source) as u8;
         Head {
             source,
             host,
             message,
             template_id,
-            severity: f.severity.map_or(Severity::Info, |(s, _)| s) as u8,
+            severity,
             timestamp_ns: f.timestamp_ns.map_or(received_ns, |(t, _)| t),
         }
+    }
+}
+
+impl Normalizer {
+    /// The event's severity: the best-ranked field that named one, else its bare number on its
+    /// source's scale, else informational (what a producer that says nothing means).
+    fn severity_of(
+        &self,
+        named: Option<(Severity, Rank)>,
+        number: Option<(f64, Rank)>,
+        source: &Range<u32>,
+    ) -> Severity {
+        if let Some((s, _)) = named {
+            return s;
+        }
+        number
+            .and_then(|(n, _)| {
+                let source = self
+                    .arena
+                    .get(source.start as usize..source.end as usize)
+                    .unwrap_or("");
+                self.scales.of(source).read(n)
+            })
+            .unwrap_or(Severity::Info)
     }
 }
 
@@ -786,6 +878,13 @@ fn append_event(view: &EventView<'_>, pos: u16, source_hash: u64, out: &mut Enco
             pos,
         });
     }
+}
+
+/// The key of an entity of the event in the worker's table of known entities (its name hash,
+/// told apart by kind).
+#[inline]
+fn seen_key(slot: &EntitySlot) -> u64 {
+    slot.hash ^ u64::from(slot.kind).wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
 /// What the worker knows of an entity, computed from its name the first time the worker sees
@@ -924,12 +1023,15 @@ fn leave_targets_to_their_actor(rec: &mut DetectRecord) {
 /// feeds (a tap of `plan`, numbered by catalogue `version`) whose group and value fields the
 /// event has.
 #[inline]
+#[allow(clippy::too_many_arguments)]
 fn correlation_hits(
     version: u64,
     plan: &Plan,
     matched: &[u32],
     view: &EventView<'_>,
     rec: &DetectRecord,
+    entities: &EventEntities<'_>,
+    canon: &mut String,
     hits: &mut Vec<CorrelationHit>,
 ) {
     for &rule in matched {
@@ -946,10 +1048,55 @@ fn correlation_hits(
                 value,
                 text: [0; GROUP_TEXT_BYTES],
                 text_len: 0,
+                entity: None,
             };
             hit.text_len = tap.group_text(view, &mut hit.text) as u8;
+            tap.group_values(view, &mut |_, v| {
+                hit.entity = entities.named(v, canon);
+                hit.entity.is_some()
+            });
             hits.push(hit);
         }
+    }
+}
+
+/// The entities of the event being finished, to find the one a correlation's group value names.
+struct EventEntities<'a> {
+    slots: &'a [EntitySlot],
+    arena: &'a str,
+    seen: &'a U64Map<Known>,
+}
+
+impl EventEntities<'_> {
+    /// The event's entity that `value` names, canonicalised for each entity's kind in turn
+    /// (into `canon`): a group by `SourceIp` names the address, by `TargetUserName` the account.
+    /// Only matches of correlated rules come here, never the per-event path.
+    fn named(&self, value: &str, canon: &mut String) -> Option<RecordEntity> {
+        let slot = self.slots.iter().find(|s| {
+            let Some(kind) = EntityKind::from_u8(s.kind) else {
+                return false;
+            };
+            canonicalize_into(kind, value, canon)
+                && self.arena.get(s.name.start as usize..s.name.end as usize)
+                    == Some(canon.as_str())
+        })?;
+        let kind = EntityKind::from_u8(slot.kind)?;
+        let name = self
+            .arena
+            .get(slot.name.start as usize..slot.name.end as usize)?;
+        // Every entity of the event was remembered just before; a full table may have been
+        // reset since, then the id is computed again.
+        let uuid = self
+            .seen
+            .get(&seen_key(slot))
+            .map_or_else(|| *entity_uuid(kind, name).as_bytes(), |k| k.uuid);
+        Some(RecordEntity {
+            hash: slot.hash,
+            uuid,
+            kind: slot.kind,
+            role: slot.role,
+            ueba: NOT_SCORED,
+        })
     }
 }
 
@@ -986,6 +1133,25 @@ fn json_entity(key: &str) -> Option<(EntityKind, Role)> {
         }
         _ => return None,
     })
+}
+
+/// [`watchpost_proto::addr::is_local_address`] for an address already canonical (IPv4 dotted,
+/// IPv4-mapped IPv6 as IPv4, other IPv6 fully expanded): string compares, no parse, as this runs
+/// for every address of every event.
+#[inline]
+fn is_local_canonical_ip(canonical: &str) -> bool {
+    const V6_LOOPBACK: &str = "0000:0000:0000:0000:0000:0000:0000:0001";
+    const V6_UNSPECIFIED: &str = "0000:0000:0000:0000:0000:0000:0000:0000";
+    let local = canonical.starts_with("127.")
+        || canonical == "0.0.0.0"
+        || canonical == V6_LOOPBACK
+        || canonical == V6_UNSPECIFIED;
+    debug_assert_eq!(
+        local,
+        watchpost_proto::addr::is_local_address(canonical),
+        "{canonical}"
+    );
+    local
 }
 
 /// Writes `v` in decimal into `buf`, returning the text.
@@ -1033,6 +1199,101 @@ mod tests {
             .filter(|e| e.kind == EntityKind::User as u8)
             .map(|e| (Role::from_u8(e.role).name(), e.ueba_type()))
             .collect()
+    }
+
+    /// The severity each line is stored with, normalised by one normaliser on `scales`.
+    fn severities(lines: &[&str], scales: &SeverityConfig) -> Vec<Severity> {
+        let mut n = Normalizer::new(TemplateMiner::new(&MinerConfig::default()).unwrap());
+        n.set_severity_scales(scales);
+        let mut block = EncodedBlock::with_capacity(0, 16);
+        for line in lines {
+            let meta = LineMeta {
+                start: 0,
+                len: line.len() as u32,
+                received_ns: 1_795_255_200_000_000_000,
+                truncated: false,
+            };
+            n.push_line(
+                line.as_bytes(),
+                &meta,
+                InputId::JsonTcp,
+                Format::Auto,
+                &mut block,
+                &mut Tally::default(),
+            );
+        }
+        n.detect_batch()
+            .records
+            .iter()
+            .map(|r| Severity::try_from(r.severity).unwrap())
+            .collect()
+    }
+
+    /// Issue 50, item 1: the load generator (like many shippers) writes syslog's 6 for
+    /// informational in `event.severity` beside `log.level`; read on Watchpost's 0-5 it was
+    /// critical, and 58% of a realistic day was stored as critical.
+    #[test]
+    fn a_number_on_an_unknown_scale_never_outranks_the_level_word_or_makes_an_event_critical() {
+        let lines = [
+            // The load generator's shape: the word wins.
+            r#"{"message":"User alice logged in","log":{"level":"info"},"event":{"dataset":"app.auth","severity":6}}"#,
+            r#"{"message":"GET /api/v1/search 200","event":{"severity":6,"dataset":"nginx.access"},"log.level":"info"}"#,
+            r#"{"message":"db timeout","event":{"severity":3,"dataset":"app.db"},"log.level":"error"}"#,
+            // A bare number on no configured scale sets nothing, however large.
+            r#"{"message":"no word","event":{"severity":2,"dataset":"app.auth"}}"#,
+            r#"{"message":"pino","level":60,"service.name":"checkout"}"#,
+            r#"{"message":"huge","severity":99}"#,
+            // Syslog's own code and Windows' Level are on known scales.
+            r#"{"message":"code","log.syslog.severity.code":2}"#,
+            r#"{"message":"win","Channel":"Security","Level":2}"#,
+            // Watchpost's own scale, as the OTLP input writes it, wins over everything.
+            r#"{"message":"otlp","watchpost.severity":4,"log.level":"INFO","event.severity":1}"#,
+        ];
+        let defaults = SeverityConfig::default();
+        assert_eq!(
+            severities(&lines, &defaults),
+            [
+                Severity::Info,
+                Severity::Info,
+                Severity::High,
+                Severity::Info,
+                Severity::Info,
+                Severity::Info,
+                Severity::Critical,
+                Severity::High,
+                Severity::High,
+            ]
+        );
+        // Declared per source, a bare number is read on that source's scale (and only there);
+        // a word still wins over it.
+        let mut declared = SeverityConfig::default();
+        declared
+            .sources
+            .insert("app.auth".into(), SeverityScale::Syslog);
+        declared
+            .sources
+            .insert("checkout".into(), SeverityScale::Bunyan);
+        let got = severities(&lines[..6], &declared);
+        assert_eq!(
+            got,
+            [
+                Severity::Info,
+                Severity::Info,
+                Severity::High,
+                Severity::Critical,
+                Severity::Critical,
+                Severity::Info,
+            ]
+        );
+        // The default scale covers every source not listed; a value off the scale stays unread.
+        let all_syslog = SeverityConfig {
+            default_scale: SeverityScale::Syslog,
+            ..SeverityConfig::default()
+        };
+        assert_eq!(
+            severities(&[lines[3], lines[5]], &all_syslog),
+            [Severity::Critical, Severity::Info]
+        );
     }
 
     #[test]

@@ -601,6 +601,7 @@ fn spawn_workers(
             normalizer: {
                 let mut n = Normalizer::new(miner);
                 n.set_max_matches(shared.cfg.detection.sigma_max_matches_per_event as usize);
+                n.set_severity_scales(&shared.cfg.severity);
                 n
             },
             core: shared.cores.get(w).copied().flatten(),

@@ -24,6 +24,7 @@ impl LineMatcher {
         let miner = TemplateMiner::new(&MinerConfig::from_config(&cfg.templates))?;
         let mut norm = Normalizer::new(miner);
         norm.set_rules(Some(rules));
+        norm.set_severity_scales(&cfg.severity);
         Ok(LineMatcher {
             norm,
             block: EncodedBlock::with_capacity(0, 1),

@@ -59,17 +59,27 @@ fn a_rule_firing_for_many_entities_folds_into_one_group_alert() {
     let group = group[0];
     assert_eq!(group.entity_count, 9);
     assert_eq!(group.count, 9);
-    assert!(group.entity.is_none());
-    assert!(group.title.ends_with("(many entities)"), "{}", group.title);
+    // Issue 50, item 4: a group alert names its first entity (a feed, a search and a stream
+    // frame all show one) and says in its title how many it stands for, never "many" for one.
+    let first = group
+        .entity
+        .as_ref()
+        .expect("a group alert names its first entity");
+    assert!(group.title.ends_with("(9 entities)"), "{}", group.title);
     assert!(
         group
             .dedup_key
             .starts_with(&format!("sigma:{INVALID_USER_RULE}:group:"))
     );
-    // The nine entities it stands for are listed (with no duplicate), and none of the three
-    // alerted on alone.
-    let listed: std::collections::HashSet<_> =
-        group.related_entities.iter().map(|e| e.uuid).collect();
+    // The nine entities it stands for are named (with no duplicate): the first as its entity,
+    // the others among the related; none of the three alerted on alone.
+    let listed: std::collections::HashSet<_> = group
+        .related_entities
+        .iter()
+        .filter(|e| e.kind == first.kind)
+        .map(|e| e.uuid)
+        .chain([first.uuid])
+        .collect();
     assert_eq!(listed.len(), 9);
     for a in &single {
         assert!(!listed.contains(&a.entity.as_ref().unwrap().uuid));
@@ -90,6 +100,11 @@ fn an_entity_alerted_on_alone_keeps_its_repeats_on_its_own_alert() {
     let group: Vec<_> = rule.iter().filter(|a| a.entity_count > 0).collect();
     assert_eq!(group.len(), 1);
     assert_eq!(group[0].entity_count, 3);
+    assert!(
+        group[0].title.ends_with("(3 entities)"),
+        "{}",
+        group[0].title
+    );
     let first = rule
         .iter()
         .find(|a| a.entity_count == 0 && a.count == 2)

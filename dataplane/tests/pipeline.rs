@@ -13,7 +13,11 @@ use watchpost_store::{EntityFilter, EventQuery, Store};
 #[test]
 fn syslog_json_and_http_events_are_normalised_and_stored() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = config(dir.path());
+    let mut cfg = config(dir.path());
+    // The app's numeric `event.severity` is on Watchpost's scale, as its operator declared.
+    cfg.severity
+        .sources
+        .insert("app.auth".into(), watchpost_proto::SeverityScale::Watchpost);
     let p = Pipeline::start(&cfg).unwrap();
 
     let mut tcp = TcpStream::connect(p.bound(InputId::SyslogTcp).unwrap()).unwrap();
@@ -398,4 +402,60 @@ fn totals_are_exact_up_to_a_bound_where_counting_means_decoding() {
     assert!(!deep.timed_out);
     drop(store);
     p.shutdown();
+}
+
+/// Issue 50, item 1: the load generator, like many shippers, writes syslog's number for the
+/// level beside the level word (`event.severity: 6` is informational); read on Watchpost's 0-5
+/// scale it was critical, and 58% of a realistic day was stored as critical. With no scale
+/// configured for their source, bare numbers set nothing; words and syslog's own code do.
+#[test]
+fn a_sources_own_numbers_are_not_read_as_watchpost_severities() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = Pipeline::start(&config(dir.path())).unwrap();
+    let receipt = p
+        .http_ingest()
+        .unwrap()
+        .submit(
+            br#"[{"message":"User alice logged in","log":{"level":"info"},"event":{"dataset":"sso.audit","severity":6}},
+                 {"message":"GET /api/v1/search 200","event":{"severity":6,"dataset":"gateway.access"}},
+                 {"message":"payment declined","log":{"level":"error"},"event":{"dataset":"payments.app","severity":3}},
+                 {"message":"no word at all","event":{"dataset":"legacy.app","severity":2}},
+                 {"message":"pino's fatal","level":60,"service":{"name":"checkout"}},
+                 {"message":"syslog's crit","log":{"syslog":{"severity":{"code":2}}}}]"#
+                .to_vec(),
+        )
+        .unwrap();
+    assert_eq!(receipt.accepted, 6);
+    wait_stored(&p, 6);
+    let events = all_events(&p.store());
+    let severity = |message: &str| {
+        events
+            .iter()
+            .find(|e| e.message == message)
+            .unwrap_or_else(|| panic!("{message} not stored"))
+            .severity
+    };
+    assert_eq!(severity("User alice logged in"), 1);
+    assert_eq!(severity("GET /api/v1/search 200"), 1);
+    assert_eq!(severity("payment declined"), 4);
+    assert_eq!(
+        severity("no word at all"),
+        1,
+        "a bare number on no scale sets nothing"
+    );
+    assert_eq!(
+        severity("pino's fatal"),
+        1,
+        "a bare number on no scale sets nothing"
+    );
+    assert_eq!(severity("syslog's crit"), 5);
+    // The numbers are kept as the attributes they came in.
+    let raw = events
+        .iter()
+        .find(|e| e.message == "no word at all")
+        .unwrap();
+    assert_eq!(
+        raw.attributes.get("event.severity").map(String::as_str),
+        Some("2")
+    );
 }

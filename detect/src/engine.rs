@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use watchpost_proto::{
     Alert, AlertType, AttackMapping, Deviation, DeviationSignal as Signal, EntityKind, EntityRef,
     MAX_CONTRIBUTING, MinutePoint, RiskPoint, RuleFires, ThresholdChange, U64Map, U64Set, Uuid,
-    Verdict, event_id, fmix64,
+    Verdict, builtin_detector_name, event_id, fmix64,
 };
 use watchpost_rules::{CorrelationKind, Correlator, Fired, Hit, IocId, IocKind, Level, RuleEntry};
 
@@ -208,6 +208,9 @@ struct OpenAlert {
     until_ns: i64,
     /// Changed since the sink last saw it.
     dirty: bool,
+    /// A group alert's or signal's title before its count of entities: the title says how many
+    /// it stands for, and changes as they join (see [`group_title`]).
+    group_title: Option<String>,
 }
 
 impl OpenAlert {
@@ -240,6 +243,7 @@ struct MatchAlert {
     severity: u8,
     title: String,
     detector: String,
+    detector_name: String,
     /// `dedup_key` before the subject: `sigma:<rule id>`, `ioc:<indicator>`.
     dedup: String,
     attack: Vec<AttackMapping>,
@@ -333,6 +337,9 @@ pub struct Detector {
     /// Acting address -> the open account alert raised from it (see `incident_of`).
     actors: HashMap<u128, u64>,
     minutes: Vec<MinutePoint>,
+    /// Per source, the open minute's (start, events) as last handed out by
+    /// [`Detector::take_minutes`]: a minute still open is handed out again only once it changed.
+    open_minutes_out: U64Map<(i64, u32)>,
     seq: u64,
     now_ns: i64,
     /// The Sigma catalogue, to name the rules stage A reports by number.
@@ -379,6 +386,7 @@ impl Detector {
             groups: U64Map::default(),
             members: U64Map::default(),
             minutes: Vec::with_capacity(1024),
+            open_minutes_out: U64Map::with_capacity_and_hasher(256, Default::default()),
             seq: 0,
             now_ns: i64::MIN,
             catalog: None,
@@ -789,12 +797,14 @@ impl Detector {
             let m = MatchAlert {
                 alert_type: AlertType::Sigma,
                 severity: entry.severity,
-                title: format!("{} (many entities)", entry.rule.title),
+                title: group_title(&entry.rule.title, 1),
                 detector: entry.rule.id.clone(),
+                detector_name: entry.rule.title.clone(),
                 dedup: format!("sigma:{}:group", entry.rule.id),
                 attack: entry.attack.clone(),
             };
-            self.open_group(r, group_key, primary, m, until_ns, sink);
+            let base = entry.rule.title.clone();
+            self.open_group(r, group_key, primary, m, base, until_ns, sink);
             self.note_member(group_key, subject);
             return;
         }
@@ -891,6 +901,9 @@ impl Detector {
                 o.fold(r);
                 if counted {
                     o.alert.entity_count = count;
+                    if let Some(base) = &o.group_title {
+                        o.alert.title = group_title(base, count);
+                    }
                 }
                 // The entity and the address acting on it, so that a search by either finds
                 // the group (up to MAX_RELATED of them).
@@ -901,14 +914,15 @@ impl Detector {
             }
         } else {
             let mut signal = build(self, key, if grouped { None } else { primary });
-            if grouped {
-                signal.title = format!("{} (many entities)", origin.title.text());
+            let group_base = grouped.then(|| origin.title.text().into_owned());
+            if let Some(base) = &group_base {
+                // About its first entity, as a group alert is, its count in the title.
+                signal.title = group_title(base, 1);
                 signal.dedup_key = format!("signal:{}:group:{}", origin.id.text(), signal.source);
-                signal.entity = None;
-                signal.related_entities = primary
-                    .into_iter()
-                    .chain(actor_address(r, primary))
+                signal.entity = primary.map(|i| entity_ref(&r.entities[i]));
+                signal.related_entities = actor_address(r, primary)
                     .map(|i| entity_ref(&r.entities[i]))
+                    .into_iter()
                     .collect();
                 signal.entity_count = 1;
                 self.members.insert(key, std::iter::once(subject).collect());
@@ -925,6 +939,7 @@ impl Detector {
                     alert: signal,
                     until_ns,
                     dirty: false,
+                    group_title: group_base,
                 },
             );
         }
@@ -1002,6 +1017,7 @@ impl Detector {
                 if c.tactics == 1 { "" } else { "s" },
             ),
             detector: RISK_DETECTOR.to_string(),
+            detector_name: builtin_detector_name(RISK_DETECTOR).unwrap_or_default(),
             dedup_key: format!("risk:{}", c.entity.uuid),
             first_seen_ns: r.ts_ns,
             last_seen_ns: r.ts_ns,
@@ -1058,6 +1074,9 @@ impl Detector {
             let count = members.len() as u64;
             if let Some(o) = self.open.get_mut(&key) {
                 o.alert.entity_count = count;
+                if let Some(base) = &o.group_title {
+                    o.alert.title = group_title(base, count);
+                }
                 o.dirty = true;
             }
         }
@@ -1097,23 +1116,29 @@ impl Detector {
         self.open_alert(key, alert, until_ns, sink);
     }
 
-    /// Opens a group alert: about no single entity, the first entity listed among the related.
+    /// Opens a group alert: about its first entity (so that a feed, a search and a stream frame
+    /// all name one), the entities that join it listed among the related and counted in
+    /// `entity_count` and in the title (`base`, see [`group_title`]). Its dedup key is the
+    /// rule's and source's, not the first entity's: the group stands for all of them.
+    #[allow(clippy::too_many_arguments)]
     fn open_group(
         &mut self,
         r: &DetectRecord,
         key: u64,
         primary: Option<usize>,
         m: MatchAlert,
+        base: String,
         until_ns: i64,
         sink: &mut impl AlertSink,
     ) {
         let mut alert = self.match_alert(r, key, None, m);
-        alert.related_entities = primary
-            .map(|i| entity_ref(&r.entities[i]))
-            .into_iter()
-            .collect();
+        alert.entity = primary.map(|i| entity_ref(&r.entities[i]));
+        alert.related_entities = others(r, primary);
         alert.entity_count = 1;
         self.open_alert(key, alert, until_ns, sink);
+        if let Some(o) = self.open.get_mut(&key) {
+            o.group_title = Some(base);
+        }
     }
 
     /// The new alert of a single-event match about `primary` (the source when `None`).
@@ -1132,6 +1157,7 @@ impl Detector {
             severity: m.severity,
             title: m.title,
             detector: m.detector,
+            detector_name: m.detector_name,
             dedup_key: match &entity {
                 Some(e) => format!("{}:{}", m.dedup, e.uuid),
                 None => format!("{}:{source}", m.dedup),
@@ -1386,7 +1412,10 @@ impl Detector {
         }
         let events: Vec<String> = joined.iter().map(|(b, p)| event_id(b, *p)).collect();
         let r = hit.map(|h| h.record);
-        let primary = r.as_ref().and_then(primary_entity);
+        // The alert is about what the correlation counted by (the address spraying, the host
+        // a local address belongs to), not about whichever entity its last event named first;
+        // a group by a value that is no entity (a command line) is about no entity.
+        let entity = hit.and_then(|h| h.entity);
         let text = hit.map_or("", |h| h.text());
         let rule = &entry.rule;
         let measure = match self
@@ -1409,6 +1438,7 @@ impl Detector {
                 format!("{} ({text})", rule.title)
             },
             detector: rule.id.clone(),
+            detector_name: rule.title.clone(),
             dedup_key: format!("correlation:{}:{:016x}", rule.id, f.group),
             first_seen_ns: f.first_ns,
             last_seen_ns: f.last_ns,
@@ -1416,16 +1446,19 @@ impl Detector {
             source: r
                 .as_ref()
                 .map_or_else(String::new, |r| r.source_name().to_string()),
-            entity: match (r.as_ref(), primary) {
-                (Some(r), Some(i)) => Some(entity_ref(&r.entities[i])),
-                _ => None,
-            },
+            entity: entity.as_ref().map(entity_ref),
             score: f.measure as f64,
             threshold: 0.0,
             contributions: BTreeMap::from([(measure.to_string(), f.measure as f64)]),
             attack: entry.attack.clone(),
             contributing_events: events,
-            related_entities: r.as_ref().map_or_else(Vec::new, |r| others(r, primary)),
+            related_entities: r.as_ref().map_or_else(Vec::new, |r| {
+                r.entities()
+                    .iter()
+                    .filter(|e| entity.is_none_or(|g| g.uuid != e.uuid))
+                    .map(entity_ref)
+                    .collect()
+            }),
             related_alerts: Vec::new(),
             entity_count: 0,
             deviation: None,
@@ -1462,6 +1495,7 @@ impl Detector {
                 alert,
                 until_ns,
                 dirty: false,
+                group_title: None,
             },
         );
     }
@@ -1481,6 +1515,7 @@ impl Detector {
             severity: if s.score >= 0.8 { 4 } else { 3 },
             title: format!("Anomaly in {source}: {what}"),
             detector: "ensemble".into(),
+            detector_name: builtin_detector_name("ensemble").unwrap_or_default(),
             dedup_key: format!("ml:{source}"),
             first_seen_ns: r.ts_ns,
             last_seen_ns: r.ts_ns,
@@ -1528,6 +1563,7 @@ impl Detector {
                 severity: 2,
                 title: signal_title(kind, &d, true),
                 detector: ueba_detector(kind).to_string(),
+                detector_name: builtin_detector_name(ueba_detector(kind)).unwrap_or_default(),
                 dedup: format!("signal:{}", ueba_detector(kind)),
                 attack: ueba_attack_of(kind, d.signal).to_vec(),
             };
@@ -1617,6 +1653,7 @@ impl Detector {
             severity: ueba_severity(&sub, a.score, a.deviation.as_ref()),
             title,
             detector: ueba_detector(kind).to_string(),
+            detector_name: builtin_detector_name(ueba_detector(kind)).unwrap_or_default(),
             dedup_key: if by_source {
                 format!(
                     "ueba:new_source:{}:{}",
@@ -1760,9 +1797,29 @@ impl Detector {
         }
     }
 
-    /// Moves the closed anomaly minutes into `out`.
+    /// Moves the closed anomaly minutes into `out`, then a copy of each source's open minute
+    /// that changed since the last call. A minute closes only when its source's next event falls
+    /// in a later one; without the copies, the last minute before traffic goes quiet would stay
+    /// out of the series (and the dashboard's timeline) until the source spoke again, or the
+    /// service restarted. A copy and the closed minute share the series key, so the closed one
+    /// (written later, with every event) replaces it.
     pub fn take_minutes(&mut self, out: &mut Vec<MinutePoint>) {
         out.append(&mut self.minutes);
+        for (&source, st) in &self.sources {
+            let m = st.minute;
+            if m.events == 0 {
+                continue;
+            }
+            let mark = (m.minute_ns, m.events);
+            if self.open_minutes_out.get(&source) != Some(&mark) {
+                self.open_minutes_out.insert(source, mark);
+                out.push(m);
+            }
+        }
+        if self.open_minutes_out.len() > self.sources.len() {
+            let sources = &self.sources;
+            self.open_minutes_out.retain(|s, _| sources.contains_key(s));
+        }
     }
 
     /// Moves the closed risk-history hours into `out`.
@@ -1836,6 +1893,7 @@ fn rule_match_alert(entry: &RuleEntry, dedup: &str) -> MatchAlert {
         severity: entry.severity,
         title: entry.rule.title.clone(),
         detector: entry.rule.id.clone(),
+        detector_name: entry.rule.title.clone(),
         dedup: format!("{dedup}:{}", entry.rule.id),
         attack: entry.attack.clone(),
     }
@@ -1854,6 +1912,7 @@ fn ioc_match_alert(ind: &watchpost_rules::Indicator, dedup: &str) -> MatchAlert 
         .text()
         .into_owned(),
         detector: format!("ioc:{}", ind.source),
+        detector_name: format!("Threat feed {}", ind.source),
         dedup: format!("{dedup}:{}", ind.value),
         attack: ioc_attack_of(ind.kind).to_vec(),
     }
@@ -1871,6 +1930,16 @@ fn ioc_attack_of(kind: IocKind) -> &'static [AttackMapping] {
     });
     let file = matches!(kind, IocKind::Md5 | IocKind::Sha1 | IocKind::Sha256);
     &BY_KIND[usize::from(file)]
+}
+
+/// The title of a group alert or signal standing for `entities` entities: the rule's title and
+/// the count, so that a feed never calls one entity "many".
+fn group_title(base: &str, entities: u64) -> String {
+    if entities == 1 {
+        format!("{base} (1 entity)")
+    } else {
+        format!("{base} ({entities} entities)")
+    }
 }
 
 /// The entity a rule alert is about: the event's first scored entity (user, reporting host,
@@ -2163,6 +2232,39 @@ mod tests {
                 level_weights: Default::default(),
             },
         }
+    }
+
+    /// Issue 50, item 6: the last minute before traffic went quiet showed 0 events on the
+    /// timeline for minutes (until a restart), as a minute was handed out only once closed.
+    #[test]
+    fn the_open_minute_is_handed_out_as_it_changes_and_replaced_when_it_closes() {
+        let mut d = Detector::new(params());
+        let mut sink = Collect::default();
+        let minute = 60_000_000_000;
+        let base = 1_700_000_040 * 1_000_000_000 - 1_700_000_040 * 1_000_000_000 % minute;
+        let mut out = Vec::new();
+        for i in 0..5 {
+            d.process(&login(base + i * 1_000_000_000, 1, OFFICE, 1), &mut sink);
+        }
+        d.take_minutes(&mut out);
+        let got: Vec<(i64, u32)> = out.iter().map(|m| (m.minute_ns, m.events)).collect();
+        assert_eq!(got, [(base, 5)], "the open minute, as it is now");
+        // Nothing new: nothing handed out again.
+        out.clear();
+        d.take_minutes(&mut out);
+        assert!(out.is_empty(), "{out:?}");
+        // More events in it: the copy again, with them.
+        d.process(&login(base + 30_000_000_000, 1, OFFICE, 1), &mut sink);
+        d.take_minutes(&mut out);
+        let got: Vec<(i64, u32)> = out.iter().map(|m| (m.minute_ns, m.events)).collect();
+        assert_eq!(got, [(base, 6)]);
+        // The next minute closes it: the closed minute (same key, every event), then the new
+        // open one.
+        out.clear();
+        d.process(&login(base + minute + 1, 1, OFFICE, 1), &mut sink);
+        d.take_minutes(&mut out);
+        let got: Vec<(i64, u32)> = out.iter().map(|m| (m.minute_ns, m.events)).collect();
+        assert_eq!(got, [(base, 6), (base + minute, 1)]);
     }
 
     fn login(ts: i64, user: u64, ip: u128, template: u64) -> DetectRecord {
@@ -2582,6 +2684,7 @@ mod tests {
             severity: 3,
             title: String::new(),
             detector: "ensemble".into(),
+            detector_name: String::new(),
             dedup_key: String::new(),
             first_seen_ns: 0,
             last_seen_ns: 0,

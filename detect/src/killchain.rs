@@ -8,7 +8,9 @@
 //! on the per-event path touches it.
 
 use std::collections::{BTreeMap, HashMap};
-use watchpost_proto::{Alert, AlertType, AttackMapping, MAX_CONTRIBUTING, Uuid, fmix64, hash64};
+use watchpost_proto::{
+    Alert, AlertType, AttackMapping, MAX_CONTRIBUTING, Uuid, builtin_detector_name, fmix64, hash64,
+};
 use watchpost_rules::Attack;
 
 /// `detector` of kill-chain alerts.
@@ -166,6 +168,7 @@ impl KillChain {
             severity,
             title,
             detector: DETECTOR.into(),
+            detector_name: builtin_detector_name(DETECTOR).unwrap_or_default(),
             dedup_key: format!("{DETECTOR}:{}", entity.uuid),
             first_seen_ns: first,
             last_seen_ns: ts,
@@ -230,6 +233,7 @@ mod tests {
             severity: 3,
             title: id.into(),
             detector: format!("rule-{id}"),
+            detector_name: String::new(),
             dedup_key: id.into(),
             first_seen_ns: ts,
             last_seen_ns: ts,

@@ -161,6 +161,9 @@ pub struct CorrelationHit {
     pub text: [u8; GROUP_TEXT_BYTES],
     /// Bytes used in `text`.
     pub text_len: u8,
+    /// The entity the group's value names (the first group-by value that is one of the event's
+    /// entities; the reporting host for a local address): what the alert is about.
+    pub entity: Option<RecordEntity>,
 }
 
 impl CorrelationHit {

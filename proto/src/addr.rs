@@ -120,6 +120,40 @@ pub fn is_hostname(text: &[u8]) -> bool {
         && find_double_dot(text).is_none()
 }
 
+/// Whether `text` names no network address shared between hosts: a loopback address
+/// (`127.0.0.0/8`, `::1`, `::ffff:127.x.x.x`), the unspecified one (`0.0.0.0`, `::`), or the
+/// `-` Windows and many logs write for "none". `127.0.0.1` in a logon on one workstation and in
+/// a logon on another are two different machines talking to themselves, not one address acting
+/// on both; as an entity or a correlation's group it would join every host's local activity into
+/// one attacker (docs/entities.md, "Local addresses"). Allocates nothing.
+///
+/// ```
+/// use watchpost_proto::addr::is_local_address;
+/// assert!(is_local_address("127.0.0.1") && is_local_address("::1") && is_local_address("-"));
+/// assert!(is_local_address("0.0.0.0") && is_local_address("[::]"));
+/// assert!(!is_local_address("10.0.0.1") && !is_local_address("fe80::1"));
+/// assert!(!is_local_address("web-01"));
+/// ```
+pub fn is_local_address(text: &str) -> bool {
+    let t = text.trim();
+    if t == "-" {
+        return true;
+    }
+    let t = t.trim_start_matches('[').trim_end_matches(']');
+    let t = t.split('%').next().unwrap_or(t);
+    match t.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(v4)) => v4.is_loopback() || v4.is_unspecified(),
+        Ok(std::net::IpAddr::V6(v6)) => {
+            v6.is_loopback()
+                || v6.is_unspecified()
+                || v6
+                    .to_ipv4_mapped()
+                    .is_some_and(|v4| v4.is_loopback() || v4.is_unspecified())
+        }
+        Err(_) => false,
+    }
+}
+
 fn find_double_dot(text: &[u8]) -> Option<usize> {
     text.windows(2).position(|pair| pair == b"..")
 }

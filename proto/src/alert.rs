@@ -78,6 +78,10 @@ pub struct Alert {
     pub title: String,
     /// The threshold or rule that raised it: `ensemble`, `ueba:user`, a Sigma rule id...
     pub detector: String,
+    /// The detector for people: a rule's title, or what a built-in detector is ("Risk-based
+    /// alerting"); see [`builtin_detector_name`]. Empty on alerts stored before it existed.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub detector_name: String,
     /// Repeats of one cause share this key; inside the cooldown they bump `count`.
     pub dedup_key: String,
     /// Time of the first event that raised it, ns.
@@ -123,6 +127,32 @@ pub struct Alert {
     /// triage record kept apart from the alert, so a repeat folded in never undoes a triage.
     #[serde(default)]
     pub triage: Triage,
+}
+
+/// What a built-in detector is called in a feed, a detail or an explanation, by its `detector`
+/// id; `None` for a rule (its title is its name). A feed of `70822c4b-a19a-...` and
+/// `ueba:service_account` tells an analyst nothing.
+///
+/// ```
+/// use watchpost_proto::builtin_detector_name;
+/// assert_eq!(builtin_detector_name("risk").as_deref(), Some("Risk-based alerting"));
+/// assert_eq!(builtin_detector_name("ioc:blocklist.csv").as_deref(), Some("Threat feed blocklist.csv"));
+/// assert_eq!(builtin_detector_name("70822c4b-a19a-474f-a736-679fcf298072"), None);
+/// ```
+pub fn builtin_detector_name(detector: &str) -> Option<String> {
+    Some(match detector {
+        "ensemble" => "Content anomaly ensemble".into(),
+        "ueba:user" => "Behaviour analytics: users".into(),
+        "ueba:host" => "Behaviour analytics: hosts".into(),
+        "ueba:ip" => "Behaviour analytics: addresses".into(),
+        "ueba:service_account" => "Behaviour analytics: service accounts".into(),
+        "risk" => "Risk-based alerting".into(),
+        "killchain" => "Kill-chain progression".into(),
+        _ => match detector.strip_prefix("ioc:") {
+            Some(feed) => format!("Threat feed {feed}"),
+            None => return None,
+        },
+    })
 }
 
 /// A single dimension on which an event lay far outside its entity's own history.
@@ -182,6 +212,16 @@ pub fn finite(x: f64) -> f64 {
 }
 
 impl Alert {
+    /// The detector as people read it: its name, with the id where the two differ ("Password
+    /// Spraying (4b7661cd-...)"); the id alone on an alert stored before names were kept.
+    pub fn detector_label(&self) -> String {
+        if self.detector_name.is_empty() || self.detector_name == self.detector {
+            self.detector.clone()
+        } else {
+            format!("{} ({})", self.detector_name, self.detector)
+        }
+    }
+
     /// Every number of the alert is finite (JSON can carry it as it is).
     pub fn is_finite(&self) -> bool {
         self.score.is_finite()
@@ -374,10 +414,25 @@ pub struct Feedback {
     pub note: String,
     /// Where it came from (`dashboard`, `api`, a SOAR's name...).
     pub origin: String,
+    /// Who gave it, when the sender said (free text, as a triage assignee).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub analyst: Option<String>,
     /// When it was received, ns.
     pub created_ns: i64,
     /// The threshold change it caused, when it moved one.
     pub threshold_change: Option<ThresholdChange>,
+}
+
+impl Feedback {
+    /// Whether `other` came from the same sender: the same analyst, or with no analyst named
+    /// on either, the same origin. Feedback is idempotent per sender and alert.
+    pub fn same_sender(&self, other: &Feedback) -> bool {
+        match (&self.analyst, &other.analyst) {
+            (Some(a), Some(b)) => a == b,
+            (None, None) => self.origin == other.origin,
+            _ => false,
+        }
+    }
 }
 
 /// One move of a DSPOT threshold by feedback.

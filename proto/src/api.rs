@@ -19,6 +19,10 @@ pub struct ListMeta {
     /// (possibly fewer than a full page); only written then.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub timed_out: bool,
+    /// The order of the items, on listings that can be sorted (alerts, signals): `last_seen`
+    /// (latest activity first, the default) or `first_seen` (newest first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sort: Option<String>,
 }
 
 /// Matches an event search counts exactly, at least, before it may report a lower bound: enough
@@ -42,6 +46,7 @@ impl ListMeta {
             limit,
             total_exact: true,
             timed_out: false,
+            sort: None,
         }
     }
 }

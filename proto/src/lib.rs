@@ -38,7 +38,7 @@ pub mod store_url;
 pub use alert::{
     Alert, AlertType, AttackMapping, CloseReason, Deviation, DeviationSignal, Feedback,
     MAX_CONTRIBUTING, MAX_TRIAGE_HISTORY, ThresholdChange, Triage, TriageChange, TriageStatus,
-    Verdict, finite,
+    Verdict, builtin_detector_name, finite,
 };
 pub use api::{ErrorBody, ListMeta, ListResponse, TOTAL_EXACT_UP_TO};
 pub use authority::{AllowedHosts, Authority, HostName};
@@ -57,5 +57,5 @@ pub use hash::{BuildPreHashed, PreHashed, U64Map, U64Set, fmix64, hash64, hash64
 pub use hex::{push_hex, to_hex};
 pub use input::InputId;
 pub use series::{MinutePoint, RiskPoint, RuleFires};
-pub use severity::Severity;
+pub use severity::{Severity, SeverityScale};
 pub use uuid::Uuid;

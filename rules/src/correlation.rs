@@ -26,6 +26,7 @@ use crate::rule::{Body, Correlation, Rule};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use watchpost_proto::EventFields;
+use watchpost_proto::addr::is_local_address;
 
 /// Events listed on a fired correlation, at most (the newest are kept).
 pub const MAX_EVENTS: usize = 20;
@@ -141,10 +142,18 @@ pub struct Tap {
 impl Tap {
     /// The group key and, for `value_count`, the value key of `event`; `None` when a group-by field
     /// (or the counted field) is missing.
+    ///
+    /// A local address (loopback, unspecified) or Windows' `-` for "none" is no group value
+    /// either: a logon at a workstation's console says `127.0.0.1`, and forty workstations' users
+    /// mistyping their passwords are neither one address spraying forty hosts nor forty sources
+    /// guessing from the network. The correlations that group by an address (spraying, guessing)
+    /// are about network sources; the host's own failures still add to its risk as signals.
     pub fn keys<E: EventFields>(&self, event: &E) -> Option<(u64, u64)> {
         let mut h = Fold::new();
         for (_, f) in &self.group {
-            let v = f.get(event).filter(|v| !v.is_empty())?;
+            let v = f
+                .get(event)
+                .filter(|v| !v.is_empty() && !is_local_address(v))?;
             h.add(v);
         }
         let value = match &self.value {
@@ -180,6 +189,19 @@ impl Tap {
             put(f.get(event).unwrap_or(""), &mut n);
         }
         n
+    }
+
+    /// Calls `f` with each group-by field's name and the event's value of it, in the order of
+    /// `group-by`, until it returns true. Where the alert's entity comes from: the value an
+    /// analyst pivots on is the one the correlation counted by.
+    pub fn group_values<E: EventFields>(&self, event: &E, f: &mut dyn FnMut(&str, &str) -> bool) {
+        for (name, field) in &self.group {
+            if let Some(v) = field.get(event).filter(|v| !v.is_empty())
+                && f(name, v)
+            {
+                return;
+            }
+        }
     }
 }
 

@@ -59,12 +59,15 @@ impl RuleEntry {
     /// Catalogues `rule`, read from `path` (its `yaml`), enabled; `mapping` says whether its
     /// logsource can ever match an event.
     pub fn new(
-        rule: Rule,
+        mut rule: Rule,
         yaml: String,
         origin: Origin,
         path: String,
         mapping: &Mapping,
     ) -> RuleEntry {
+        // Fields its logsource's events never carry: said with the parser's warnings, wherever
+        // the rule is listed or uploaded.
+        rule.warnings.extend(mapping.field_warnings(&rule));
         let attack = Attack::get().mappings(&rule.tags);
         let mapped = match &rule.body {
             Body::Detection { .. } => mapping.shapes(&rule.logsource).is_some(),

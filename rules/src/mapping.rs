@@ -6,12 +6,22 @@
 //! `@source`, `@host`, `@message`; any other name is an attribute (a producer's field, flattened
 //! with dots). See `docs/sigma.md` for the tables.
 
-use crate::rule::Logsource;
+use crate::rule::{Body, Logsource, Rule};
 use crate::yaml::{Node, parse_documents};
 use std::collections::HashMap;
 
 /// The bundled logsource table.
 pub const BUNDLED_LOGSOURCES: &str = include_str!("../mappings/logsources.yml");
+/// `product/service/category` of a logsource, the parts it names.
+fn logsource_name(l: &Logsource) -> String {
+    let parts: Vec<&str> = l.parts().map(|(_, v)| v).collect();
+    if parts.is_empty() {
+        "any".into()
+    } else {
+        parts.join("/")
+    }
+}
+
 /// The bundled field table.
 pub const BUNDLED_FIELDS: &str = include_str!("../mappings/fields.yml");
 
@@ -160,6 +170,10 @@ pub struct LogsourceEntry {
     category: Option<String>,
     /// Alternatives; empty means every event.
     shapes: Vec<Shape>,
+    /// The attributes its events carry, when the entry says (`fields:`, names or `prefix.*`):
+    /// logs that arrive as text lines have the record's own fields, their entities and the
+    /// syslog header's attributes, nothing else. `None`: any producer field may be there.
+    fields: Option<Vec<String>>,
 }
 
 /// Both tables.
@@ -267,6 +281,7 @@ impl Mapping {
                 service: get("service"),
                 category: get("category"),
                 shapes,
+                fields: entry.get("fields").map(strs),
             };
             if e.product.is_none() && e.service.is_none() && e.category.is_none() {
                 return Err(MappingError(format!(
@@ -341,9 +356,61 @@ impl Mapping {
         out
     }
 
-    /// The event shapes a logsource covers: `None` when no entry maps it (the rule can match
-    /// nothing), `Some(empty)` when it covers every event.
-    pub fn shapes(&self, logsource: &Logsource) -> Option<Vec<Shape>> {
+    /// Warnings for the fields of `rule` that no event of its logsource carries: on a logsource
+    /// whose entries all say which attributes their events have (`fields:`, text logs such as
+    /// sudo's), a field that names none of them, no entity and no record field can never match,
+    /// and `rules test` would find nothing without a word (`COMMAND|contains` for sudo, whose
+    /// command is in the message). Empty for a logsource that takes any producer field.
+    pub fn field_warnings(&self, rule: &Rule) -> Vec<String> {
+        let Body::Detection { searches, .. } = &rule.body else {
+            return Vec::new();
+        };
+        let entries = self.entries(&rule.logsource);
+        let carried: Vec<&String> = match entries
+            .iter()
+            .map(|e| e.fields.as_ref())
+            .collect::<Option<Vec<_>>>()
+        {
+            Some(lists) if !entries.is_empty() => lists.into_iter().flatten().collect(),
+            _ => return Vec::new(),
+        };
+        let carries = |place: &FieldSource| match place {
+            FieldSource::Source
+            | FieldSource::Host
+            | FieldSource::Message
+            | FieldSource::Entity { .. } => true,
+            FieldSource::Attr(name) | FieldSource::Translated { name, .. } => {
+                carried.iter().any(|c| match c.strip_suffix('*') {
+                    Some(prefix) => name.starts_with(prefix),
+                    None => c.as_str() == &**name,
+                })
+            }
+        };
+        let mut warned: Vec<&str> = Vec::new();
+        let mut out = Vec::new();
+        for item in searches.iter().flat_map(|s| s.any_of.iter().flatten()) {
+            let Some(field) = item.field.as_deref() else {
+                continue;
+            };
+            if warned.contains(&field) || self.places(field).iter().any(carries) {
+                continue;
+            }
+            warned.push(field);
+            let names: Vec<&str> = carried.iter().map(|c| c.as_str()).collect();
+            out.push(format!(
+                "line {}: field `{field}` is not carried by {} events (text lines: their message, \
+                 host, source and entities, and {}): this item can never match; search the \
+                 message with keywords or `@message`, or map the field in fields.yml",
+                item.pos.line,
+                logsource_name(&rule.logsource),
+                names.join(", ")
+            ));
+        }
+        out
+    }
+
+    /// The entries that cover `logsource`: those naming the most of its keys.
+    fn entries(&self, logsource: &Logsource) -> Vec<&LogsourceEntry> {
         let product = logsource.product.as_deref();
         let service = logsource.service.as_deref();
         let category = logsource.category.as_deref();
@@ -378,6 +445,13 @@ impl Mapping {
                 best.push(e);
             }
         }
+        best
+    }
+
+    /// The event shapes a logsource covers: `None` when no entry maps it (the rule can match
+    /// nothing), `Some(empty)` when it covers every event.
+    pub fn shapes(&self, logsource: &Logsource) -> Option<Vec<Shape>> {
+        let best = self.entries(logsource);
         if best.is_empty() {
             return None;
         }
@@ -391,6 +465,40 @@ impl Mapping {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 50, item 9: a rule on a field no sudo line carries validated without a word, and
+    /// `rules test` then found nothing.
+    #[test]
+    fn a_field_that_text_logs_never_carry_is_warned_about_and_others_are_not() {
+        let m = Mapping::bundled();
+        let rule = |logsource: &str, detection: &str| {
+            crate::parse_rule(&format!(
+                "title: t\nid: 1f7c9d2e-3b4a-4c5d-8e9f-0a1b2c3d4e5f\nlogsource:\n{logsource}\ndetection:\n{detection}\n    condition: sel\n"
+            ))
+            .unwrap()
+        };
+        let sudo = "    product: linux\n    service: sudo";
+        let warned = m.field_warnings(&rule(sudo, "    sel:\n        COMMAND|contains: shadow"));
+        assert_eq!(warned.len(), 1, "{warned:?}");
+        assert!(warned[0].contains("field `COMMAND`"), "{}", warned[0]);
+        assert!(warned[0].contains("linux/sudo"), "{}", warned[0]);
+        assert!(warned[0].starts_with("line 8:"), "{}", warned[0]);
+        // What sudo lines do carry: the message, an entity-backed field, a syslog attribute.
+        for fine in [
+            "    sel:\n        message|contains: shadow",
+            "    sel:\n        User: alice",
+            "    sel:\n        syslog.facility: '10'",
+            "    sel:\n        - 'COMMAND=/bin/cat /etc/shadow'",
+        ] {
+            assert!(m.field_warnings(&rule(sudo, fine)).is_empty(), "{fine}");
+        }
+        // A logsource whose producers send fields of their own is not second-guessed.
+        let windows = "    product: windows\n    category: process_creation";
+        assert!(
+            m.field_warnings(&rule(windows, "    sel:\n        COMMAND|contains: x"))
+                .is_empty()
+        );
+    }
 
     #[test]
     fn logsources_naming_a_source_come_most_specific_first() {

@@ -16,9 +16,12 @@
 //! | `exceptions`| exception id (16)                                | the exception, JSON            |
 //! | `signals`   | signal id (16, UUIDv7): time order               | the signal (an alert record), JSON |
 //! | `signal_idx`| entity UUID (16) + signal id (16)                | empty                          |
+//! | `alert_recent` | last seen ns (8) + alert id (16): activity order | empty                        |
+//! | `signal_recent`| last seen ns (8) + signal id (16)              | empty                          |
 //!
 //! Alerts are few (the detectors aim at a handful per ten thousand events), so they are JSON
-//! documents and a listing scans the requested time range; only the entity filter, which the
+//! documents and a listing scans the requested time range, by first event (the ids) or by latest
+//! activity (`*_recent`, moved at each write of a record); only the entity filter, which the
 //! dashboard's entity pages use, has an index. Triage lives apart from the alert because the data
 //! plane rewrites an alert whenever repeats fold into it: the two writers never touch one key.
 
@@ -40,6 +43,12 @@ pub(crate) const CF_TRIAGE: &str = "triage";
 pub(crate) const CF_EXCEPTIONS: &str = "exceptions";
 pub(crate) const CF_SIGNALS: &str = "signals";
 pub(crate) const CF_SIGNAL_IDX: &str = "signal_idx";
+/// Alert keys by latest activity: `last_seen_ns` (8 bytes big-endian) + the alert's key. An
+/// alert's id orders it by its first event; a feed sorted by that buries an alert that keeps
+/// repeating under newer, quieter ones.
+pub(crate) const CF_ALERT_RECENT: &str = "alert_recent";
+/// Signal keys by latest activity, as [`CF_ALERT_RECENT`].
+pub(crate) const CF_SIGNAL_RECENT: &str = "signal_recent";
 
 /// Where a kind of alert record lives: its records and its entity index. Signals (docs/risk.md)
 /// are alert records in tables of their own, so listing them is the alert listing over other
@@ -48,20 +57,65 @@ pub(crate) const CF_SIGNAL_IDX: &str = "signal_idx";
 pub(crate) struct Table {
     records: &'static str,
     index: &'static str,
+    recent: &'static str,
     what: &'static str,
 }
 
 pub(crate) const ALERTS: Table = Table {
     records: CF_ALERTS,
     index: CF_ALERT_IDX,
+    recent: CF_ALERT_RECENT,
     what: "alert",
 };
 
 const SIGNALS: Table = Table {
     records: CF_SIGNALS,
     index: CF_SIGNAL_IDX,
+    recent: CF_SIGNAL_RECENT,
     what: "signal",
 };
+
+/// The order of an alert or signal listing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AlertOrder {
+    /// Newest first by first event (the id's order).
+    #[default]
+    FirstSeen,
+    /// Latest activity first: an alert that repeated a minute ago comes before one raised an
+    /// hour ago and quiet since, whenever it was raised.
+    LastSeen,
+}
+
+impl AlertOrder {
+    /// The name in the API (`sort=`).
+    pub fn name(self) -> &'static str {
+        match self {
+            AlertOrder::FirstSeen => "first_seen",
+            AlertOrder::LastSeen => "last_seen",
+        }
+    }
+
+    /// Parses an API name.
+    pub fn parse(text: &str) -> Option<AlertOrder> {
+        [AlertOrder::FirstSeen, AlertOrder::LastSeen]
+            .into_iter()
+            .find(|o| o.name() == text)
+    }
+}
+
+/// The key of an alert in its table's recent index.
+fn recent_key(last_seen_ns: i64, key: &[u8; 16]) -> [u8; 24] {
+    let mut k = [0u8; 24];
+    k[..8].copy_from_slice(&(last_seen_ns.max(0) as u64).to_be_bytes());
+    k[8..].copy_from_slice(key);
+    k
+}
+
+/// The time of an alert record's latest activity, read without the rest of the record.
+#[derive(serde::Deserialize)]
+struct LastSeen {
+    last_seen_ns: i64,
+}
 
 /// Why a triage change did not land.
 #[derive(Debug, thiserror::Error)]
@@ -138,6 +192,8 @@ pub struct AlertQuery {
     /// Leave the items' triage at the default instead of reading it (for callers that only
     /// count, such as the anomaly timeline).
     pub without_triage: bool,
+    /// The order of the items.
+    pub order: AlertOrder,
 }
 
 impl AlertQuery {
@@ -302,6 +358,25 @@ impl Store {
             &finite
         };
         let json = encode_json(table.what, alert)?;
+        // The recent index follows the record's latest activity: the entry of its previous
+        // state goes (each alert is written by the one stage B worker that holds it open, so
+        // nothing else moves it between this read and the write).
+        let before = match self.db().get_pinned_cf(self.cf(table.records), key)? {
+            Some(v) => serde_json::from_slice::<LastSeen>(&v)
+                .ok()
+                .map(|l| l.last_seen_ns),
+            None => None,
+        };
+        if before != Some(alert.last_seen_ns) {
+            if let Some(b) = before {
+                wb.delete_cf(self.cf(table.recent), recent_key(b, &key));
+            }
+            wb.put_cf(
+                self.cf(table.recent),
+                recent_key(alert.last_seen_ns, &key),
+                [],
+            );
+        }
         wb.put_cf(self.cf(table.records), key, json);
         for e in alert.entity.iter().chain(&alert.related_entities) {
             let mut k = [0u8; 32];
@@ -312,6 +387,43 @@ impl Store {
         also(&mut wb, &key);
         self.db().write_opt(wb, &self.write_options())?;
         Ok(())
+    }
+
+    /// Builds the recent indexes of a store written before they existed: once, at open, when
+    /// a table holds records and its index none. Returns how many entries were written.
+    pub(crate) fn backfill_recent(&self) -> Result<u64, StoreError> {
+        let mut written = 0;
+        for table in [ALERTS, SIGNALS] {
+            let mut recent = self.db().raw_iterator_cf(self.cf(table.recent));
+            recent.seek_to_first();
+            if recent.valid() {
+                continue;
+            }
+            recent.status()?;
+            let mut wb = WriteBatch::default();
+            let mut it = self.db().raw_iterator_cf(self.cf(table.records));
+            it.seek_to_first();
+            while let (Some(k), Some(v)) = (it.key(), it.value()) {
+                if let (Ok(key), Ok(last)) = (
+                    <[u8; 16]>::try_from(k),
+                    serde_json::from_slice::<LastSeen>(v),
+                ) {
+                    wb.put_cf(
+                        self.cf(table.recent),
+                        recent_key(last.last_seen_ns, &key),
+                        [],
+                    );
+                    written += 1;
+                }
+                if wb.len() >= 10_000 {
+                    self.db().write(std::mem::take(&mut wb))?;
+                }
+                it.next();
+            }
+            it.status()?;
+            self.db().write(wb)?;
+        }
+        Ok(written)
     }
 
     /// One signal; `None` when there is none. A read that fails is an error (and counted).
@@ -537,6 +649,19 @@ impl Store {
             }
             keys.sort_unstable_by(|a, b| b.cmp(a));
             keys.dedup();
+            if q.order == AlertOrder::LastSeen {
+                // An entity's alerts are few next to the table: read each one's last activity
+                // and sort (ties newest first, as the ids order them).
+                let mut by_last = Vec::with_capacity(keys.len());
+                for k in keys.drain(..) {
+                    if let Some(v) = self.db().get_pinned_cf(self.cf(table.records), k)? {
+                        let last: LastSeen = decode(table.what, &v)?;
+                        by_last.push((last.last_seen_ns, k));
+                    }
+                }
+                by_last.sort_unstable_by(|a, b| b.cmp(a));
+                keys.extend(by_last.into_iter().map(|(_, k)| k));
+            }
             for k in keys {
                 // An index entry whose alert retention removed is skipped; a failed read is not.
                 if let Some(v) = self.db().get_pinned_cf(self.cf(table.records), k)?
@@ -545,6 +670,36 @@ impl Store {
                     break;
                 }
             }
+            return Ok(page);
+        }
+        if q.order == AlertOrder::LastSeen {
+            // Through the recent index, latest activity first. `since` bounds first activity,
+            // and so last activity too: once the last is before it, nothing further matches.
+            let mut it = self.db().raw_iterator_cf(self.cf(table.recent));
+            it.seek_to_last();
+            while let Some(k) = it.key() {
+                let (Ok(last), Ok(id)) = (
+                    <[u8; 8]>::try_from(&k[..8.min(k.len())]),
+                    <[u8; 16]>::try_from(&k[8.min(k.len())..]),
+                ) else {
+                    it.prev();
+                    continue;
+                };
+                if q.since_ns
+                    .is_some_and(|s| (u64::from_be_bytes(last) as i64) < s)
+                {
+                    break;
+                }
+                // An entry whose alert retention removed (first seen before the cutoff, active
+                // after it) is skipped until retention reaches its last activity too.
+                if let Some(v) = self.db().get_pinned_cf(self.cf(table.records), id)?
+                    && !take(&v, &id)?
+                {
+                    break;
+                }
+                it.prev();
+            }
+            it.status()?;
             return Ok(page);
         }
         let upper = q.until_ns.map(alert_time_key);
@@ -584,6 +739,29 @@ impl Store {
                 .put_cf_opt(self.cf(CF_FEEDBACK), k, &v, &self.write_options())
                 .map_err(StoreError::from)
         })
+    }
+
+    /// Records `feedback` made by `make` (which may move a threshold) unless the newest entry of
+    /// the same sender (see [`Feedback::same_sender`]) on the alert already gives the same
+    /// verdict: a double click, or a SOAR's retry, is one verdict and one move of a threshold.
+    /// A changed verdict is recorded (and moves the threshold back). Returns the entry recorded,
+    /// `None` for a repeat. One at a time, so two equal verdicts sent at once record one.
+    pub fn record_feedback(
+        &self,
+        probe: &Feedback,
+        make: impl FnOnce() -> Feedback,
+    ) -> Result<Option<Feedback>, StoreError> {
+        let _one_at_a_time = self.triage_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let latest = self
+            .feedback_for(&probe.alert_id)?
+            .into_iter()
+            .find(|f| f.same_sender(probe));
+        if latest.is_some_and(|f| f.feedback == probe.feedback) {
+            return Ok(None);
+        }
+        let entry = make();
+        self.put_feedback(&entry)?;
+        Ok(Some(entry))
     }
 
     /// Feedback on one alert, newest first.
@@ -882,6 +1060,11 @@ impl Store {
         wb.delete_range_cf(self.cf(CF_ALERTS), [0u8; 16], alert_time_key(cutoff_ns));
         wb.delete_range_cf(self.cf(CF_TRIAGE), [0u8; 16], alert_time_key(cutoff_ns));
         wb.delete_range_cf(self.cf(CF_SIGNALS), [0u8; 16], alert_time_key(cutoff_ns));
+        // An alert's last activity is at or after its first: entries before the cutoff belong
+        // to records removed above.
+        let recent_cutoff = recent_key(cutoff_ns, &[0u8; 16]);
+        wb.delete_range_cf(self.cf(CF_ALERT_RECENT), [0u8; 24], recent_cutoff);
+        wb.delete_range_cf(self.cf(CF_SIGNAL_RECENT), [0u8; 24], recent_cutoff);
         let mut hi = [0u8; 9];
         hi[0] = b'a';
         hi[1..].copy_from_slice(&(cutoff_ns.max(0) as u64).to_be_bytes());
@@ -902,6 +1085,7 @@ fn fire_key(hour_ns: i64, rule: u64, worker: u8) -> [u8; 18] {
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
+    use watchpost_proto::EntityRef;
     use watchpost_proto::config::StorageConfig;
 
     fn alert(id: &str, count: u64) -> Alert {
@@ -911,6 +1095,7 @@ mod tests {
             severity: 3,
             title: "login from a new network".into(),
             detector: "ueba:user".into(),
+            detector_name: String::new(),
             dedup_key: "ueba:user:x".into(),
             first_seen_ns: 1_700_000_000_000_000_000,
             last_seen_ns: 1_700_000_000_000_000_000,
@@ -1170,6 +1355,107 @@ mod tests {
             ..AlertQuery::default()
         });
         assert_eq!((none.total, none.total_exact), (0, true));
+    }
+
+    /// Issue 50, item 5: a feed sorted by creation while it shows the latest activity put an
+    /// alert that repeated a minute ago below every alert raised after it.
+    #[test]
+    fn a_repeating_alert_rises_to_the_top_of_the_latest_activity_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), &StorageConfig::default()).unwrap();
+        let ids: Vec<String> = (1..=3)
+            .map(|n| format!("018bcfe5-6800-7000-8000-{n:012x}"))
+            .collect();
+        for (i, id) in ids.iter().enumerate() {
+            let mut a = alert(id, 1);
+            a.first_seen_ns += i as i64 * 60_000_000_000;
+            a.last_seen_ns = a.first_seen_ns;
+            store.put_alert(&a).unwrap();
+        }
+        let list = |order: AlertOrder, since_ns: Option<i64>| {
+            let page = store
+                .search_alerts(&AlertQuery {
+                    order,
+                    since_ns,
+                    page: 1,
+                    limit: 10,
+                    ..AlertQuery::default()
+                })
+                .unwrap();
+            assert_eq!(page.items.len() as u64, page.total);
+            page.items.into_iter().map(|a| a.id).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            list(AlertOrder::FirstSeen, None),
+            [ids[2].clone(), ids[1].clone(), ids[0].clone()]
+        );
+        assert_eq!(
+            list(AlertOrder::LastSeen, None),
+            [ids[2].clone(), ids[1].clone(), ids[0].clone()]
+        );
+        // The oldest repeats, twice (its index entry moves each time, never duplicated).
+        let mut repeated = store.alert(&ids[0]).unwrap().unwrap();
+        for later in [5, 10] {
+            repeated.count += 1;
+            repeated.last_seen_ns = repeated.first_seen_ns + later * 60_000_000_000;
+            store.put_alert(&repeated).unwrap();
+        }
+        assert_eq!(
+            list(AlertOrder::LastSeen, None),
+            [ids[0].clone(), ids[2].clone(), ids[1].clone()]
+        );
+        assert_eq!(
+            list(AlertOrder::FirstSeen, None),
+            [ids[2].clone(), ids[1].clone(), ids[0].clone()]
+        );
+        // `since` bounds the first event in both orders.
+        let since = Some(alert(ID, 1).first_seen_ns + 60_000_000_000);
+        assert_eq!(
+            list(AlertOrder::LastSeen, since),
+            [ids[2].clone(), ids[1].clone()]
+        );
+        // By entity, the same order.
+        let entity = EntityRef {
+            kind: watchpost_proto::EntityKind::User,
+            role: "subject".into(),
+            value: "alice".into(),
+            uuid: Uuid::from_u128(7),
+        };
+        for id in [&ids[0], &ids[1]] {
+            let mut a = store.alert(id).unwrap().unwrap();
+            a.entity = Some(entity.clone());
+            store.put_alert(&a).unwrap();
+        }
+        let by_entity = store
+            .search_alerts(&AlertQuery {
+                order: AlertOrder::LastSeen,
+                entities: Some(vec![entity.uuid]),
+                page: 1,
+                limit: 10,
+                ..AlertQuery::default()
+            })
+            .unwrap();
+        let got: Vec<_> = by_entity.items.iter().map(|a| a.id.as_str()).collect();
+        assert_eq!(got, [ids[0].as_str(), ids[1].as_str()]);
+        // A store written before the index had it is indexed at open.
+        drop(store);
+        {
+            let db = Store::open(dir.path(), &StorageConfig::default()).unwrap();
+            let mut wb = WriteBatch::default();
+            wb.delete_range_cf(db.cf(CF_ALERT_RECENT), [0u8; 24], [0xffu8; 24]);
+            db.db().write(wb).unwrap();
+        }
+        let store = Store::open(dir.path(), &StorageConfig::default()).unwrap();
+        let page = store
+            .search_alerts(&AlertQuery {
+                order: AlertOrder::LastSeen,
+                page: 1,
+                limit: 10,
+                ..AlertQuery::default()
+            })
+            .unwrap();
+        let got: Vec<_> = page.items.iter().map(|a| a.id.as_str()).collect();
+        assert_eq!(got, [ids[0].as_str(), ids[2].as_str(), ids[1].as_str()]);
     }
 
     #[test]

@@ -40,7 +40,7 @@ pub use codec::{
     BLOCK_META_LEN, BlockMeta, BlockReader, EntitySlot, EventView, FLAG_INVALID_UTF8,
     FLAG_MALFORMED, FLAG_TRUNCATED, StoredEvent, seal_block, write_block,
 };
-pub use detection::{AlertPage, AlertQuery, TriageError, TriageUpdate, alert_key};
+pub use detection::{AlertOrder, AlertPage, AlertQuery, TriageError, TriageUpdate, alert_key};
 pub use outbox::alert_id;
 pub use query::{EntityFilter, EntityHit, EventPage, EventQuery, parse_event_id};
 pub use spool::{SpoolMark, SpooledRequest};
@@ -64,7 +64,7 @@ pub(crate) const CF_IDX_TEMPLATE: &str = "idx_template";
 pub(crate) const CF_ENTITIES: &str = "entities";
 pub(crate) const CF_TEMPLATES: &str = "templates";
 pub(crate) const CF_CHECKPOINTS: &str = "checkpoints";
-const ALL_CFS: [&str; 21] = [
+const ALL_CFS: [&str; 23] = [
     CF_EVENTS,
     CF_BLOCKS,
     CF_IDX_ENTITY,
@@ -84,6 +84,8 @@ const ALL_CFS: [&str; 21] = [
     detection::CF_EXCEPTIONS,
     detection::CF_SIGNALS,
     detection::CF_SIGNAL_IDX,
+    detection::CF_ALERT_RECENT,
+    detection::CF_SIGNAL_RECENT,
     spool::CF_SPOOL,
     outbox::CF_OUTBOX,
 ];
@@ -312,6 +314,10 @@ impl Store {
         store.next_seq.store(next, Ordering::Relaxed);
         let next = store.last_spool_seq().map_or(0, |s| s + 1);
         store.next_spool_seq.store(next, Ordering::Relaxed);
+        let indexed = store.backfill_recent()?;
+        if indexed > 0 {
+            tracing::info!("indexed {indexed} stored alerts and signals by latest activity");
+        }
         Ok(store)
     }
 

@@ -1,8 +1,11 @@
-// The Alert Feed (newest first, coloured by severity, live from the stream) and the alert detail
-// with its explanation (or plain summary), triage and tp/fp feedback.
+// The Alert Feed (latest activity first by default, or newest first: the analyst's choice,
+// remembered; coloured by severity, live from the stream) and the alert detail with its
+// explanation (or plain summary), triage and tp/fp feedback. The Time column is the time the
+// feed is sorted by, and says which: a feed sorted by creation while it showed the last
+// activity put an alert that had just repeated below quieter, newer ones.
 
 import {get, patch, post} from './api.js';
-import {h, fill} from './dom.js';
+import {h, fill, stored} from './dom.js';
 import {attackUrl, clock, count, entity, iso, severityBadge, severityName, thresholdText} from './format.js';
 import {deviationText, explanationSection} from './assist.js';
 import {exceptionForm} from './exceptions.js';
@@ -10,6 +13,12 @@ import {exceptionForm} from './exceptions.js';
 const PAGE = 100;
 const POLL_WHILE_FILTERED_MS = 10000;
 const REASONS = ['true_positive', 'benign_positive', 'false_positive', 'duplicate', 'other'];
+/** The orders offered: the API's `sort` and what the Time column then shows. */
+const SORTS = {
+  last_seen: {label: 'Latest activity first', column: 'Last activity', time: (a) => a.last_seen_ns},
+  first_seen: {label: 'Newest first', column: 'First seen', time: (a) => a.first_seen_ns},
+};
+const SORT_KEY = 'watchpost.alerts.sort';
 const VIEWS = {
   'open,acknowledged': 'Work queue (open, acknowledged)',
   '': 'All',
@@ -24,6 +33,7 @@ export function mountAlerts(root, detailRoot, stream, {onOpen, onClose} = {}) {
   const recorded = new Map();
   let view = 'open,acknowledged';
   let minSeverity = 0;
+  let sort = SORTS[stored.get(SORT_KEY)] ? stored.get(SORT_KEY) : 'last_seen';
   let total = 0;
   let selected = null;
   let detailRequest = 0;
@@ -34,16 +44,25 @@ export function mountAlerts(root, detailRoot, stream, {onOpen, onClose} = {}) {
   const sevSelect = h('select', {id: 'alert-severity', 'aria-label': 'Minimum severity',
     on: {change: () => { minSeverity = Number(sevSelect.value); load(); }}},
     [0, 1, 2, 3, 4, 5].map((s) => h('option', {value: s}, `≥ ${severityName(s)}`)));
+  const sortSelect = h('select', {id: 'alert-sort', 'aria-label': 'Order',
+    on: {change: () => {
+      sort = sortSelect.value;
+      stored.set(SORT_KEY, sort);
+      fill(timeHeader, SORTS[sort].column);
+      load();
+    }}},
+    Object.entries(SORTS).map(([v, o]) => h('option', {value: v, selected: v === sort}, o.label)));
   const summary = h('span', {class: 'muted', id: 'alert-total'});
   const body = h('tbody', {id: 'alert-rows'});
   const message = h('p', {class: 'muted', id: 'alert-message'}, 'Loading…');
+  const timeHeader = h('th', {scope: 'col', id: 'alert-time-header'}, SORTS[sort].column);
   const bulk = bulkBar();
   root.append(
-    h('div', {class: 'toolbar'}, viewSelect, sevSelect, summary, bulk.toggle),
+    h('div', {class: 'toolbar'}, viewSelect, sevSelect, sortSelect, summary, bulk.toggle),
     bulk.bar,
     h('div', {class: 'scroll'},
       h('table', {class: 'rows'},
-        h('thead', {}, h('tr', {}, ['Time', 'Sev', 'Alert', 'Status']
+        h('thead', {}, h('tr', {}, timeHeader, ['Sev', 'Alert', 'Status']
           .map((c) => h('th', {scope: 'col'}, c)))),
         body)),
     message);
@@ -96,20 +115,22 @@ export function mountAlerts(root, detailRoot, stream, {onOpen, onClose} = {}) {
   function row(a) {
     return h('tr', {dataset: {id: a.id}, tabindex: 0, class: a.id === selected ? 'selected' : '',
       on: {click: () => open(a.id), keydown: (e) => { if (e.key === 'Enter') open(a.id); }}},
-      h('td', {class: 'nowrap', title: `last seen ${iso(a.last_seen_ns)}, first ${iso(a.first_seen_ns)}`},
-        clock(a.last_seen_ns)),
+      h('td', {class: 'nowrap', title: `last activity ${iso(a.last_seen_ns)}, first seen ${iso(a.first_seen_ns)}`},
+        clock(SORTS[sort].time(a))),
       h('td', {}, severityBadge(a.severity)),
       h('td', {},
         h('div', {class: 'title'}, a.title),
         h('div', {class: 'muted small'}, a.type, a.entity && ' · ', a.entity && h('span', {class: 'mono'}, entity(a.entity)),
-          a.entity_count > 1 && ` · ${count(a.entity_count)} entities`,
+          // A group alert is about its first entity and stands for the others too.
+          a.entity_count > 1 && (a.entity ? ` +${count(a.entity_count - 1)} more` : ` · ${count(a.entity_count)} entities`),
           a.count > 1 && ` · ×${count(a.count)}`, a.triage.assignee && ` · ${a.triage.assignee}`)),
       h('td', {}, h('span', {class: `triage triage-${a.triage.status}`}, a.triage.status)));
   }
 
   function render() {
+    const time = SORTS[sort].time;
     const list = [...alerts.values()].filter(passes)
-      .sort((x, y) => y.first_seen_ns - x.first_seen_ns || (y.id > x.id ? 1 : -1))
+      .sort((x, y) => Number(time(y)) - Number(time(x)) || (y.id > x.id ? 1 : -1))
       .slice(0, PAGE);
     // Only what is shown is kept: a dashboard left open all day stays the size of one page.
     alerts.clear();
@@ -126,7 +147,7 @@ export function mountAlerts(root, detailRoot, stream, {onOpen, onClose} = {}) {
 
   async function load() {
     try {
-      const page = await get('/alerts', {limit: PAGE, status: view, severity: minSeverity || ''});
+      const page = await get('/alerts', {limit: PAGE, status: view, severity: minSeverity || '', sort});
       alerts.clear();
       for (const a of page.items) alerts.set(a.id, a);
       total = page.meta.total;
@@ -229,9 +250,12 @@ export function mountAlerts(root, detailRoot, stream, {onOpen, onClose} = {}) {
       h('h2', {tabindex: -1}, severityBadge(a.severity), ' ', a.title),
       h('dl', {class: 'facts'},
         fact('Id', a.id, 'mono'),
-        fact('Type / detector', `${a.type} · ${a.detector}`),
+        fact('Type', a.type),
+        fact('Detector', detectorText(a)),
         fact('Source', a.source),
-        fact('Entity', a.entity ? entityLink(a.entity) : (a.entity_count > 1 ? `${count(a.entity_count)} entities (listed below)` : ''), 'mono'),
+        fact('Entity', a.entity
+          ? [entityLink(a.entity), a.entity_count > 1 ? ` and ${count(a.entity_count - 1)} more (listed below)` : '']
+          : (a.entity_count > 1 ? `${count(a.entity_count)} entities (listed below)` : ''), 'mono'),
         fact('First seen', iso(a.first_seen_ns)),
         fact('Last seen', iso(a.last_seen_ns)),
         fact('Count', count(a.count)),
@@ -378,6 +402,12 @@ export function mountAlerts(root, detailRoot, stream, {onOpen, onClose} = {}) {
 
   load();
   return {open};
+}
+
+/** The detector by its name (a rule's title), its id beside it for searches and exceptions. */
+export function detectorText(a) {
+  if (!a.detector_name || a.detector_name === a.detector) return h('span', {class: 'mono'}, a.detector);
+  return [a.detector_name, ' ', h('span', {class: 'muted mono small', title: 'detector id'}, a.detector)];
 }
 
 /** An entity as a link to the Entity Explorer. */

@@ -36,7 +36,7 @@ export function deviationText(d) {
 export function plainSummary(a) {
   const who = a.entity ? ` about ${entity(a.entity)}` : '';
   const parts = [
-    `A ${severityName(a.severity)} ${a.type} alert${who}, raised by ${a.detector} on ${a.source || 'an unknown source'}.`,
+    `A ${severityName(a.severity)} ${a.type} alert${who}, raised by ${a.detector_name || a.detector} on ${a.source || 'an unknown source'}.`,
   ];
   if (a.deviation) {
     parts.push(`One dimension alone was far outside the entity's history: ${deviationText(a.deviation)}.`);
@@ -196,7 +196,7 @@ export function mountSuggestions(root) {
         h('td', {class: 'num'}, `${p.tp_count} / ${p.min_tp}`),
         h('td', {},
           h('div', {class: 'title'}, p.title),
-          h('div', {class: 'muted small'}, `${p.alert_type} · ${p.detector} · ${p.source}`),
+          h('div', {class: 'muted small'}, `${p.alert_type} · ${p.detector_name || p.detector} · ${p.source}`),
           p.template && h('div', {class: 'mono small'}, p.template)),
         h('td', {class: 'nowrap'}, iso(p.last_tp_ns).slice(0, 19)),
         h('td', {}, h('button', {type: 'button', class: 'draft', disabled: !backend,

@@ -78,6 +78,20 @@ export function mountAttack(root) {
 /** Rule fires and threat-intelligence matches: what was seen of a technique. */
 const seen = (t) => Number(t.fires || 0) + Number(t.ioc_hits || 0);
 
+/**
+ * Where the long words of the tactics' names may break in a narrow column (soft hyphens): a
+ * browser left to itself broke "Reconnaissance" as "Reconnaiss|ance". The names are ATT&CK's
+ * fixed fourteen; a word not listed breaks only where it must.
+ */
+const BREAKS = {Reconnaissance: 'Recon\u00adnaissance', Development: 'Develop\u00adment',
+  Persistence: 'Persis\u00adtence', Escalation: 'Esca\u00adlation', Impairment: 'Impair\u00adment',
+  Credential: 'Creden\u00adtial', Discovery: 'Discov\u00adery', Movement: 'Move\u00adment',
+  Collection: 'Collec\u00adtion', Exfiltration: 'Exfil\u00adtration', Execution: 'Execu\u00adtion'};
+
+function hyphenated(name) {
+  return name.split(' ').map((w) => BREAKS[w] || w).join(' ');
+}
+
 function column(tactic, showGaps) {
   // A technique only a feed detects still shows: a match is a sighting.
   const shown0 = tactic.techniques.filter((t) => t.rules > 0 || t.ioc_hits > 0);
@@ -89,7 +103,7 @@ function column(tactic, showGaps) {
   return h('section', {class: 'tactic', dataset: {id: tactic.id}},
     h('h3', {title: `${tactic.id}: ${tactic.rules} rules, ${tactic.fires} fires`
       + `${tactic.ioc_hits ? `, ${tactic.ioc_hits} threat-intel matches` : ''} in 24 h`},
-    tactic.name,
+    hyphenated(tactic.name),
     h('span', {class: 'muted'}, ` ${count(seen(tactic))}`)),
     h('div', {class: 'muted gapcount'}, `${covered.length} covered · ${missing} gaps`),
     shown.map((t) => cell(t)),
@@ -105,5 +119,5 @@ function cell(t) {
       + `${t.rules ? ` (${t.rule_ids.join(', ')})` : ''}, ${t.fires} fires${intel} in 24 h`;
   return h('div', {class: `cell ${gap ? 'gap' : heat(seen(t))}`, title,
     dataset: {technique: t.id, fires: String(t.fires), ioc: String(t.ioc_hits || 0), rules: String(t.rules)}},
-  h('span', {class: 'tid'}, t.id), ' ', t.name);
+  h('span', {class: 'tid'}, t.id), h('span', {class: 'tname'}, t.name));
 }

@@ -165,6 +165,9 @@ export function mountEntities(root, {onAlert, onShow} = {}) {
       if (uuid !== state.uuid) show(uuid, {keepGraph: true});
     });
     state.graph.on('tap', 'node.alert', (ev) => onAlert && onAlert(ev.target.data('alert')));
+    // An alert's title shows while the pointer is on it: forty titles at once were unreadable.
+    state.graph.on('mouseover', 'node.alert', (ev) => ev.target.addClass('hover'));
+    state.graph.on('mouseout', 'node.alert', (ev) => ev.target.removeClass('hover'));
   }
 
   /** Adds `ent`'s neighbours and alerts to the graph, and lays it out again. */
@@ -227,9 +230,11 @@ export function mountEntities(root, {onAlert, onShow} = {}) {
     }
     if (left) graphNote.append(` ${count(left)} nodes left out (the graph holds ${MAX_NODES}).`);
     listGraph();
-    cy.layout({name: 'cose', animate: false, randomize: false, nodeRepulsion: () => 9000,
-      idealEdgeLength: () => 70, padding: 20}).run();
-    cy.fit(undefined, 20);
+    // Labels count in the layout's room for each node, so that names do not overlap.
+    cy.layout({name: 'cose', animate: false, randomize: false, nodeDimensionsIncludeLabels: true,
+      nodeRepulsion: () => 24000, idealEdgeLength: () => 90, nodeOverlap: 12, componentSpacing: 60,
+      padding: 24}).run();
+    cy.fit(undefined, 24);
   }
 
   function showEvents(timeline) {
@@ -355,13 +360,16 @@ function graphStyle() {
   const muted = themed('--muted');
   return [
     {selector: 'node', style: {'label': 'data(label)', 'color': text, 'font-size': 10,
-      'text-valign': 'bottom', 'text-margin-y': 4, 'text-wrap': 'ellipsis', 'text-max-width': 140,
+      'text-valign': 'bottom', 'text-margin-y': 4, 'text-wrap': 'ellipsis', 'text-max-width': 120,
+      'min-zoomed-font-size': 6,
       'background-color': 'data(colour)', 'width': 18, 'height': 18, 'border-width': 0}},
     {selector: 'node.entity.expanded', style: {'border-width': 2, 'border-color': text}},
     {selector: 'node.focus', style: {'width': 30, 'height': 30, 'border-width': 3,
       'border-color': themed('--accent'), 'font-weight': 'bold'}},
     {selector: 'node.alert', style: {'shape': 'diamond', 'width': 16, 'height': 16, 'font-size': 9,
-      'color': muted}},
+      'color': muted, 'label': ''}},
+    {selector: 'node.alert.hover', style: {'label': 'data(label)', 'z-index': 10, 'text-background-color':
+      themed('--panel'), 'text-background-opacity': 0.9, 'text-background-padding': 2}},
     {selector: 'edge', style: {'width': 'data(width)', 'line-color': themed('--line'), 'curve-style': 'bezier',
       'label': 'data(label)', 'font-size': 8, 'color': muted, 'text-rotation': 'autorotate'}},
     {selector: 'edge.joins', style: {'line-color': '#b5470f', 'line-style': 'dashed', 'width': 1}},
@@ -399,7 +407,7 @@ function kindBadge(kind) {
 function legend() {
   return h('p', {class: 'graph-legend muted'},
     Object.entries(KIND_COLOURS).map(([k]) => h('span', {class: 'kind', dataset: {kind: k}}, k)),
-    h('span', {class: 'kind alert-kind'}, '◆ alert (colour: severity)'),
+    h('span', {class: 'kind alert-kind'}, '◆ alert (colour: severity; its title on hover)'),
     ' · edge label: events shared');
 }
 

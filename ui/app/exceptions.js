@@ -34,7 +34,7 @@ export function exceptionForm(a, onDone) {
     return h('label', {class: 'mono'}, box, ` ${e.kind} ${e.value}`);
   });
   const scope = h('select', {name: 'scope', 'aria-label': 'Applies to'},
-    h('option', {value: 'detector'}, `this detector (${a.detector})`),
+    h('option', {value: 'detector'}, `this detector (${a.detector_name || a.detector})`),
     h('option', {value: 'global'}, 'every detector'));
   const reason = h('input', {type: 'text', name: 'reason', required: true, maxlength: 1024,
     placeholder: 'Why these alerts are expected', 'aria-label': 'Reason'});

@@ -7,14 +7,20 @@
 
 import {fill, h, stored} from './dom.js';
 
-/** The widgets, in the default order, with their default size. */
+/**
+ * The widgets, in the default order, with their default size. A height is the most a widget
+ * takes (it shrinks to what it holds, and its lists scroll inside it past that), in steps of the
+ * window's height: at 1440x900 the timeline, the feed and the stream fit the first screen, and
+ * the whole board about two (it was 3,450 px of fixed heights, most of them empty on a new
+ * install). The Entity Explorer sizes itself to the entity shown.
+ */
 export const WIDGETS = [
   {id: 'timeline', title: 'Anomaly Timeline', width: 'full', height: 'auto'},
   {id: 'alerts', title: 'Alert Feed', width: 'half', height: 'm'},
   {id: 'events', title: 'Live Event Stream', width: 'half', height: 'm'},
-  {id: 'entities', title: 'Entity Explorer', width: 'full', height: 'l'},
-  {id: 'attack', title: 'ATT&CK Heatmap', width: 'full', height: 'l'},
-  {id: 'rules', title: 'Sigma Rules', width: 'full', height: 'l'},
+  {id: 'entities', title: 'Entity Explorer', width: 'full', height: 'auto'},
+  {id: 'attack', title: 'ATT&CK Heatmap', width: 'full', height: 'm'},
+  {id: 'rules', title: 'Sigma Rules', width: 'full', height: 'm'},
 ];
 /** Heights a widget can take; `auto` fits its content and is not offered for resizing. */
 const HEIGHTS = ['s', 'm', 'l'];

@@ -22,12 +22,18 @@ export function mountSignals(root) {
     'aria-label': 'Detector', maxlength: 256});
   const who = h('input', {id: 'signal-entity', type: 'search', placeholder: 'entity (user, host, address)',
     'aria-label': 'Entity', maxlength: 256});
+  // Latest activity first by default, as the alert feed: a signal that keeps matching rises.
+  const sort = h('select', {id: 'signal-sort', 'aria-label': 'Order', on: {change: () => {
+    fill(timeHeader, sort.value === 'first_seen' ? 'First seen' : 'Last activity');
+    load(1);
+  }}}, h('option', {value: 'last_seen'}, 'Latest activity first'), h('option', {value: 'first_seen'}, 'Newest first'));
+  const timeHeader = h('th', {scope: 'col'}, 'Last activity');
   const error = h('span', {class: 'error', role: 'alert', id: 'signal-error'});
   const summary = h('span', {class: 'muted', id: 'signal-total'});
   const body = h('tbody', {id: 'signal-rows'});
   const more = h('button', {type: 'button', id: 'signal-more', hidden: true, on: {click: () => load(page + 1)}}, 'Load more');
   const form = h('form', {class: 'toolbar', on: {submit: (ev) => { ev.preventDefault(); load(1); }}},
-    windowSelect, detector, who, h('button', {type: 'submit'}, 'Search'), summary, error);
+    windowSelect, detector, who, sort, h('button', {type: 'submit'}, 'Search'), summary, error);
   root.append(
     h('p', {class: 'muted'}, 'Signals add risk to their entities instead of alerting: low and informational rule '
       + 'matches, and volume anomalies short of an alert. An entity whose risk crosses the threshold raises one '
@@ -35,13 +41,13 @@ export function mountSignals(root) {
     form,
     h('div', {class: 'scroll'},
       h('table', {class: 'rows', id: 'signal-table'},
-        h('thead', {}, h('tr', {}, ['Last seen', 'Sev', 'Signal', 'Entity', 'Matches']
+        h('thead', {}, h('tr', {}, timeHeader, ['Sev', 'Signal', 'Entity', 'Matches']
           .map((c) => h('th', {scope: 'col'}, c)))),
         body)),
     more);
 
   function query(at) {
-    const q = {page: at, limit: PAGE};
+    const q = {page: at, limit: PAGE, sort: sort.value};
     const hours = Number(windowSelect.value);
     if (hours > 0) q.since = new Date(Date.now() - hours * HOUR_MS).toISOString();
     if (detector.value.trim()) q.detector = detector.value.trim();
@@ -71,18 +77,21 @@ export function mountSignals(root) {
     }
     const shown = Math.min(answer.meta.total, at * PAGE);
     fill(summary, `${count(answer.meta.total)} signal${answer.meta.total === 1 ? '' : 's'}`
-      + `${shown < answer.meta.total ? ` (newest ${count(shown)} shown)` : ''}`);
+      + `${shown < answer.meta.total ? ` (first ${count(shown)} shown)` : ''}`);
     more.hidden = shown >= answer.meta.total;
   }
 
   function row(s) {
-    const who = s.entity ? entity(s.entity)
+    const more = s.entity_count > 1 ? ` +${count(s.entity_count - 1)} more` : '';
+    const who = s.entity ? `${entity(s.entity)}${more}`
       : s.entity_count > 1 ? `${count(s.entity_count)} entities` : '—';
+    const at = sort.value === 'first_seen' ? s.first_seen_ns : s.last_seen_ns;
     const tr = h('tr', {class: 'clickable', tabindex: 0, dataset: {id: s.id},
       on: {click: () => toggle(tr, s), keydown: (ev) => { if (ev.key === 'Enter') toggle(tr, s); }}},
-    h('td', {title: iso(s.last_seen_ns)}, iso(s.last_seen_ns).replace('T', ' ').slice(0, 19)),
+    h('td', {title: `last activity ${iso(s.last_seen_ns)}, first seen ${iso(s.first_seen_ns)}`},
+      iso(at).replace('T', ' ').slice(0, 19)),
     h('td', {}, severityBadge(s.severity)),
-    h('td', {}, s.title, h('div', {class: 'muted small mono'}, s.detector)),
+    h('td', {}, s.title, h('div', {class: 'muted small', title: s.detector}, s.detector_name || s.detector)),
     h('td', {class: 'mono'}, who),
     h('td', {class: 'num'}, count(s.count)));
     return tr;

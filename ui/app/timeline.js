@@ -3,13 +3,15 @@
 // the source filter is exact, as the API takes it. Hovering shows a bucket's figures in the
 // legend; clicking a bucket lists its alerts and events below the chart.
 //
-// Scores are kept per closed minute, so the current minute shows once it closes; alerts show at
-// once. The chart reloads when a selector changes, when the stream brings alerts (at most every
-// 10 s) and once a minute while the Monitor view is shown (the endpoint counts against the list
-// rate limit, 60 a minute by default).
+// The range is "auto" until the analyst picks one (remembered): the smallest of 1 h, 6 h, 24 h
+// and 7 d that holds the activity, so a new install's ten minutes of data are not a flat line with
+// a blip at the right edge of a day. The current minute shows as it fills (the service writes its
+// open minute every second); alerts show at once. The chart reloads when a selector changes, when
+// the stream brings alerts (at most every 10 s) and once a minute while the Monitor view is shown
+// (the endpoint counts against the list rate limit, 60 a minute by default).
 
 import {failure, get} from './api.js';
-import {debounce, fill, h} from './dom.js';
+import {debounce, fill, h, stored} from './dom.js';
 import {axisColours, clock, count, iso, severityBadge, themed} from './format.js';
 import uPlot from './uplot.js';
 
@@ -25,11 +27,36 @@ const REFRESH_MS = 60_000;
 /** Least time between two reloads the stream's alerts cause. */
 const ALERT_RELOAD_MS = 10_000;
 const LIST_LIMIT = 20;
+const RANGE_KEY = 'watchpost.timeline.range';
+
+/**
+ * The range "auto" settles on after seeing `data` (of range `shown`): the smallest of 1 h, 6 h
+ * and 24 h that holds the activity of the last day (a new install's first minutes fill the
+ * chart rather than a blip at the right edge of a day), 24 h once the activity fills a day (a
+ * sensor that has run for days sees its day, as before), and 7 days only when the last day was
+ * quiet. Activity reaching a window's left edge may go back further: a wider window is asked for.
+ */
+export function autoRange(data, shown) {
+  const b = data.buckets;
+  const first = b.findIndex((x) => x.events > 0 || x.alerts > 0);
+  const wider = RANGES[Math.min(RANGES.length - 1, RANGES.indexOf(shown) + 1)];
+  if (first < 0) return wider;
+  if (first === 0) return shown === '24h' || shown === '7d' ? '24h' : wider;
+  const step = RESOLUTION_S[data.resolution] || 60;
+  const end = Number(b[b.length - 1].ts_ns) / 1e9 + step;
+  const age = end - Number(b[first].ts_ns) / 1e9;
+  return RANGES.find((r) => RANGE_S[r] >= age * 1.1) || '7d';
+}
 
 export function mountTimeline(root, stream, {onAlert} = {}) {
-  const state = {range: '24h', resolution: '', source: '', data: null, plot: null, picked: null};
-  const range = h('select', {id: 'timeline-range', 'aria-label': 'Range'},
-    RANGES.map((r) => h('option', {value: r, selected: r === state.range}, `last ${r}`)));
+  const chosen = stored.get(RANGE_KEY);
+  const auto = !RANGES.includes(chosen);
+  // `auto`: the range follows the data (`range` is the one shown); otherwise the analyst's.
+  const state = {auto, range: auto ? '1h' : chosen, resolution: '', source: '', data: null, plot: null,
+    picked: null};
+  const autoOption = h('option', {value: 'auto', selected: auto}, 'auto');
+  const range = h('select', {id: 'timeline-range', 'aria-label': 'Range'}, autoOption,
+    RANGES.map((r) => h('option', {value: r, selected: !auto && r === state.range}, `last ${r}`)));
   const resolution = h('select', {id: 'timeline-resolution', 'aria-label': 'Resolution'},
     h('option', {value: ''}, 'auto'), RESOLUTIONS.map((r) => h('option', {value: r}, `per ${r}`)));
   const source = h('input', {type: 'search', id: 'timeline-source', placeholder: 'Source (exact: sshd)',
@@ -52,7 +79,9 @@ export function mountTimeline(root, stream, {onAlert} = {}) {
     load();
   };
   range.addEventListener('change', () => {
-    state.range = range.value;
+    state.auto = range.value === 'auto';
+    stored.set(RANGE_KEY, state.auto ? null : range.value);
+    if (!state.auto) state.range = range.value;
     offerResolutions();
     refilter();
   });
@@ -68,7 +97,7 @@ export function mountTimeline(root, stream, {onAlert} = {}) {
     message, chart, bucket);
 
   let loads = 0;
-  async function load() {
+  async function load(settling = 0) {
     // Answers may return out of order (the timer, the stream's alerts, a selector): only the
     // latest request's is drawn.
     const mine = ++loads;
@@ -76,6 +105,18 @@ export function mountTimeline(root, stream, {onAlert} = {}) {
       const data = await get('/anomaly/timeline', {range: state.range,
         resolution: state.resolution || undefined, source: state.source || undefined});
       if (mine !== loads) return;
+      if (state.auto && settling < RANGES.length) {
+        const next = autoRange(data, state.range);
+        if (next !== state.range) {
+          state.range = next;
+          state.picked = null;
+          fill(bucket);
+          offerResolutions();
+          load(settling + 1);
+          return;
+        }
+      }
+      fill(autoOption, state.auto ? `auto (last ${state.range})` : 'auto');
       state.data = data;
       draw(data);
     } catch (e) {
@@ -92,7 +133,7 @@ export function mountTimeline(root, stream, {onAlert} = {}) {
 
   /** Resolutions the API takes for the range (at most 2,016 buckets) are the only ones offered. */
   function offerResolutions() {
-    const span = RANGE_S[state.range];
+    const span = RANGE_S[state.auto ? '7d' : state.range];
     for (const option of resolution.options) {
       option.disabled = option.value !== '' && span / RESOLUTION_S[option.value] > MAX_BUCKETS;
     }
@@ -129,7 +170,7 @@ export function mountTimeline(root, stream, {onAlert} = {}) {
     const width = Math.max(320, chart.clientWidth || root.clientWidth - 24 || 900);
     if (state.plot) state.plot.destroy();
     state.plot = new uPlot({
-      width, height: 170,
+      width, height: 150,
       legend: {live: true},
       cursor: {points: {show: true}, drag: {x: false, y: false}},
       scales: {x: {time: true, range: (u, min, max) => [min - step / 2, max + step / 2]},
@@ -192,7 +233,7 @@ export function mountTimeline(root, stream, {onAlert} = {}) {
       fill(alertsList, a.items.length ? a.items.map((al) => h('li', {},
         h('button', {type: 'button', class: 'link', dataset: {id: al.id},
           on: {click: () => onAlert && onAlert(al.id)}},
-        severityBadge(al.severity), ' ', al.title || al.detector, ' ',
+        severityBadge(al.severity), ' ', al.title || al.detector_name || al.detector, ' ',
         h('span', {class: 'muted', title: iso(al.first_seen_ns)}, clock(al.first_seen_ns)))))
         : h('li', {class: 'muted'}, 'No alert was first seen in this bucket.'));
       if (a.meta && a.meta.total > a.items.length) {

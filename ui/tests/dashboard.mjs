@@ -61,9 +61,57 @@ try {
   summary.alerts_listed = await page.locator('#alert-rows tr').count();
   await page.screenshot({path: `${out}/overview.png`});
 
+  // Issue 50, item 7: at 1440x900 the board was 3,450 px tall. Widgets now shrink to what they
+  // hold up to a height in steps of the window's.
+  await page.waitForSelector('#timeline-chart canvas');
+  summary.board_height_1440 = await page.evaluate(() => document.documentElement.scrollHeight);
+  expect(summary.board_height_1440 <= 2400, `the board is ${summary.board_height_1440} px tall at 1440x900`);
+
+  // Issue 50, item 5: the feed is sorted by latest activity, says so, and can be sorted by
+  // creation; its order is the API's for the same query.
+  expect(await page.locator('#alert-sort').inputValue() === 'last_seen', 'the feed is not by latest activity');
+  expect(await page.locator('#alert-time-header').textContent() === 'Last activity', 'the Time column does not say which');
+  const byActivity = await (await fetch(`${base}/api/v1/alerts?status=open,acknowledged&limit=100`)).json();
+  expect(byActivity.meta.sort === 'last_seen', `the API's default order: ${byActivity.meta.sort}`);
+  const lastSeen = byActivity.items.map((a) => Number(a.last_seen_ns));
+  expect(lastSeen.every((t, i) => i === 0 || lastSeen[i - 1] >= t), 'the API does not order by last activity');
+  await page.selectOption('#alert-sort', 'first_seen');
+  await page.waitForFunction(() => document.getElementById('alert-time-header').textContent === 'First seen');
+  await page.selectOption('#alert-sort', 'last_seen');
+  await page.waitForFunction(() => document.getElementById('alert-time-header').textContent === 'Last activity');
+
+  // Issue 50, item 7: the timeline's range comes from the data unless one is chosen, so a new
+  // install's minutes are not a flat line across a day.
+  expect(await page.locator('#timeline-range').inputValue() === 'auto', 'the timeline range is not automatic');
+  const picks = await page.evaluate(async () => {
+    const {autoRange} = await import('/assets/timeline.js');
+    const min = 60e9;
+    const buckets = (n, step, active) => Array.from({length: n}, (_, i) => ({ts_ns: String(i * step),
+      events: active(i) ? 5 : 0, alerts: 0}));
+    return {
+      newInstall: autoRange({resolution: '15m', buckets: buckets(96, 15 * min, (i) => i === 95)}, '24h'),
+      quiet: autoRange({resolution: '1m', buckets: buckets(60, min, () => false)}, '1h'),
+      fullHour: autoRange({resolution: '1m', buckets: buckets(60, min, () => true)}, '1h'),
+      fourHours: autoRange({resolution: '5m', buckets: buckets(72, 5 * min, (i) => i >= 24)}, '6h'),
+      fullDay: autoRange({resolution: '15m', buckets: buckets(96, 15 * min, () => true)}, '24h'),
+      quietDay: autoRange({resolution: '15m', buckets: buckets(96, 15 * min, () => false)}, '24h'),
+      lastWeek: autoRange({resolution: '1h', buckets: buckets(168, 60 * min, (i) => i >= 100 && i < 120)}, '7d'),
+      week: autoRange({resolution: '1h', buckets: buckets(168, 60 * min, () => false)}, '7d'),
+    };
+  });
+  expect(picks.newInstall === '1h' && picks.quiet === '6h' && picks.fullHour === '6h'
+    && picks.fourHours === '6h' && picks.fullDay === '24h' && picks.quietDay === '7d'
+    && picks.lastWeek === '7d' && picks.week === '7d', `automatic ranges: ${JSON.stringify(picks)}`);
+  await page.waitForFunction(() => /^auto \(last (1h|6h|24h|7d)\)$/
+    .test(document.querySelector('#timeline-range option[value=auto]').textContent));
+  summary.timeline_auto = await page.locator('#timeline-range option[value=auto]').textContent();
+
   // Anomaly Timeline: the scores and alert counts of the last 24 hours; hovering the bucket that
   // holds the newest alerts shows its figures, clicking it lists its alerts and events, and an
   // alert there opens the detail.
+  // The figures of a day, as the API gives them by default.
+  await page.selectOption('#timeline-range', '24h');
+  await page.waitForFunction(() => document.getElementById('timeline-summary').textContent.includes('last 24h'));
   await page.waitForSelector('#timeline-chart canvas');
   await page.waitForFunction(() => /[\d,]+ events?, [1-9][\d,]* alerts?/
     .test(document.getElementById('timeline-summary').textContent));
@@ -141,6 +189,15 @@ try {
   await page.screenshot({path: `${out}/alert-detail.png`});
   summary.acknowledged = id;
 
+  // Issue 50, item 4: the detail names the detector by its title, not a UUID.
+  const named = await (await fetch(`${base}/api/v1/alerts/${id}`)).json();
+  expect(named.detector_name && named.detector_name !== named.detector, `no detector name: ${named.detector}`);
+  expect((await page.locator('#detail .facts').textContent()).includes(named.detector_name),
+    'the detail does not name the detector');
+  await page.waitForSelector('#explanation .plain-summary');
+  expect((await page.locator('#explanation .plain-summary').textContent()).includes(`raised by ${named.detector_name}`),
+    'the plain summary names the detector by its id');
+
   // Feedback from the detail.
   const feedback = async () => (await fetch(`${base}/api/v1/alerts/${id}/feedback`)).json();
   const before = (await feedback()).meta.total;
@@ -151,7 +208,7 @@ try {
     `feedback: ${JSON.stringify(fb)}`);
   // The LLM is off here: the detail shows the plain summary, and no Explain button.
   const plain = await page.locator('#explanation .plain-summary').textContent();
-  expect(plain.includes('sigma alert') && plain.includes('raised by'), `plain summary: ${plain}`);
+  expect(plain.includes(`${stored.type} alert`) && plain.includes('raised by'), `plain summary: ${plain}`);
   await page.waitForFunction(() => document.querySelector('#detail').textContent.includes('LLM assistance is off'));
   expect(await page.locator('#explain').isHidden(), 'an Explain button with the LLM off');
 
@@ -235,6 +292,30 @@ try {
   summary.attack_hot = busiest.id;
   expect(await page.locator('#attack-matrix .cell.gap').count() === 0, 'gaps shown unasked');
   await page.screenshot({path: `${out}/attack.png`});
+
+  // Issue 50, item 7: every technique id shows whole and all fourteen tactics fit, Impact
+  // included, at every common width; the whole board is screenshotted at each.
+  const heatmapFits = () => page.evaluate(() => {
+    const m = document.getElementById('attack-matrix');
+    const cut = [...m.querySelectorAll('.cell .tid')].filter((t) => t.scrollWidth > t.clientWidth + 1)
+      .map((t) => t.textContent);
+    const cols = [...m.querySelectorAll('.tactic')];
+    const last = cols[cols.length - 1].getBoundingClientRect();
+    return {cut, fits: last.right <= m.getBoundingClientRect().right + 1 && m.scrollWidth <= m.clientWidth + 1,
+      last: cols[cols.length - 1].querySelector('h3').textContent};
+  });
+  summary.board_heights = {};
+  for (const width of [1280, 1440, 1920]) {
+    await page.setViewportSize({width, height: 900});
+    await page.waitForTimeout(500);
+    const wide = await page.evaluate(() => document.documentElement.scrollWidth);
+    expect(wide <= width, `at ${width} px the page is ${wide} px wide`);
+    const heat = await heatmapFits();
+    expect(heat.cut.length === 0 && heat.fits, `at ${width} px the heatmap cuts ${heat.cut.slice(0, 5)} or clips ${heat.last}`);
+    summary.board_heights[width] = await page.evaluate(() => document.documentElement.scrollHeight);
+    await page.screenshot({path: `${out}/board-${width}.png`, fullPage: true});
+  }
+  await page.setViewportSize({width: 1440, height: 900});
   await page.check('#attack-gaps');
   const all = api.tactics.reduce((n, t) => n + t.techniques.length, 0);
   expect(await page.locator('#attack-matrix .cell').count() === all, 'not every technique drawn');
@@ -320,6 +401,23 @@ try {
   expect((await page.locator('#entity-title').textContent()).includes(explored.entity.value), 'another entity shown');
   expect(await page.locator('#entity-event-rows tr').count() === Math.min(100, explored.events.length), 'events missing');
   await page.waitForSelector('#entity-warmup');
+  // Issue 50, item 7: the graph has room (it was about 235 px) and its names do not overlap.
+  const graphShapeOf = () => page.evaluate(() => {
+    const cy = document.getElementById('entity-graph').cytoscape;
+    const boxes = cy.nodes('.entity').map((n) => n.renderedBoundingBox({includeLabels: true}));
+    let overlapping = 0;
+    for (let i = 0; i < boxes.length; i++) {
+      for (let j = i + 1; j < boxes.length; j++) {
+        const a = boxes[i];
+        const b = boxes[j];
+        if (a.x1 < b.x2 && b.x1 < a.x2 && a.y1 < b.y2 && b.y1 < a.y2) overlapping += 1;
+      }
+    }
+    return {height: document.getElementById('entity-graph').clientHeight, nodes: boxes.length, overlapping};
+  });
+  const graphShape = await graphShapeOf();
+  expect(graphShape.height >= 360, `the graph is ${graphShape.height} px high`);
+  expect(graphShape.overlapping === 0, `names overlap in the graph: ${JSON.stringify(graphShape)}`);
   const neighbour = explored.related_entities[0];
   const graphBox = await page.locator('#entity-graph').boundingBox();
   const nodeAt = await page.evaluate((id) => document.getElementById('entity-graph').cytoscape.getElementById(id)
@@ -329,6 +427,9 @@ try {
   expect(page.url().endsWith(`#/entities/${neighbour.uuid}`), `after the click the address is ${page.url()}`);
   const drawn = await page.evaluate(() => document.getElementById('entity-graph').cytoscape.nodes().length);
   expect(drawn > explored.related_entities.length, `the graph did not keep growing (${drawn} nodes)`);
+  // Grown by the neighbour's entities and alerts, its names still clear of each other.
+  summary.entity_graph = await graphShapeOf();
+  expect(summary.entity_graph.overlapping === 0, `names overlap in the grown graph: ${JSON.stringify(summary.entity_graph)}`);
   await page.reload();
   await page.waitForFunction((v) => (document.getElementById('entity-title') || {}).textContent?.includes(v), neighbour.value);
   // The warmed-up account (ten days of business-hours logins sent before the page opened).
@@ -411,6 +512,25 @@ try {
   await page.click('#tab-monitor');
   expect(!(await page.locator('#alert-rows').textContent()).includes('SSH Failed Password'),
     'a signal reached the alert feed');
+
+  // Issue 50, item 7: a filter shows the newest stored events it selects at once, though no new
+  // one comes (carol's logins are days old), and a filter nothing matches names this service's
+  // inputs as configured, not the default ports.
+  const carol = (await (await fetch(`${base}/api/v1/entities/search?q=carol`)).json()).items[0];
+  await page.fill('#event-entity', carol.uuid);
+  await page.click('#events form button[type=submit]');
+  await page.waitForFunction(() => document.querySelectorAll('#event-rows tr').length >= 10);
+  const backfilled = await page.locator('#event-rows .message').allTextContents();
+  expect(backfilled.every((m) => m.includes('carol')), `the backfill is not carol's: ${backfilled.slice(0, 3)}`);
+  summary.backfilled = backfilled.length;
+  await page.fill('#event-entity', '00000000-0000-5000-8000-000000000000');
+  await page.click('#events form button[type=submit]');
+  const inputs = (await (await fetch(`${base}/api/v1/config`)).json()).inputs;
+  await page.waitForFunction((addr) => document.getElementById('event-summary').textContent.includes(addr),
+    inputs.syslog_tcp.address);
+  const hint = await page.locator('#event-summary').textContent();
+  expect(!hint.includes('5514') && !hint.includes('5515'), `the hint names default ports: ${hint}`);
+  await page.fill('#event-entity', '');
 
   // Filter the stream on the server: only high and critical events from now on. A first filter
   // (low and up) goes in the same instant, before any acknowledgement: the server applies it and

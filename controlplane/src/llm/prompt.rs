@@ -35,7 +35,7 @@ pub fn explanation(alert: &Alert, events: &[Event], max_chars: usize) -> Prompt 
         t,
         "Type: {}; detector: {}; severity {}/5; score {:.3} against threshold {:.3}; seen {} time(s)",
         alert.alert_type.name(),
-        alert.detector,
+        fence_safe(&alert.detector_label()),
         alert.severity,
         alert.score,
         alert.threshold,

@@ -51,6 +51,9 @@ pub struct Pattern {
     pub alert_type: AlertType,
     /// The detector or rule that raised them.
     pub detector: String,
+    /// Its name for people (a rule's title).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub detector_name: String,
     /// Log source of their triggering events.
     pub source: String,
     /// Template of their triggering events (16 hex digits), when known.
@@ -142,6 +145,7 @@ pub fn patterns(
             pattern_key: key,
             alert_type: alert.alert_type,
             detector: alert.detector.clone(),
+            detector_name: alert.detector_name.clone(),
             source: alert.source.clone(),
             template_id: template_id.clone(),
             template,
@@ -209,7 +213,11 @@ pub fn draft_prompt(
         pattern.pattern_key,
         pattern.tp_count,
         pattern.alert_type.name(),
-        pattern.detector,
+        fence_safe(&if pattern.detector_name.is_empty() {
+            pattern.detector.clone()
+        } else {
+            format!("{} ({})", pattern.detector_name, pattern.detector)
+        }),
         pattern.source,
         fence_safe(&pattern.title)
     );

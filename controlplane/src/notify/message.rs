@@ -79,7 +79,7 @@ fn line(alert: &Alert) -> String {
         severity_name(alert.severity),
         alert.title,
         alert.alert_type.name(),
-        alert.detector
+        alert.detector_label()
     );
     let e = entity(alert);
     if !e.is_empty() {
@@ -128,7 +128,7 @@ fn facts(a: &Alert) -> Vec<(&'static str, String)> {
     let mut f = vec![
         ("Severity", severity_name(a.severity).to_string()),
         ("Type", a.alert_type.name().to_string()),
-        ("Detector", a.detector.clone()),
+        ("Detector", a.detector_label()),
         ("Source", a.source.clone()),
         ("First seen", time(a.first_seen_ns)),
         ("Alert id", a.id.clone()),

@@ -74,8 +74,11 @@ mod tests {
             per_seconds: 60,
         });
         let t0 = Instant::now();
-        let a: Option<IpAddr> = Some("10.0.0.1".parse().unwrap());
-        let b: Option<IpAddr> = Some("10.0.0.2".parse().unwrap());
+        let client = |ip: &str| Client {
+            addr: Some(ip.parse::<IpAddr>().unwrap()),
+            page: false,
+        };
+        let (a, b) = (client("10.0.0.1"), client("10.0.0.2"));
         for _ in 0..10 {
             assert_eq!(l.check(a, t0), Ok(()));
         }

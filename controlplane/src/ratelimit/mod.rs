@@ -12,7 +12,12 @@
 //! (bounded by `ws_max_connections`).
 //!
 //! The client is the peer address, or with `api_trust_proxy_headers` the last address of
-//! `X-Forwarded-For` (the one the trusted proxy appended; earlier ones are the client's own word).
+//! `X-Forwarded-For` (the one the trusted proxy appended; earlier ones are the client's own word),
+//! and whether the request comes from the dashboard page (the browser's `Sec-Fetch-Site:
+//! same-origin`): a dashboard and a script behind one SSH tunnel share the address 127.0.0.1, and
+//! one budget made them throttle each other (a script's 61st `/alerts` call in a minute answered
+//! 429 while an analyst's board was open). The split is safe: a script that claims to be a page
+//! gains one more budget, never more than two per address.
 //! With `api_rate_limit_store_url` the allowance lives in Redis and holds across instances
 //! ([`store`]); otherwise, and while the store is unreachable, in the process ([`gcra`]).
 
@@ -33,8 +38,15 @@ use store::SharedStore;
 use watchpost_proto::config::{ConfigError, ConfigProblem};
 use watchpost_proto::{ParseError, RateLimit};
 
-/// Who a request is counted against: an address, or `None` when unknown.
-pub type Client = Option<IpAddr>;
+/// Who a request is counted against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Client {
+    /// The address; `None` when unknown.
+    pub addr: Option<IpAddr>,
+    /// A request of a page served by this API (the dashboard), counted apart from the
+    /// address's other clients.
+    pub page: bool,
+}
 
 /// The three families.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -141,9 +153,10 @@ impl RateLimits {
     pub async fn check(&self, family: Family, client: Client) -> Result<(), u64> {
         let limit = self.family(family);
         if let Some(store) = &self.store {
-            let key = match client {
-                Some(ip) => format!("watchpost:rl:{}:{ip}", family.name()),
-                None => format!("watchpost:rl:{}:unknown", family.name()),
+            let page = if client.page { ":page" } else { "" };
+            let key = match client.addr {
+                Some(ip) => format!("watchpost:rl:{}:{ip}{page}", family.name()),
+                None => format!("watchpost:rl:{}:unknown{page}", family.name()),
             };
             if let Some(answer) = store
                 .check(&key, limit.local.interval(), limit.local.burst())
@@ -158,12 +171,14 @@ impl RateLimits {
     /// The client of a request: the peer, or the proxy's last `X-Forwarded-For` entry when
     /// proxy headers are trusted.
     pub fn client(&self, headers: &HeaderMap, peer: Option<SocketAddr>) -> Client {
-        if self.trust_proxy
-            && let Some(ip) = forwarded_for(headers)
-        {
-            return Some(ip);
-        }
-        peer.map(|p| p.ip())
+        let page = headers
+            .get("sec-fetch-site")
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"same-origin"));
+        let addr = match self.trust_proxy.then(|| forwarded_for(headers)).flatten() {
+            Some(ip) => Some(ip),
+            None => peer.map(|p| p.ip()),
+        };
+        Client { addr, page }
     }
 
     /// The 429 answer.
@@ -232,6 +247,41 @@ pub async fn coverage(State(limits): State<Arc<RateLimits>>, req: Request, next:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 50, item 10: a dashboard and a script behind one SSH tunnel (both 127.0.0.1)
+    /// throttled each other.
+    #[test]
+    fn the_page_and_a_script_on_one_address_have_a_budget_each_and_no_more() {
+        let limits = RateLimits::from_config(&watchpost_proto::Config {
+            api_list_rate_limit: "3/minute".into(),
+            ..watchpost_proto::Config::default()
+        })
+        .unwrap();
+        let peer: Option<SocketAddr> = Some("127.0.0.1:50000".parse().unwrap());
+        let script = limits.client(&HeaderMap::new(), peer);
+        let mut page_headers = HeaderMap::new();
+        page_headers.insert("sec-fetch-site", "same-origin".parse().unwrap());
+        let page = limits.client(&page_headers, peer);
+        assert_ne!(script, page);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            for _ in 0..3 {
+                assert!(limits.check(Family::List, script).await.is_ok());
+            }
+            assert!(limits.check(Family::List, script).await.is_err());
+            // The page's budget is its own...
+            for _ in 0..3 {
+                assert!(limits.check(Family::List, page).await.is_ok());
+            }
+            assert!(limits.check(Family::List, page).await.is_err());
+            // ...and another connection of either is the same client.
+            let other_port: Option<SocketAddr> = Some("127.0.0.1:50001".parse().unwrap());
+            let again = limits.client(&page_headers, other_port);
+            assert!(limits.check(Family::List, again).await.is_err());
+        });
+    }
 
     #[test]
     fn the_proxy_entry_is_the_last_one() {

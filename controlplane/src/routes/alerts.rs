@@ -14,9 +14,9 @@ use watchpost_proto::{
     Alert, AlertType, CloseReason, EntityKind, Event, Feedback, ListMeta, ListResponse,
     TriageStatus, Uuid, Verdict, entity_uuid_of, now_ns,
 };
-use watchpost_store::{AlertQuery, Store, StoreError, TriageError, TriageUpdate};
+use watchpost_store::{AlertOrder, AlertQuery, Store, StoreError, TriageError, TriageUpdate};
 
-/// The listing's parameters; paging last, so that bulk triage takes the rest.
+/// The listing's parameters; order and paging last, so that bulk triage takes the rest.
 const PARAMS: &[&str] = &[
     "since",
     "until",
@@ -29,6 +29,7 @@ const PARAMS: &[&str] = &[
     "technique",
     "status",
     "assignee",
+    "sort",
     "page",
     "limit",
 ];
@@ -44,11 +45,13 @@ const SIGNAL_PARAMS: &[&str] = &[
     "dedup_key",
     "tactic",
     "technique",
+    "sort",
     "page",
     "limit",
 ];
 
-/// `GET /signals`: newest first, with the alert listing's filters (docs/risk.md).
+/// `GET /signals`: latest activity first (or `sort=first_seen`), with the alert listing's
+/// filters (docs/risk.md).
 pub async fn signals(
     State(st): State<AppState>,
     RawQuery(raw): RawQuery,
@@ -88,15 +91,16 @@ pub async fn signal(
     .ok_or_else(|| ApiError::not_found(format!("no signal {id}")))
 }
 
-/// The filters of a bulk change: the listing's, without paging.
-const BULK_PARAMS: &[&str] = PARAMS.split_at(PARAMS.len() - 2).0;
+/// The filters of a bulk change: the listing's, without order and paging (neither selects
+/// anything, so neither may stand for the one filter a bulk change needs).
+const BULK_PARAMS: &[&str] = PARAMS.split_at(PARAMS.len() - 3).0;
 
 /// Most alerts one bulk change touches; a filter that selects more changes the newest this many
 /// and says so (`truncated`), and the same call again takes the next ones when the change moves
 /// them out of the filter (a `status=open` filter with a close, say).
 const BULK_MAX: u32 = 10_000;
 
-/// Newest alerts first, filtered.
+/// Alerts, latest activity first (or newest first with `sort=first_seen`), filtered.
 pub async fn list(
     State(st): State<AppState>,
     RawQuery(raw): RawQuery,
@@ -120,7 +124,7 @@ async fn records(
     };
     let entity = p.text("entity", 256)?;
     let store = st.store.clone();
-    let (page, limit) = (q.page, q.limit);
+    let (page, limit, order) = (q.page, q.limit, q.order);
     let found = tokio::task::spawn_blocking(move || {
         let mut q = q;
         if let Some(e) = entity {
@@ -138,6 +142,7 @@ async fn records(
         items: found.items,
         meta: ListMeta {
             total_exact: found.total_exact,
+            sort: Some(order.name().to_string()),
             ..ListMeta::exact(found.total, page, limit)
         },
     }))
@@ -170,6 +175,17 @@ fn filters(p: &Params) -> Result<AlertQuery, ApiError> {
         },
         assignee: p.text("assignee", MAX_ASSIGNEE_CHARS)?,
         without_triage: false,
+        order: match p.get("sort") {
+            // Latest activity first: the order of the Time column a feed shows, and the one in
+            // which a repeating alert rises.
+            None => AlertOrder::LastSeen,
+            Some(s) => AlertOrder::parse(s).ok_or_else(|| {
+                ApiError::invalid_parameter(
+                    "sort",
+                    format!("`{s}` is not one of last_seen, first_seen"),
+                )
+            })?,
+        },
         page: 1,
         limit: 1,
     };
@@ -223,6 +239,8 @@ pub async fn patch_many(
     let q = AlertQuery {
         page: 1,
         limit: BULK_MAX,
+        // The newest 10,000 by first event, whatever their activity since.
+        order: AlertOrder::FirstSeen,
         ..filters(&p)?
     };
     let entity = p.text("entity", 256)?;
@@ -425,8 +443,14 @@ pub fn entity_uuids(value: &str) -> Vec<Uuid> {
         .collect()
 }
 
-/// Fills entity names the detector left empty (it carries UUIDs only) from the entity table.
+/// Fills entity names the detector left empty (it carries UUIDs only) from the entity table,
+/// and a built-in detector's name on an alert stored before alerts carried it.
 pub fn resolve_names(store: &Store, alert: &mut Alert) -> Result<(), StoreError> {
+    if alert.detector_name.is_empty()
+        && let Some(name) = watchpost_proto::builtin_detector_name(&alert.detector)
+    {
+        alert.detector_name = name;
+    }
     for e in alert
         .entity
         .iter_mut()
@@ -522,6 +546,21 @@ pub(crate) struct FeedbackBody {
     #[serde(default)]
     #[schemars(length(min = 1, max = 64))]
     origin: Option<String>,
+    /// Who gives it (free text, 1 to 64 characters, as a triage assignee). Feedback is
+    /// idempotent per alert and sender: the analyst, or without one the origin.
+    #[serde(default)]
+    #[schemars(length(min = 1, max = 64))]
+    analyst: Option<String>,
+}
+
+/// The answer to feedback that repeats the sender's latest verdict on the alert: nothing was
+/// recorded and no threshold moved.
+#[derive(Serialize, schemars::JsonSchema)]
+pub(crate) struct FeedbackRepeat {
+    /// Always false.
+    pub recorded: bool,
+    /// Why.
+    pub message: String,
 }
 
 /// Longest note kept.
@@ -529,12 +568,14 @@ const MAX_NOTE_CHARS: usize = 4096;
 /// Longest origin.
 const MAX_ORIGIN_CHARS: usize = 64;
 
-/// Records a verdict and moves the threshold that raised the alert; 204.
+/// Records a verdict and moves the threshold that raised the alert; 204. The sender's latest
+/// verdict on the alert again (a double click, a retry) records nothing and moves nothing: 200
+/// with a [`FeedbackRepeat`].
 pub async fn post_feedback(
     State(st): State<AppState>,
     Path(id): Path<String>,
     body: Body,
-) -> Result<StatusCode, ApiError> {
+) -> Result<axum::response::Response, ApiError> {
     let bytes = read_body(body, st.config.api_max_body_bytes).await?;
     let store = st.store.clone();
     let alert = {
@@ -572,23 +613,47 @@ pub async fn post_feedback(
             format!("1 to {MAX_ORIGIN_CHARS} characters"),
         ));
     }
+    let analyst = body.analyst;
+    if analyst
+        .as_ref()
+        .is_some_and(|a| a.trim().is_empty() || a.chars().count() > MAX_ORIGIN_CHARS)
+    {
+        return Err(ApiError::invalid_body(
+            "analyst",
+            format!("1 to {MAX_ORIGIN_CHARS} characters"),
+        ));
+    }
     let detect = st.detect.clone();
-    tokio::task::spawn_blocking(move || {
-        let change = detect.and_then(|d| d.feedback(&alert, verdict));
-        let entry = Feedback {
+    let recorded = tokio::task::spawn_blocking(move || {
+        let probe = Feedback {
             alert_id: alert.id.clone(),
             feedback: verdict,
             note,
             origin,
+            analyst,
             created_ns: now_ns(),
-            threshold_change: change,
+            threshold_change: None,
         };
-        store.put_feedback(&entry)
+        store.record_feedback(&probe.clone(), move || Feedback {
+            // Moved only for a verdict that is recorded.
+            threshold_change: detect.and_then(|d| d.feedback(&alert, verdict)),
+            ..probe
+        })
     })
     .await
     .map_err(ApiError::internal)?
     .map_err(|e| ApiError::unsaved("the feedback", e))?;
-    Ok(StatusCode::NO_CONTENT)
+    use axum::response::IntoResponse;
+    Ok(match recorded {
+        Some(_) => StatusCode::NO_CONTENT.into_response(),
+        None => Json(FeedbackRepeat {
+            recorded: false,
+            message: "this sender's latest verdict on the alert is already this one: nothing \
+                      recorded, no threshold moved"
+                .into(),
+        })
+        .into_response(),
+    })
 }
 
 /// Feedback on one alert, newest first.

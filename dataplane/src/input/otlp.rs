@@ -4,7 +4,7 @@
 //! event is (docs/otlp.md).
 //!
 //! A record becomes the fields the JSON normaliser already knows (`@timestamp`, `message`,
-//! `service.name`, `host.name`, `event.severity`, `log.level`, `trace.id`, `span.id`,
+//! `service.name`, `host.name`, `watchpost.severity`, `log.level`, `trace.id`, `span.id`,
 //! `log.logger`), plus every resource and record attribute under its own name, so entities are
 //! extracted as for any JSON event (`user.name`, `source.ip`, `client.address`...).
 
@@ -182,8 +182,10 @@ fn event_of(
     if !message.is_empty() {
         e.insert("message".into(), message.into());
     }
+    // On Watchpost's scale, under the one name the normaliser reads on that scale: an
+    // `event.severity` is on its source's own (docs/event.md, "Severity").
     if let Some(sev) = severity(record.severity_number) {
-        e.insert("event.severity".into(), sev.into());
+        e.insert("watchpost.severity".into(), sev.into());
     }
     if !record.severity_text.is_empty() {
         e.insert("log.level".into(), record.severity_text.clone().into());
@@ -716,7 +718,7 @@ mod tests {
         assert_eq!(e["message"], "login failed for root");
         assert_eq!(e["service.name"], "checkout");
         assert_eq!(e["host.name"], "web-07");
-        assert_eq!(e["event.severity"], 3);
+        assert_eq!(e["watchpost.severity"], 3);
         assert_eq!(e["log.level"], "WARN");
         assert_eq!(e["trace.id"], "0102030405060708090a0b0c0d0e0f10");
         assert_eq!(e["span.id"], "0102030405060708");
@@ -754,7 +756,7 @@ mod tests {
         assert_eq!(e["blob"], "AAEC");
         assert_eq!(e["tags"], serde_json::json!(["a", true]));
         assert_eq!(e["@timestamp"], "2023-11-14T22:13:20.000000000Z");
-        assert!(e.get("event.severity").is_none());
+        assert!(e.get("watchpost.severity").is_none());
     }
 
     #[test]
@@ -850,7 +852,10 @@ mod tests {
                 .unwrap()
                 .lines,
         );
-        assert_eq!(e["event.severity"], 3);
+        // The record's own severity on Watchpost's scale; the attribute stays as sent, on its
+        // source's scale.
+        assert_eq!(e["watchpost.severity"], 3);
+        assert_eq!(e["event.severity"], 30);
         assert_eq!(e["message"], "login failed for root");
         let keys: Vec<&String> = e.as_object().unwrap().keys().collect();
         assert_eq!(keys[0], "@timestamp", "mapped fields first: {keys:?}");

@@ -1,5 +1,5 @@
 //! The service configuration: every key of the specification with its default, plus Watchpost's
-//! own `[dataplane]`, `[storage]`, `[inputs]` and `[templates]` tables.
+//! own `[dataplane]`, `[storage]`, `[inputs]`, `[templates]` and `[severity]` tables.
 //!
 //! One TOML file (`--config PATH`); no file means every default, so a fresh checkout runs with no
 //! set-up. Unknown keys are errors rather than warnings: a misspelt key silently ignored is a
@@ -17,8 +17,10 @@ mod llm;
 mod notifications;
 mod problems;
 mod rate_limit;
+mod read;
 mod secret;
 mod service;
+mod severity;
 mod storage;
 mod templates;
 #[cfg(test)]
@@ -33,11 +35,12 @@ pub use notifications::{CHANNEL_KINDS, NotificationChannel};
 pub use problems::{ConfigError, ConfigProblem};
 pub use rate_limit::RateLimit;
 pub use secret::Secret;
+pub use severity::SeverityConfig;
 pub use storage::StorageConfig;
 pub use templates::{MaskConfig, TemplatesConfig};
 pub use ueba::{SubScoreWeights, UebaConfig};
 
-use problems::{Problems, clipped_lines};
+use problems::Problems;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -127,6 +130,8 @@ pub struct Config {
     pub inputs: InputsConfig,
     /// Template miner additions.
     pub templates: TemplatesConfig,
+    /// Which scale each source's numeric severities are on.
+    pub severity: SeverityConfig,
     /// Channels alerts are sent out on (`[[notifications]]`, docs/notifications.md).
     pub notifications: Vec<NotificationChannel>,
 }
@@ -168,19 +173,19 @@ impl Default for Config {
             storage: StorageConfig::default(),
             inputs: InputsConfig::default(),
             templates: TemplatesConfig::default(),
+            severity: SeverityConfig::default(),
             notifications: Vec::new(),
         }
     }
 }
 
 impl Config {
-    /// Parses a TOML text and validates it. Nesting is bounded by the TOML library (80 levels of
-    /// arrays and tables); deeper is a parse error with its line and column, not a crash.
+    /// Parses a TOML text and validates it, reporting every problem of the file at once: each
+    /// syntax error, each unknown key (with the closest known one) and value of the wrong type
+    /// (with its line), and each value the checks refuse. Nesting is bounded by the TOML library
+    /// (80 levels of arrays and tables); deeper is a parse error with its line and column.
     pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
-        let config: Config = toml::from_str(text)
-            .map_err(|e| ConfigError::one("(file)", clipped_lines(e.to_string().trim_end())))?;
-        config.validate()?;
-        Ok(config)
+        read::read(text)
     }
 
     /// Reads, parses and validates a file; `None` gives the defaults.
@@ -301,6 +306,7 @@ impl Config {
         storage::check(self, &mut problems);
         inputs::check(self, &mut problems);
         templates::check(self, &mut problems);
+        severity::check(self, &mut problems);
         notifications::check(self, &mut problems);
         problems.finish()
     }

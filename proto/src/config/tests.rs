@@ -168,15 +168,12 @@ fn nested_values_are_parse_errors_with_their_place_and_short_lines() {
     let got = problems(&nested(70));
     assert_eq!(got.len(), 1, "{got:?}");
     assert!(
-        got[0].starts_with("(file): TOML parse error at line 2"),
-        "{got:?}"
-    );
-    assert!(
-        got[0].contains("expected u32"),
+        got[0].starts_with("dashboard_port: line 2: an array is not an integer from 0 to"),
         "within the bound it parses: {got:?}"
     );
+    assert!(got[0].contains("line 2: "), "{got:?}");
     let got = problems(&nested(100_000));
-    assert_eq!(got.len(), 1);
+    assert!(got[0].starts_with("(file): TOML parse error"), "{got:?}");
     assert!(got[0].contains("max recursion depth"), "{}", &got[0][..300]);
     assert!(
         got[0].lines().all(|l| l.chars().count() <= 201),
@@ -217,6 +214,80 @@ fn every_problem_is_reported_at_once() {
 fn wrong_types_are_reported_with_their_line() {
     let got = problems("[storage]\nretention_days = \"forever\"\n");
     assert!(got[0].contains("line 2"), "{got:?}");
+}
+
+/// Issue 50, item 8: `config check` stopped at the first syntax or type error, cut the list of
+/// valid keys mid-word ("api_trust_proxy_he...") and had no "did you mean" for `warmup_dayz`.
+#[test]
+fn syntax_type_and_key_errors_are_all_reported_with_the_closest_key_and_every_valid_one() {
+    let got = problems(concat!(
+        "dashboard_port = \"eighty\"\n",
+        "api_trust_proxy_headrs = true\n",
+        "log_level = \"info\"\n",
+        "[ueba]\n",
+        "warmup_dayz = 3\n",
+        "ema_alpha = \"fast\"\n",
+        "[storage]\n",
+        "retention_days = -1\n",
+        "retention_days = 5\n",
+    ));
+    // The duplicate key is a syntax error; the walk still reports every key and type problem.
+    assert!(
+        got.iter()
+            .any(|g| g.starts_with("(file): TOML parse error")),
+        "{got:#?}"
+    );
+    let find = |key: &str| {
+        got.iter()
+            .find(|g| g.starts_with(&format!("{key}: ")))
+            .unwrap_or_else(|| panic!("no problem for {key}: {got:#?}"))
+            .clone()
+    };
+    let port = find("dashboard_port");
+    assert!(
+        port.starts_with("dashboard_port: line 1: the string \"eighty\" is not an integer"),
+        "{port}"
+    );
+    let proxy = find("api_trust_proxy_headrs");
+    assert!(
+        proxy.contains("did you mean `api_trust_proxy_headers`?"),
+        "{proxy}"
+    );
+    // Every key of the table, none cut.
+    for key in [
+        "dashboard_port",
+        "api_trust_proxy_headers",
+        "ws_frame_max_bytes",
+        "log_level",
+    ] {
+        assert!(proxy.contains(key), "{key} missing from {proxy}");
+    }
+    let warmup = find("ueba.warmup_dayz");
+    assert!(warmup.contains("did you mean `warmup_days`?"), "{warmup}");
+    assert!(warmup.starts_with("ueba.warmup_dayz: line 5: "), "{warmup}");
+    assert!(find("ueba.ema_alpha").contains("is not a number"));
+    assert!(find("storage.retention_days").contains("the integer -1 is not an integer from 0"));
+
+    // Without the syntax error, the values that are fine are checked too, in the same pass.
+    let got = problems(concat!(
+        "warmup_days = 3\n",
+        "dashboard_port = 70000\n",
+        "[ueba]\n",
+        "warmup_dayz = 3\n",
+    ));
+    assert_eq!(got.len(), 3, "{got:#?}");
+    assert!(
+        got[0].starts_with("warmup_days: line 1: unknown key; `ueba.warmup_days` is a key"),
+        "{got:#?}"
+    );
+    assert!(
+        got[1].starts_with("ueba.warmup_dayz: line 4: unknown key; did you mean"),
+        "{got:#?}"
+    );
+    assert!(
+        got[2].starts_with("dashboard_port: port 70000 is out of range"),
+        "{got:#?}"
+    );
 }
 
 #[test]
