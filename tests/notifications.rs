@@ -468,7 +468,15 @@ fn an_alert_is_mailed_through_starttls_and_auth_and_a_wrong_password_is_reported
         "{message}"
     );
     assert!(message.contains("Subject: Watchpost low:"), "{message}");
-    assert!(message.contains(&format!("Detector: {RULE}")), "{message}");
+    // Quoted-printable wraps long lines with a soft break (`=` at the end of a line).
+    let unfolded = message.replace("=\n", "").replace("=\r\n", "");
+    assert!(
+        unfolded.contains(&format!(
+            "Detector: SSH Login Attempt for Non-Existent User ({RULE})"
+        )),
+        "{message}"
+    );
+    assert!(unfolded.contains("Entity: user oracle"), "{message}");
     let delivery = message
         .lines()
         .find_map(|l| l.strip_prefix("Delivery id: "))

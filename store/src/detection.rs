@@ -426,6 +426,30 @@ impl Store {
         Ok(written)
     }
 
+    /// Fills in what the detector leaves out of an alert (it carries entity UUIDs, not names):
+    /// each entity's name from the entity table, and a built-in detector's name on an alert
+    /// stored before alerts carried it. Whatever shows an alert (the API, the stream, a
+    /// notification) reads it through this.
+    pub fn name_alert(&self, alert: &mut Alert) -> Result<(), StoreError> {
+        if alert.detector_name.is_empty()
+            && let Some(name) = watchpost_proto::builtin_detector_name(&alert.detector)
+        {
+            alert.detector_name = name;
+        }
+        for e in alert
+            .entity
+            .iter_mut()
+            .chain(alert.related_entities.iter_mut())
+        {
+            if e.value.is_empty()
+                && let Some((_, _, name)) = self.entity(e.uuid.as_bytes())?
+            {
+                e.value = name;
+            }
+        }
+        Ok(())
+    }
+
     /// One signal; `None` when there is none. A read that fails is an error (and counted).
     pub fn signal(&self, id: &str) -> Result<Option<Alert>, StoreError> {
         let Some(key) = alert_key(id) else {

@@ -388,7 +388,10 @@ impl Channel {
             let mut gone = Vec::new();
             for k in keys {
                 match store.alert(&watchpost_store::alert_id(&k))? {
-                    Some(a) => {
+                    Some(mut a) => {
+                        // Sent with its entities' names, as the API shows it ("Entity: user
+                        // alice", not "Entity: user").
+                        store.name_alert(&mut a)?;
                         batch.alerts.push(a);
                         batch.keys.push(k);
                     }

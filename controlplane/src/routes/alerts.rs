@@ -446,23 +446,7 @@ pub fn entity_uuids(value: &str) -> Vec<Uuid> {
 /// Fills entity names the detector left empty (it carries UUIDs only) from the entity table,
 /// and a built-in detector's name on an alert stored before alerts carried it.
 pub fn resolve_names(store: &Store, alert: &mut Alert) -> Result<(), StoreError> {
-    if alert.detector_name.is_empty()
-        && let Some(name) = watchpost_proto::builtin_detector_name(&alert.detector)
-    {
-        alert.detector_name = name;
-    }
-    for e in alert
-        .entity
-        .iter_mut()
-        .chain(alert.related_entities.iter_mut())
-    {
-        if e.value.is_empty()
-            && let Some((_, _, name)) = store.entity(e.uuid.as_bytes())?
-        {
-            e.value = name;
-        }
-    }
-    Ok(())
+    store.name_alert(alert)
 }
 
 /// An alert with its contributing events.
