@@ -1175,9 +1175,8 @@ mod tests {
     use super::*;
     use crate::{LineMeta, MinerConfig};
 
-    /// The UEBA types of the users of one normalised line, by role name.
-    fn scored_users(line: &str, format: Format) -> Vec<(&'static str, Option<UebaType>)> {
-        let mut n = Normalizer::new(TemplateMiner::new(&MinerConfig::default()).unwrap());
+    /// Normalises `line` as one taken in by `input` at a fixed time.
+    fn push(n: &mut Normalizer, line: &str, input: InputId, format: Format) {
         let mut block = EncodedBlock::with_capacity(0, 16);
         let meta = LineMeta {
             start: 0,
@@ -1188,11 +1187,17 @@ mod tests {
         n.push_line(
             line.as_bytes(),
             &meta,
-            InputId::SyslogTcp,
+            input,
             format,
             &mut block,
             &mut Tally::default(),
         );
+    }
+
+    /// The UEBA types of the users of one normalised line, by role name.
+    fn scored_users(line: &str, format: Format) -> Vec<(&'static str, Option<UebaType>)> {
+        let mut n = Normalizer::new(TemplateMiner::new(&MinerConfig::default()).unwrap());
+        push(&mut n, line, InputId::SyslogTcp, format);
         let rec = n.detect_batch().records[0];
         rec.entities()
             .iter()
@@ -1205,22 +1210,8 @@ mod tests {
     fn severities(lines: &[&str], scales: &SeverityConfig) -> Vec<Severity> {
         let mut n = Normalizer::new(TemplateMiner::new(&MinerConfig::default()).unwrap());
         n.set_severity_scales(scales);
-        let mut block = EncodedBlock::with_capacity(0, 16);
         for line in lines {
-            let meta = LineMeta {
-                start: 0,
-                len: line.len() as u32,
-                received_ns: 1_795_255_200_000_000_000,
-                truncated: false,
-            };
-            n.push_line(
-                line.as_bytes(),
-                &meta,
-                InputId::JsonTcp,
-                Format::Auto,
-                &mut block,
-                &mut Tally::default(),
-            );
+            push(&mut n, line, InputId::JsonTcp, Format::Auto);
         }
         n.detect_batch()
             .records
