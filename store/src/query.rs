@@ -349,10 +349,21 @@ impl Plan<'_> {
                 &all
             }
         };
+        // Without a closer look, the block's matches are known from its summary (`count_here`)
+        // but not which events they are: with a severity filter, an event before the page is
+        // read to know whether it counts, and once the page is full the rest of the block's
+        // matches are added from the summary. (Counting every remaining event, whatever its
+        // severity, made `severity=5&limit=1` report 406 matches of 113.)
+        let mut matched_here = 0u64;
         for &pos in order.iter().rev() {
+            if !needs_look && !self.wants_page() {
+                self.total += count_here.saturating_sub(matched_here);
+                break;
+            }
             let in_page_range = self.total >= self.skip && self.wants_page();
-            if !needs_look && !in_page_range {
+            if !needs_look && !in_page_range && min_sev == 0 {
                 self.total += 1;
+                matched_here += 1;
                 continue;
             }
             let Some(ev) = reader.get(pos as usize) else {
@@ -365,6 +376,7 @@ impl Plan<'_> {
                 self.items.push(to_event(key, pos, ev));
             }
             self.total += 1;
+            matched_here += 1;
         }
         Ok(())
     }
