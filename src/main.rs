@@ -722,6 +722,7 @@ fn run(config: Option<PathBuf>) -> ExitCode {
         notifier.start();
     }
     let cfg_ingest_in_flight = cfg.api_ingest_max_in_flight;
+    let bodies = Arc::new(watchpost_controlplane::BodyGuard::new(&cfg));
     let cfg = Arc::new(cfg);
     let reloader = Arc::new(watchpost_controlplane::Reloader::new(
         config_path,
@@ -758,6 +759,7 @@ fn run(config: Option<PathBuf>) -> ExitCode {
         reloader,
         started: std::time::Instant::now(),
         ingest_permits: Arc::new(tokio::sync::Semaphore::new(cfg_ingest_in_flight as usize)),
+        bodies,
     };
     tracing::info!("API listening on http://{api_addr}/api/v1");
     let served = runtime.block_on(async move {

@@ -146,6 +146,22 @@ fn a_bad_exception_is_refused_naming_the_field_and_nothing_is_kept() {
         refused(r#"{"detector": "ueba:user", "reason": "r", "author": "ana", "colour": "red"}"#),
         "body"
     );
+    // Issue 51, item 7: every address is no condition (a global exception of it silenced
+    // everything), and text is one line (ESC and newlines wrote into terminals and logs).
+    assert_eq!(
+        refused(
+            r#"{"scope": "global", "reason": "r", "author": "ana", "conditions": {"source_cidrs": ["0.0.0.0/0", "::/0"]}}"#
+        ),
+        "conditions.source_cidrs"
+    );
+    assert_eq!(
+        refused(r#"{"detector": "ioc:*", "reason": "r", "author": "ana\u001b[2J"}"#),
+        "author"
+    );
+    assert_eq!(
+        refused(r#"{"detector": "ioc:*", "reason": "r\nFORGED", "author": "ana"}"#),
+        "reason"
+    );
     let (_, body) = http(api, "GET", "/api/v1/exceptions", "");
     assert_eq!(json(&body)["meta"]["total"], 0, "{body}");
     let (status, body) = http(api, "GET", "/api/v1/exceptions/not-a-uuid", "");

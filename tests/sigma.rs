@@ -428,3 +428,75 @@ fn custom_rules_are_bounded_per_rule_and_in_total_with_answers_that_name_the_bou
     );
     assert_eq!(e["max"], 65536, "{e}");
 }
+
+/// Issue 51, item 5 and 7: an id of 251 characters answered 500 ("File name too long"), `..`,
+/// `/`, NUL and newlines were accepted, and sanitising ids into file names made `a.b` and `a_b`
+/// one file (the second refused as "already loaded"); a rule of 9,900 `re` values was taken.
+#[test]
+fn uploaded_rule_ids_are_checked_their_files_never_collide_and_regex_heavy_rules_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let api = free_port();
+    let config = syslog_config(dir.path(), api, None, "");
+    let _svc = Service::start(dir.path(), &config, api);
+    let post = |yaml: &str| {
+        let body = serde_json::json!({"yaml": yaml}).to_string();
+        let (code, text) = http(api, "POST", "/api/v1/sigma/rules", &body);
+        (code, json(&text))
+    };
+    let rule = |id: &str| {
+        format!(
+            "title: Checked id\nid: {id}\nstatus: test\nlogsource:\n    product: linux\ndetection:\n    sel:\n        message|contains: canary-{}\n    condition: sel\nlevel: low\n",
+            id.len()
+        )
+    };
+    for bad in [
+        "\"a/b\"".to_string(),
+        "\"../escape\"".to_string(),
+        "\"a\\u0000b\"".to_string(),
+        "\"a\\nb\"".to_string(),
+        "x".repeat(251),
+    ] {
+        let (code, e) = post(&rule(&bad));
+        assert_eq!(
+            (code, e["error"].as_str(), e["line"].as_u64()),
+            (422, Some("invalid_rule"), Some(2)),
+            "{bad}: {e}"
+        );
+        assert!(e["message"].as_str().unwrap().starts_with("id "), "{e}");
+    }
+    // Ids that sanitising made one file name are two rules.
+    for id in ["a.b", "a_b", "a-b"] {
+        let (code, e) = post(&rule(id));
+        assert_eq!(code, 201, "{id}: {e}");
+    }
+    let (code, e) = post(&rule("a_b"));
+    assert_eq!(
+        (code, e["error"].as_str()),
+        (409, Some("rule_exists")),
+        "{e}"
+    );
+    for name in ["a.b.yml", "a_b.yml", "a-b.yml"] {
+        assert!(
+            dir.path().join("data/sigma-custom").join(name).is_file(),
+            "{name}"
+        );
+    }
+    // A rule compiling to more regular expressions than an upload may: refused, named.
+    let list: String = (0..1_001)
+        .map(|v| format!("            - 'canary-{v}-[0-9]+'\n"))
+        .collect();
+    let heavy = format!(
+        "title: Regex heavy\nid: regex-heavy\nstatus: test\nlogsource:\n    product: linux\ndetection:\n    sel:\n        message|re:\n{list}    condition: sel\nlevel: low\n"
+    );
+    let (code, e) = post(&heavy);
+    assert_eq!(
+        (code, e["error"].as_str()),
+        (422, Some("invalid_rule")),
+        "{e}"
+    );
+    let message = e["message"].as_str().unwrap();
+    assert!(
+        message.contains("regex-heavy") && message.contains("1001 regular expressions"),
+        "{message}"
+    );
+}

@@ -4,7 +4,8 @@
 //! the service *is* that page's origin, so CORS and the Origin checks see a same-origin request.
 //! Its `Host` header still carries the attacker's name, so a request is answered only when its
 //! `Host` is one of the listener's own names ([`AllowedHosts`]); anything else gets 421
-//! `host_not_allowed` (400 `host_missing` without a `Host`) before any route runs, the WebSocket
+//! `host_not_allowed` (400 `host_missing` without a `Host`, 400 `host_duplicate` with two)
+//! before any route runs, the WebSocket
 //! upgrade and the dashboard included.
 //! Refusals are counted (`/stats` `api.refused_host`, `watchpost_api_refused_host_total`).
 
@@ -41,7 +42,15 @@ pub async fn layer(State(guard): State<HostGuard>, req: Request, next: Next) -> 
         .headers()
         .get(header::HOST)
         .map(|h| h.to_str().unwrap_or("(not text)"));
+    let hosts = req.headers().get_all(header::HOST).iter().count();
     let refusal = match host {
+        // RFC 9112, 3.2: a request with more than one Host is answered 400. Reading the first
+        // would let a proxy that reads the last route it elsewhere than this check judged.
+        _ if hosts > 1 => Some(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "host_duplicate",
+            format!("the request has {hosts} Host headers; it must have one"),
+        )),
         Some(h) if guard.allowed.allows(h) => None,
         Some(h) => Some(ApiError::new(
             StatusCode::MISDIRECTED_REQUEST,

@@ -8,6 +8,7 @@
 //! Modules are private; what the binary and the tests use is re-exported here, in one list.
 #![deny(missing_docs)]
 
+mod body;
 mod browser;
 mod dashboard;
 mod error;
@@ -28,6 +29,7 @@ mod state;
 mod times;
 mod ws;
 
+pub use body::{BodyCounters, BodyFault, BodyGuard, Reservation};
 pub use dashboard::CSP;
 pub use error::ApiError;
 pub use hyper::Method;

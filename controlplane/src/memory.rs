@@ -43,9 +43,6 @@ const BASELINE_BYTES: u64 = 2_200;
 const UNWRITTEN_ALERT_BYTES: u64 = 8 << 10;
 /// Bytes of one open correlation group (keys, counts, distinct values kept).
 const CORRELATION_GROUP_BYTES: u64 = 512;
-/// Copies of an ingest body held while it is served: the body, and its lines framed into the
-/// spool record.
-const INGEST_BODY_COPIES: u64 = 2;
 
 /// The budget of `config`, largest part first.
 pub fn budget(config: &Config) -> Vec<BudgetPart> {
@@ -103,11 +100,11 @@ pub fn budget(config: &Config) -> Vec<BudgetPart> {
                 * (config.ws_queue_max_bytes + config.ws_frame_max_bytes),
         },
         BudgetPart {
-            part: "ingest bodies",
-            keys: "api_ingest_max_in_flight, api_max_body_bytes",
-            bytes: u64::from(config.api_ingest_max_in_flight)
-                * config.api_max_body_bytes
-                * INGEST_BODY_COPIES,
+            // Held by crate::body's budget: every route's bodies as they arrive, an ingest
+            // body's copy framed for the spool and its split, OTLP's decoding.
+            part: "request bodies",
+            keys: "api_body_memory_mb",
+            bytes: u64::from(config.api_body_memory_mb) * MIB,
         },
         BudgetPart {
             part: "custom rule text",

@@ -70,7 +70,12 @@ pub fn router(state: AppState) -> Router {
             state.config.clone(),
             browser::layer,
         ))
-        // Bodies are bounded by the ingest handler itself (api_max_body_bytes) with our error shape.
+        // Bodies are bounded by crate::body (per route, in time and in memory) and read by the
+        // handlers with the error shape.
+        .layer(axum::middleware::from_fn_with_state(
+            state.bodies.clone(),
+            crate::body::layer,
+        ))
         .layer(DefaultBodyLimit::disable())
         // Outermost: a request for another Host reaches nothing, not even CORS preflights.
         .layer(axum::middleware::from_fn_with_state(hosts, host::layer))

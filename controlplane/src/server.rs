@@ -286,7 +286,17 @@ struct ShapedErrors {
     /// The replacement being written, and how much of it is out.
     replacement: Option<(Vec<u8>, usize)>,
     counters: Arc<ConnectionCounters>,
+    /// A request declared a `Content-Length` hyper cannot hold (the two largest u64 values):
+    /// hyper answers those 431 as if the head were too large; the client is told 413.
+    declared_beyond_u64: bool,
+    /// The last bytes read, for a header split between two reads.
+    carry: [u8; CARRY],
+    carried: usize,
 }
+
+/// Bytes kept from one read to the next: a `Content-Length` header with its value and a little
+/// white space.
+const CARRY: usize = 48;
 
 impl ShapedErrors {
     fn new(inner: TcpStream, counters: Arc<ConnectionCounters>) -> ShapedErrors {
@@ -294,6 +304,9 @@ impl ShapedErrors {
             inner,
             replacement: None,
             counters,
+            declared_beyond_u64: false,
+            carry: [0; CARRY],
+            carried: 0,
         }
     }
 
@@ -316,8 +329,27 @@ impl ShapedErrors {
     }
 }
 
+/// Whether `read` holds a `Content-Length` header of 2^64-2 or 2^64-1, values hyper refuses
+/// with 431. Only these two: a shorter number is refused 413 by the body guard, a longer one 400
+/// by hyper.
+fn declares_beyond_u64(read: &[u8]) -> bool {
+    const DIGITS: &[u8] = b"1844674407370955161";
+    const NAME: &[u8] = b"content-length:";
+    memchr::memmem::find_iter(read, DIGITS).any(|at| {
+        let after = &read[at + DIGITS.len()..];
+        let last_digit = matches!(after.first(), Some(b'4' | b'5'));
+        let ends = !after.get(1).is_some_and(u8::is_ascii_digit);
+        let before = read[..at].trim_ascii_end();
+        last_digit
+            && ends
+            && before.len() >= NAME.len()
+            && before[before.len() - NAME.len()..].eq_ignore_ascii_case(NAME)
+    })
+}
+
 /// The API's answer in place of hyper's bare one, when `written` is hyper's.
-fn replacement_for(written: &[u8]) -> Option<Vec<u8>> {
+/// `declared_beyond_u64` turns hyper's 431 for such a length into 413.
+fn replacement_for(written: &[u8], declared_beyond_u64: bool) -> Option<Vec<u8>> {
     let head_end = written.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
     if head_end != written.len() || !written.starts_with(b"HTTP/1.") {
         return None;
@@ -328,6 +360,14 @@ fn replacement_for(written: &[u8]) -> Option<Vec<u8>> {
     }
     let status: u16 = head.get(9..12)?.parse().ok()?;
     let status = StatusCode::from_u16(status).ok()?;
+    if status == StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE && declared_beyond_u64 {
+        return Some(shaped_answer(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            "the request declares a Content-Length beyond what any route accepts",
+            None,
+        ));
+    }
     let (code, message) = match status {
         StatusCode::URI_TOO_LONG => (
             "uri_too_long",
@@ -353,7 +393,26 @@ impl AsyncRead for ShapedErrors {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_read(cx, buf)
+        let before = buf.filled().len();
+        let read = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let new = &buf.filled()[before..];
+        if !self.declared_beyond_u64 && !new.is_empty() {
+            // Where the last read ended (its tail and this read's start), then this read.
+            let mut seam = [0u8; 2 * CARRY];
+            let head = new.len().min(CARRY);
+            seam[..self.carried].copy_from_slice(&self.carry[..self.carried]);
+            seam[self.carried..self.carried + head].copy_from_slice(&new[..head]);
+            self.declared_beyond_u64 =
+                declares_beyond_u64(&seam[..self.carried + head]) || declares_beyond_u64(new);
+            // The carry becomes the last CARRY bytes of what was carried and this read.
+            let keep = new.len().min(CARRY);
+            let old = (CARRY - keep).min(self.carried);
+            let carried = self.carried;
+            self.carry.copy_within(carried - old..carried, 0);
+            self.carry[old..old + keep].copy_from_slice(&new[new.len() - keep..]);
+            self.carried = old + keep;
+        }
+        read
     }
 }
 
@@ -364,7 +423,7 @@ impl AsyncWrite for ShapedErrors {
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
         if self.replacement.is_none()
-            && let Some(answer) = replacement_for(buf)
+            && let Some(answer) = replacement_for(buf, self.declared_beyond_u64)
         {
             self.counters
                 .refused_malformed
@@ -416,7 +475,7 @@ mod tests {
     #[test]
     fn hypers_bare_answers_are_replaced_and_the_routers_are_not() {
         let bare = b"HTTP/1.1 414 URI Too Long\r\ncontent-length: 0\r\ndate: Fri, 27 Nov 2026 00:00:00 GMT\r\n\r\n";
-        let shaped = String::from_utf8(replacement_for(bare).unwrap()).unwrap();
+        let shaped = String::from_utf8(replacement_for(bare, false).unwrap()).unwrap();
         assert!(
             shaped.starts_with("HTTP/1.1 414 URI Too Long\r\n"),
             "{shaped}"
@@ -432,10 +491,35 @@ mod tests {
         assert!(shaped.contains(&format!("content-length: {}", body.len())));
 
         let ours = b"HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\nx-content-type-options: nosniff\r\ncontent-length: 0\r\n\r\n";
-        assert!(replacement_for(ours).is_none());
+        assert!(replacement_for(ours, false).is_none());
         let with_body = b"HTTP/1.1 400 Bad Request\r\ncontent-length: 5\r\n\r\nhello";
-        assert!(replacement_for(with_body).is_none());
+        assert!(replacement_for(with_body, false).is_none());
         let ok = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";
-        assert!(replacement_for(ok).is_none(), "only refusals are replaced");
+        assert!(
+            replacement_for(ok, false).is_none(),
+            "only refusals are replaced"
+        );
+    }
+
+    #[test]
+    fn a_content_length_hyper_cannot_hold_is_answered_413_not_431() {
+        let head = b"POST /api/v1/ingest HTTP/1.1\r\nHost: x\r\nContent-Length: 18446744073709551615\r\n\r\n";
+        assert!(declares_beyond_u64(head));
+        let lower = b"content-length:18446744073709551614\r\n";
+        assert!(declares_beyond_u64(lower));
+        assert!(!declares_beyond_u64(
+            b"Content-Length: 18446744073709551613\r\n"
+        ));
+        assert!(!declares_beyond_u64(
+            b"Content-Length: 184467440737095516150\r\n"
+        ));
+        assert!(!declares_beyond_u64(b"X-Id: 18446744073709551615\r\n"));
+
+        let bare = b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\n\r\n";
+        let shaped = String::from_utf8(replacement_for(bare, true).unwrap()).unwrap();
+        assert!(shaped.starts_with("HTTP/1.1 413 "), "{shaped}");
+        assert!(shaped.contains("payload_too_large"), "{shaped}");
+        let shaped = String::from_utf8(replacement_for(bare, false).unwrap()).unwrap();
+        assert!(shaped.starts_with("HTTP/1.1 431 "), "{shaped}");
     }
 }

@@ -42,9 +42,11 @@ pub struct AppState {
     pub reloader: Arc<crate::reload::Reloader>,
     /// When the API started.
     pub started: Instant,
-    /// One permit per ingest request being served (`api_ingest_max_in_flight`): what bounds the
-    /// ingest bodies in memory.
+    /// One permit per ingest request being served (`api_ingest_max_in_flight`).
     pub ingest_permits: Arc<tokio::sync::Semaphore>,
+    /// Every route's request bodies: their deadlines, their clients' slots and the memory they
+    /// hold (`crate::body`).
+    pub bodies: Arc<crate::body::BodyGuard>,
 }
 
 /// The stream's handler takes only the hub: the stream needs nothing else of the state, and so

@@ -349,8 +349,7 @@ impl Catalog {
     /// storing anything: dry runs.
     pub fn check_upload(&self, yaml: &str) -> Result<Rule, Error> {
         let rule = parse_rule(yaml).map_err(Error::InvalidRule)?;
-        self.admit(&self.read(), rule, yaml.len())
-            .map(|(rule, _)| rule)
+        self.admit(&self.read(), rule, yaml).map(|(rule, _)| rule)
     }
 
     /// How `rule` would be listed once uploaded.
@@ -371,24 +370,47 @@ impl Catalog {
     /// The checks of an uploaded rule against state `s`: the rule and the file it would be
     /// stored in. The rule is parsed before, outside the catalogue's lock: parsing a large rule
     /// takes a while, and matching and listing wait for the lock meanwhile.
-    fn admit(&self, s: &State, rule: Rule, yaml_len: usize) -> Result<(Rule, PathBuf), Error> {
+    fn admit(&self, s: &State, rule: Rule, yaml_text: &str) -> Result<(Rule, PathBuf), Error> {
+        let yaml_len = yaml_text.len();
+        if let Err(why) = check_rule_id(&rule.id) {
+            let pos = watchpost_rules::Pos {
+                line: rule_id_line(yaml_text).unwrap_or(1),
+                column: 1,
+            };
+            return Err(Error::InvalidRule(RuleError::at(
+                pos,
+                watchpost_rules::ErrorKind::Schema,
+                format!(
+                    "id {:?}: {why}",
+                    rule.id.chars().take(80).collect::<String>()
+                ),
+            )));
+        }
+        let regexes = rule.regex_values();
+        if regexes > watchpost_rules::MAX_UPLOAD_REGEX_VALUES {
+            return Err(Error::InvalidRule(RuleError::at(
+                watchpost_rules::Pos { line: 1, column: 1 },
+                watchpost_rules::ErrorKind::Value,
+                format!(
+                    "rule {} compiles to {regexes} regular expressions, more than an upload may \
+                     ({}): each costs memory and, on every event it is not ruled out for, time; \
+                     use `contains`, `startswith` or `endswith` lists, or split the rule",
+                    rule.id,
+                    watchpost_rules::MAX_UPLOAD_REGEX_VALUES
+                ),
+            )));
+        }
         let loaded = s.live().chain(&s.correlation).any(|e| e.rule.id == rule.id);
-        let name: String = rule
-            .id
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        let path = self.custom_dir.join(format!("{name}.yml"));
-        // Two ids can share a file name (`a/b` and `a_b`): the second is refused rather than
-        // replacing the first's file.
-        if loaded || path.exists() {
+        // A checked id is its own file name: two ids never share one (sanitising made `a/b`
+        // and `a_b` one file, refused as "already loaded" though no rule had that id).
+        let path = self.custom_dir.join(format!("{}.yml", rule.id));
+        if loaded {
             return Err(Error::RuleCollision(rule.id));
+        }
+        if path.exists() {
+            // A file of that name that did not load (a rule that failed to parse, a file put
+            // there by hand): not replaced by an upload.
+            return Err(Error::RuleFileTaken(path));
         }
         let (files, bytes) = custom_files(&self.custom_dir).map_err(Error::WriteRule)?;
         if files >= self.custom_max as usize {
@@ -431,7 +453,7 @@ impl Catalog {
         let _changing = self.changes.lock().unwrap_or_else(|p| p.into_inner());
         // Held across the check and the write: two uploads of one id cannot both pass.
         let mut s = self.write();
-        let (rule, path) = self.admit(&s, rule, yaml.len())?;
+        let (rule, path) = self.admit(&s, rule, yaml)?;
         // Written aside then renamed: a crash leaves the old state or the new, never half a file.
         let tmp = path.with_extension("yml.tmp");
         std::fs::write(&tmp, yaml)
@@ -502,6 +524,41 @@ fn saved_flag(store: Option<&Store>, e: &RuleEntry) -> Result<(), Error> {
         e.set_enabled(v == b"1");
     }
     Ok(())
+}
+
+/// Longest rule id an upload may have: a UUID is 36 characters; SigmaHQ's longest name is 60.
+pub const MAX_RULE_ID_CHARS: usize = 128;
+
+/// Checks an uploaded rule's id: 1 to [`MAX_RULE_ID_CHARS`] characters of `A-Z a-z 0-9 . _ -`,
+/// not starting with `.` and without `..`, so that it is a file name of its own, in no other
+/// folder, and safe in a log line (docs/sigma.md, "Uploads"). An id of 251 characters or more
+/// failed with "File name too long" as a 500; `..`, `/`, NUL and newlines were accepted.
+pub fn check_rule_id(id: &str) -> Result<(), String> {
+    let chars = id.chars().count();
+    if chars == 0 || chars > MAX_RULE_ID_CHARS {
+        return Err(format!(
+            "must be 1 to {MAX_RULE_ID_CHARS} characters (it has {chars})"
+        ));
+    }
+    if let Some(c) = id
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+    {
+        return Err(format!(
+            "{c:?} is not allowed: an uploaded rule's id is made of A-Z, a-z, 0-9, '.', '_' and '-'"
+        ));
+    }
+    if id.starts_with('.') || id.contains("..") {
+        return Err("must not start with '.' or hold '..'".into());
+    }
+    Ok(())
+}
+
+/// The line of a rule's `id:` key in its YAML, for an error placed on it.
+fn rule_id_line(yaml: &str) -> Option<usize> {
+    yaml.lines()
+        .position(|l| l.trim_start().starts_with("id:"))
+        .map(|i| i + 1)
 }
 
 /// Rules read, and the files that failed to load: (path, error).

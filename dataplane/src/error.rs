@@ -80,6 +80,10 @@ pub enum Error {
     /// An uploaded rule's id is loaded already.
     #[error("a rule with id {0} is already loaded")]
     RuleCollision(String),
+    /// The file an upload would be stored in exists and holds no loaded rule (one that failed
+    /// to load, or a file put there by hand): it is not replaced.
+    #[error("{} exists and holds no loaded rule; remove it, or upload under another id", .0.display())]
+    RuleFileTaken(std::path::PathBuf),
     /// The upload folder holds `detection.sigma_custom_max_rules` rules already.
     #[error("the custom rule folder holds {0} rules, detection.sigma_custom_max_rules")]
     RulesFull(u32),

@@ -228,15 +228,21 @@ impl Pipeline {
             } else {
                 store.spooled().map_or(0, |p| p.len() as u64)
             },
+            // Alerts and signals the store refused, kept in memory for a retry that the exit
+            // ends: their events are stored, so nothing raises them again.
+            unstored_alerts: if completed { 0 } else { s.detection.unwritten },
         };
         if !completed {
             tracing::error!(
                 "shutdown: not finished after {} s ({}): about {} accepted events are not stored; \
-                 {} acknowledged requests wait in the ingest spool for the next start",
+                 {} acknowledged requests wait in the ingest spool for the next start; {} alerts \
+                 and signals the store refused are lost (they were on the WebSocket stream and \
+                 in this log as they were raised)",
                 deadline.as_secs(),
                 "dataplane.shutdown_timeout_seconds",
                 report.unstored_events,
-                report.spooled_requests
+                report.spooled_requests,
+                report.unstored_alerts
             );
         }
         report
@@ -295,6 +301,8 @@ pub struct ShutdownReport {
     pub unstored_events: u64,
     /// Acknowledged requests left in the ingest spool (stored at the next start).
     pub spooled_requests: u64,
+    /// Alerts and signals waiting for a store that refused them: lost at the exit.
+    pub unstored_alerts: u64,
 }
 
 /// The sockets of the enabled network inputs, bound before anything starts.

@@ -78,6 +78,41 @@ fn a_stop_with_a_store_that_refuses_writes_ends_at_its_deadline_and_counts_what_
     assert_eq!(report.unstored_events, 300, "{report:?}");
 }
 
+/// Issue 51, item 4: stopped by its deadline while the disk was full, the service counted the
+/// events and requests it could not store but not the alerts (306 streamed, 303 stored after a
+/// restart).
+#[test]
+fn a_deadline_stop_on_a_full_disk_counts_the_alerts_it_could_not_store() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path());
+    cfg.detection.sigma_alert_min_level = "low".into();
+    let p = Pipeline::start(&cfg).unwrap();
+    p.store().inject_write_fault(true);
+    let mut tcp =
+        std::net::TcpStream::connect(p.bound(watchpost_proto::InputId::SyslogTcp).unwrap())
+            .unwrap();
+    for i in 0..3 {
+        writeln!(
+            tcp,
+            "<38>Nov 21 10:00:0{i} edge-0{i} sshd[20{i}]: Invalid user oracle{i} from 203.0.113.{i} port 4000{i}"
+        )
+        .unwrap();
+    }
+    drop(tcp);
+    wait_until(&p, "alerts kept for a retry", |s| {
+        s.detection.unwritten >= 3
+    });
+    let waiting = p.stats().snapshot().detection.unwritten;
+    let report = p.shutdown_within(std::time::Duration::from_secs(1));
+    assert!(!report.completed);
+    assert!(
+        report.unstored_alerts >= waiting,
+        "{report:?}: {waiting} waited"
+    );
+    assert_eq!(report.unstored_events, 3, "{report:?}");
+}
+
 /// Waits until `done` holds for the pipeline's counters (or fails after 20 s).
 fn wait_until(
     p: &Pipeline,

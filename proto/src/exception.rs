@@ -325,6 +325,14 @@ fn text(field: &str, value: &str) -> Result<(), ExceptionProblem> {
     if value.trim().is_empty() {
         return Err(problem(field, "required, and not blank"));
     }
+    // One line of plain text: an author of `\x1b[2J` or a reason with a newline would write
+    // into the terminal or forge a line of the log that records the change.
+    if let Some(c) = value.chars().find(|c| c.is_control()) {
+        return Err(problem(
+            field,
+            format!("{c:?} is a control character: one line of text, please"),
+        ));
+    }
     if value.chars().count() > MAX_TEXT_CHARS {
         return Err(problem(
             field,
@@ -365,7 +373,18 @@ impl ExceptionConditions {
             }
         }
         for v in &self.source_cidrs {
-            parse_cidr(v).map_err(|m| problem("conditions.source_cidrs", m))?;
+            let (_, bits) = parse_cidr(v).map_err(|m| problem("conditions.source_cidrs", m))?;
+            // `0.0.0.0/0` or `::/0` names every address: as a condition it narrows nothing,
+            // and a global exception of it would silence everything the rule above forbids.
+            if bits == 96 || bits == 0 {
+                return Err(problem(
+                    "conditions.source_cidrs",
+                    format!(
+                        "`{v}` is every address: a condition must narrow what the exception \
+                         holds back (leave it out, or name the networks meant)"
+                    ),
+                ));
+            }
         }
         for v in &self.templates {
             parse_template(v).map_err(|m| problem("conditions.templates", m))?;
@@ -426,6 +445,36 @@ mod tests {
     fn draft(json: serde_json::Value) -> Result<Exception, ExceptionProblem> {
         let d: ExceptionDraft = serde_json::from_value(json).unwrap();
         Exception::create(d, Uuid::nil(), 1_000)
+    }
+
+    /// Issue 51, item 7: a global exception of every address got around the rule that no
+    /// exception may silence everything; text fields took ESC, NUL and newlines.
+    #[test]
+    fn every_address_is_no_condition_and_text_is_one_line() {
+        let field = |j| draft(j).unwrap_err().field;
+        for all in [vec!["0.0.0.0/0"], vec!["::/0"], vec!["0.0.0.0/0", "::/0"]] {
+            let got = field(
+                serde_json::json!({"scope": "global", "reason": "x", "author": "a",
+                "conditions": {"source_cidrs": all}}),
+            );
+            assert_eq!(got, "conditions.source_cidrs", "{all:?}");
+        }
+        assert!(
+            draft(
+                serde_json::json!({"scope": "global", "reason": "x", "author": "a",
+                "conditions": {"source_cidrs": ["0.0.0.0/1", "10.0.0.0/8"]}})
+            )
+            .is_ok()
+        );
+        for (name, bad) in [
+            ("author", "ana\u{1b}[2J"),
+            ("author", "ana\u{0}"),
+            ("reason", "ok\nFORGED: exception removed by admin"),
+        ] {
+            let mut body = serde_json::json!({"detector": "ioc", "reason": "r", "author": "a"});
+            body[name] = bad.into();
+            assert_eq!(field(body), name, "{bad:?}");
+        }
     }
 
     #[test]

@@ -87,6 +87,6 @@ pub use ioc::{
 };
 pub use load::{Loaded, load_file, load_files, rule_files};
 pub use mapping::{Mapping, MappingError};
-pub use rule::{Body, Level, Logsource, Rule, parse_rule};
+pub use rule::{Body, Level, Logsource, MAX_UPLOAD_REGEX_VALUES, Rule, parse_rule};
 /// Rules read events through this trait; defined with the shared types (see `watchpost_proto`).
 pub use watchpost_proto::{EventFields, PlainEvent};

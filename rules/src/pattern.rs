@@ -98,6 +98,8 @@ pub struct LazyRegex {
     source: Arc<str>,
     size_limit: usize,
     compiled: Arc<OnceLock<Option<DualRegex>>>,
+    /// Written by the rule (a `re` value), not made from a wildcard or a non-ASCII literal.
+    written: bool,
 }
 
 impl LazyRegex {
@@ -113,6 +115,7 @@ impl LazyRegex {
             source: source.into(),
             size_limit,
             compiled: Arc::new(OnceLock::from(Some(re))),
+            written: false,
         })
     }
 
@@ -127,6 +130,7 @@ impl LazyRegex {
             source: source.into(),
             size_limit,
             compiled: Arc::new(OnceLock::new()),
+            written: true,
         })
     }
 
@@ -140,7 +144,14 @@ impl LazyRegex {
             source: source.into(),
             size_limit,
             compiled: Arc::new(OnceLock::new()),
+            written: false,
         })
+    }
+
+    /// Whether the rule wrote it (a `re` value) rather than a wildcard or a non-ASCII literal
+    /// making it: what [`crate::Rule::regex_values`] counts.
+    pub fn is_written(&self) -> bool {
+        self.written
     }
 
     /// The expression's text.

@@ -50,6 +50,17 @@ fn every_sigmahq_rule_of_the_subset_loads_and_compiles() {
         failures.len(),
         failures.join("\n")
     );
+    // The bound on an upload's regular expressions leaves every public rule far inside it.
+    let (most, rule) = rules
+        .iter()
+        .map(|r| (r.regex_values(), r.id.clone()))
+        .max()
+        .unwrap();
+    eprintln!("most `re` values in one SigmaHQ rule: {most} ({rule})");
+    assert!(
+        most * 10 <= watchpost_rules::MAX_UPLOAD_REGEX_VALUES,
+        "{rule} compiles to {most} regular expressions"
+    );
     let set = RuleSet::compile(rules, &mapping);
     assert_eq!(set.len(), files.len());
 }

@@ -650,6 +650,31 @@ fn api(e: &mut Exposition, st: &AppState) {
         "Requests refused for their Host: 421 for one that is not a name of the service (DNS rebinding), 400 for none.",
         st.api_metrics.refused_host.load(Ordering::Relaxed),
     );
+    e.family(
+        "watchpost_api_bodies_refused_total",
+        "counter",
+        "Request bodies refused, by reason: too_large (413), too_many_events (413), per_client (429), busy (503, the bodies' memory budget), timed_out (408).",
+    );
+    let b = &st.bodies.counters;
+    for (reason, n) in [
+        ("too_large", &b.too_large),
+        ("too_many_events", &b.too_many_events),
+        ("per_client", &b.per_client),
+        ("busy", &b.busy),
+        ("timed_out", &b.timed_out),
+    ] {
+        e.sample(
+            "watchpost_api_bodies_refused_total",
+            &[("reason", reason)],
+            n.load(Ordering::Relaxed),
+        );
+    }
+    e.single(
+        "watchpost_api_body_bytes",
+        "gauge",
+        "Bytes of the request bodies' memory budget (api_body_memory_mb) held now.",
+        st.bodies.in_use(),
+    );
     let memory = crate::memory::stats(&st.config);
     e.single(
         "watchpost_memory_resident_bytes",

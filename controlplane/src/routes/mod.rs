@@ -19,14 +19,26 @@ use crate::error::ApiError;
 use axum::body::{Body, Bytes};
 use axum::http::StatusCode;
 
-/// Reads a request body of at most `limit` bytes (`api_max_body_bytes`); 413 beyond.
+/// Reads a request body of at most `limit` bytes (`api_max_body_bytes`); 413 beyond, and 408
+/// when it did not arrive in time or fast enough (`crate::body`, which has refused a body
+/// declared longer than its route takes before this reads a byte).
 pub async fn read_body(body: Body, limit: u64) -> Result<Bytes, ApiError> {
-    let limit = limit as usize;
-    axum::body::to_bytes(body, limit).await.map_err(|_| {
-        ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "payload_too_large",
-            format!("the body is larger than api_max_body_bytes ({limit} bytes)"),
-        )
-    })
+    axum::body::to_bytes(body, usize::try_from(limit).unwrap_or(usize::MAX))
+        .await
+        .map_err(|e| {
+            let inner = e.into_inner();
+            let fault =
+                std::iter::successors(Some(&*inner as &(dyn std::error::Error + 'static)), |e| {
+                    e.source()
+                })
+                .find_map(|e| e.downcast_ref::<crate::body::BodyFault>());
+            match fault {
+                Some(f) => f.answer(),
+                None => ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "payload_too_large",
+                    format!("the body is larger than api_max_body_bytes ({limit} bytes)"),
+                ),
+            }
+        })
 }

@@ -15,8 +15,13 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use std::sync::atomic::Ordering;
 use watchpost_dataplane::{
-    Error, OtlpEncoding, OtlpError, gunzip, otlp_events, status_body, success_body,
+    Error, OtlpEncoding, OtlpError, gunzip, otlp_events, otlp_messages, status_body, success_body,
 };
+
+/// Memory one decoded OTLP message may take, with the JSON event made of it: an empty record
+/// is about 200 bytes decoded and 300 as a JSON object (499,000 empty records in a 1 MB body
+/// took 320 MB before requests were budgeted).
+const DECODED_BYTES_PER_MESSAGE: u64 = 640;
 
 /// google.rpc.Code values used here.
 const INVALID_ARGUMENT: i32 = 3;
@@ -84,21 +89,26 @@ pub async fn logs(State(st): State<AppState>, headers: HeaderMap, body: Body) ->
             "HTTP ingest is off (inputs.http.enabled = false)",
         );
     };
-    // The same bound as POST /ingest: at most api_ingest_max_in_flight bodies in memory.
+    let limit = st.config.api_max_body_bytes;
+    let raw = match read_body(body, limit).await {
+        Ok(raw) => raw,
+        // Too large (413, not to be retried as it is) or too slow (408, which exporters retry).
+        Err(e) => {
+            let code = if e.status == StatusCode::PAYLOAD_TOO_LARGE {
+                RESOURCE_EXHAUSTED
+            } else {
+                UNAVAILABLE
+            };
+            return refuse(e.status, encoding, code, &e.body.message);
+        }
+    };
+    // As for POST /ingest, a slot is taken once the body is in (crate::body bounds it while it
+    // arrives): at most api_ingest_max_in_flight requests are decoded and spooled at once.
     let Ok(_permit) = std::sync::Arc::clone(&st.ingest_permits).try_acquire_owned() else {
         return unavailable(
             encoding,
             "too many ingest requests at once; retry shortly",
             1,
-        );
-    };
-    let limit = st.config.api_max_body_bytes;
-    let Ok(raw) = read_body(body, limit).await else {
-        return refuse(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            encoding,
-            RESOURCE_EXHAUSTED,
-            &format!("the body is larger than api_max_body_bytes ({limit} bytes)"),
         );
     };
     let gzip = match headers
@@ -118,18 +128,36 @@ pub async fn logs(State(st): State<AppState>, headers: HeaderMap, body: Body) ->
             );
         }
     };
+    // Decoded, a message costs far more than its bytes on the wire (an empty record is 2 bytes
+    // of protobuf): the request is refused past five messages per event it may carry, and what
+    // decoding it builds is taken from the bodies' memory budget first.
+    let max_messages = 5 * st.config.api_ingest_max_events as usize;
+    let bodies = st.bodies.clone();
     let decoded = tokio::task::spawn_blocking(move || {
         let body = if gzip {
-            gunzip(&raw, limit)?
+            match gunzip(&raw, limit) {
+                Ok(b) => b,
+                Err(e) => return Ok(Err(e)),
+            }
         } else {
             raw.to_vec()
         };
-        otlp_events(&body, encoding)
+        let messages = otlp_messages(&body, encoding);
+        if messages > max_messages {
+            return Ok(Err(OtlpError::TooMany(max_messages)));
+        }
+        let cost = body.len() as u64 * 2 + messages as u64 * DECODED_BYTES_PER_MESSAGE;
+        let held = match bodies.reserve(cost, "decoding the request") {
+            Ok(held) => held,
+            Err(busy) => return Err(busy),
+        };
+        Ok(otlp_events(&body, encoding).map(|events| (events, held)))
     })
     .await;
-    let events = match decoded {
-        Ok(Ok(events)) => events,
-        Ok(Err(e @ (OtlpError::TooLarge(_) | OtlpError::TooMany(_)))) => {
+    let (events, _held) = match decoded {
+        Ok(Ok(Ok(events))) => events,
+        Ok(Err(busy)) => return unavailable(encoding, &busy.body.message, 1),
+        Ok(Ok(Err(e @ (OtlpError::TooLarge(_) | OtlpError::TooMany(_))))) => {
             return refuse(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 encoding,
@@ -137,7 +165,7 @@ pub async fn logs(State(st): State<AppState>, headers: HeaderMap, body: Body) ->
                 &e.to_string(),
             );
         }
-        Ok(Err(e)) => {
+        Ok(Ok(Err(e))) => {
             return refuse(
                 StatusCode::BAD_REQUEST,
                 encoding,
@@ -152,6 +180,25 @@ pub async fn logs(State(st): State<AppState>, headers: HeaderMap, body: Body) ->
     };
     if events.records == 0 {
         return answer(StatusCode::OK, encoding, success_body(encoding));
+    }
+    // The same bound as `POST /ingest`: the messages' bound above leaves room for five times as
+    // many records, each of them an event to store and score.
+    let max_events = u64::from(st.config.api_ingest_max_events);
+    if events.records > max_events {
+        st.bodies
+            .counters
+            .too_many_events
+            .fetch_add(1, Ordering::Relaxed);
+        return refuse(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            encoding,
+            RESOURCE_EXHAUSTED,
+            &format!(
+                "the request carries {} log records, more than one request may carry \
+                 (api_ingest_max_events, {max_events}); send smaller batches",
+                events.records
+            ),
+        );
     }
     let records = events.records;
     let submitted = tokio::task::spawn_blocking(move || ingest.submit(events.lines)).await;

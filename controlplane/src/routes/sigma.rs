@@ -409,6 +409,14 @@ fn upload_error(e: Error) -> ApiError {
             }
             a
         }
+        Error::RuleFileTaken(path) => ApiError::new(
+            StatusCode::CONFLICT,
+            "rule_file_exists",
+            format!(
+                "{} exists and holds no loaded rule; remove it, or upload under another id",
+                path.file_name().unwrap_or_default().to_string_lossy()
+            ),
+        ),
         Error::RuleCollision(id) => {
             ApiError::new(
                 StatusCode::CONFLICT,

@@ -371,6 +371,17 @@ pub async fn stats(State(st): State<AppState>) -> Result<Json<StatsAnswer>, ApiE
             },
             refused_host: st.api_metrics.refused_host.load(Ordering::Relaxed),
             otlp_records: st.api_metrics.otlp_records.load(Ordering::Relaxed),
+            bodies: {
+                let c = &st.bodies.counters;
+                BodyStats {
+                    too_large: c.too_large.load(Ordering::Relaxed),
+                    too_many_events: c.too_many_events.load(Ordering::Relaxed),
+                    per_client: c.per_client.load(Ordering::Relaxed),
+                    busy: c.busy.load(Ordering::Relaxed),
+                    timed_out: c.timed_out.load(Ordering::Relaxed),
+                    held_bytes: st.bodies.in_use(),
+                }
+            },
             connections: {
                 let c = &st.api_metrics.connections;
                 ConnectionStats {
@@ -480,8 +491,29 @@ struct ApiStats {
     refused_host: u64,
     /// OTLP log records accepted (`POST /v1/logs`), each durable when counted.
     otlp_records: u64,
+    /// Request bodies: what their bounds refused (docs/api.md, "Request bodies").
+    bodies: BodyStats,
     /// Connections of both listeners.
     connections: ConnectionStats,
+}
+
+/// The request bodies' refusals, and the memory they hold now.
+#[derive(Serialize, schemars::JsonSchema)]
+struct BodyStats {
+    /// Declared or found longer than their route takes (413).
+    too_large: u64,
+    /// Ingest or OTLP bodies of more than `api_ingest_max_events` events (413
+    /// `too_many_events`, OTLP `RESOURCE_EXHAUSTED`).
+    too_many_events: u64,
+    /// Over `api_max_bodies_per_client` (429 `too_many_bodies`).
+    per_client: u64,
+    /// Past `api_body_memory_mb` with what splitting or decoding them takes (503 `busy`).
+    busy: u64,
+    /// Not arrived within `api_body_read_timeout_seconds` or at `api_body_min_bytes_per_second`
+    /// (408 `body_timeout`).
+    timed_out: u64,
+    /// Bytes of the bodies' budget held now.
+    held_bytes: u64,
 }
 
 /// The listeners' connections and what the accept loop refused.

@@ -57,7 +57,7 @@ impl HttpIngest {
     /// Blocking: call it from a blocking task.
     pub fn submit(&self, body: Vec<u8>) -> Result<IngestReceipt, Error> {
         if first_non_space(&body) == Some(b'[') {
-            split_array(&body).map_err(Error::InvalidBody)?;
+            for_each_element(&body, &mut |_| {}).map_err(Error::InvalidBody)?;
         }
         let (reply, answer) = bounded(1);
         match self.jobs.try_send(Job { body, reply }) {
@@ -171,11 +171,8 @@ impl Group {
                 receipt.truncated += u64::from(truncated);
             };
             if first_non_space(&job.body) == Some(b'[') {
-                if let Ok(items) = split_array(&job.body) {
-                    for r in items {
-                        push(&job.body[r]);
-                    }
-                }
+                // Checked when submitted: it splits.
+                let _ = for_each_element(&job.body, &mut |r| push(&job.body[r]));
             } else {
                 for line in job.body.split(|&b| b == b'\n') {
                     push(line);
@@ -259,8 +256,32 @@ fn trim(mut b: &[u8]) -> &[u8] {
 
 /// Splits a JSON array into the byte ranges of its elements (each must be an object), checking
 /// brackets and strings but leaving full validation of each element to the worker.
-pub fn split_array(body: &[u8]) -> Result<Vec<std::ops::Range<usize>>, String> {
+#[cfg(test)]
+fn split_array(body: &[u8]) -> Result<Vec<std::ops::Range<usize>>, String> {
     let mut out = Vec::new();
+    for_each_element(body, &mut |r| out.push(r))?;
+    Ok(out)
+}
+
+/// The events of an ingest body: the elements of a JSON array, or the non-empty lines of JSON
+/// lines; an error for an array that does not split. Reads the body once and allocates nothing,
+/// so a body can be refused for its count before anything is built for each event (5.5 million
+/// empty objects in 16.5 MB took 240 MB to split).
+pub fn ingest_events(body: &[u8]) -> Result<usize, String> {
+    if first_non_space(body) == Some(b'[') {
+        let mut n = 0;
+        for_each_element(body, &mut |_| n += 1)?;
+        Ok(n)
+    } else {
+        Ok(body
+            .split(|&b| b == b'\n')
+            .filter(|l| !trim(l).is_empty())
+            .count())
+    }
+}
+
+/// Calls `f` with the byte range of each element of a JSON array (see [`split_array`]).
+fn for_each_element(body: &[u8], f: &mut dyn FnMut(std::ops::Range<usize>)) -> Result<(), String> {
     let mut i = body
         .iter()
         .position(|c| !c.is_ascii_whitespace())
@@ -309,7 +330,7 @@ pub fn split_array(body: &[u8]) -> Result<Vec<std::ops::Range<usize>>, String> {
                     if depth == 0
                         && let Some(s) = start.take()
                     {
-                        out.push(s..i + 1);
+                        f(s..i + 1);
                     }
                 }
                 b',' if depth == 0 => {}
@@ -327,7 +348,7 @@ pub fn split_array(body: &[u8]) -> Result<Vec<std::ops::Range<usize>>, String> {
     if body[i..].iter().any(|c| !c.is_ascii_whitespace()) {
         return Err(format!("unexpected data after the array at byte {i}"));
     }
-    Ok(out)
+    Ok(())
 }
 
 #[cfg(test)]

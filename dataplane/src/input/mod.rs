@@ -15,8 +15,9 @@ pub(crate) mod spool;
 pub mod tcp;
 pub mod udp;
 
-pub use http::{HttpIngest, IngestReceipt};
+pub use http::{HttpIngest, IngestReceipt, ingest_events};
 pub use otlp::{
-    OtlpEncoding, OtlpError, OtlpEvents, gunzip, otlp_events, status_body, success_body,
+    OtlpEncoding, OtlpError, OtlpEvents, gunzip, otlp_events, otlp_messages, status_body,
+    success_body,
 };
 pub use udp::{UdpKernel, udp_kernel};

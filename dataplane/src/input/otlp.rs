@@ -67,13 +67,20 @@ pub fn gunzip(body: &[u8], limit: u64) -> Result<Vec<u8>, OtlpError> {
     Ok(out)
 }
 
-/// The events of an OTLP logs request body (already decompressed).
-pub fn otlp_events(body: &[u8], encoding: OtlpEncoding) -> Result<OtlpEvents, OtlpError> {
-    let messages = match encoding {
+/// How many messages (records, attributes, values) decoding `body` builds, at most: a pass over
+/// the bytes that allocates nothing, to refuse or budget a request before it is decoded. Counting
+/// stops a little past the most any request may build (`MAX_MESSAGES`, 500,000).
+pub fn otlp_messages(body: &[u8], encoding: OtlpEncoding) -> usize {
+    match encoding {
         OtlpEncoding::Protobuf => wire_messages(body, 0),
         // Every JSON object opens with `{` (one in a string only overcounts).
         OtlpEncoding::Json => memchr::memchr_iter(b'{', body).count(),
-    };
+    }
+}
+
+/// The events of an OTLP logs request body (already decompressed).
+pub fn otlp_events(body: &[u8], encoding: OtlpEncoding) -> Result<OtlpEvents, OtlpError> {
+    let messages = otlp_messages(body, encoding);
     if messages > MAX_MESSAGES {
         return Err(OtlpError::TooMany(MAX_MESSAGES));
     }

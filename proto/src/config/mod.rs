@@ -92,8 +92,26 @@ pub struct Config {
     pub api_max_connections_per_client: u32,
     /// Connections all clients together may hold open (both listeners together).
     pub api_max_connections: u32,
-    /// Ingest requests served at once (their bodies in memory); more are answered 503 `busy`.
+    /// Ingest and OTLP requests framed, spooled and made durable at once (a slot is taken once
+    /// the body is in); more are answered 503 `busy`.
     pub api_ingest_max_in_flight: u32,
+    /// Seconds a request body may take to arrive in full, on every route; past it the request is
+    /// answered 408 `body_timeout` and the connection closed.
+    pub api_body_read_timeout_seconds: u64,
+    /// Slowest a request body may arrive, in bytes a second averaged over each 5 s (or the rest of
+    /// the body, when less); slower is answered 408 `body_timeout`. 0 = no floor (the timeout
+    /// alone).
+    pub api_body_min_bytes_per_second: u64,
+    /// Request bodies one client address may be sending at once, on every route; more are
+    /// answered 429 `too_many_bodies`.
+    pub api_max_bodies_per_client: u32,
+    /// Memory all request bodies in flight may hold together (twice what has arrived of each),
+    /// with what splitting and decoding them takes, MiB; a body that would pass it is answered 503 `busy` (counted in `/stats`'s
+    /// memory budget).
+    pub api_body_memory_mb: u32,
+    /// Most events one ingest request may carry (array elements or lines of `POST /ingest`,
+    /// five times this in OTLP messages); more are answered 413 `too_many_events`.
+    pub api_ingest_max_events: u32,
     /// Allowed WebSocket origins; empty = localhost and 127.0.0.1 on `dashboard_port`.
     pub ws_allowed_origins: Vec<String>,
     /// Concurrent WebSocket clients.
@@ -156,6 +174,11 @@ impl Default for Config {
             api_max_connections_per_client: 64,
             api_max_connections: 1024,
             api_ingest_max_in_flight: 16,
+            api_body_read_timeout_seconds: 30,
+            api_body_min_bytes_per_second: 1024,
+            api_max_bodies_per_client: 4,
+            api_body_memory_mb: 512,
+            api_ingest_max_events: 100_000,
             ws_allowed_origins: Vec::new(),
             ws_max_connections: 20,
             ws_batch_max_events: 200,

@@ -90,6 +90,42 @@ pub(super) fn check(config: &Config, p: &mut Problems) {
         1,
         1024,
     );
+    p.range_u64(
+        "api_body_read_timeout_seconds",
+        config.api_body_read_timeout_seconds,
+        1,
+        3600,
+    );
+    p.range_u64(
+        "api_body_min_bytes_per_second",
+        config.api_body_min_bytes_per_second,
+        0,
+        1 << 30,
+    );
+    p.range_u64(
+        "api_max_bodies_per_client",
+        config.api_max_bodies_per_client.into(),
+        1,
+        1024,
+    );
+    p.range_u64(
+        "api_ingest_max_events",
+        config.api_ingest_max_events.into(),
+        1,
+        10_000_000,
+    );
+    // One largest ingest body, and its copy framed for the spool, must fit.
+    let least = (2 * config.api_max_body_bytes).div_ceil(1 << 20).max(1);
+    if u64::from(config.api_body_memory_mb) < least || config.api_body_memory_mb > 1 << 20 {
+        p.add(
+            "api_body_memory_mb",
+            format!(
+                "{} is out of range ({least} to {}: at least twice api_max_body_bytes, in MiB)",
+                config.api_body_memory_mb,
+                1 << 20
+            ),
+        );
+    }
     if config.api_max_connections_per_client > config.api_max_connections {
         p.add(
             "api_max_connections_per_client",
