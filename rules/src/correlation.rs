@@ -20,7 +20,7 @@
 //! - Group values compare case-insensitively (ASCII), as Sigma values do.
 //! - A correlation that refers to another correlation must group by the same fields.
 
-use crate::engine::{Field, resolve};
+use crate::field::{Field, resolve};
 use crate::mapping::Mapping;
 use crate::rule::{Body, Correlation, Rule};
 use std::collections::{HashMap, VecDeque};

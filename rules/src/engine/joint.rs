@@ -7,9 +7,9 @@
 //! compile time (150 of 180 ms). Should a matcher fail to build, its patterns are tested one
 //! by one: slower, the same result.
 
+use super::gate::folded_hash_bytes;
 use crate::dual_regex::DualRegex;
 use crate::folded::eq_lower;
-use crate::gate::folded_hash_bytes;
 use crate::pattern::{Pattern, Place};
 use crate::substrings::Substrings;
 use std::sync::OnceLock;

@@ -8,8 +8,8 @@
 
 use crate::caseless::CaselessPairs;
 use crate::condition::Expr;
-use crate::engine::Field;
 use crate::factors;
+use crate::field::Field;
 use crate::folded::lower_case_word;
 use crate::mapping::Mapping;
 use crate::pattern::{Pattern, Place as TextPlace, parse_number};
@@ -222,7 +222,7 @@ pub(crate) fn necessary(
         let place: Place = i
             .field
             .as_deref()
-            .map(|f| crate::engine::resolve(mapping, f));
+            .map(|f| crate::field::resolve(mapping, f));
         let exact = |p: &Pattern| match p {
             Pattern::Text {
                 text,
