@@ -727,8 +727,8 @@ fn run(config: Option<PathBuf>) -> ExitCode {
     let reloader = Arc::new(watchpost_controlplane::Reloader::new(
         config_path,
         Arc::clone(&cfg),
-        Some(pipeline.catalog()),
-        Some(pipeline.iocs()),
+        pipeline.catalog(),
+        pipeline.iocs(),
         Arc::clone(&notifier),
     ));
     if let Some(mut hangup) = hangup {
@@ -748,10 +748,10 @@ fn run(config: Option<PathBuf>) -> ExitCode {
         stats: pipeline.stats(),
         store: pipeline.store(),
         ingest: pipeline.http_ingest(),
-        detect: Some(pipeline.detect()),
-        catalog: Some(pipeline.catalog()),
-        iocs: Some(pipeline.iocs()),
-        exceptions: Some(pipeline.exceptions()),
+        detect: pipeline.detect(),
+        catalog: pipeline.catalog(),
+        iocs: pipeline.iocs(),
+        exceptions: pipeline.exceptions(),
         rates: Arc::new(watchpost_controlplane::RateSampler::default()),
         limits,
         llm,

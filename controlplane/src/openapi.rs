@@ -347,8 +347,39 @@ pub(crate) fn schemas() -> Value {
         json!({"type": "object", "description": "An OpenAPI 3.1 document"}),
     );
     let mut schemas = Value::Object(s);
-    crate::times::describe(&mut schemas);
+    describe_readable_times(&mut schemas);
     schemas
+}
+
+/// Describes, in the OpenAPI schemas, the field each `_ns` property gets beside it (added to
+/// the answers by [`crate::times`]).
+fn describe_readable_times(schemas: &mut Value) {
+    match schemas {
+        Value::Object(map) => {
+            if let Some(Value::Object(props)) = map.get_mut("properties") {
+                let added: Vec<(String, Value)> = props
+                    .iter()
+                    .filter(|(k, _)| k.ends_with("_ns"))
+                    .map(|(k, _)| {
+                        (
+                            k.trim_end_matches("_ns").to_string(),
+                            serde_json::json!({
+                                "type": ["string", "null"],
+                                "format": "date-time",
+                                "description": format!("`{k}` as RFC 3339, UTC, nine fraction digits; null when it is null or 0 (never)"),
+                            }),
+                        )
+                    })
+                    .collect();
+                for (k, v) in added {
+                    props.entry(k).or_insert(v);
+                }
+            }
+            map.values_mut().for_each(describe_readable_times);
+        }
+        Value::Array(items) => items.iter_mut().for_each(describe_readable_times),
+        _ => {}
+    }
 }
 
 #[cfg(test)]

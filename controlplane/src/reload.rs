@@ -87,8 +87,8 @@ pub struct Reloader {
     path: Option<PathBuf>,
     /// The running configuration: the start's, with what reloads applied.
     running: RwLock<Arc<Config>>,
-    catalog: Option<Arc<Catalog>>,
-    iocs: Option<Arc<IocFeed>>,
+    catalog: Arc<Catalog>,
+    iocs: Arc<IocFeed>,
     notifier: Arc<Notifier>,
     /// One reload at a time.
     one: tokio::sync::Mutex<()>,
@@ -102,8 +102,8 @@ impl Reloader {
     pub fn new(
         path: Option<PathBuf>,
         config: Arc<Config>,
-        catalog: Option<Arc<Catalog>>,
-        iocs: Option<Arc<IocFeed>>,
+        catalog: Arc<Catalog>,
+        iocs: Arc<IocFeed>,
         notifier: Arc<Notifier>,
     ) -> Reloader {
         Reloader {
@@ -193,27 +193,16 @@ impl Reloader {
             None
         };
         let mut applied = Vec::new();
-        let rules = match &self.catalog {
-            Some(catalog) => {
-                let (catalog, cfg) = (Arc::clone(catalog), fresh.clone());
-                let report = tokio::task::spawn_blocking(move || catalog.reload(&cfg))
-                    .await
-                    .map_err(|e| ReloadError::Task(e.to_string()))?
-                    .map_err(ReloadError::Rules)?;
-                applied.push("rules".to_string());
-                Some(report)
-            }
-            None => None,
-        };
-        let iocs_reloaded = match &self.iocs {
-            Some(iocs) => {
-                let iocs = Arc::clone(iocs);
-                tokio::task::spawn_blocking(move || iocs.reload_if_changed())
-                    .await
-                    .map_err(|e| ReloadError::Task(e.to_string()))?
-            }
-            None => false,
-        };
+        let (catalog, cfg) = (Arc::clone(&self.catalog), fresh.clone());
+        let rules = tokio::task::spawn_blocking(move || catalog.reload(&cfg))
+            .await
+            .map_err(|e| ReloadError::Task(e.to_string()))?
+            .map_err(ReloadError::Rules)?;
+        applied.push("rules".to_string());
+        let iocs = Arc::clone(&self.iocs);
+        let iocs_reloaded = tokio::task::spawn_blocking(move || iocs.reload_if_changed())
+            .await
+            .map_err(|e| ReloadError::Task(e.to_string()))?;
         if iocs_reloaded {
             applied.push("iocs".into());
         }
@@ -229,7 +218,7 @@ impl Reloader {
         Ok(ReloadReport {
             applied,
             restart_required,
-            rules,
+            rules: Some(rules),
             iocs_reloaded,
             notification_channels,
         })

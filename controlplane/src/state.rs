@@ -18,14 +18,14 @@ pub struct AppState {
     pub store: Arc<Store>,
     /// HTTP ingest, when enabled.
     pub ingest: Option<HttpIngest>,
-    /// The detection workers (feedback, live baselines); `None` without a running pipeline.
-    pub detect: Option<DetectHandle>,
-    /// The live Sigma catalogue; `None` without a running pipeline.
-    pub catalog: Option<Arc<Catalog>>,
-    /// The live indicator feed; `None` without a running pipeline.
-    pub iocs: Option<Arc<watchpost_dataplane::IocFeed>>,
-    /// The operators' exceptions; `None` without a running pipeline.
-    pub exceptions: Option<Arc<watchpost_dataplane::ExceptionBook>>,
+    /// The detection workers (feedback, live baselines).
+    pub detect: DetectHandle,
+    /// The live Sigma catalogue.
+    pub catalog: Arc<Catalog>,
+    /// The live indicator feed.
+    pub iocs: Arc<watchpost_dataplane::IocFeed>,
+    /// The operators' exceptions.
+    pub exceptions: Arc<watchpost_dataplane::ExceptionBook>,
     /// Rates over the last seconds.
     pub rates: Arc<RateSampler>,
     /// Per-client rate limits of the API.

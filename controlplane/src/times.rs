@@ -5,7 +5,7 @@
 //! read dates, such as a spreadsheet or `jq`'s `fromdate`.
 //!
 //! Added in one place, to the serialised answer, so that no route can forget it; the OpenAPI
-//! document describes each added field beside its source ([`describe`]). Only names the
+//! document describes each added field beside its source (`openapi::describe_readable_times`). Only names the
 //! document lists are touched, and producers' own data (`attributes`) never is, so a log field
 //! that happens to end in `_ns` is left as it came.
 
@@ -85,36 +85,6 @@ fn annotate_with(value: &mut Value, names: &HashSet<String>) {
 fn insert_absent(map: &mut Map<String, Value>, added: Vec<(String, Value)>) {
     for (k, v) in added {
         map.entry(k).or_insert(v);
-    }
-}
-
-/// Describes, in the OpenAPI schemas, the field each `_ns` property gets beside it.
-pub(crate) fn describe(schemas: &mut Value) {
-    match schemas {
-        Value::Object(map) => {
-            if let Some(Value::Object(props)) = map.get_mut("properties") {
-                let added: Vec<(String, Value)> = props
-                    .iter()
-                    .filter(|(k, _)| k.ends_with("_ns"))
-                    .map(|(k, _)| {
-                        (
-                            k.trim_end_matches("_ns").to_string(),
-                            serde_json::json!({
-                                "type": ["string", "null"],
-                                "format": "date-time",
-                                "description": format!("`{k}` as RFC 3339, UTC, nine fraction digits; null when it is null or 0 (never)"),
-                            }),
-                        )
-                    })
-                    .collect();
-                for (k, v) in added {
-                    props.entry(k).or_insert(v);
-                }
-            }
-            map.values_mut().for_each(describe);
-        }
-        Value::Array(items) => items.iter_mut().for_each(describe),
-        _ => {}
     }
 }
 

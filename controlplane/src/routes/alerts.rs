@@ -81,7 +81,7 @@ pub async fn signal(
         let Some(mut signal) = store.signal(&key)? else {
             return Ok(None);
         };
-        resolve_names(&store, &mut signal)?;
+        store.name_alert(&mut signal)?;
         let events = stored_events(&store, &signal, usize::MAX)?;
         Ok::<_, ApiError>(Some(SignalDetail { signal, events }))
     })
@@ -132,7 +132,7 @@ async fn records(
         }
         let mut found = search(&store, &q)?;
         for a in &mut found.items {
-            resolve_names(&store, a)?;
+            store.name_alert(a)?;
         }
         Ok::<_, ApiError>(found)
     })
@@ -263,7 +263,7 @@ pub async fn patch_many(
         for a in &found.items {
             match store.update_triage(&a.id, &change, now) {
                 Ok(Some(mut a)) => {
-                    resolve_names(&store, &mut a)?;
+                    store.name_alert(&mut a)?;
                     changed.push(a);
                 }
                 // Removed by retention since the search.
@@ -335,7 +335,7 @@ pub async fn patch(
     let alert =
         tokio::task::spawn_blocking(move || match store.update_triage(&id, &change, now_ns()) {
             Ok(Some(mut a)) => {
-                resolve_names(&store, &mut a)?;
+                store.name_alert(&mut a)?;
                 Ok(a)
             }
             Ok(None) => Err(ApiError::not_found(format!("no alert {id}"))),
@@ -443,12 +443,6 @@ pub fn entity_uuids(value: &str) -> Vec<Uuid> {
         .collect()
 }
 
-/// Fills entity names the detector left empty (it carries UUIDs only) from the entity table,
-/// and a built-in detector's name on an alert stored before alerts carried it.
-pub fn resolve_names(store: &Store, alert: &mut Alert) -> Result<(), StoreError> {
-    store.name_alert(alert)
-}
-
 /// An alert with its contributing events.
 #[derive(Serialize, schemars::JsonSchema)]
 pub struct AlertDetail {
@@ -471,7 +465,7 @@ pub fn with_events(
     let Some(mut alert) = store.alert(id)? else {
         return Ok(None);
     };
-    resolve_names(store, &mut alert)?;
+    store.name_alert(&mut alert)?;
     let events = stored_events(store, &alert, max_events)?;
     Ok(Some((alert, events)))
 }
@@ -620,7 +614,7 @@ pub async fn post_feedback(
         };
         store.record_feedback(&probe.clone(), move || Feedback {
             // Moved only for a verdict that is recorded.
-            threshold_change: detect.and_then(|d| d.feedback(&alert, verdict)),
+            threshold_change: detect.feedback(&alert, verdict),
             ..probe
         })
     })

@@ -95,7 +95,7 @@ pub async fn coverage(
             "since must be before until",
         ));
     }
-    let cat = crate::routes::sigma::catalog(&st)?;
+    let cat = std::sync::Arc::clone(&st.catalog);
     let store = st.store.clone();
     let (rows, ioc) = tokio::task::spawn_blocking(move || {
         let rows = store.rule_fires(since_ns, until_ns)?;

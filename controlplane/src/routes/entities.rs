@@ -331,7 +331,7 @@ pub async fn baseline(
     let detect = st.detect.clone();
     tokio::task::spawn_blocking(move || {
         let (u, kind, name, hash, _) = known(&store, &uuid)?;
-        let view = detect.and_then(|d| d.baseline(hash)).ok_or_else(|| {
+        let view = detect.baseline(hash).ok_or_else(|| {
             ApiError::not_found(format!(
                 "{} {name} has no UEBA baseline (never scored, or evicted)",
                 kind.name()

@@ -11,22 +11,11 @@ use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use std::sync::Arc;
-use watchpost_dataplane::{ExceptionBook, ExceptionError};
+use watchpost_dataplane::ExceptionError;
 use watchpost_proto::{Exception, ExceptionDraft, ExceptionPatch, ListResponse, Uuid, now_ns};
 
 /// The listing's parameters.
 pub(crate) const LIST_PARAMS: &[&str] = &["detector", "enabled", "page", "limit"];
-
-fn book(st: &AppState) -> Result<Arc<ExceptionBook>, ApiError> {
-    st.exceptions.clone().ok_or_else(|| {
-        ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "unavailable",
-            "the exceptions are not loaded (no running pipeline)",
-        )
-        .retry_after(5)
-    })
-}
 
 fn exception_id(text: &str) -> Result<Uuid, ApiError> {
     Uuid::parse_str(text).map_err(|_| {
@@ -59,7 +48,7 @@ pub async fn list(
     let detector = p.text("detector", 1024)?;
     let page = p.int("page", 1, 1, 1_000_000)?;
     let limit = p.int("limit", DEFAULT_LIMIT, 1, MAX_LIMIT)?;
-    let mut items: Vec<Exception> = book(&st)?
+    let mut items: Vec<Exception> = Arc::clone(&st.exceptions)
         .list()
         .into_iter()
         .filter(|e| enabled.is_none_or(|on| e.enabled == on))
@@ -82,7 +71,7 @@ pub async fn create(
     let draft: ExceptionDraft = serde_json::from_slice(&bytes).map_err(|e| {
         ApiError::invalid_body("body", format!("the body is not an exception: {e}"))
     })?;
-    let book = book(&st)?;
+    let book = Arc::clone(&st.exceptions);
     let e = tokio::task::spawn_blocking(move || book.create(draft, now_ns()))
         .await
         .map_err(ApiError::internal)??;
@@ -95,7 +84,7 @@ pub async fn get(
     Path(id): Path<String>,
 ) -> Result<Json<Exception>, ApiError> {
     let uuid = exception_id(&id)?;
-    book(&st)?
+    Arc::clone(&st.exceptions)
         .get(uuid)
         .map(Json)
         .ok_or_else(|| ApiError::not_found(format!("no exception {id}")))
@@ -112,7 +101,7 @@ pub async fn patch(
     let patch: ExceptionPatch = serde_json::from_slice(&bytes).map_err(|e| {
         ApiError::invalid_body("body", format!("the body is not an exception change: {e}"))
     })?;
-    let book = book(&st)?;
+    let book = Arc::clone(&st.exceptions);
     tokio::task::spawn_blocking(move || book.update(uuid, patch, now_ns()))
         .await
         .map_err(ApiError::internal)??
@@ -126,7 +115,7 @@ pub async fn delete(
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let uuid = exception_id(&id)?;
-    let book = book(&st)?;
+    let book = Arc::clone(&st.exceptions);
     if tokio::task::spawn_blocking(move || book.delete(uuid))
         .await
         .map_err(ApiError::internal)??

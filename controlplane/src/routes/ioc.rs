@@ -6,30 +6,18 @@ use crate::error::ApiError;
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
 use std::sync::Arc;
-use watchpost_dataplane::{IocFeed, IocStatus};
-
-fn feed(st: &AppState) -> Result<Arc<IocFeed>, ApiError> {
-    st.iocs.clone().ok_or_else(|| {
-        ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "unavailable",
-            "the indicator feed is not loaded (no running pipeline)",
-        )
-        .retry_after(5)
-    })
-}
+use watchpost_dataplane::IocStatus;
 
 /// `GET /ioc`.
 pub async fn status(State(st): State<AppState>) -> Result<Json<IocStatus>, ApiError> {
-    Ok(Json(feed(&st)?.status()))
+    Ok(Json(st.iocs.status()))
 }
 
 /// `POST /ioc/reload`: reads the folder now (on a blocking thread: a million indicators take a
 /// second) and answers with the new status.
 pub async fn reload(State(st): State<AppState>) -> Result<Json<IocStatus>, ApiError> {
-    let f = feed(&st)?;
+    let f = Arc::clone(&st.iocs);
     let status = tokio::task::spawn_blocking(move || {
         f.reload();
         f.status()

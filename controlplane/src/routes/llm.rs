@@ -389,7 +389,7 @@ pub async fn draft(
         return Ok(Json(cached));
     }
     llm.ready().await?;
-    let catalog = super::sigma::catalog(&st)?;
+    let catalog = Arc::clone(&st.catalog);
     let store = st.store.clone();
     let p = pattern.clone();
     let events = tokio::task::spawn_blocking(move || suggest::evidence_events(&store, &p))

@@ -97,7 +97,7 @@ fn render(st: &AppState) -> String {
     build_info(&mut e, st);
     inputs(&mut e, &s);
     pipeline(&mut e, st, &s);
-    let suppressed = st.exceptions.as_ref().map_or(0, |b| b.total_hits());
+    let suppressed = st.exceptions.total_hits();
     detection(&mut e, &s, suppressed);
     api(&mut e, st);
     stream(&mut e, st);

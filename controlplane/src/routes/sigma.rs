@@ -129,17 +129,6 @@ fn detail(e: &RuleEntry, fires_24h: u64) -> RuleDetail {
     }
 }
 
-pub(crate) fn catalog(st: &AppState) -> Result<Arc<Catalog>, ApiError> {
-    st.catalog.clone().ok_or_else(|| {
-        ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "unavailable",
-            "the rule catalogue is not loaded (no running pipeline)",
-        )
-        .retry_after(5)
-    })
-}
-
 /// The 24 whole hours a rule's "last 24 h" covers: from the start of the hour 23 hours before
 /// the current one to the end of the current one. The list's counts and the timeline use the
 /// same window, so a rule's `fires_24h` is its timeline's total.
@@ -224,7 +213,7 @@ pub async fn list(
     let text = p.text("q", 256)?.map(|t| t.to_lowercase());
     let page = p.int("page", 1, 1, 1_000_000)?;
     let limit = p.int("limit", DEFAULT_LIMIT, 1, MAX_LIMIT)?;
-    let cat = catalog(&st)?;
+    let cat = Arc::clone(&st.catalog);
     let fires = fires_24h(&st).await?;
     let items: Vec<RuleSummary> = cat
         .all()
@@ -270,7 +259,7 @@ pub async fn get(
     State(st): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<RuleDetail>, ApiError> {
-    let cat = catalog(&st)?;
+    let cat = Arc::clone(&st.catalog);
     let e = find(&cat, &id)?;
     let fires = fires_24h(&st).await?;
     Ok(Json(detail(&e, fires.get(&e.key).copied().unwrap_or(0))))
@@ -302,7 +291,7 @@ pub async fn timeline(
     State(st): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<Timeline>, ApiError> {
-    let cat = catalog(&st)?;
+    let cat = Arc::clone(&st.catalog);
     let e = find(&cat, &id)?;
     let (first, until) = last_24_hours();
     let store = st.store.clone();
@@ -352,7 +341,7 @@ pub async fn patch(
             format!("the body must be {{\"enabled\": true|false}}: {e}"),
         )
     })?;
-    let cat = catalog(&st)?;
+    let cat = Arc::clone(&st.catalog);
     let c = cat.clone();
     let key = id.clone();
     let e = tokio::task::spawn_blocking(move || c.set_enabled(&key, t.enabled))
@@ -463,7 +452,7 @@ pub async fn post(
             format!("the body must be {{\"yaml\": \"...\", \"dry_run\": false}}: {e}"),
         )
     })?;
-    let cat = catalog(&st)?;
+    let cat = Arc::clone(&st.catalog);
     if !u.dry_run {
         let c = cat.clone();
         let e = tokio::task::spawn_blocking(move || c.upload(&u.yaml))

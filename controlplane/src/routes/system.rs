@@ -417,12 +417,12 @@ pub async fn stats(State(st): State<AppState>) -> Result<Json<StatsAnswer>, ApiE
 }
 
 fn exception_stats(st: &AppState) -> ExceptionStats {
-    let list = st.exceptions.as_ref().map(|b| b.list()).unwrap_or_default();
+    let list = st.exceptions.list();
     let now = watchpost_proto::now_ns();
     ExceptionStats {
         total: list.len() as u64,
         in_force: list.iter().filter(|e| e.active_at(now)).count() as u64,
-        suppressed_events: st.exceptions.as_ref().map_or(0, |b| b.total_hits()),
+        suppressed_events: st.exceptions.total_hits(),
     }
 }
 

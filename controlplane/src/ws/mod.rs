@@ -256,13 +256,12 @@ impl Hub {
             let mut missed = missed;
             changes.retain_mut(|c| {
                 let alert = Arc::make_mut(&mut c.alert);
-                let read =
-                    crate::routes::alerts::resolve_names(&self.store, alert).and_then(|()| {
-                        if !c.new {
-                            alert.triage = self.store.alert_triage(&alert.id)?;
-                        }
-                        Ok(())
-                    });
+                let read = self.store.name_alert(alert).and_then(|()| {
+                    if !c.new {
+                        alert.triage = self.store.alert_triage(&alert.id)?;
+                    }
+                    Ok(())
+                });
                 if read.is_err() {
                     missed += 1;
                 }
