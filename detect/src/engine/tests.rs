@@ -1,4 +1,3 @@
-
 use super::*;
 use crate::record::RecordEntity;
 use crate::risk::RiskParams;
