@@ -533,25 +533,37 @@ pub const MAX_RULE_ID_CHARS: usize = 128;
 /// not starting with `.` and without `..`, so that it is a file name of its own, in no other
 /// folder, and safe in a log line (docs/sigma.md, "Uploads"). An id of 251 characters or more
 /// failed with "File name too long" as a 500; `..`, `/`, NUL and newlines were accepted.
-pub fn check_rule_id(id: &str) -> Result<(), String> {
+pub fn check_rule_id(id: &str) -> Result<(), RuleIdError> {
     let chars = id.chars().count();
     if chars == 0 || chars > MAX_RULE_ID_CHARS {
-        return Err(format!(
-            "must be 1 to {MAX_RULE_ID_CHARS} characters (it has {chars})"
-        ));
+        return Err(RuleIdError::Length(chars));
     }
     if let Some(c) = id
         .chars()
         .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
     {
-        return Err(format!(
-            "{c:?} is not allowed: an uploaded rule's id is made of A-Z, a-z, 0-9, '.', '_' and '-'"
-        ));
+        return Err(RuleIdError::Character(c));
     }
     if id.starts_with('.') || id.contains("..") {
-        return Err("must not start with '.' or hold '..'".into());
+        return Err(RuleIdError::Dots);
     }
     Ok(())
+}
+
+/// Why an uploaded rule's id cannot be its file name ([`check_rule_id`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RuleIdError {
+    /// Empty or longer than [`MAX_RULE_ID_CHARS`] (the count it has).
+    #[error("must be 1 to {MAX_RULE_ID_CHARS} characters (it has {0})")]
+    Length(usize),
+    /// A character outside the alphabet.
+    #[error(
+        "{0:?} is not allowed: an uploaded rule's id is made of A-Z, a-z, 0-9, '.', '_' and '-'"
+    )]
+    Character(char),
+    /// A leading `.` or a `..`.
+    #[error("must not start with '.' or hold '..'")]
+    Dots,
 }
 
 /// The line of a rule's `id:` key in its YAML, for an error placed on it.

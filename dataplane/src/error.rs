@@ -105,14 +105,14 @@ pub enum Error {
     WriteRule(std::io::Error),
     /// An ingest body is neither a JSON array of objects nor JSON lines.
     #[error("{0}")]
-    InvalidBody(String),
+    InvalidBody(#[from] crate::input::BodyError),
     /// The ingest queue is full; try again shortly.
     #[error("ingest queue is full")]
     IngestBusy,
     /// The store did not take an ingest body into its spool (a full disk, a failing device):
     /// nothing of it was accepted, and the client should retry.
     #[error("the store cannot make events durable now: {0}")]
-    NotDurable(String),
+    NotDurable(std::sync::Arc<StoreError>),
     /// The pipeline is shutting down.
     #[error("ingestion is stopping")]
     Stopped,

@@ -55,7 +55,7 @@ pub use error::Error;
 pub use evtx::{DATA_SEPARATOR, EvtxRead, evtx_lines, flat_event, input_files, is_evtx};
 pub use exceptions::{ExceptionBook, ExceptionError, MAX_EXCEPTIONS};
 pub use input::{
-    HttpIngest, IngestReceipt, OtlpEncoding, OtlpError, OtlpEvents, UdpKernel, gunzip,
+    BodyError, HttpIngest, IngestReceipt, OtlpEncoding, OtlpError, OtlpEvents, UdpKernel, gunzip,
     ingest_events, otlp_events, otlp_messages, status_body, success_body, udp_kernel,
 };
 pub use ioc::{IocFeed, IocStatus};

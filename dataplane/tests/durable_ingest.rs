@@ -23,7 +23,7 @@ fn a_store_that_refuses_writes_gets_not_durable_and_stores_nothing_of_the_body()
     p.store().inject_write_fault(true);
     let refused = ingest.submit(body(0, 50));
     assert!(
-        matches!(&refused, Err(Error::NotDurable(m)) if m.contains("no space left")),
+        matches!(&refused, Err(Error::NotDurable(m)) if m.to_string().contains("no space left")),
         "{refused:?}"
     );
     p.store().inject_write_fault(false);

@@ -25,4 +25,21 @@ pub enum ParseError {
     /// A severity number outside the scale.
     #[error("severity must be 0 to 5, got {0}")]
     Severity(u8),
+    /// Not an IP address or network (see `parse_cidr`).
+    #[error("`{0}` is not an address or network (`10.0.0.0/8`)")]
+    Network(String),
+    /// A network whose prefix length is past its family's.
+    #[error("`{text}`: the prefix length must be 0 to {max}")]
+    PrefixLength {
+        /// The text given.
+        text: String,
+        /// The family's longest prefix (32 or 128).
+        max: u32,
+    },
+    /// A network with address bits set past its prefix length (`10.1.2.3/16`).
+    #[error("`{0}` has bits set past its prefix length (did you mean the network it lies in?)")]
+    HostBits(String),
+    /// Not a template id (see `parse_template`).
+    #[error("`{0}` is not a template id (16 hex digits)")]
+    TemplateId(String),
 }

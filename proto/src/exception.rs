@@ -8,6 +8,7 @@
 //! so that detection copies nothing per event): those are the fields a condition can name.
 
 use crate::entity::{EntityKind, canonicalize_into};
+use crate::error::ParseError;
 use serde::{Deserialize, Deserializer, Serialize};
 use uuid::Uuid;
 
@@ -373,7 +374,8 @@ impl ExceptionConditions {
             }
         }
         for v in &self.source_cidrs {
-            let (_, bits) = parse_cidr(v).map_err(|m| problem("conditions.source_cidrs", m))?;
+            let (_, bits) =
+                parse_cidr(v).map_err(|e| problem("conditions.source_cidrs", e.to_string()))?;
             // `0.0.0.0/0` or `::/0` names every address: as a condition it narrows nothing,
             // and a global exception of it would silence everything the rule above forbids.
             if bits == 96 || bits == 0 {
@@ -387,14 +389,14 @@ impl ExceptionConditions {
             }
         }
         for v in &self.templates {
-            parse_template(v).map_err(|m| problem("conditions.templates", m))?;
+            parse_template(v).map_err(|e| problem("conditions.templates", e.to_string()))?;
         }
         Ok(())
     }
 }
 
 /// A network as (address, prefix length), both over IPv6 (IPv4 mapped: `/24` becomes `/120`).
-pub fn parse_cidr(text: &str) -> Result<(u128, u32), String> {
+pub fn parse_cidr(text: &str) -> Result<(u128, u32), ParseError> {
     let (addr, len) = match text.split_once('/') {
         Some((a, l)) => (a, Some(l)),
         None => (text, None),
@@ -402,7 +404,7 @@ pub fn parse_cidr(text: &str) -> Result<(u128, u32), String> {
     let ip: std::net::IpAddr = addr
         .trim()
         .parse()
-        .map_err(|_| format!("`{text}` is not an address or network (`10.0.0.0/8`)"))?;
+        .map_err(|_| ParseError::Network(text.to_string()))?;
     let (value, max, offset) = match ip {
         std::net::IpAddr::V4(v4) => (u128::from(v4.to_ipv6_mapped()), 32, 96),
         std::net::IpAddr::V6(v6) => (u128::from(v6), 128, 0),
@@ -414,7 +416,10 @@ pub fn parse_cidr(text: &str) -> Result<(u128, u32), String> {
             .parse::<u32>()
             .ok()
             .filter(|&l| l <= max)
-            .ok_or_else(|| format!("`{text}`: the prefix length must be 0 to {max}"))?,
+            .ok_or_else(|| ParseError::PrefixLength {
+                text: text.to_string(),
+                max,
+            })?,
     };
     let bits = len + offset;
     let mask = if bits == 0 {
@@ -423,18 +428,16 @@ pub fn parse_cidr(text: &str) -> Result<(u128, u32), String> {
         u128::MAX << (128 - bits)
     };
     if value & !mask != 0 {
-        return Err(format!(
-            "`{text}` has bits set past its prefix length (did you mean the network it lies in?)"
-        ));
+        return Err(ParseError::HostBits(text.to_string()));
     }
     Ok((value, bits))
 }
 
 /// A template id from its 16 hex digits.
-pub fn parse_template(text: &str) -> Result<u64, String> {
+pub fn parse_template(text: &str) -> Result<u64, ParseError> {
     match u64::from_str_radix(text, 16) {
         Ok(id) if text.len() <= 16 => Ok(id),
-        _ => Err(format!("`{text}` is not a template id (16 hex digits)")),
+        _ => Err(ParseError::TemplateId(text.to_string())),
     }
 }
 

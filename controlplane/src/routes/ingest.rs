@@ -48,7 +48,7 @@ pub async fn ingest(
     // Counted before anything is built per event: past the bound the request is refused, and
     // what the events cost to frame for the spool and to split is budgeted first.
     let events = watchpost_dataplane::ingest_events(&bytes)
-        .map_err(|m| ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", m))?;
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", e.to_string()))?;
     let max = u64::from(st.config.api_ingest_max_events);
     if events as u64 > max {
         st.bodies
@@ -73,7 +73,9 @@ pub async fn ingest(
         .await
         .map_err(ApiError::internal)?
         .map_err(|e| match e {
-            Error::InvalidBody(m) => ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", m),
+            Error::InvalidBody(e) => {
+                ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", e.to_string())
+            }
             Error::IngestBusy => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "busy",

@@ -15,7 +15,7 @@ pub(crate) mod spool;
 pub mod tcp;
 pub mod udp;
 
-pub use http::{HttpIngest, IngestReceipt, ingest_events};
+pub use http::{BodyError, HttpIngest, IngestReceipt, ingest_events};
 pub use otlp::{
     OtlpEncoding, OtlpError, OtlpEvents, gunzip, otlp_events, otlp_messages, status_body,
     success_body,

@@ -58,6 +58,28 @@ impl SpoolRecord {
     }
 }
 
+/// Why a spooled record does not read: kept in the spool as evidence, logged, never fed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum RecordError {
+    /// Shorter than the header (its length).
+    #[error("{0} bytes, shorter than a header")]
+    Short(usize),
+    /// Written by a layout this version does not read.
+    #[error("layout {0} (this version reads {RECORD_VERSION})")]
+    Layout(u8),
+    /// An input number this version does not know.
+    #[error("unknown input {0}")]
+    Input(u8),
+    /// Cut short at line `line` of the `lines` its header counts.
+    #[error("line {line} of {lines}: record ends early")]
+    EndsEarly {
+        /// The first line missing, from 0.
+        line: u32,
+        /// The lines the header counts.
+        lines: u32,
+    },
+}
+
 /// A decoded record: which input took it, when, and its lines.
 #[derive(Debug)]
 pub(crate) struct Decoded<'a> {
@@ -69,21 +91,18 @@ pub(crate) struct Decoded<'a> {
 
 impl<'a> Decoded<'a> {
     /// Reads a record's header; the lines are read lazily by [`Decoded::each_line`].
-    pub(crate) fn read(record: &'a [u8]) -> Result<Decoded<'a>, String> {
+    pub(crate) fn read(record: &'a [u8]) -> Result<Decoded<'a>, RecordError> {
         if record.len() < HEADER {
-            return Err(format!("{} bytes, shorter than a header", record.len()));
+            return Err(RecordError::Short(record.len()));
         }
         if record[0] != RECORD_VERSION {
-            return Err(format!(
-                "layout {} (this version reads {RECORD_VERSION})",
-                record[0]
-            ));
+            return Err(RecordError::Layout(record[0]));
         }
         let input = InputId::ALL
             .iter()
             .copied()
             .find(|i| *i as u8 == record[1])
-            .ok_or_else(|| format!("unknown input {}", record[1]))?;
+            .ok_or(RecordError::Input(record[1]))?;
         let mut ns = [0u8; 8];
         ns.copy_from_slice(&record[2..10]);
         let mut n = [0u8; 4];
@@ -98,18 +117,22 @@ impl<'a> Decoded<'a> {
 
     /// Calls `each` with every line and its truncated flag, in order; a record cut short ends
     /// with an error after the lines it does hold.
-    pub(crate) fn each_line(&self, mut each: impl FnMut(&[u8], bool)) -> Result<(), String> {
+    pub(crate) fn each_line(&self, mut each: impl FnMut(&[u8], bool)) -> Result<(), RecordError> {
         let mut rest = self.rest;
+        let early = |line| RecordError::EndsEarly {
+            line,
+            lines: self.lines,
+        };
         for i in 0..self.lines {
             let Some((len, tail)) = rest.split_first_chunk::<4>() else {
-                return Err(format!("line {i} of {}: record ends early", self.lines));
+                return Err(early(i));
             };
             let len = u32::from_le_bytes(*len) as usize;
             let Some((&flag, tail)) = tail.split_first() else {
-                return Err(format!("line {i} of {}: record ends early", self.lines));
+                return Err(early(i));
             };
             if tail.len() < len {
-                return Err(format!("line {i} of {}: record ends early", self.lines));
+                return Err(early(i));
             }
             each(&tail[..len], flag == 1);
             rest = &tail[len..];
@@ -126,7 +149,7 @@ pub(crate) fn feed(
     seq: u64,
     record: &Decoded<'_>,
     skip: u32,
-) -> Result<(), String> {
+) -> Result<(), RecordError> {
     let total = record.lines;
     let mut at = 0u32;
     record.each_line(|line, truncated| {
@@ -298,9 +321,9 @@ mod tests {
         }
         let mut wrong = bytes.to_vec();
         wrong[0] = 9;
-        assert!(Decoded::read(&wrong).unwrap_err().contains("layout 9"));
+        assert_eq!(Decoded::read(&wrong).unwrap_err(), RecordError::Layout(9));
         wrong[0] = 1;
         wrong[1] = 200;
-        assert!(Decoded::read(&wrong).unwrap_err().contains("unknown input"));
+        assert_eq!(Decoded::read(&wrong).unwrap_err(), RecordError::Input(200));
     }
 }
