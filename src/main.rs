@@ -2,7 +2,7 @@
 //! replay logs, check rules, and hunt through a running service.
 //!
 //! Only argument handling lives here; the service is wired from the crates' own entry points
-//! (`Pipeline::start`, `controlplane::serve`).
+//! (`controlplane::run` for the service; the data plane's own for the offline commands).
 
 use clap::{Parser, Subcommand};
 use mimalloc::MiMalloc;
@@ -10,7 +10,6 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use watchpost_dataplane::Pipeline;
 use watchpost_proto::Config;
 
 #[global_allocator]
@@ -609,6 +608,20 @@ fn run(config: Option<PathBuf>) -> ExitCode {
         Ok(c) => c,
         Err(code) => return code,
     };
+    init_logging(&cfg);
+    match watchpost_controlplane::run(cfg, config_path) {
+        Ok(()) => ExitCode::SUCCESS,
+        // The pipeline has logged what it could not store.
+        Err(e @ watchpost_controlplane::ServiceError::Incomplete) => ExitCode::from(e.exit_code()),
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+/// The service's log: plain text on standard output at `log_level`.
+fn init_logging(cfg: &Config) {
     let level = cfg.log_level.parse().unwrap_or(tracing::Level::INFO);
     // Colour codes only on a terminal: a log written to a file or the journal stays plain text.
     // llama.cpp (the local LLM runner) logs hundreds of lines per model load at its info level:
@@ -625,254 +638,6 @@ fn run(config: Option<PathBuf>) -> ExitCode {
         .finish()
         .with(targets)
         .init();
-
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name("wp-api")
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("cannot start the API runtime: {e}");
-            return ExitCode::from(1);
-        }
-    };
-    // Signals are taken over before anything can be reached: a SIGTERM that came between the
-    // listener accepting connections and a handler being installed killed the process without
-    // its flush, and one that came while the handler was being installed was lost.
-    let signals = {
-        let _in_runtime = runtime.enter();
-        ShutdownSignals::install()
-    };
-    // SIGHUP reloads the configuration (docs/reload.md). Listened for from here: its default
-    // action would end the process, so one that came before the reloader exists waits for it.
-    let hangup = {
-        let _in_runtime = runtime.enter();
-        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
-            .map_err(|e| tracing::error!("cannot listen for SIGHUP: {e}"))
-            .ok()
-    };
-
-    let api_addr = format!("{}:{}", cfg.dashboard_bind_address, cfg.dashboard_port);
-    let api_listener = match std::net::TcpListener::bind(&api_addr) {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("dashboard_port: cannot listen on {api_addr}: {e}");
-            return ExitCode::from(1);
-        }
-    };
-    // Probes get their own listener so that they can be reached where the API is not (a pod
-    // address for an orchestrator, while the API stays on loopback behind a proxy).
-    let probe_listener = if cfg.health_port == 0 {
-        None
-    } else {
-        let addr = format!("{}:{}", cfg.health_bind_address, cfg.health_port);
-        match std::net::TcpListener::bind(&addr) {
-            Ok(l) => Some((l, addr)),
-            Err(e) => {
-                eprintln!("health_port: cannot listen on {addr}: {e}");
-                return ExitCode::from(1);
-            }
-        }
-    };
-    let pipeline = match Pipeline::start(&cfg) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("cannot start: {e}");
-            return ExitCode::from(1);
-        }
-    };
-    // From here a first signal stops the inputs reading at once (the API then finishes its
-    // last requests and the pipeline stores what was accepted); a second exits at once.
-    let first_signal = {
-        let _in_runtime = runtime.enter();
-        signals.watch(pipeline.stopper())
-    };
-    let shutdown_deadline = std::time::Duration::from_secs(cfg.dataplane.shutdown_timeout_seconds);
-    let limits = match watchpost_controlplane::RateLimits::from_config(&cfg) {
-        Ok(l) => Arc::new(l),
-        Err(e) => {
-            eprintln!("invalid configuration: {e}");
-            pipeline.shutdown();
-            return ExitCode::from(2);
-        }
-    };
-    let ws = Arc::new(watchpost_controlplane::Hub::new(
-        watchpost_controlplane::WsConfig::from_config(&cfg),
-        pipeline.store(),
-        Some(pipeline.live_alerts()),
-    ));
-    let llm = Arc::new(watchpost_controlplane::Llm::new(
-        &cfg.llm,
-        &cfg.data_dir(),
-        watchpost_dataplane::spare_cores(&cfg),
-    ));
-    let notifier = match watchpost_controlplane::Notifier::new(&cfg.notifications, pipeline.store())
-    {
-        Ok(n) => Arc::new(n),
-        Err(e) => {
-            eprintln!("cannot start: {e}");
-            pipeline.shutdown();
-            return ExitCode::from(2);
-        }
-    };
-    {
-        let _in_runtime = runtime.enter();
-        notifier.start();
-    }
-    let cfg_ingest_in_flight = cfg.api_ingest_max_in_flight;
-    let bodies = Arc::new(watchpost_controlplane::BodyGuard::new(&cfg));
-    let cfg = Arc::new(cfg);
-    let reloader = Arc::new(watchpost_controlplane::Reloader::new(
-        config_path,
-        Arc::clone(&cfg),
-        pipeline.catalog(),
-        pipeline.iocs(),
-        Arc::clone(&notifier),
-    ));
-    if let Some(mut hangup) = hangup {
-        let reloader = Arc::clone(&reloader);
-        runtime.spawn(async move {
-            while hangup.recv().await.is_some() {
-                tracing::info!("SIGHUP: reloading the configuration");
-                // The outcome is logged by the reloader.
-                let _ = reloader.reload().await;
-            }
-        });
-    }
-    let state = watchpost_controlplane::AppState {
-        api_metrics: Default::default(),
-        ws,
-        config: cfg,
-        stats: pipeline.stats(),
-        store: pipeline.store(),
-        ingest: pipeline.http_ingest(),
-        detect: pipeline.detect(),
-        catalog: pipeline.catalog(),
-        iocs: pipeline.iocs(),
-        exceptions: pipeline.exceptions(),
-        rates: Arc::new(watchpost_controlplane::RateSampler::default()),
-        limits,
-        llm,
-        notifier,
-        reloader,
-        started: std::time::Instant::now(),
-        ingest_permits: Arc::new(tokio::sync::Semaphore::new(cfg_ingest_in_flight as usize)),
-        bodies,
-    };
-    tracing::info!("API listening on http://{api_addr}/api/v1");
-    let served = runtime.block_on(async move {
-        api_listener.set_nonblocking(true)?;
-        let listener = tokio::net::TcpListener::from_std(api_listener)?;
-        let probes = match probe_listener {
-            None => None,
-            Some((l, addr)) => {
-                l.set_nonblocking(true)?;
-                tracing::info!("health probes on http://{addr}/health and /metrics");
-                Some(tokio::net::TcpListener::from_std(l)?)
-            }
-        };
-        let mut stopped = first_signal.clone();
-        let served = watchpost_controlplane::serve(listener, probes, state, async move {
-            let _ = stopped.wait_for(|s| *s).await;
-        });
-        // In-flight requests get a grace period after the signal; a client that sends half a
-        // request and waits (or never reads its answer) must not hold the stop for longer.
-        let mut stopped = first_signal;
-        let grace = async move {
-            let _ = stopped.wait_for(|s| *s).await;
-            tokio::time::sleep(API_GRACE).await;
-        };
-        tokio::select! {
-            r = served => r,
-            () = grace => {
-                tracing::warn!(
-                    "API: connections still open {} s after the stop signal; closing them",
-                    API_GRACE.as_secs()
-                );
-                Ok(())
-            }
-        }
-    });
-    tracing::info!(
-        "shutting down: storing everything accepted (at most {} s, dataplane.shutdown_timeout_seconds)",
-        shutdown_deadline.as_secs()
-    );
-    // The pipeline's shutdown runs while the runtime still listens for a second signal.
-    let report = pipeline.shutdown_within(shutdown_deadline);
-    runtime.shutdown_timeout(std::time::Duration::from_secs(5));
-    match (served, report.completed) {
-        (Ok(()), true) => ExitCode::SUCCESS,
-        (Ok(()), false) => ExitCode::from(1),
-        (Err(e), _) => {
-            eprintln!("API server failed: {e}");
-            ExitCode::from(1)
-        }
-    }
-}
-
-/// How long the API's in-flight requests may run on after a stop signal.
-const API_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// SIGTERM and SIGINT, listened for from the moment they are installed: one that arrives before
-/// the service waits for it is kept, not lost.
-struct ShutdownSignals {
-    term: Option<tokio::signal::unix::Signal>,
-    interrupt: Option<tokio::signal::unix::Signal>,
-}
-
-impl ShutdownSignals {
-    /// Installs both (inside the runtime). One that cannot be installed is logged and left out.
-    fn install() -> ShutdownSignals {
-        use tokio::signal::unix::{SignalKind, signal};
-        let listen = |kind: SignalKind, name: &str| {
-            signal(kind)
-                .map_err(|e| tracing::error!("cannot listen for {name}: {e}"))
-                .ok()
-        };
-        ShutdownSignals {
-            term: listen(SignalKind::terminate(), "SIGTERM"),
-            interrupt: listen(SignalKind::interrupt(), "SIGINT"),
-        }
-    }
-
-    /// Completes at the first of them.
-    async fn received(&mut self) {
-        async fn next(s: &mut Option<tokio::signal::unix::Signal>) {
-            match s {
-                Some(s) => {
-                    s.recv().await;
-                }
-                None => std::future::pending().await,
-            }
-        }
-        tokio::select! {
-            _ = next(&mut self.term) => {}
-            _ = next(&mut self.interrupt) => {}
-        }
-    }
-
-    /// Watches for signals for the rest of the process (inside the runtime): at the first the
-    /// inputs stop reading and the returned flag turns true, which stops the API; a second
-    /// exits the process at once, whatever is left to store (what HTTP acknowledged waits in
-    /// the ingest spool). A signal that came before this was called is kept and counts.
-    fn watch(
-        mut self,
-        stopper: watchpost_dataplane::Stopper,
-    ) -> tokio::sync::watch::Receiver<bool> {
-        let (first_tx, first_rx) = tokio::sync::watch::channel(false);
-        tokio::spawn(async move {
-            self.received().await;
-            stopper.stop();
-            let _ = first_tx.send(true);
-            self.received().await;
-            tracing::warn!("second signal: exiting now, without storing what is left");
-            eprintln!("watchpost: second signal, exiting without storing what is left");
-            std::process::exit(130);
-        });
-        first_rx
-    }
 }
 
 /// The exceptions of `--exceptions`: drafts are checked as the API checks them (a refused one

@@ -120,7 +120,7 @@ impl Pipeline {
         let live = Arc::new(LiveAlerts::default());
         let (detect, detector_handles) = spawn_detectors(&shared, wiring.detect_inputs, &live)?;
         let worker_handles = spawn_workers(&shared, wiring.workers, &persisted)?;
-        let inputs = spawn_inputs(&shared, &listeners, wiring.input_rings)?;
+        let inputs = spawn_inputs(&shared, listeners, wiring.input_rings)?;
         tracing::info!(
             "data plane started: {} worker(s), inputs {:?}, store {}",
             workers,
@@ -631,10 +631,13 @@ struct Inputs {
     http: Option<HttpIngest>,
 }
 
-/// Starts one thread per enabled input, feeding its rings.
+/// Starts one thread per enabled input, feeding its rings, each on the socket bound for it (moved
+/// to its thread, not cloned: a clone that failed used to skip the input after it was marked up,
+/// so `/health` said "ok" for an input that never started). An input is marked up once its
+/// thread runs.
 fn spawn_inputs(
     shared: &Shared<'_>,
-    listeners: &Listeners,
+    mut listeners: Listeners,
     input_rings: Vec<InputRings>,
 ) -> Result<Inputs, Error> {
     let i = &shared.cfg.inputs;
@@ -652,15 +655,11 @@ fn spawn_inputs(
     let mut pending = shared.store.spooled()?;
     for r in input_rings {
         let outlet = Outlet::new(r.producers, r.pool, linger, Arc::clone(stats), r.id);
-        let counters = stats.input(r.id);
-        counters.up.store(true, Ordering::Relaxed);
         let h = match r.id {
             InputId::SyslogUdp => {
-                let s = listeners
-                    .syslog_udp
-                    .as_ref()
-                    .and_then(|s| s.try_clone().ok());
-                let Some(s) = s else { continue };
+                let Some(s) = listeners.syslog_udp.take() else {
+                    continue;
+                };
                 if let Ok(a) = s.local_addr() {
                     out.bound.push((r.id, a));
                 }
@@ -668,11 +667,11 @@ fn spawn_inputs(
             }
             InputId::SyslogTcp | InputId::JsonTcp => {
                 let (listener, t) = if r.id == InputId::SyslogTcp {
-                    (listeners.syslog_tcp.as_ref(), &i.syslog_tcp)
+                    (listeners.syslog_tcp.take(), &i.syslog_tcp)
                 } else {
-                    (listeners.json_tcp.as_ref(), &i.json_tcp)
+                    (listeners.json_tcp.take(), &i.json_tcp)
                 };
-                let Some(l) = listener.and_then(|l| l.try_clone().ok()) else {
+                let Some(l) = listener else {
                     continue;
                 };
                 if let Ok(a) = l.local_addr() {
@@ -720,7 +719,7 @@ fn spawn_inputs(
                 h
             }
             InputId::Relp => {
-                let Some(l) = listeners.relp.as_ref().and_then(|l| l.try_clone().ok()) else {
+                let Some(l) = listeners.relp.take() else {
                     continue;
                 };
                 if let Ok(a) = l.local_addr() {
@@ -738,6 +737,7 @@ fn spawn_inputs(
                     .map_err(Error::Thread)?
             }
         };
+        stats.input(r.id).up.store(true, Ordering::Relaxed);
         out.handles.push(h);
     }
     if !pending.is_empty() {
