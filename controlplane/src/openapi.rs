@@ -13,23 +13,11 @@
 //! handlers check field by field rather than deserialise, and the OpenAPI document itself.
 //! `tests/openapi.rs` holds every GET answer of the running service to its schema.
 
+use crate::query::Param;
 use crate::ratelimit::Family;
 use crate::state::AppState;
 use axum::routing::MethodRouter;
 use serde_json::{Map, Value, json};
-
-/// A query parameter.
-#[derive(Debug)]
-pub struct Param {
-    /// Its name.
-    pub name: &'static str,
-    /// JSON Schema type: `string`, `integer` or `boolean`.
-    pub kind: &'static str,
-    /// What it does.
-    pub description: &'static str,
-    /// A valid value (the route tests send it).
-    pub example: &'static str,
-}
 
 /// One operation of the API.
 pub struct Route {

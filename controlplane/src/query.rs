@@ -4,14 +4,56 @@
 use crate::error::ApiError;
 use std::collections::BTreeMap;
 
+/// A query parameter.
+#[derive(Debug)]
+pub struct Param {
+    /// Its name.
+    pub name: &'static str,
+    /// JSON Schema type: `string`, `integer` or `boolean`.
+    pub kind: &'static str,
+    /// What it does.
+    pub description: &'static str,
+    /// A valid value (the route tests send it).
+    pub example: &'static str,
+}
+
+/// Most items per page of every listing.
+pub const MAX_LIMIT: u32 = 1000;
+/// Items per page when `limit` is not given.
+pub const DEFAULT_LIMIT: u32 = 50;
+
+/// The query parameters the route table declares for the matched route (`Route::query`), put
+/// in the request's extensions by the router's check (see [`Params::check`]); a handler that
+/// names them in a message reads them here rather than keeping its own list.
+#[derive(Clone, Copy)]
+pub struct DeclaredQuery(pub &'static [Param]);
+
+impl DeclaredQuery {
+    /// The names, comma-separated, in the table's order.
+    pub fn names(&self) -> String {
+        self.0.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")
+    }
+}
+
 /// Parsed query parameters, checked against the names a route accepts.
 pub struct Params {
     map: BTreeMap<String, String>,
 }
 
 impl Params {
-    /// Parses `raw` (the part after `?`), accepting only `allowed` names.
-    pub fn parse(raw: Option<&str>, allowed: &[&str]) -> Result<Params, ApiError> {
+    /// Checks `raw` (the part after `?`) against the parameters the route table declares for
+    /// the route: an unknown, repeated or badly encoded one is a 422 naming it. The router runs
+    /// this before every handler, so the table is the only list of a route's parameters.
+    pub fn check(raw: Option<&str>, declared: DeclaredQuery) -> Result<Params, ApiError> {
+        Params::parse(raw, Some(declared))
+    }
+
+    /// Parses `raw` in a handler, whose names the router has checked ([`Params::check`]).
+    pub fn read(raw: Option<&str>) -> Result<Params, ApiError> {
+        Params::parse(raw, None)
+    }
+
+    fn parse(raw: Option<&str>, declared: Option<DeclaredQuery>) -> Result<Params, ApiError> {
         let mut map = BTreeMap::new();
         for pair in raw.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
             let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
@@ -21,10 +63,12 @@ impl Params {
             let v = decode(v).ok_or_else(|| {
                 ApiError::invalid_parameter(&k, "value is not valid percent-encoded UTF-8")
             })?;
-            if !allowed.contains(&k.as_str()) {
+            if let Some(declared) = declared
+                && !declared.0.iter().any(|p| p.name == k)
+            {
                 return Err(ApiError::invalid_parameter(
                     &k,
-                    format!("unknown parameter `{k}`; allowed: {}", allowed.join(", ")),
+                    format!("unknown parameter `{k}`; allowed: {}", declared.names()),
                 ));
             }
             if map.insert(k.clone(), v).is_some() {
@@ -160,14 +204,28 @@ fn decode(s: &str) -> Option<String> {
 mod tests {
     use super::*;
 
+    const LIMIT: Param = Param {
+        name: "limit",
+        kind: "integer",
+        description: "",
+        example: "5",
+    };
+    const Q: Param = Param {
+        name: "q",
+        kind: "string",
+        description: "",
+        example: "a",
+    };
+
     #[test]
     fn unknown_and_repeated_parameters_are_refused() {
-        assert!(Params::parse(Some("limit=5&bogus=1"), &["limit"]).is_err());
-        assert!(Params::parse(Some("limit=5&limit=6"), &["limit"]).is_err());
-        let p = Params::parse(Some("q=a%20b+c&limit=5"), &["q", "limit"]).unwrap();
+        let limit = DeclaredQuery(&[LIMIT]);
+        assert!(Params::check(Some("limit=5&bogus=1"), limit).is_err());
+        assert!(Params::check(Some("limit=5&limit=6"), limit).is_err());
+        let p = Params::check(Some("q=a%20b+c&limit=5"), DeclaredQuery(&[Q, LIMIT])).unwrap();
         assert_eq!(p.get("q"), Some("a b c"));
         assert_eq!(p.int("limit", 50, 1, 1000).unwrap(), 5);
         assert!(p.int("limit", 50, 6, 10).is_err());
-        assert!(Params::parse(Some("q=%zz"), &["q"]).is_err());
+        assert!(Params::check(Some("q=%zz"), DeclaredQuery(&[Q])).is_err());
     }
 }

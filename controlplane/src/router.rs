@@ -2,7 +2,8 @@
 //! the OpenAPI document is built from), the main listener's router and the probe listener's.
 
 use crate::error::ApiError;
-use crate::openapi::{self, Param, Route};
+use crate::openapi::{self, Route};
+use crate::query::Param;
 use crate::ratelimit::Family;
 use crate::state::AppState;
 use crate::{browser, dashboard, host, metrics, query, ratelimit, routes};
@@ -22,11 +23,12 @@ pub fn router(state: AppState) -> Router {
     use axum::middleware::from_fn_with_state;
     let mut api = Router::new();
     for r in ROUTES {
-        let mut handler = (r.handler)();
-        if r.query.is_empty() {
-            // Routes with parameters refuse unknown ones in their handler; these take none.
-            handler = handler.route_layer(axum::middleware::from_fn(no_query_parameters));
-        }
+        // Every route's query is checked against what this table declares for it, before its
+        // handler runs; the handler reads the values and keeps no list of its own.
+        let handler = (r.handler)().route_layer(from_fn_with_state(
+            query::DeclaredQuery(r.query),
+            declared_query_parameters,
+        ));
         let handler = match r.family {
             None => handler,
             Some(Family::List) => {
@@ -94,13 +96,19 @@ fn host_guard(state: &AppState, bind_address: &str, port: u32) -> host::HostGuar
 }
 
 /// Refuses any query parameter with the same 422 as a handler's own parsing.
-async fn no_query_parameters(
-    req: axum::extract::Request,
+/// Refuses a query parameter the route table does not declare for the route (422), and hands
+/// the declared list on to the handler (`DeclaredQuery` in the request's extensions).
+async fn declared_query_parameters(
+    axum::extract::State(declared): axum::extract::State<query::DeclaredQuery>,
+    mut req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
     use axum::response::IntoResponse;
-    match query::Params::parse(req.uri().query(), &[]) {
-        Ok(_) => next.run(req).await,
+    match query::Params::check(req.uri().query(), declared) {
+        Ok(_) => {
+            req.extensions_mut().insert(declared);
+            next.run(req).await
+        }
         Err(e) => e.into_response(),
     }
 }

@@ -1,13 +1,12 @@
 //! `GET /alerts`, `GET /alerts/{id}`, triage (`PATCH /alerts/{id}`), and the feedback routes.
 
 use crate::error::ApiError;
-use crate::query::{Params, page_of};
-use crate::routes::events::{DEFAULT_LIMIT, MAX_LIMIT};
+use crate::query::{DEFAULT_LIMIT, DeclaredQuery, MAX_LIMIT, Params, page_of};
 use crate::routes::read_body;
 use crate::state::AppState;
 use axum::Json;
 use axum::body::Body;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{Extension, Path, RawQuery, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use watchpost_proto::{
@@ -16,47 +15,13 @@ use watchpost_proto::{
 };
 use watchpost_store::{AlertOrder, AlertQuery, Store, StoreError, TriageError, TriageUpdate};
 
-/// The listing's parameters; order and paging last, so that bulk triage takes the rest.
-const PARAMS: &[&str] = &[
-    "since",
-    "until",
-    "type",
-    "severity",
-    "entity",
-    "detector",
-    "dedup_key",
-    "tactic",
-    "technique",
-    "status",
-    "assignee",
-    "sort",
-    "page",
-    "limit",
-];
-
-/// The signal listing's parameters: the alerts', without the triage filters.
-const SIGNAL_PARAMS: &[&str] = &[
-    "since",
-    "until",
-    "type",
-    "severity",
-    "entity",
-    "detector",
-    "dedup_key",
-    "tactic",
-    "technique",
-    "sort",
-    "page",
-    "limit",
-];
-
 /// `GET /signals`: latest activity first (or `sort=first_seen`), with the alert listing's
 /// filters (docs/risk.md).
 pub async fn signals(
     State(st): State<AppState>,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<ListResponse<Alert>>, ApiError> {
-    records(&st, raw.as_deref(), SIGNAL_PARAMS, Store::search_signals).await
+    records(&st, raw.as_deref(), Store::search_signals).await
 }
 
 /// A signal with its contributing events (what an analyst reads to judge it; signals take no
@@ -91,10 +56,6 @@ pub async fn signal(
     .ok_or_else(|| ApiError::not_found(format!("no signal {id}")))
 }
 
-/// The filters of a bulk change: the listing's, without order and paging (neither selects
-/// anything, so neither may stand for the one filter a bulk change needs).
-const BULK_PARAMS: &[&str] = PARAMS.split_at(PARAMS.len() - 3).0;
-
 /// Most alerts one bulk change touches; a filter that selects more changes the newest this many
 /// and says so (`truncated`), and the same call again takes the next ones when the change moves
 /// them out of the filter (a `status=open` filter with a close, say).
@@ -105,18 +66,17 @@ pub async fn list(
     State(st): State<AppState>,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<ListResponse<Alert>>, ApiError> {
-    records(&st, raw.as_deref(), PARAMS, Store::search_alerts).await
+    records(&st, raw.as_deref(), Store::search_alerts).await
 }
 
-/// A listing of alert records (alerts or signals): the page and the filters of `allowed` from
-/// the query, the entity by UUID or value, names resolved, newest first.
+/// A listing of alert records (alerts or signals): the page and the filters the route declares,
+/// from the query, the entity by UUID or value, names resolved, newest first.
 async fn records(
     st: &AppState,
     raw: Option<&str>,
-    allowed: &[&str],
     search: fn(&Store, &AlertQuery) -> Result<watchpost_store::AlertPage, StoreError>,
 ) -> Result<Json<ListResponse<Alert>>, ApiError> {
-    let p = Params::parse(raw, allowed)?;
+    let p = Params::read(raw)?;
     let q = AlertQuery {
         page: p.int("page", 1, 1, 1_000_000)?,
         limit: p.int("limit", DEFAULT_LIMIT, 1, MAX_LIMIT)?,
@@ -223,16 +183,17 @@ pub(crate) struct BulkTriage {
 /// own state refuses it (changed meanwhile by someone else) is left as it is.
 pub async fn patch_many(
     State(st): State<AppState>,
+    Extension(declared): Extension<DeclaredQuery>,
     RawQuery(raw): RawQuery,
     body: Body,
 ) -> Result<Json<BulkTriage>, ApiError> {
-    let p = Params::parse(raw.as_deref(), BULK_PARAMS)?;
+    let p = Params::read(raw.as_deref())?;
     if p.is_empty() {
         return Err(ApiError::invalid_parameter(
             "filter",
             format!(
                 "a bulk change needs at least one filter: {}",
-                BULK_PARAMS.join(", ")
+                declared.names()
             ),
         ));
     }
@@ -640,7 +601,7 @@ pub async fn get_feedback(
     Path(id): Path<String>,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<ListResponse<Feedback>>, ApiError> {
-    let p = Params::parse(raw.as_deref(), &["page", "limit"])?;
+    let p = Params::read(raw.as_deref())?;
     let page = p.int("page", 1, 1, 1_000_000)?;
     let limit = p.int("limit", DEFAULT_LIMIT, 1, MAX_LIMIT)?;
     let store = st.store.clone();

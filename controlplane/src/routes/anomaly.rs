@@ -47,7 +47,7 @@ pub async fn timeline(
     State(st): State<AppState>,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<AnomalyTimeline>, ApiError> {
-    let p = Params::parse(raw.as_deref(), &["range", "resolution", "source"])?;
+    let p = Params::read(raw.as_deref())?;
     let (range, span) = range_ns(&p, "24h")?;
     let default_res = match range.as_str() {
         "1h" => "1m",

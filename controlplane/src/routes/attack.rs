@@ -84,7 +84,7 @@ pub async fn coverage(
     State(st): State<AppState>,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<Coverage>, ApiError> {
-    let p = Params::parse(raw.as_deref(), &["since", "until"])?;
+    let p = Params::read(raw.as_deref())?;
     let until_ns = p.time("until")?.unwrap_or_else(now_ns);
     let since_ns = p
         .time("since")?

@@ -1,7 +1,7 @@
 //! `GET /entities/search`, `/entities/{uuid}/timeline`, `/risk-history` and `/baseline`.
 
 use crate::error::ApiError;
-use crate::query::{Params, page_of};
+use crate::query::{DEFAULT_LIMIT, MAX_LIMIT, Params, page_of};
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
@@ -16,12 +16,12 @@ pub async fn search(
     State(st): State<AppState>,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<ListResponse<EntityHit>>, ApiError> {
-    let p = Params::parse(raw.as_deref(), &["q", "page", "limit"])?;
+    let p = Params::read(raw.as_deref())?;
     let q = p
         .text("q", 256)?
         .ok_or_else(|| ApiError::invalid_parameter("q", "is required (1 to 256 characters)"))?;
     let page = p.int("page", 1, 1, 1_000_000)?;
-    let limit = p.int("limit", 50, 1, 1000)?;
+    let limit = p.int("limit", DEFAULT_LIMIT, 1, MAX_LIMIT)?;
     let store = st.store.clone();
     let hits = tokio::task::spawn_blocking(move || {
         if let Ok(u) = Uuid::parse_str(&q) {
@@ -170,10 +170,7 @@ pub async fn timeline(
     Path(uuid): Path<String>,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<EntityTimeline>, ApiError> {
-    let p = Params::parse(
-        raw.as_deref(),
-        &["start_ns", "end_ns", "source_type", "severity_min", "limit"],
-    )?;
+    let p = Params::read(raw.as_deref())?;
     let ns = |name: &str| -> Result<Option<i64>, ApiError> {
         match p.get(name) {
             None => Ok(None),
@@ -285,7 +282,7 @@ pub async fn risk_history(
     Path(uuid): Path<String>,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<RiskHistory>, ApiError> {
-    let p = Params::parse(raw.as_deref(), &["range"])?;
+    let p = Params::read(raw.as_deref())?;
     let (range, span) = range_ns(&p, "7d")?;
     let store = st.store.clone();
     tokio::task::spawn_blocking(move || {

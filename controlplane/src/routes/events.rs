@@ -1,36 +1,19 @@
 //! `GET /events`: paginated event search served from the store.
 
 use crate::error::ApiError;
-use crate::query::Params;
+use crate::query::{DEFAULT_LIMIT, MAX_LIMIT, Params};
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::{RawQuery, State};
 use watchpost_proto::{EntityKind, Event, ListMeta, ListResponse, Uuid, canonicalize_into};
 use watchpost_store::{EntityFilter, EventQuery};
 
-const PARAMS: &[&str] = &[
-    "since",
-    "until",
-    "source",
-    "severity",
-    "template_id",
-    "entity",
-    "q",
-    "page",
-    "limit",
-];
-
-/// Most items per page.
-pub const MAX_LIMIT: u32 = 1000;
-/// Items per page when `limit` is not given.
-pub const DEFAULT_LIMIT: u32 = 50;
-
 /// Newest events first, filtered.
 pub async fn list(
     State(st): State<AppState>,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<ListResponse<Event>>, ApiError> {
-    let p = Params::parse(raw.as_deref(), PARAMS)?;
+    let p = Params::read(raw.as_deref())?;
     let mut q = EventQuery {
         since_ns: p.time("since")?,
         until_ns: p.time("until")?,

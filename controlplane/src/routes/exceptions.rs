@@ -2,8 +2,7 @@
 //! it applies and reaches the detection workers at their next batch.
 
 use crate::error::ApiError;
-use crate::query::{Params, page_of};
-use crate::routes::events::{DEFAULT_LIMIT, MAX_LIMIT};
+use crate::query::{DEFAULT_LIMIT, MAX_LIMIT, Params, page_of};
 use crate::routes::read_body;
 use crate::state::AppState;
 use axum::Json;
@@ -13,9 +12,6 @@ use axum::http::StatusCode;
 use std::sync::Arc;
 use watchpost_dataplane::ExceptionError;
 use watchpost_proto::{Exception, ExceptionDraft, ExceptionPatch, ListResponse, Uuid, now_ns};
-
-/// The listing's parameters.
-pub(crate) const LIST_PARAMS: &[&str] = &["detector", "enabled", "page", "limit"];
 
 fn exception_id(text: &str) -> Result<Uuid, ApiError> {
     Uuid::parse_str(text).map_err(|_| {
@@ -43,7 +39,7 @@ pub async fn list(
     State(st): State<AppState>,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<ListResponse<Exception>>, ApiError> {
-    let p = Params::parse(raw.as_deref(), LIST_PARAMS)?;
+    let p = Params::read(raw.as_deref())?;
     let enabled = p.boolean("enabled")?;
     let detector = p.text("detector", 1024)?;
     let page = p.int("page", 1, 1, 1_000_000)?;

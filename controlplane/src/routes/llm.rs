@@ -8,7 +8,7 @@ use crate::llm::privacy::Sensitive;
 use crate::llm::suggest::{self, Evidence, Pattern, Suggestion};
 use crate::llm::usage::Feature;
 use crate::llm::{Ask, Explanation, LlmError, grammar, prompt};
-use crate::query::{Params, page_of};
+use crate::query::{DEFAULT_LIMIT, MAX_LIMIT, Params, page_of};
 use crate::state::AppState;
 use axum::Json;
 use axum::body::Body;
@@ -341,9 +341,9 @@ pub async fn suggestions(
     State(st): State<AppState>,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<ListResponse<Pattern>>, ApiError> {
-    let p = Params::parse(raw.as_deref(), &["page", "limit"])?;
+    let p = Params::read(raw.as_deref())?;
     let page = p.int("page", 1, 1, 1_000_000)?;
-    let limit = p.int("limit", 50, 1, 1000)?;
+    let limit = p.int("limit", DEFAULT_LIMIT, 1, MAX_LIMIT)?;
     Ok(Json(page_of(eligible(&st).await?, page, limit)))
 }
 

@@ -6,8 +6,7 @@
 //! [`Catalog`], which stage A picks up at its next batch: an upload is live without a restart.
 
 use crate::error::ApiError;
-use crate::query::{Params, page_of};
-use crate::routes::events::{DEFAULT_LIMIT, MAX_LIMIT};
+use crate::query::{DEFAULT_LIMIT, MAX_LIMIT, Params, page_of};
 use crate::routes::read_body;
 use crate::state::AppState;
 use axum::Json;
@@ -151,24 +150,12 @@ async fn fires_24h(st: &AppState) -> Result<HashMap<u64, u64>, ApiError> {
     Ok(out)
 }
 
-const LIST_PARAMS: &[&str] = &[
-    "enabled",
-    "level",
-    "tactic",
-    "technique",
-    "source",
-    "kind",
-    "q",
-    "page",
-    "limit",
-];
-
 /// `GET /sigma/rules`: rules in catalogue order, filtered, with their 24 h fire counts.
 pub async fn list(
     State(st): State<AppState>,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<ListResponse<RuleSummary>>, ApiError> {
-    let p = Params::parse(raw.as_deref(), LIST_PARAMS)?;
+    let p = Params::read(raw.as_deref())?;
     let enabled = p.boolean("enabled")?;
     let level = match p.get("level") {
         None => None,
