@@ -488,10 +488,10 @@ fn rules_test(cfg: &Config, rule_paths: &[PathBuf], events: &PathBuf) -> ExitCod
         }
     }
     let set = Arc::new(watchpost_rules::RuleSet::compile(rules, &mapping));
-    let mut matcher = match watchpost_dataplane::LineMatcher::new(set.clone(), cfg) {
+    let mut matcher = match watchpost_normalize::LineMatcher::new(set.clone(), cfg) {
         Ok(m) => m,
         Err(e) => {
-            eprintln!("{e}");
+            eprintln!("templates.extra_masks: {e}");
             return ExitCode::from(2);
         }
     };
@@ -718,7 +718,7 @@ fn analyze(
 }
 
 fn mine(cfg: &Config, file: &std::path::Path, syslog: bool, raw: bool) -> ExitCode {
-    use watchpost_dataplane::{MinerConfig, TemplateMiner};
+    use watchpost_normalize::{MinerConfig, TemplateMiner};
     let mcfg = MinerConfig::from_config(&cfg.templates);
     let mut miner = match TemplateMiner::new(&mcfg) {
         Ok(m) => m,
@@ -753,8 +753,8 @@ fn mine(cfg: &Config, file: &std::path::Path, syslog: bool, raw: bool) -> ExitCo
         } else {
             // A header left in would be most of the template: every line of a host and
             // minute alike, `Accepted` and `Failed` merged for their shared prefix.
-            let rec = watchpost_dataplane::parse_syslog(text.as_bytes(), now);
-            let structured = rec.format != watchpost_dataplane::SyslogFormat::Unstructured;
+            let rec = watchpost_normalize::parse_syslog(text.as_bytes(), now);
+            let structured = rec.format != watchpost_normalize::SyslogFormat::Unstructured;
             if syslog || structured {
                 text.get(rec.msg).unwrap_or(text)
             } else {

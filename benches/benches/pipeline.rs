@@ -8,7 +8,7 @@ use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_mai
 use std::hint::black_box;
 use std::sync::Arc;
 use watchpost_benches::Traffic;
-use watchpost_dataplane::{
+use watchpost_normalize::{
     Format, LineMeta, MinerConfig, Normalizer, Tally, TemplateMiner, parse_syslog,
 };
 use watchpost_proto::InputId;

@@ -4,10 +4,8 @@ use crate::Traffic;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use watchpost_dataplane::{
-    Format, LineMeta, MinerConfig, Normalizer, Tally, TemplateMiner, evtx_lines, input_files,
-    is_evtx,
-};
+use watchpost_dataplane::{evtx_lines, input_files, is_evtx};
+use watchpost_normalize::{Format, LineMeta, MinerConfig, Normalizer, Tally, TemplateMiner};
 use watchpost_proto::{EntityKind, InputId, Role};
 use watchpost_rules::{BUNDLED, Body, PlainEvent, Rule, load_file, parse_rule, rule_files};
 use watchpost_store::{BlockReader, EncodedBlock, EntitySlot, EventView};

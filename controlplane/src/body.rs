@@ -26,13 +26,13 @@
 //! Every refusal is counted (`/stats` `api.bodies`, `watchpost_api_bodies_refused_total`).
 
 use crate::error::ApiError;
+use crate::per_client::{PerClient, Ticket};
 use axum::body::{Body, Bytes};
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http_body::{Body as HttpBody, Frame, SizeHint};
-use std::collections::HashMap;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
@@ -82,8 +82,8 @@ pub struct BodyGuard {
     max_body: u64,
     read_timeout: Duration,
     min_rate: u64,
-    per_client: usize,
-    in_flight: Mutex<HashMap<IpAddr, usize>>,
+    /// Bodies each client address has in flight (`api_max_bodies_per_client`).
+    in_flight: Arc<PerClient>,
     memory: Arc<Semaphore>,
     memory_units: u64,
     /// What was refused.
@@ -98,8 +98,7 @@ impl BodyGuard {
             max_body: config.api_max_body_bytes,
             read_timeout: Duration::from_secs(config.api_body_read_timeout_seconds),
             min_rate: config.api_body_min_bytes_per_second,
-            per_client: config.api_max_bodies_per_client as usize,
-            in_flight: Mutex::new(HashMap::new()),
+            in_flight: Arc::new(PerClient::new(config.api_max_bodies_per_client as usize)),
             memory: Arc::new(Semaphore::new(
                 usize::try_from(memory_units).unwrap_or(usize::MAX >> 4),
             )),
@@ -144,17 +143,8 @@ impl BodyGuard {
             .and_then(|n| Arc::clone(&self.memory).try_acquire_many_owned(n).ok())
     }
 
-    fn enter(self: &Arc<Self>, client: IpAddr) -> Option<ClientSlot> {
-        let mut by = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
-        let n = by.entry(client).or_insert(0);
-        if *n >= self.per_client {
-            return None;
-        }
-        *n += 1;
-        Some(ClientSlot {
-            guard: Arc::clone(self),
-            client,
-        })
+    fn enter(&self, client: IpAddr) -> Option<Ticket> {
+        self.in_flight.enter(client)
     }
 }
 
@@ -192,28 +182,6 @@ pub struct Reservation {
     _permit: OwnedSemaphorePermit,
 }
 
-/// One of a client's body slots; given back when dropped.
-struct ClientSlot {
-    guard: Arc<BodyGuard>,
-    client: IpAddr,
-}
-
-impl Drop for ClientSlot {
-    fn drop(&mut self) {
-        let mut by = self
-            .guard
-            .in_flight
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        if let Some(n) = by.get_mut(&self.client) {
-            *n -= 1;
-            if *n == 0 {
-                by.remove(&self.client);
-            }
-        }
-    }
-}
-
 /// The layer: see the module's documentation.
 pub async fn layer(State(guard): State<Arc<BodyGuard>>, req: Request, next: Next) -> Response {
     let declared = match declared_length(&req) {
@@ -241,7 +209,7 @@ pub async fn layer(State(guard): State<Arc<BodyGuard>>, req: Request, next: Next
             format!(
                 "this address is sending {} request bodies already, api_max_bodies_per_client; \
                  retry when one is done",
-                guard.per_client
+                guard.in_flight.max()
             ),
         )
         .retry_after(1)

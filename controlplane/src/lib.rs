@@ -13,12 +13,10 @@ mod browser;
 mod dashboard;
 mod error;
 mod host;
-mod llm;
 mod memory;
 mod metrics;
-mod notify;
 mod openapi;
-mod outbound;
+mod per_client;
 mod query;
 mod ratelimit;
 mod reload;
@@ -34,18 +32,18 @@ pub use body::{BodyCounters, BodyFault, BodyGuard, Reservation};
 pub use dashboard::CSP;
 pub use error::ApiError;
 pub use hyper::Method;
-pub use llm::prompt::rfc3339;
-pub use llm::{Llm, LlmError};
-pub use notify::{
-    ChannelSnapshot, DeliveryError, Notifier, NotifyError, NotifySnapshot, TestResult,
-};
-pub use outbound::{HttpClient, OutboundError, Reply, Trust};
 pub use ratelimit::RateLimits;
 pub use reload::{ReloadError, ReloadReport, Reloader};
 pub use router::{probe_router, router};
 pub use service::{ServiceError, run};
 pub use state::{AppState, RateSampler};
 use std::future::Future;
+pub use watchpost_llm::rfc3339;
+pub use watchpost_llm::{Llm, LlmError};
+pub use watchpost_notify::{
+    ChannelError, ChannelSnapshot, DeliveryError, Notifier, NotifyError, NotifySnapshot, TestResult,
+};
+pub use watchpost_outbound::{HttpClient, OutboundError, Reply, Trust};
 pub use ws::{Hub, WsConfig};
 
 /// Serves the API on `listener`, and the probes on `probes` when given, until `shutdown`

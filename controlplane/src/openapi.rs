@@ -238,14 +238,14 @@ fn error_responses() -> Value {
 /// when it is always written), bodies the deserialising one (a field is required when it has no
 /// default).
 fn derived_schemas() -> Map<String, Value> {
-    use crate::llm::Explanation;
-    use crate::llm::hunt::HuntAnswer;
-    use crate::llm::suggest::{Pattern, Suggestion};
     use crate::routes::alerts::{AlertDetail, FeedbackBody, SignalDetail};
     use crate::routes::attack::Coverage;
     use crate::routes::llm::{HuntBody, RefreshBody};
     use crate::routes::sigma::{DryRun, RuleDetail, RuleSummary, Timeline, Toggle, Upload};
     use schemars::generate::{SchemaGenerator, SchemaSettings};
+    use watchpost_llm::Explanation;
+    use watchpost_llm::hunt::HuntAnswer;
+    use watchpost_llm::suggest::{Pattern, Suggestion};
     use watchpost_proto::{Alert, ErrorBody, Event, Feedback, ListResponse};
     use watchpost_store::EntityHit;
 

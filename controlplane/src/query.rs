@@ -122,7 +122,7 @@ impl Params {
     pub fn time(&self, name: &str) -> Result<Option<i64>, ApiError> {
         match self.get(name) {
             None => Ok(None),
-            Some(v) => watchpost_dataplane::parse_rfc3339(v.as_bytes())
+            Some(v) => watchpost_normalize::parse_rfc3339(v.as_bytes())
                 .map(Some)
                 .ok_or_else(|| {
                     ApiError::invalid_parameter(

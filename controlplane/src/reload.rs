@@ -7,12 +7,12 @@
 //! `[[notifications]]` changed. Keys that need a restart (listeners, cores, the store) are not
 //! applied; the answer lists them.
 
-use crate::notify::{Notifier, NotifyError};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use watchpost_dataplane::{Catalog, CatalogReload, IocFeed};
+use watchpost_notify::{Notifier, NotifyError};
 use watchpost_proto::{Config, config::ConfigError};
 
 /// Keys a reload applies; any other key that changed waits for a restart.
@@ -46,7 +46,7 @@ impl ReloadError {
                 .collect(),
             ReloadError::Rules(e) => vec![("detection.sigma_rules_dirs".into(), e.to_string())],
             ReloadError::Notify(e) => {
-                vec![(format!("notifications[{}]", e.index), e.why.clone())]
+                vec![(format!("notifications[{}]", e.index), e.why.to_string())]
             }
             ReloadError::Task(e) => vec![("(reload)".into(), e.clone())],
         }

@@ -14,15 +14,15 @@
 //!   the same status, a JSON body with `error` and `message`, and the security headers.
 
 use crate::browser::security_headers;
+use crate::per_client::{PerClient, Ticket};
 use axum::Router;
 use axum::extract::ConnectInfo;
 use axum::http::{HeaderMap, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
@@ -71,32 +71,14 @@ pub struct ConnectionCounters {
     pub refused_malformed: AtomicU64,
 }
 
-/// Open connections per client address, shared by a listener's connections.
-#[derive(Default)]
-struct Open {
-    by_client: Mutex<HashMap<IpAddr, usize>>,
-}
-
-/// A connection's place in [`Open`], given back when it ends.
+/// A connection's place: its client's, and one in the open count; given back when it ends.
 struct Slot {
-    open: Arc<Open>,
+    _client: Ticket,
     counters: Arc<ConnectionCounters>,
-    client: IpAddr,
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        let mut by = self
-            .open
-            .by_client
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        if let Some(n) = by.get_mut(&self.client) {
-            *n -= 1;
-            if *n == 0 {
-                by.remove(&self.client);
-            }
-        }
         self.counters.open.fetch_sub(1, Ordering::Relaxed);
     }
 }
@@ -110,7 +92,8 @@ pub async fn serve(
     counters: Arc<ConnectionCounters>,
     mut stop: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
-    let open = Arc::new(Open::default());
+    // Open connections per client address, shared by this listener's connections.
+    let open = Arc::new(PerClient::new(limits.per_client));
     let (done_tx, mut done_rx) = watch::channel(());
     loop {
         let (stream, peer) = tokio::select! {
@@ -160,28 +143,27 @@ enum Refusal {
     Total(usize),
 }
 
+/// A place for a connection from `client`, or why there is none. Called by the one accept loop
+/// of a listener, one connection at a time, so the total cannot be passed between the check and
+/// the count.
 fn admit(
-    open: &Arc<Open>,
+    open: &Arc<PerClient>,
     counters: &Arc<ConnectionCounters>,
     limits: &ConnectionLimits,
     client: IpAddr,
 ) -> Result<Slot, Refusal> {
-    let mut by = open.by_client.lock().unwrap_or_else(|e| e.into_inner());
     if counters.open.load(Ordering::Relaxed) as usize >= limits.total {
         counters.refused_total.fetch_add(1, Ordering::Relaxed);
         return Err(Refusal::Total(limits.total));
     }
-    let n = by.entry(client).or_insert(0);
-    if *n >= limits.per_client {
+    let Some(ticket) = open.enter(client) else {
         counters.refused_per_client.fetch_add(1, Ordering::Relaxed);
-        return Err(Refusal::PerClient(limits.per_client));
-    }
-    *n += 1;
+        return Err(Refusal::PerClient(open.max()));
+    };
     counters.open.fetch_add(1, Ordering::Relaxed);
     Ok(Slot {
-        open: Arc::clone(open),
+        _client: ticket,
         counters: Arc::clone(counters),
-        client,
     })
 }
 

@@ -35,9 +35,9 @@ pub struct AppState {
     /// The API's own request counters and latencies, for `/metrics`.
     pub api_metrics: Arc<crate::metrics::ApiMetrics>,
     /// LLM assistance (explanations) and its caches.
-    pub llm: Arc<crate::llm::Llm>,
+    pub llm: Arc<watchpost_llm::Llm>,
     /// The notification channels.
-    pub notifier: Arc<crate::notify::Notifier>,
+    pub notifier: Arc<watchpost_notify::Notifier>,
     /// Configuration reloads, and the running configuration they leave.
     pub reloader: Arc<crate::reload::Reloader>,
     /// When the API started.

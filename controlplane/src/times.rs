@@ -17,7 +17,7 @@ use axum::response::Response;
 use serde_json::{Map, Value};
 use std::collections::HashSet;
 use std::sync::OnceLock;
-use watchpost_dataplane::Rfc3339;
+use watchpost_normalize::Rfc3339;
 
 /// Objects whose keys are a producer's, not the API's.
 const OPAQUE: &[&str] = &["attributes"];

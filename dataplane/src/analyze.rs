@@ -9,15 +9,15 @@
 //! `contributing_events` turn back into file and line numbers (`contributing_lines`).
 
 use crate::Error;
-use crate::batch::{Format, LineMeta};
 use crate::catalog::Catalog;
 use crate::exceptions::ExceptionBook;
-use crate::normalize::{Normalizer, Tally};
-use crate::template::{MinerConfig, TemplateMiner};
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use watchpost_detect::{Collect, Detector, DetectorParams};
+use watchpost_normalize::{Format, LineMeta};
+use watchpost_normalize::{MinerConfig, TemplateMiner};
+use watchpost_normalize::{Normalizer, Tally};
 use watchpost_proto::{Alert, Config, InputId};
 use watchpost_store::{EncodedBlock, parse_event_id};
 

@@ -7,8 +7,8 @@
 //! Errors of the crates below keep their types inside a variant ([`StoreError`], [`RuleError`],
 //! [`MappingError`], [`MinerError`]), so no cause is flattened into a string.
 
-use crate::template::MinerError;
 use std::path::PathBuf;
+use watchpost_normalize::MinerError;
 use watchpost_rules::{MappingError, RuleError};
 use watchpost_store::StoreError;
 

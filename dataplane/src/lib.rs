@@ -12,8 +12,9 @@
 //! atomics ([`Stats`]) and the store ([`watchpost_store::Store`]), never the workers' state.
 //!
 //! This crate is the runtime: threads, rings, sockets, files and the live content. What it runs
-//! lives below it: the detection mathematics in `watchpost_detect` (no I/O), the RocksDB schema
-//! and queries in `watchpost_store`, the rules in `watchpost_rules`.
+//! lives below it: stage A's per-line work in `watchpost_normalize` (no threads, no I/O), the
+//! detection mathematics in `watchpost_detect` (no I/O), the RocksDB schema and queries in
+//! `watchpost_store`, the rules in `watchpost_rules`.
 //!
 //! Modules are private; what the control plane, the binary and the benches use is re-exported
 //! here, in one list.
@@ -35,39 +36,30 @@ mod exceptions;
 mod input;
 mod ioc;
 mod live;
-mod normalize;
-mod parse;
 mod pipeline;
 mod ring;
-mod sigma;
 mod stage;
 mod stats;
-mod template;
 mod unwritten;
 pub use unwritten::MAX_UNWRITTEN;
 mod worker;
 mod writer;
 
 pub use analyze::{Summary, analyze, analyze_with, event_line, read_line, write_alerts};
-pub use batch::{Format, LineMeta};
 pub use catalog::{Catalog, CatalogReload};
 pub use error::Error;
 pub use evtx::{DATA_SEPARATOR, EvtxRead, evtx_lines, flat_event, input_files, is_evtx};
 pub use exceptions::{ExceptionBook, ExceptionError, MAX_EXCEPTIONS};
 pub use input::{
-    BodyError, HttpIngest, IngestReceipt, OtlpEncoding, OtlpError, OtlpEvents, UdpKernel, gunzip,
-    ingest_events, otlp_events, otlp_messages, status_body, success_body, udp_kernel,
+    BodyError, Bound, CheckedBody, Delivery, HttpIngest, INPUTS, IngestReceipt, Input,
+    OtlpEncoding, OtlpError, OtlpEvents, Running, Start, UdpKernel, gunzip, ingest_events,
+    otlp_events, otlp_messages, status_body, success_body, udp_kernel,
 };
 pub use ioc::{IocFeed, IocStatus};
 pub use live::{AlertChange, LiveAlerts};
-pub use normalize::{Normalizer, Tally};
-pub use parse::syslog::{SyslogFormat, parse_syslog};
-pub use parse::time::{Rfc3339, parse_rfc3339};
 pub use pipeline::{Pipeline, ShutdownReport, Stopper, spare_cores};
-pub use sigma::LineMatcher;
 pub use stage::DetectHandle;
 pub use stats::{
     Counter, DetectCounters, Histogram, InputCounters, InputSnapshot, LATENCY_BOUNDS_S,
     STALE_THREAD_NS, Stats, StatsSnapshot, ThreadState, WriterCounters,
 };
-pub use template::{Change, MinerConfig, TemplateId, TemplateMiner};

@@ -8,32 +8,31 @@
 //! and flushes RocksDB.
 
 use crate::Error;
-use crate::batch::{Format, Pool, RawBatch};
+use crate::batch::{Pool, RawBatch};
 use crate::catalog::Catalog;
 use crate::exceptions::ExceptionBook;
-use crate::input::framing::Framing;
-use crate::input::http::HttpIngest;
+use crate::input::HttpIngest;
 use crate::input::outlet::Outlet;
-use crate::input::tcp::TcpSettings;
-use crate::input::{file, http, relp, spool, tcp, udp};
+use crate::input::spool;
+use crate::input::{Bound, Delivery, INPUTS, Input, Start};
 use crate::ioc::IocFeed;
 use crate::live::LiveAlerts;
-use crate::normalize::Normalizer;
 use crate::ring::{Consumer, Producer, ring};
 use crate::stage::{
     DetectHandle, DetectInput, DetectSetup, RecordBatch, control_channels, restore, spawn_detector,
 };
 use crate::stats::{RingGauge, Stats};
-use crate::template::{MinerConfig, TemplateMiner};
 use crate::worker::{WorkerInput, WorkerSetup, spawn_worker};
 use crate::writer::spawn_writer;
-use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 use watchpost_detect::DetectorParams;
-use watchpost_proto::config::InputsConfig;
+use watchpost_normalize::Format;
+use watchpost_normalize::Normalizer;
+use watchpost_normalize::{MinerConfig, TemplateMiner};
 use watchpost_proto::{Config, InputId};
 use watchpost_store::{EncodedBlock, Store};
 
@@ -73,7 +72,7 @@ impl Pipeline {
         let workers = dp.parse_workers as usize;
         let detectors = dp.detect_workers as usize;
         let cores = assign_cores(cfg)?;
-        let listeners = Listeners::bind(&cfg.inputs)?;
+        let bound = bind_inputs(cfg)?;
 
         let store = Arc::new(Store::open(&cfg.data_dir(), &cfg.storage)?);
         // New alerts are queued for the notification channels from the first one raised
@@ -89,7 +88,9 @@ impl Pipeline {
         let iocs = Arc::new(IocFeed::open(cfg, true)?);
         let exceptions = Arc::new(ExceptionBook::load(Some(Arc::clone(&store)))?);
 
-        let wiring = Wiring::new(cfg, &listeners.enabled(&cfg.inputs), workers, detectors);
+        let enabled: Vec<(InputId, Format)> =
+            bound.iter().map(|b| (b.input.id(), b.format)).collect();
+        let wiring = Wiring::new(cfg, &enabled, workers, detectors);
         let stats = Stats::new(workers, detectors, watchpost_proto::now_ns(), wiring.gauges);
         let stop = Arc::new(AtomicBool::new(false));
         let shared = Shared {
@@ -120,7 +121,7 @@ impl Pipeline {
         let live = Arc::new(LiveAlerts::default());
         let (detect, detector_handles) = spawn_detectors(&shared, wiring.detect_inputs, &live)?;
         let worker_handles = spawn_workers(&shared, wiring.workers, &persisted)?;
-        let inputs = spawn_inputs(&shared, listeners, wiring.input_rings)?;
+        let inputs = spawn_inputs(&shared, bound, wiring.input_rings)?;
         tracing::info!(
             "data plane started: {} worker(s), inputs {:?}, store {}",
             workers,
@@ -305,97 +306,27 @@ pub struct ShutdownReport {
     pub unstored_alerts: u64,
 }
 
-/// The sockets of the enabled network inputs, bound before anything starts.
-struct Listeners {
-    syslog_udp: Option<UdpSocket>,
-    syslog_tcp: Option<TcpListener>,
-    json_tcp: Option<TcpListener>,
-    relp: Option<TcpListener>,
+/// An enabled input, bound: what it is, how its lines are read, and its runtime half.
+struct BoundInput {
+    input: &'static dyn Input,
+    format: Format,
+    bound: Box<dyn Bound>,
 }
 
-impl Listeners {
-    /// Binds every enabled network input; the error names the key of the address that failed.
-    fn bind(inputs: &InputsConfig) -> Result<Listeners, Error> {
-        let syslog_udp = if inputs.syslog_udp.enabled {
-            let s = UdpSocket::bind(&inputs.syslog_udp.address).map_err(|source| Error::Bind {
-                key: "inputs.syslog_udp.address",
-                addr: inputs.syslog_udp.address.clone(),
-                source,
-            })?;
-            let asked = inputs.syslog_udp.recv_buffer_bytes;
-            let got = udp::set_recv_buffer(&s, asked);
-            if got < asked {
-                tracing::warn!(
-                    "inputs.syslog_udp.recv_buffer_bytes: asked for {asked} bytes, the kernel gave {got} \
-                     (net.core.rmem_max caps it): bursts beyond it are dropped by the kernel \
-                     (/stats syslog_udp_kernel.drops); raise net.core.rmem_max (deploy/TUNING.md)"
-                );
-            }
-            Some(s)
-        } else {
-            None
-        };
-        let bind_tcp =
-            |enabled: bool, addr: &str, key: &'static str| -> Result<Option<TcpListener>, Error> {
-                if !enabled {
-                    return Ok(None);
-                }
-                TcpListener::bind(addr)
-                    .map(Some)
-                    .map_err(|source| Error::Bind {
-                        key,
-                        addr: addr.to_string(),
-                        source,
-                    })
-            };
-        Ok(Listeners {
-            syslog_udp,
-            syslog_tcp: bind_tcp(
-                inputs.syslog_tcp.enabled,
-                &inputs.syslog_tcp.address,
-                "inputs.syslog_tcp.address",
-            )?,
-            json_tcp: bind_tcp(
-                inputs.json_tcp.enabled,
-                &inputs.json_tcp.address,
-                "inputs.json_tcp.address",
-            )?,
-            relp: bind_tcp(
-                inputs.relp.enabled,
-                &inputs.relp.address,
-                "inputs.relp.address",
-            )?,
+/// Binds every enabled input of the registry, in its order; the first failure names the key of
+/// the address and leaves nothing bound.
+fn bind_inputs(cfg: &Config) -> Result<Vec<BoundInput>, Error> {
+    INPUTS
+        .iter()
+        .filter(|input| input.enabled(&cfg.inputs))
+        .map(|&input| {
+            Ok(BoundInput {
+                input,
+                format: input.format(&cfg.inputs),
+                bound: input.bind(cfg)?,
+            })
         })
-    }
-
-    /// Every enabled input with the format its lines are read in.
-    fn enabled(&self, inputs: &InputsConfig) -> Vec<(InputId, Format)> {
-        let mut enabled: Vec<(InputId, Format)> = Vec::new();
-        if self.syslog_udp.is_some() {
-            enabled.push((InputId::SyslogUdp, Format::Syslog));
-        }
-        if self.syslog_tcp.is_some() {
-            enabled.push((InputId::SyslogTcp, Format::Syslog));
-        }
-        if self.json_tcp.is_some() {
-            enabled.push((InputId::JsonTcp, Format::Json));
-        }
-        if inputs.file.enabled {
-            let format = match inputs.file.format.as_str() {
-                "json" => Format::Json,
-                "syslog" => Format::Syslog,
-                _ => Format::Auto,
-            };
-            enabled.push((InputId::File, format));
-        }
-        if inputs.http.enabled {
-            enabled.push((InputId::Http, Format::Json));
-        }
-        if self.relp.is_some() {
-            enabled.push((InputId::Relp, Format::Syslog));
-        }
-        enabled
-    }
+        .collect()
 }
 
 /// What every thread the pipeline starts shares.
@@ -631,20 +562,14 @@ struct Inputs {
     http: Option<HttpIngest>,
 }
 
-/// Starts one thread per enabled input, feeding its rings, each on the socket bound for it (moved
-/// to its thread, not cloned: a clone that failed used to skip the input after it was marked up,
-/// so `/health` said "ok" for an input that never started). An input is marked up once its
-/// thread runs.
+/// Starts every bound input on its rings, each replaying first what it acknowledged before the
+/// last stop and did not store; an input is marked up only once its thread runs.
 fn spawn_inputs(
     shared: &Shared<'_>,
-    mut listeners: Listeners,
+    bound: Vec<BoundInput>,
     input_rings: Vec<InputRings>,
 ) -> Result<Inputs, Error> {
-    let i = &shared.cfg.inputs;
-    let dp = &shared.cfg.dataplane;
-    let (stats, stop) = (shared.stats, shared.stop);
-    let max_line = dp.max_line_bytes as usize;
-    let linger = dp.batch_linger_ms;
+    let linger = shared.cfg.dataplane.batch_linger_ms;
     let mut out = Inputs {
         handles: Vec::new(),
         bound: Vec::new(),
@@ -653,93 +578,32 @@ fn spawn_inputs(
     // Acknowledged before the last stop and not stored then: each acknowledging input replays
     // its own before it takes new requests.
     let mut pending = shared.store.spooled()?;
-    for r in input_rings {
-        let outlet = Outlet::new(r.producers, r.pool, linger, Arc::clone(stats), r.id);
-        let h = match r.id {
-            InputId::SyslogUdp => {
-                let Some(s) = listeners.syslog_udp.take() else {
-                    continue;
-                };
-                if let Ok(a) = s.local_addr() {
-                    out.bound.push((r.id, a));
-                }
-                udp::spawn(s, outlet, max_line, linger, Arc::clone(stop)).map_err(Error::Thread)?
-            }
-            InputId::SyslogTcp | InputId::JsonTcp => {
-                let (listener, t) = if r.id == InputId::SyslogTcp {
-                    (listeners.syslog_tcp.take(), &i.syslog_tcp)
-                } else {
-                    (listeners.json_tcp.take(), &i.json_tcp)
-                };
-                let Some(l) = listener else {
-                    continue;
-                };
-                if let Ok(a) = l.local_addr() {
-                    out.bound.push((r.id, a));
-                }
-                let settings = TcpSettings {
-                    input: r.id,
-                    framing: if r.id == InputId::SyslogTcp {
-                        Framing::Syslog
-                    } else {
-                        Framing::Newline
-                    },
-                    max_line,
-                    max_connections: t.max_connections as usize,
-                    idle_timeout: Duration::from_secs(t.idle_timeout_s),
-                    linger: Duration::from_millis(linger),
-                };
-                tcp::spawn(l, outlet, settings, Arc::clone(stats), Arc::clone(stop))
-                    .map_err(Error::Thread)?
-            }
-            InputId::File => file::spawn(
-                file::FileSettings {
-                    patterns: i.file.paths.clone(),
-                    from_beginning: i.file.start_at == "beginning",
-                    poll: Duration::from_millis(i.file.poll_interval_ms),
-                    max_line,
-                },
-                outlet,
-                Arc::clone(shared.store),
-                Arc::clone(stats),
-                Arc::clone(stop),
-            )
-            .map_err(Error::Thread)?,
-            InputId::Http => {
-                let settings = http::HttpSettings {
-                    max_line,
-                    linger_ms: linger,
-                    store: Arc::clone(shared.store),
-                    pending: take_pending(&mut pending, InputId::Http),
-                };
-                let (handle, h) =
-                    http::spawn(outlet, settings, Arc::clone(stats), Arc::clone(stop))
-                        .map_err(Error::Thread)?;
-                out.http = Some(handle);
-                h
-            }
-            InputId::Relp => {
-                let Some(l) = listeners.relp.take() else {
-                    continue;
-                };
-                if let Ok(a) = l.local_addr() {
-                    out.bound.push((r.id, a));
-                }
-                let settings = relp::RelpSettings {
-                    max_line,
-                    max_connections: i.relp.max_connections as usize,
-                    idle_timeout: Duration::from_secs(i.relp.idle_timeout_s),
-                    linger: Duration::from_millis(linger),
-                    store: Arc::clone(shared.store),
-                    pending: take_pending(&mut pending, InputId::Relp),
-                };
-                relp::spawn(l, outlet, settings, Arc::clone(stats), Arc::clone(stop))
-                    .map_err(Error::Thread)?
-            }
+    for (b, r) in bound.into_iter().zip(input_rings) {
+        let id = b.input.id();
+        debug_assert_eq!(id, r.id, "rings are wired in the order inputs are bound");
+        if let Some(addr) = b.bound.local_addr() {
+            out.bound.push((id, addr));
+        }
+        let replay = if b.input.delivery() == Delivery::Durable {
+            take_pending(&mut pending, id)
+        } else {
+            Vec::new()
         };
-        stats.input(r.id).up.store(true, Ordering::Relaxed);
-        out.handles.push(h);
+        let running = b.bound.start(Start {
+            cfg: shared.cfg,
+            outlet: Outlet::new(r.producers, r.pool, linger, Arc::clone(shared.stats), id),
+            store: shared.store,
+            stats: shared.stats,
+            stop: shared.stop,
+            pending: replay,
+        })?;
+        shared.stats.input(id).up.store(true, Ordering::Relaxed);
+        out.handles.push(running.thread);
+        if running.http.is_some() {
+            out.http = running.http;
+        }
     }
+    let stats = shared.stats;
     if !pending.is_empty() {
         let inputs: std::collections::BTreeSet<&str> = pending
             .iter()

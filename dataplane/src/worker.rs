@@ -8,7 +8,6 @@
 use crate::batch::{Pool, RawBatch};
 use crate::catalog::Catalog;
 use crate::ioc::IocFeed;
-use crate::normalize::{Normalizer, Tally};
 use crate::ring::{Consumer, Pop, Producer};
 use crate::stage::RecordBatch;
 use crate::stats::Stats;
@@ -18,6 +17,7 @@ use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::time::Duration;
 use watchpost_detect::{DetectBatch, route, route_hits};
+use watchpost_normalize::{Normalizer, Tally};
 use watchpost_proto::now_ns;
 use watchpost_store::{BlockKey, EncodedBlock, Store, block_key};
 

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use watchpost_dataplane::LineMatcher;
+use watchpost_normalize::LineMatcher;
 use watchpost_rules::{Body, Mapping, RuleSet, load_file, rule_files};
 
 fn bundled() -> PathBuf {

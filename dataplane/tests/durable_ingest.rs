@@ -8,6 +8,28 @@ mod common;
 use common::*;
 use watchpost_dataplane::{Error, Pipeline};
 
+/// A pipeline on a store that refuses writes from the start (as a full disk does), its rules
+/// raising alerts from level `low`, once `lines` came in over syslog TCP.
+fn full_disk_after(dir: &std::path::Path, lines: impl IntoIterator<Item = String>) -> Pipeline {
+    let mut cfg = config(dir);
+    cfg.detection.sigma_alert_min_level = "low".into();
+    let p = Pipeline::start(&cfg).unwrap();
+    p.store().inject_write_fault(true);
+    send_syslog_tcp(&p, lines);
+    p
+}
+
+/// Sends `lines` over one syslog TCP connection and closes it.
+fn send_syslog_tcp(p: &Pipeline, lines: impl IntoIterator<Item = String>) {
+    use std::io::Write;
+    let mut tcp =
+        std::net::TcpStream::connect(p.bound(watchpost_proto::InputId::SyslogTcp).unwrap())
+            .unwrap();
+    for line in lines {
+        writeln!(tcp, "{line}").unwrap();
+    }
+}
+
 fn body(from: u32, to: u32) -> Vec<u8> {
     (from..to)
         .map(|i| format!("{{\"message\":\"durable event {i}\",\"host.name\":\"h1\"}}\n"))
@@ -51,17 +73,13 @@ fn a_store_that_refuses_writes_gets_not_durable_and_stores_nothing_of_the_body()
 
 #[test]
 fn a_stop_with_a_store_that_refuses_writes_ends_at_its_deadline_and_counts_what_was_not_stored() {
-    use std::io::Write;
     let dir = tempfile::tempdir().unwrap();
     let p = Pipeline::start(&config(dir.path())).unwrap();
     p.store().inject_write_fault(true);
-    let mut tcp =
-        std::net::TcpStream::connect(p.bound(watchpost_proto::InputId::SyslogTcp).unwrap())
-            .unwrap();
-    for i in 0..300 {
-        writeln!(tcp, "<38>Nov 21 10:00:01 web-01 app[1]: line {i}").unwrap();
-    }
-    drop(tcp);
+    send_syslog_tcp(
+        &p,
+        (0..300).map(|i| format!("<38>Nov 21 10:00:01 web-01 app[1]: line {i}")),
+    );
     let t = std::time::Instant::now();
     while p.stats().snapshot().received_total < 300 {
         assert!(t.elapsed().as_secs() < 20);
@@ -83,23 +101,15 @@ fn a_stop_with_a_store_that_refuses_writes_ends_at_its_deadline_and_counts_what_
 /// restart).
 #[test]
 fn a_deadline_stop_on_a_full_disk_counts_the_alerts_it_could_not_store() {
-    use std::io::Write;
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = config(dir.path());
-    cfg.detection.sigma_alert_min_level = "low".into();
-    let p = Pipeline::start(&cfg).unwrap();
-    p.store().inject_write_fault(true);
-    let mut tcp =
-        std::net::TcpStream::connect(p.bound(watchpost_proto::InputId::SyslogTcp).unwrap())
-            .unwrap();
-    for i in 0..3 {
-        writeln!(
-            tcp,
-            "<38>Nov 21 10:00:0{i} edge-0{i} sshd[20{i}]: Invalid user oracle{i} from 203.0.113.{i} port 4000{i}"
-        )
-        .unwrap();
-    }
-    drop(tcp);
+    let p = full_disk_after(
+        dir.path(),
+        (0..3).map(|i| {
+            format!(
+                "<38>Nov 21 10:00:0{i} edge-0{i} sshd[20{i}]: Invalid user oracle{i} from 203.0.113.{i} port 4000{i}"
+            )
+        }),
+    );
     wait_until(&p, "alerts kept for a retry", |s| {
         s.detection.unwritten >= 3
     });
@@ -132,23 +142,15 @@ fn wait_until(
 
 #[test]
 fn alerts_raised_while_the_store_refuses_writes_are_stored_once_it_takes_them() {
-    use std::io::Write;
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = config(dir.path());
-    cfg.detection.sigma_alert_min_level = "low".into();
-    let p = Pipeline::start(&cfg).unwrap();
-    p.store().inject_write_fault(true);
-    let mut tcp =
-        std::net::TcpStream::connect(p.bound(watchpost_proto::InputId::SyslogTcp).unwrap())
-            .unwrap();
-    for i in 0..3 {
-        writeln!(
-            tcp,
-            "<38>Nov 21 10:00:0{i} edge-01 sshd[20{i}]: Invalid user oracle{i} from 203.0.113.9 port 4000{i}"
-        )
-        .unwrap();
-    }
-    drop(tcp);
+    let p = full_disk_after(
+        dir.path(),
+        (0..3).map(|i| {
+            format!(
+                "<38>Nov 21 10:00:0{i} edge-01 sshd[20{i}]: Invalid user oracle{i} from 203.0.113.9 port 4000{i}"
+            )
+        }),
+    );
     wait_until(&p, "an alert kept for a retry", |s| {
         s.detection.unwritten >= 1 && s.detection.alert_errors >= 1
     });

@@ -14,8 +14,9 @@ use std::net::TcpStream;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use watchpost_dataplane::{
-    Change, Format, LineMeta, MinerConfig, Normalizer, Pipeline, Tally, TemplateMiner,
+use watchpost_dataplane::Pipeline;
+use watchpost_normalize::{
+    Change, Format, LineMeta, MinerConfig, Normalizer, Tally, TemplateMiner,
 };
 use watchpost_proto::InputId;
 use watchpost_store::EncodedBlock;

@@ -49,6 +49,7 @@ mod time;
 mod topk;
 mod ueba;
 mod volume;
+mod wire;
 
 pub use dspot::{Dspot, DspotConfig, Tail, Verdict, fit_gpd, moments};
 pub use engine::{
@@ -77,3 +78,4 @@ pub use ueba::{
     UebaAlert, UebaParams, UebaType, ip_key, is_service_account, source_text,
 };
 pub use volume::{Cusum, HoltWinters, Volume, VolumeScores, z_to_score};
+pub use wire::DETECT_BATCH_FORMAT;

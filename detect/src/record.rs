@@ -5,6 +5,7 @@
 //! threads in pooled vectors without allocation, and keeps the detectors away from strings.
 
 use crate::ueba::UebaType;
+use bincode::{Decode, Encode};
 use watchpost_proto::fmix64;
 
 /// Entities kept on a record (the rest of an event's entities are stored, not scored).
@@ -16,7 +17,7 @@ pub const SOURCE_NAME_BYTES: usize = 32;
 pub const NOT_SCORED: u8 = u8::MAX;
 
 /// One entity of an event.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Encode, Decode)]
 pub struct RecordEntity {
     /// Name hash, `hash64_seeded(canonical name, kind)`: the key of its UEBA baseline.
     pub hash: u64,
@@ -37,8 +38,9 @@ impl RecordEntity {
     }
 }
 
-/// An event as detection sees it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// An event as detection sees it. Between hosts it travels in a [`DetectBatch`]'s encoding
+/// (`DetectBatch::encode_into`), whose layout follows these fields in this order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Encode, Decode)]
 pub struct DetectRecord {
     /// Block key of the stored event (see [`watchpost_proto::event_id`]).
     pub block: [u8; 16],
@@ -143,7 +145,7 @@ pub const GROUP_TEXT_BYTES: usize = 64;
 /// An event matched a rule that a correlation refers to: the group it joins, read in stage A
 /// where the event's fields are at hand. Hits are rare next to events (only matches of
 /// correlated rules), so they travel beside the records rather than growing every record.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Encode, Decode)]
 pub struct CorrelationHit {
     /// The matching event.
     pub record: DetectRecord,

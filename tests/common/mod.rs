@@ -109,7 +109,7 @@ fn request_within(
 /// a line stamped ahead of the clock lies outside windows that end now (a dry run's).
 pub fn stamp(offset_s: i64) -> String {
     let at = watchpost_proto::now_ns() + offset_s * 1_000_000_000;
-    watchpost_dataplane::Rfc3339(at).to_string()
+    watchpost_normalize::Rfc3339(at).to_string()
 }
 
 /// Three SSH attempts for users that do not exist, from one address, stamped over the last

@@ -21,7 +21,7 @@ use std::hint::black_box;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use watchpost_dataplane::{Change, MinerConfig, TemplateId, TemplateMiner};
+use watchpost_normalize::{Change, MinerConfig, TemplateId, TemplateMiner};
 
 const DATASETS: [&str; 8] = [
     "HDFS",

@@ -8,7 +8,7 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::StatusCode;
 use std::sync::atomic::Ordering;
-use watchpost_dataplane::{Error, IngestReceipt};
+use watchpost_dataplane::{CheckedBody, Error, IngestReceipt};
 
 /// Memory an event of an ingest body takes besides its bytes while it is framed into the spool
 /// record and handed to the workers (its length prefix, its place in the batch).
@@ -47,8 +47,9 @@ pub async fn ingest(
     };
     // Counted before anything is built per event: past the bound the request is refused, and
     // what the events cost to frame for the spool and to split is budgeted first.
-    let events = watchpost_dataplane::ingest_events(&bytes)
+    let body = CheckedBody::new(bytes)
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", e.to_string()))?;
+    let events = body.events();
     let max = u64::from(st.config.api_ingest_max_events);
     if events as u64 > max {
         st.bodies
@@ -66,10 +67,10 @@ pub async fn ingest(
         .with("limit", max));
     }
     let _framing = st.bodies.reserve(
-        bytes.len() as u64 + events as u64 * SPLIT_BYTES_PER_EVENT,
+        body.len() as u64 + events as u64 * SPLIT_BYTES_PER_EVENT,
         "framing the events",
     )?;
-    let receipt = tokio::task::spawn_blocking(move || ingest.submit(bytes.to_vec()))
+    let receipt = tokio::task::spawn_blocking(move || ingest.submit_checked(body))
         .await
         .map_err(ApiError::internal)?
         .map_err(|e| match e {

@@ -3,11 +3,6 @@
 
 use super::read_body;
 use crate::error::ApiError;
-use crate::llm::hunt::{self, HuntAnswer, HuntQuery};
-use crate::llm::privacy::Sensitive;
-use crate::llm::suggest::{self, Evidence, Pattern, Suggestion};
-use crate::llm::usage::Feature;
-use crate::llm::{Ask, Explanation, LlmError, grammar, prompt};
 use crate::query::{DEFAULT_LIMIT, MAX_LIMIT, Params, page_of};
 use crate::state::AppState;
 use axum::Json;
@@ -16,6 +11,11 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use serde::Deserialize;
 use std::sync::Arc;
+use watchpost_llm::hunt::{self, HuntAnswer, HuntQuery};
+use watchpost_llm::privacy::Sensitive;
+use watchpost_llm::suggest::{self, Evidence, Pattern, Suggestion};
+use watchpost_llm::usage::Feature;
+use watchpost_llm::{Ask, Explanation, LlmError, grammar, prompt};
 use watchpost_proto::{ListResponse, Uuid, now_ns};
 use watchpost_store::{EntityFilter, EventPage, EventQuery, Store, StoreError};
 

@@ -108,7 +108,7 @@ fn render(st: &AppState) -> String {
 
 /// Notification channels, by channel.
 fn notifications(e: &mut Exposition, st: &AppState) {
-    use crate::notify::ChannelSnapshot;
+    use watchpost_notify::ChannelSnapshot;
     let snap = st.notifier.snapshot();
     type Value = fn(&ChannelSnapshot) -> u64;
     let families: [(&str, &str, &str, Value); 10] = [
@@ -197,7 +197,7 @@ fn notifications(e: &mut Exposition, st: &AppState) {
 
 /// LLM calls per feature.
 fn llm(e: &mut Exposition, st: &AppState) {
-    use crate::llm::usage::{Feature, FeatureUsage};
+    use watchpost_llm::usage::{Feature, FeatureUsage};
     type Counter = fn(&FeatureUsage) -> &AtomicU64;
     let counters: [(&str, &str, Counter); 3] = [
         (

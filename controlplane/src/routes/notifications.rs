@@ -2,7 +2,6 @@
 //! outbox), so an operator sees at once whether a receiver takes what Watchpost sends.
 
 use crate::error::ApiError;
-use crate::notify::TestResult;
 use crate::routes::read_body;
 use crate::state::AppState;
 use axum::Json;
@@ -10,6 +9,7 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
+use watchpost_notify::TestResult;
 
 /// The optional body: which channel; none or `{}` = every channel.
 #[derive(Deserialize, Default, schemars::JsonSchema)]

@@ -1,7 +1,6 @@
 //! `GET /health`, `GET /stats`, `GET /config`.
 
 use crate::error::ApiError;
-use crate::llm::LlmHealth;
 use crate::state::AppState;
 use crate::state::Rates;
 use axum::Json;
@@ -12,8 +11,9 @@ use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
-use watchpost_dataplane::{StatsSnapshot, ThreadState};
-use watchpost_proto::{InputId, ThresholdChange, Verdict, now_ns};
+use watchpost_dataplane::{INPUTS, StatsSnapshot, ThreadState};
+use watchpost_llm::LlmHealth;
+use watchpost_proto::{ThresholdChange, Verdict, now_ns};
 use watchpost_store::{ReadHealth, StoreError};
 
 /// The store shows degraded for this long after a read failed. Reads that fail answer 500 at
@@ -25,15 +25,9 @@ pub async fn health(State(st): State<AppState>) -> Response {
     let cfg = &st.config.inputs;
     let mut degraded = Vec::new();
     let mut inputs = BTreeMap::new();
-    for id in InputId::ALL {
-        let enabled = match id {
-            InputId::SyslogUdp => cfg.syslog_udp.enabled,
-            InputId::SyslogTcp => cfg.syslog_tcp.enabled,
-            InputId::JsonTcp => cfg.json_tcp.enabled,
-            InputId::File => cfg.file.enabled,
-            InputId::Http => cfg.http.enabled,
-            InputId::Relp => cfg.relp.enabled,
-        };
+    for input in &INPUTS {
+        let id = input.id();
+        let enabled = input.enabled(cfg);
         let c = st.stats.input(id);
         let up = c.up.load(Ordering::Relaxed);
         let error = c.error.lock().ok().and_then(|e| e.clone());
@@ -49,6 +43,7 @@ pub async fn health(State(st): State<AppState>) -> Response {
             id.name(),
             InputHealth {
                 status,
+                delivery: input.delivery().name(),
                 error,
                 dropped: c.dropped.get(),
             },
@@ -246,6 +241,9 @@ struct ChannelHealth {
 struct InputHealth {
     /// `ok`, `degraded` (enabled but not listening) or `disabled`.
     status: &'static str,
+    /// What its acknowledgement promises (docs/guarantees.md): `unacknowledged` (UDP),
+    /// `transport` (TCP), `checkpointed` (files), `durable` (HTTP ingest, RELP).
+    delivery: &'static str,
     /// Why it is down, when it is.
     error: Option<String>,
     /// Lines it dropped (UDP datagrams that met a full ring).
@@ -450,9 +448,9 @@ pub(crate) struct StatsAnswer {
     /// Resident memory, and the budget the configuration sets, part by part.
     memory: crate::memory::MemoryStats,
     /// LLM calls, failures, cache hits and latency per feature.
-    llm: crate::llm::usage::UsageSnapshot,
+    llm: watchpost_llm::usage::UsageSnapshot,
     /// The notification channels: queued, sent, digests, failures, latency.
-    notifications: crate::notify::NotifySnapshot,
+    notifications: watchpost_notify::NotifySnapshot,
     /// Configuration reloads (SIGHUP, `POST /config/reload`).
     reload: crate::reload::ReloadStats,
     /// What the kernel counts of the syslog UDP socket: datagrams it dropped for a full receive

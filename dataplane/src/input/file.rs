@@ -13,17 +13,22 @@
 
 use super::framing::{Framer, Framing};
 use super::outlet::Outlet;
+use super::registry::{Bound, Delivery, Input, Running, Start};
+use crate::Error;
 use crate::stats::Stats;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{ErrorKind, Seek, SeekFrom};
+use std::net::SocketAddr;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
-use watchpost_proto::{hash64, now_ns};
+use watchpost_normalize::Format;
+use watchpost_proto::config::InputsConfig;
+use watchpost_proto::{Config, InputId, hash64, now_ns};
 use watchpost_store::{Checkpoint, Store};
 
 /// Settings of the file input.
@@ -296,5 +301,62 @@ fn sleep_unless_stopped(d: Duration, stop: &AtomicBool) {
         let s = left.min(step);
         std::thread::sleep(s);
         left -= s;
+    }
+}
+
+/// The file tail in the registry.
+pub(crate) struct FileTail;
+
+impl Input for FileTail {
+    fn id(&self) -> InputId {
+        InputId::File
+    }
+
+    fn delivery(&self) -> Delivery {
+        Delivery::Checkpointed
+    }
+
+    fn enabled(&self, inputs: &InputsConfig) -> bool {
+        inputs.file.enabled
+    }
+
+    fn format(&self, inputs: &InputsConfig) -> Format {
+        match inputs.file.format.as_str() {
+            "json" => Format::Json,
+            "syslog" => Format::Syslog,
+            _ => Format::Auto,
+        }
+    }
+
+    fn bind(&self, _: &Config) -> Result<Box<dyn Bound>, Error> {
+        // Nothing to bind: the patterns are globbed again at every poll.
+        Ok(Box::new(BoundFileTail))
+    }
+}
+
+struct BoundFileTail;
+
+impl Bound for BoundFileTail {
+    fn local_addr(&self) -> Option<SocketAddr> {
+        None
+    }
+
+    fn start(self: Box<Self>, with: Start<'_>) -> Result<Running, Error> {
+        let c = &with.cfg.inputs.file;
+        let settings = FileSettings {
+            patterns: c.paths.clone(),
+            from_beginning: c.start_at == "beginning",
+            poll: Duration::from_millis(c.poll_interval_ms),
+            max_line: with.cfg.dataplane.max_line_bytes as usize,
+        };
+        spawn(
+            settings,
+            with.outlet,
+            Arc::clone(with.store),
+            Arc::clone(with.stats),
+            Arc::clone(with.stop),
+        )
+        .map(Running::thread)
+        .map_err(Error::Thread)
     }
 }

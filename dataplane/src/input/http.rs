@@ -12,90 +12,25 @@
 //! lines then go on to the workers; a crash before they are stored replays them at the next
 //! start ([`super::spool`]).
 
+use super::body::{first_non_space, for_each_element, trim};
+use super::ingest::{HttpIngest, IngestReceipt, Job};
 use super::outlet::Outlet;
+use super::registry::{Bound, Delivery, Input, Running, Start};
 use super::spool::{self, Decoded, SpoolRecord};
 use crate::Error;
-use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
+use crossbeam_channel::{Receiver, Sender, bounded};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
-use watchpost_proto::{InputId, now_ns};
+use watchpost_normalize::Format;
+use watchpost_proto::config::InputsConfig;
+use watchpost_proto::{Config, InputId, now_ns};
 use watchpost_store::{SpooledRequest, Store, StoreError};
-
-/// What the ingest thread answers for one body (and `POST /ingest` with 202).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
-#[schemars(rename = "IngestResult")]
-pub struct IngestReceipt {
-    /// Events accepted: in the store's write-ahead log, so each one will be stored (malformed
-    /// ones as free text) even if the service is killed now.
-    pub accepted: u64,
-    /// Of those, cut at `dataplane.max_line_bytes`.
-    pub truncated: u64,
-}
-
-/// The ingest thread's answer to one body: its receipt, or why the store did not take it (one
-/// failed write answers every request of its group, so the cause is shared).
-type Answer = Result<IngestReceipt, Arc<StoreError>>;
-
-/// Why an ingest body does not split into events: not a JSON array of objects (JSON lines are
-/// split by newline and checked by the workers, line by line).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum BodyError {
-    /// Nothing but white space.
-    #[error("empty body")]
-    Empty,
-    /// Split as an array, but it does not start with `[`.
-    #[error("expected a JSON array")]
-    NotArray,
-    /// An element that is not an object, at this byte.
-    #[error("array element at byte {0} is not an object")]
-    NotObject(usize),
-    /// A `}` closing nothing, at this byte.
-    #[error("unbalanced `}}` at byte {0}")]
-    Unbalanced(usize),
-    /// The array never closes.
-    #[error("unterminated JSON array")]
-    Unterminated,
-    /// Something after the closing `]`, at this byte.
-    #[error("unexpected data after the array at byte {0}")]
-    Trailing(usize),
-}
-
-struct Job {
-    body: Vec<u8>,
-    reply: Sender<Answer>,
-}
 
 /// Bodies spooled together at most: one write for up to this many waiting requests.
 const GROUP: usize = 64;
-
-/// The handle the control plane submits bodies through.
-#[derive(Clone)]
-pub struct HttpIngest {
-    jobs: Sender<Job>,
-}
-
-impl HttpIngest {
-    /// Submits a body (a JSON array of objects, or one JSON object per line) and waits until its
-    /// events are durable: in the store's write-ahead log, on their way to the workers.
-    /// Blocking: call it from a blocking task.
-    pub fn submit(&self, body: Vec<u8>) -> Result<IngestReceipt, Error> {
-        if first_non_space(&body) == Some(b'[') {
-            for_each_element(&body, &mut |_| {}).map_err(Error::InvalidBody)?;
-        }
-        let (reply, answer) = bounded(1);
-        match self.jobs.try_send(Job { body, reply }) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_)) => return Err(Error::IngestBusy),
-            Err(TrySendError::Disconnected(_)) => return Err(Error::Stopped),
-        }
-        answer
-            .recv()
-            .map_err(|_| Error::Stopped)?
-            .map_err(Error::NotDurable)
-    }
-}
 
 /// What the ingest thread needs besides its rings.
 pub struct HttpSettings {
@@ -195,11 +130,12 @@ impl Group {
                 receipt.accepted += 1;
                 receipt.truncated += u64::from(truncated);
             };
-            if first_non_space(&job.body) == Some(b'[') {
-                // Checked when submitted: it splits.
-                let _ = for_each_element(&job.body, &mut |r| push(&job.body[r]));
+            let body = job.body.bytes();
+            if first_non_space(body) == Some(b'[') {
+                // Checked when submitted (`CheckedBody`): it splits.
+                let _ = for_each_element(body, &mut |r| push(&body[r]));
             } else {
-                for line in job.body.split(|&b| b == b'\n') {
+                for line in body.split(|&b| b == b'\n') {
                     push(line);
                 }
             }
@@ -265,147 +201,57 @@ impl Group {
     }
 }
 
-fn first_non_space(b: &[u8]) -> Option<u8> {
-    b.iter().copied().find(|c| !c.is_ascii_whitespace())
-}
+/// HTTP ingest in the registry: the control plane takes the requests and hands their bodies to
+/// the [`HttpIngest`] this input starts.
+pub(crate) struct HttpInput;
 
-fn trim(mut b: &[u8]) -> &[u8] {
-    while let [first, rest @ ..] = b
-        && first.is_ascii_whitespace()
-    {
-        b = rest;
+impl Input for HttpInput {
+    fn id(&self) -> InputId {
+        InputId::Http
     }
-    while let [rest @ .., last] = b
-        && last.is_ascii_whitespace()
-    {
-        b = rest;
+
+    fn delivery(&self) -> Delivery {
+        Delivery::Durable
     }
-    b
-}
 
-/// Splits a JSON array into the byte ranges of its elements (each must be an object), checking
-/// brackets and strings but leaving full validation of each element to the worker.
-#[cfg(test)]
-fn split_array(body: &[u8]) -> Result<Vec<std::ops::Range<usize>>, BodyError> {
-    let mut out = Vec::new();
-    for_each_element(body, &mut |r| out.push(r))?;
-    Ok(out)
-}
+    fn enabled(&self, inputs: &InputsConfig) -> bool {
+        inputs.http.enabled
+    }
 
-/// The events of an ingest body: the elements of a JSON array, or the non-empty lines of JSON
-/// lines; an error for an array that does not split. Reads the body once and allocates nothing,
-/// so a body can be refused for its count before anything is built for each event (5.5 million
-/// empty objects in 16.5 MB took 240 MB to split).
-pub fn ingest_events(body: &[u8]) -> Result<usize, BodyError> {
-    if first_non_space(body) == Some(b'[') {
-        let mut n = 0;
-        for_each_element(body, &mut |_| n += 1)?;
-        Ok(n)
-    } else {
-        Ok(body
-            .split(|&b| b == b'\n')
-            .filter(|l| !trim(l).is_empty())
-            .count())
+    fn format(&self, _: &InputsConfig) -> Format {
+        Format::Json
+    }
+
+    fn bind(&self, _: &Config) -> Result<Box<dyn Bound>, Error> {
+        // The control plane's listener takes its requests.
+        Ok(Box::new(BoundHttp))
     }
 }
 
-/// Calls `f` with the byte range of each element of a JSON array (see [`split_array`]).
-fn for_each_element(
-    body: &[u8],
-    f: &mut dyn FnMut(std::ops::Range<usize>),
-) -> Result<(), BodyError> {
-    let mut i = body
-        .iter()
-        .position(|c| !c.is_ascii_whitespace())
-        .ok_or(BodyError::Empty)?;
-    if body[i] != b'[' {
-        return Err(BodyError::NotArray);
-    }
-    i += 1;
-    let mut depth = 0usize;
-    let mut in_str = false;
-    let mut esc = false;
-    let mut start: Option<usize> = None;
-    let mut closed = false;
-    while i < body.len() {
-        let c = body[i];
-        if in_str {
-            if esc {
-                esc = false;
-            } else if c == b'\\' {
-                esc = true;
-            } else if c == b'"' {
-                in_str = false;
-            }
-        } else {
-            match c {
-                b'"' => in_str = true,
-                b'{' | b'[' => {
-                    if depth == 0 {
-                        if c != b'{' {
-                            return Err(BodyError::NotObject(i));
-                        }
-                        start = Some(i);
-                    }
-                    depth += 1;
-                }
-                b'}' | b']' => {
-                    if depth == 0 {
-                        if c == b']' {
-                            closed = true;
-                            i += 1;
-                            break;
-                        }
-                        return Err(BodyError::Unbalanced(i));
-                    }
-                    depth -= 1;
-                    if depth == 0
-                        && let Some(s) = start.take()
-                    {
-                        f(s..i + 1);
-                    }
-                }
-                b',' if depth == 0 => {}
-                c if depth == 0 && !c.is_ascii_whitespace() => {
-                    return Err(BodyError::NotObject(i));
-                }
-                _ => {}
-            }
-        }
-        i += 1;
-    }
-    if !closed {
-        return Err(BodyError::Unterminated);
-    }
-    if body[i..].iter().any(|c| !c.is_ascii_whitespace()) {
-        return Err(BodyError::Trailing(i));
-    }
-    Ok(())
-}
+struct BoundHttp;
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn arrays_split_into_objects() {
-        let b = br#" [ {"a":"x]}"}, {"b":{"c":[1,2]}} ] "#;
-        let r = split_array(b).unwrap();
-        assert_eq!(r.len(), 2);
-        assert_eq!(&b[r[0].clone()], br#"{"a":"x]}"}"#);
-        assert_eq!(&b[r[1].clone()], br#"{"b":{"c":[1,2]}}"#);
-        assert_eq!(split_array(b"[]").unwrap().len(), 0);
+impl Bound for BoundHttp {
+    fn local_addr(&self) -> Option<SocketAddr> {
+        None
     }
 
-    #[test]
-    fn bad_arrays_are_refused_with_a_reason() {
-        assert_eq!(split_array(b"[1,2]"), Err(BodyError::NotObject(1)));
-        assert_eq!(split_array(b"[{\"a\":1}"), Err(BodyError::Unterminated));
-        assert_eq!(split_array(b"[{}] x"), Err(BodyError::Trailing(4)));
-        assert!(split_array(b"[}]").is_err());
-        assert_eq!(
-            split_array(b"[1,2]").unwrap_err().to_string(),
-            "array element at byte 1 is not an object"
-        );
+    fn start(self: Box<Self>, with: Start<'_>) -> Result<Running, Error> {
+        let settings = HttpSettings {
+            max_line: with.cfg.dataplane.max_line_bytes as usize,
+            linger_ms: with.cfg.dataplane.batch_linger_ms,
+            store: Arc::clone(with.store),
+            pending: with.pending,
+        };
+        let (ingest, thread) = spawn(
+            with.outlet,
+            settings,
+            Arc::clone(with.stats),
+            Arc::clone(with.stop),
+        )
+        .map_err(Error::Thread)?;
+        Ok(Running {
+            thread,
+            http: Some(ingest),
+        })
     }
 }

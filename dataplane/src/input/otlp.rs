@@ -177,7 +177,10 @@ fn event_of(
         .into_iter()
         .find(|&t| t > 0)
         .map_or(now, |t| i64::try_from(t).unwrap_or(i64::MAX));
-    e.insert("@timestamp".into(), crate::Rfc3339(time).to_string().into());
+    e.insert(
+        "@timestamp".into(),
+        watchpost_normalize::Rfc3339(time).to_string().into(),
+    );
     let message = match record.body.as_ref() {
         Some(body) => match value_of(body) {
             Value::String(s) => s,

@@ -14,17 +14,22 @@
 //! they drain: its acknowledgements are what bounds its memory.
 
 use super::outlet::Outlet;
+use super::registry::{Bound, Delivery, Input, Running, Start};
 use super::relp_frame::{self, Frame, Parsed};
 use super::spool::{self, Decoded, SpoolRecord};
+use crate::Error;
 use crate::stats::Stats;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 use std::io::{ErrorKind, Read, Write};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use watchpost_proto::{InputId, now_ns};
+use watchpost_normalize::Format;
+use watchpost_proto::config::InputsConfig;
+use watchpost_proto::{Config, InputId, now_ns};
 use watchpost_store::{SpooledRequest, Store};
 
 const LISTENER: Token = Token(usize::MAX);
@@ -426,5 +431,65 @@ fn flush(session: &mut Session) -> bool {
 fn close(poll: &Poll, sessions: &mut [Option<Session>], slot: usize) {
     if let Some(mut s) = sessions[slot].take() {
         let _ = poll.registry().deregister(&mut s.stream);
+    }
+}
+
+/// RELP in the registry.
+pub(crate) struct RelpInput;
+
+impl Input for RelpInput {
+    fn id(&self) -> InputId {
+        InputId::Relp
+    }
+
+    fn delivery(&self) -> Delivery {
+        Delivery::Durable
+    }
+
+    fn enabled(&self, inputs: &InputsConfig) -> bool {
+        inputs.relp.enabled
+    }
+
+    fn format(&self, _: &InputsConfig) -> Format {
+        Format::Syslog
+    }
+
+    fn bind(&self, cfg: &Config) -> Result<Box<dyn Bound>, Error> {
+        let c = &cfg.inputs.relp;
+        let listener = std::net::TcpListener::bind(&c.address).map_err(|source| Error::Bind {
+            key: "inputs.relp.address",
+            addr: c.address.clone(),
+            source,
+        })?;
+        Ok(Box::new(BoundRelp(listener)))
+    }
+}
+
+struct BoundRelp(std::net::TcpListener);
+
+impl Bound for BoundRelp {
+    fn local_addr(&self) -> Option<SocketAddr> {
+        self.0.local_addr().ok()
+    }
+
+    fn start(self: Box<Self>, with: Start<'_>) -> Result<Running, Error> {
+        let c = &with.cfg.inputs.relp;
+        let settings = RelpSettings {
+            max_line: with.cfg.dataplane.max_line_bytes as usize,
+            max_connections: c.max_connections as usize,
+            idle_timeout: Duration::from_secs(c.idle_timeout_s),
+            linger: Duration::from_millis(with.cfg.dataplane.batch_linger_ms),
+            store: Arc::clone(with.store),
+            pending: with.pending,
+        };
+        spawn(
+            self.0,
+            with.outlet,
+            settings,
+            Arc::clone(with.stats),
+            Arc::clone(with.stop),
+        )
+        .map(Running::thread)
+        .map_err(Error::Thread)
     }
 }

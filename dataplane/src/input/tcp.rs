@@ -9,15 +9,20 @@
 
 use super::framing::{Framer, Framing};
 use super::outlet::Outlet;
+use super::registry::{Bound, Delivery, Input, Running, Start};
+use crate::Error;
 use crate::stats::Stats;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 use std::io::ErrorKind;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use watchpost_proto::{InputId, now_ns};
+use watchpost_normalize::Format;
+use watchpost_proto::config::{InputsConfig, TcpInputConfig};
+use watchpost_proto::{Config, InputId, now_ns};
 
 const LISTENER: Token = Token(usize::MAX);
 
@@ -292,5 +297,100 @@ fn mark_down(stats: &Stats, input: InputId, why: String) {
     c.up.store(false, Ordering::Relaxed);
     if let Ok(mut e) = c.error.lock() {
         *e = Some(why);
+    }
+}
+
+/// A TCP input in the registry: syslog (octet counting or newlines) or JSON lines.
+pub(crate) struct TcpInput {
+    id: InputId,
+    framing: Framing,
+}
+
+/// Syslog over TCP.
+pub(crate) static SYSLOG_TCP: TcpInput = TcpInput {
+    id: InputId::SyslogTcp,
+    framing: Framing::Syslog,
+};
+
+/// JSON lines over TCP.
+pub(crate) static JSON_TCP: TcpInput = TcpInput {
+    id: InputId::JsonTcp,
+    framing: Framing::Newline,
+};
+
+/// The section of `[inputs]` of TCP input `id` and the key of its address.
+fn config_of(id: InputId, inputs: &InputsConfig) -> (&TcpInputConfig, &'static str) {
+    match id {
+        InputId::JsonTcp => (&inputs.json_tcp, "inputs.json_tcp.address"),
+        _ => (&inputs.syslog_tcp, "inputs.syslog_tcp.address"),
+    }
+}
+
+impl Input for TcpInput {
+    fn id(&self) -> InputId {
+        self.id
+    }
+
+    fn delivery(&self) -> Delivery {
+        Delivery::Transport
+    }
+
+    fn enabled(&self, inputs: &InputsConfig) -> bool {
+        config_of(self.id, inputs).0.enabled
+    }
+
+    fn format(&self, _: &InputsConfig) -> Format {
+        match self.framing {
+            Framing::Newline => Format::Json,
+            Framing::Syslog => Format::Syslog,
+        }
+    }
+
+    fn bind(&self, cfg: &Config) -> Result<Box<dyn Bound>, Error> {
+        let (c, key) = config_of(self.id, &cfg.inputs);
+        let listener = std::net::TcpListener::bind(&c.address).map_err(|source| Error::Bind {
+            key,
+            addr: c.address.clone(),
+            source,
+        })?;
+        Ok(Box::new(BoundTcp {
+            input: self.id,
+            framing: self.framing,
+            listener,
+        }))
+    }
+}
+
+struct BoundTcp {
+    input: InputId,
+    framing: Framing,
+    listener: std::net::TcpListener,
+}
+
+impl Bound for BoundTcp {
+    fn local_addr(&self) -> Option<SocketAddr> {
+        self.listener.local_addr().ok()
+    }
+
+    fn start(self: Box<Self>, with: Start<'_>) -> Result<Running, Error> {
+        let dp = &with.cfg.dataplane;
+        let (c, _) = config_of(self.input, &with.cfg.inputs);
+        let settings = TcpSettings {
+            input: self.input,
+            framing: self.framing,
+            max_line: dp.max_line_bytes as usize,
+            max_connections: c.max_connections as usize,
+            idle_timeout: Duration::from_secs(c.idle_timeout_s),
+            linger: Duration::from_millis(dp.batch_linger_ms),
+        };
+        spawn(
+            self.listener,
+            with.outlet,
+            settings,
+            Arc::clone(with.stats),
+            Arc::clone(with.stop),
+        )
+        .map(Running::thread)
+        .map_err(Error::Thread)
     }
 }

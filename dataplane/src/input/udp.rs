@@ -1,12 +1,16 @@
 //! Syslog over UDP: one message per datagram.
 
 use super::outlet::Outlet;
-use std::net::UdpSocket;
+use super::registry::{Bound, Delivery, Input, Running, Start};
+use crate::Error;
+use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
-use watchpost_proto::now_ns;
+use watchpost_normalize::Format;
+use watchpost_proto::config::InputsConfig;
+use watchpost_proto::{Config, InputId, now_ns};
 
 /// Asks the kernel for a receive buffer of `bytes` (bursts beyond it are dropped by the kernel)
 /// and returns what it gave, in the same terms: Linux caps the request at `net.core.rmem_max`
@@ -156,6 +160,67 @@ fn peer_shard(peer: &std::net::SocketAddr) -> usize {
     match peer.ip() {
         std::net::IpAddr::V4(v) => u32::from(v) as usize,
         std::net::IpAddr::V6(v) => u128::from(v) as usize,
+    }
+}
+
+/// The syslog UDP input in the registry.
+pub(crate) struct SyslogUdp;
+
+impl Input for SyslogUdp {
+    fn id(&self) -> InputId {
+        InputId::SyslogUdp
+    }
+
+    fn delivery(&self) -> Delivery {
+        Delivery::Unacknowledged
+    }
+
+    fn enabled(&self, inputs: &InputsConfig) -> bool {
+        inputs.syslog_udp.enabled
+    }
+
+    fn format(&self, _: &InputsConfig) -> Format {
+        Format::Syslog
+    }
+
+    fn bind(&self, cfg: &Config) -> Result<Box<dyn Bound>, Error> {
+        let c = &cfg.inputs.syslog_udp;
+        let socket = UdpSocket::bind(&c.address).map_err(|source| Error::Bind {
+            key: "inputs.syslog_udp.address",
+            addr: c.address.clone(),
+            source,
+        })?;
+        let got = set_recv_buffer(&socket, c.recv_buffer_bytes);
+        if got < c.recv_buffer_bytes {
+            tracing::warn!(
+                "inputs.syslog_udp.recv_buffer_bytes: asked for {} bytes, the kernel gave {got} \
+                 (net.core.rmem_max caps it): bursts beyond it are dropped by the kernel \
+                 (/stats syslog_udp_kernel.drops); raise net.core.rmem_max (deploy/TUNING.md)",
+                c.recv_buffer_bytes
+            );
+        }
+        Ok(Box::new(BoundUdp(socket)))
+    }
+}
+
+struct BoundUdp(UdpSocket);
+
+impl Bound for BoundUdp {
+    fn local_addr(&self) -> Option<SocketAddr> {
+        self.0.local_addr().ok()
+    }
+
+    fn start(self: Box<Self>, with: Start<'_>) -> Result<Running, Error> {
+        let dp = &with.cfg.dataplane;
+        spawn(
+            self.0,
+            with.outlet,
+            dp.max_line_bytes as usize,
+            dp.batch_linger_ms,
+            Arc::clone(with.stop),
+        )
+        .map(Running::thread)
+        .map_err(Error::Thread)
     }
 }
 

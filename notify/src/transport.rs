@@ -1,13 +1,13 @@
 //! How a channel's messages travel: HTTP(S) for webhooks, Slack and Teams, SMTP for e-mail,
 //! syslog for a SIEM. One attempt per call; the channel's task decides about retries.
 
-use super::DeliveryError;
 use super::email::EmailTransport;
 use super::message::{self, Payload};
 use super::syslog::SyslogTransport;
-use crate::outbound::{HttpClient, OutboundError, Trust};
-use hyper::Method;
+use super::{ChannelError, DeliveryError};
 use std::time::Duration;
+use watchpost_outbound::Method;
+use watchpost_outbound::{HttpClient, OutboundError, Trust};
 use watchpost_proto::config::NotificationChannel;
 
 /// Bytes of a receiver's error answer kept in the last error.
@@ -33,10 +33,10 @@ pub(crate) enum HttpFormat {
 impl Transport {
     /// The transport of a validated channel; the error says what cannot be set up (a CA file
     /// that cannot be read, an address that does not parse).
-    pub(crate) fn new(config: &NotificationChannel) -> Result<Transport, String> {
+    pub(crate) fn new(config: &NotificationChannel) -> Result<Transport, ChannelError> {
         let ca =
             (!config.tls_ca_file.is_empty()).then(|| std::path::PathBuf::from(&config.tls_ca_file));
-        let http = |format| -> Result<Transport, String> {
+        let http = |format| -> Result<Transport, ChannelError> {
             Ok(Transport::Http {
                 client: HttpClient::new(Trust::System {
                     extra_ca_file: ca.clone(),
@@ -57,7 +57,7 @@ impl Transport {
                 &config.syslog_transport,
                 ca.as_deref(),
             )?),
-            other => return Err(format!("unknown kind `{other}`")),
+            other => return Err(ChannelError::UnknownKind(other.to_string())),
         })
     }
 

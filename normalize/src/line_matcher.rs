@@ -2,10 +2,9 @@
 //! in-place matching as stage A: `watchpost rules test` and the bundled rules' own tests use it,
 //! so what they report is what live ingestion would raise.
 
-use crate::Error;
-use crate::batch::{Format, LineMeta};
-use crate::normalize::{Normalizer, Tally};
-use crate::template::{MinerConfig, TemplateMiner};
+use crate::line::{Format, LineMeta};
+use crate::normalizer::{Normalizer, Tally};
+use crate::template::{MinerConfig, MinerError, TemplateMiner};
 use std::sync::Arc;
 use watchpost_proto::InputId;
 use watchpost_rules::RuleSet;
@@ -19,8 +18,12 @@ pub struct LineMatcher {
 }
 
 impl LineMatcher {
-    /// A matcher for `rules` with the template settings of `cfg`.
-    pub fn new(rules: Arc<RuleSet>, cfg: &watchpost_proto::Config) -> Result<LineMatcher, Error> {
+    /// A matcher for `rules` with the template and severity settings of `cfg`; fails only on a
+    /// user mask of `templates.extra_masks` that does not compile.
+    pub fn new(
+        rules: Arc<RuleSet>,
+        cfg: &watchpost_proto::Config,
+    ) -> Result<LineMatcher, MinerError> {
         let miner = TemplateMiner::new(&MinerConfig::from_config(&cfg.templates))?;
         let mut norm = Normalizer::new(miner);
         norm.set_rules(Some(rules));

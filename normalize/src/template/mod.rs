@@ -92,7 +92,6 @@ mod mask;
 mod tree;
 
 use std::cmp::Reverse;
-use std::fmt;
 
 use mask::{CustomMask, Masker, Tok, VAL_EMPTY, VAL_NONE, VAL_OTHER, VAL_PURE};
 use tree::{Tree, U64Map, WILD_ROUTE};
@@ -181,10 +180,12 @@ pub struct MineOutcome {
     pub change: Change,
 }
 
-/// Why a [`MinerConfig`] was rejected.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Why a [`MinerConfig`] was rejected: the one error of this crate (stage A itself cannot fail;
+/// a line that does not parse is kept as free text and counted).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum MinerError {
     /// A user mask has an invalid name or a pattern that does not compile.
+    #[error("template mask {name:?} is invalid: {message}")]
     BadMask {
         /// The mask's name as configured.
         name: String,
@@ -192,6 +193,7 @@ pub enum MinerError {
         message: String,
     },
     /// A numeric setting is out of range.
+    #[error("template miner setting `{field}` is invalid: {message}")]
     BadConfig {
         /// The [`MinerConfig`] field.
         field: &'static str,
@@ -199,21 +201,6 @@ pub enum MinerError {
         message: String,
     },
 }
-
-impl fmt::Display for MinerError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            MinerError::BadMask { name, message } => {
-                write!(f, "template mask {name:?} is invalid: {message}")
-            }
-            MinerError::BadConfig { field, message } => {
-                write!(f, "template miner setting `{field}` is invalid: {message}")
-            }
-        }
-    }
-}
-
-impl std::error::Error for MinerError {}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {

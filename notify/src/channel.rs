@@ -7,9 +7,9 @@
 //! marked in flight, so the pump never discards what is being sent and the count of waiting
 //! alerts is exact.
 
-use super::DeliveryError;
 use super::message::Payload;
 use super::transport::Transport;
+use super::{ChannelError, DeliveryError};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -150,8 +150,8 @@ impl Channel {
     pub(crate) fn new(
         config: &NotificationChannel,
         counters: Option<Arc<Counters>>,
-    ) -> Result<Channel, String> {
-        let rate = RateLimit::parse(config.rate()).map_err(|e| e.to_string())?;
+    ) -> Result<Channel, ChannelError> {
+        let rate = RateLimit::parse(config.rate())?;
         Ok(Channel {
             config: config.clone(),
             id: super::channel_id(&config.name),

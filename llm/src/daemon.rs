@@ -6,10 +6,10 @@
 //! not an upstream failure.
 
 use super::LlmError;
-use crate::outbound::{HttpClient, OutboundError, Reply};
-use hyper::Method;
 use serde_json::{Value, json};
 use std::time::Duration;
+use watchpost_outbound::Method;
+use watchpost_outbound::{HttpClient, OutboundError, Reply};
 
 /// Which protocol an endpoint speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,15 +30,37 @@ pub struct Daemon {
     model: String,
 }
 
+/// Why `llm.daemon_url` cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonUrlError {
+    /// Not a URL.
+    #[error("{url:?}: {source}")]
+    Parse {
+        /// The URL as configured.
+        url: String,
+        /// Why.
+        source: watchpost_outbound::InvalidUri,
+    },
+    /// A URL, but not an http:// or https:// one with a host.
+    #[error("{0:?} is not an http:// or https:// URL")]
+    NotHttp(String),
+    /// `user:password@` in the URL.
+    #[error("credentials in the URL are not supported")]
+    Credentials,
+}
+
 impl Daemon {
     /// From `llm.daemon_url` and `llm.daemon_model`; the error says what is wrong with the URL.
-    pub fn new(client: HttpClient, url: &str, model: &str) -> Result<Daemon, String> {
-        let uri: hyper::Uri = url.parse().map_err(|e| format!("{url:?}: {e}"))?;
+    pub fn new(client: HttpClient, url: &str, model: &str) -> Result<Daemon, DaemonUrlError> {
+        let uri: watchpost_outbound::Uri = url.parse().map_err(|source| DaemonUrlError::Parse {
+            url: url.to_string(),
+            source,
+        })?;
         if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
-            return Err(format!("{url:?} is not an http:// or https:// URL"));
+            return Err(DaemonUrlError::NotHttp(url.to_string()));
         }
         if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
-            return Err("credentials in the URL are not supported".into());
+            return Err(DaemonUrlError::Credentials);
         }
         let base = url.trim_end_matches('/').to_string();
         let protocol = if base.ends_with("/v1") {

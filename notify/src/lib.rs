@@ -68,18 +68,63 @@ pub enum DeliveryError {
 }
 
 /// Why the notifier cannot start: a channel's transport cannot be set up.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[error("notifications[{index}] ({name}): {why}")]
 pub struct NotifyError {
     /// The channel's position in the configuration.
     pub index: usize,
     /// Its name.
     pub name: String,
-    /// What is wrong.
-    pub why: String,
+    /// What is wrong (shared: a reload's error is kept and reported more than once).
+    #[source]
+    pub why: Arc<ChannelError>,
 }
 
-pub(crate) use crate::outbound::causes;
+/// Why one channel cannot be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum ChannelError {
+    /// Its `rate` does not parse.
+    #[error("{0}")]
+    Rate(#[from] watchpost_proto::ParseError),
+    /// Its `tls_ca_file` does not load as roots (webhook, Slack, Teams, syslog over TLS).
+    #[error("{0}")]
+    Trust(#[from] watchpost_outbound::TrustError),
+    /// The TLS provider refused the protocol versions.
+    #[error("TLS set-up: {0}")]
+    Tls(rustls::Error),
+    /// Its `tls_ca_file` cannot be read (e-mail).
+    #[error("tls_ca_file {path}: {source}")]
+    CaFile {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// SMTP's TLS cannot be set up, or its `tls_ca_file` is not a certificate (e-mail).
+    #[error("{context}: {source}")]
+    SmtpTls {
+        /// `TLS set-up`, or the CA file.
+        context: String,
+        /// Why.
+        source: lettre::transport::smtp::Error,
+    },
+    /// `email_from` is not an address.
+    #[error("email_from: {0}")]
+    From(lettre::address::AddressError),
+    /// An address of `email_to` is not one.
+    #[error("email_to `{value}`: {source}")]
+    To {
+        /// The address as configured.
+        value: String,
+        /// Why.
+        source: lettre::address::AddressError,
+    },
+    /// A `kind` this build does not know (validation refuses it first).
+    #[error("unknown kind `{0}`")]
+    UnknownKind(String),
+}
+
+pub(crate) use watchpost_outbound::causes;
 
 /// The channel id in the outbox: a hash of its name, so that a queue survives a restart and a
 /// reordering of the channels in the file.
@@ -313,7 +358,7 @@ impl Notifier {
     }
 
     /// Calls `visit` with each channel's name and latency histogram, for `/metrics`.
-    pub(crate) fn latencies(&self, mut visit: impl FnMut(&str, &watchpost_dataplane::Histogram)) {
+    pub fn latencies(&self, mut visit: impl FnMut(&str, &watchpost_dataplane::Histogram)) {
         for c in self.channels().iter() {
             visit(&c.config.name, c.latency());
         }
@@ -365,7 +410,7 @@ fn build_channels(
                 .map_err(|why| NotifyError {
                     index,
                     name: c.name.clone(),
-                    why,
+                    why: Arc::new(why),
                 })
         })
         .collect()

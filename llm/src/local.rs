@@ -8,8 +8,8 @@
 //! every core they run at the lowest priority instead, so that inference never takes a core from
 //! ingest. Sampling is held by a grammar where the feature gives one ([`super::grammar`]).
 
-use super::LlmError;
 use super::grammar::Grammar;
+use super::{BackendError, LlmError, ModelFileError};
 use llama_cpp_2::context::params::LlamaContextParams;
 use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::llama_batch::LlamaBatch;
@@ -72,9 +72,12 @@ pub struct LocalRunner {
 impl LocalRunner {
     /// Checks `llm.model_path` (a readable GGUF file) and starts the runner thread, which loads
     /// the model; `cores` are those it may run on (empty: any, at the lowest priority).
-    pub fn start(cfg: &LlmConfig, cores: Vec<usize>) -> Result<LocalRunner, String> {
+    pub fn start(cfg: &LlmConfig, cores: Vec<usize>) -> Result<LocalRunner, BackendError> {
         let path = Path::new(&cfg.model_path);
-        check_gguf(path).map_err(|why| format!("llm.model_path: {}: {why}", path.display()))?;
+        check_gguf(path).map_err(|why| BackendError::Model {
+            path: path.to_path_buf(),
+            why,
+        })?;
         let (jobs, queue) = sync_channel::<Job>(cfg.local_queue_max as usize);
         let state = Arc::new(Mutex::new(State::Loading));
         let thread_state = state.clone();
@@ -93,7 +96,7 @@ impl LocalRunner {
                 confine(&cores);
                 run(settings, &thread_state, queue);
             })
-            .map_err(|e| format!("the model runner's thread: {e}"))?;
+            .map_err(BackendError::Thread)?;
         Ok(LocalRunner {
             jobs,
             n_ctx: cfg.n_ctx,
@@ -189,14 +192,14 @@ const GGUF_MAGIC: &[u8; 4] = b"GGUF";
 
 /// Whether `path` is a readable file that starts like a GGUF model: the start-up check that
 /// names the key; llama.cpp's own load then finds deeper damage.
-fn check_gguf(path: &Path) -> Result<(), String> {
+fn check_gguf(path: &Path) -> Result<(), ModelFileError> {
     use std::io::Read;
-    let mut file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let mut file = std::fs::File::open(path).map_err(ModelFileError::Open)?;
     let mut magic = [0u8; 4];
     file.read_exact(&mut magic)
-        .map_err(|_| "shorter than a GGUF header".to_string())?;
+        .map_err(|_| ModelFileError::Short)?;
     if &magic != GGUF_MAGIC {
-        return Err("not a GGUF model file (its first bytes are not `GGUF`)".into());
+        return Err(ModelFileError::NotGguf);
     }
     Ok(())
 }

@@ -9,7 +9,7 @@
 //! would close that gap; rsyslog's `omrelp` peers are rare on the sending side of a SIEM).
 //! Over UDP a message counts as delivered once sent.
 
-use super::DeliveryError;
+use super::{ChannelError, DeliveryError};
 use rustls::pki_types::ServerName;
 use std::sync::Arc;
 use std::time::Duration;
@@ -83,16 +83,16 @@ impl SyslogTransport {
         address: &str,
         transport: &str,
         ca_file: Option<&std::path::Path>,
-    ) -> Result<SyslogTransport, String> {
+    ) -> Result<SyslogTransport, ChannelError> {
         let transport = match transport {
             "udp" => Transport::Udp,
             "tcp" => Transport::Tcp,
             _ => {
-                let roots = crate::outbound::roots(ca_file)?;
+                let roots = watchpost_outbound::roots(ca_file)?;
                 let provider = Arc::new(rustls::crypto::ring::default_provider());
                 let config = rustls::ClientConfig::builder_with_provider(provider)
                     .with_safe_default_protocol_versions()
-                    .map_err(|e| format!("TLS set-up: {e}"))?
+                    .map_err(ChannelError::Tls)?
                     .with_root_certificates(roots)
                     .with_no_client_auth();
                 Transport::Tls(tokio_rustls::TlsConnector::from(Arc::new(config)))
@@ -197,7 +197,7 @@ impl SyslogTransport {
 
 /// An RFC 5424 TIMESTAMP: RFC 3339 with at most six fractional digits (the RFC's limit).
 fn timestamp(ns: i64) -> String {
-    let text = watchpost_dataplane::Rfc3339(ns).to_string();
+    let text = watchpost_normalize::Rfc3339(ns).to_string();
     match (text.find('.'), text.find('Z')) {
         (Some(dot), Some(z)) if z > dot + 7 => format!("{}Z", &text[..dot + 7]),
         _ => text,

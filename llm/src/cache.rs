@@ -103,6 +103,11 @@ impl<V: Clone> TtlCache<V> {
     pub fn len(&self) -> usize {
         self.inner.lock().map(|m| m.len()).unwrap_or(0)
     }
+
+    /// Nothing held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 #[cfg(test)]

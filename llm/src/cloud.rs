@@ -9,11 +9,11 @@
 //! that comes back from the provider (its error messages quote keys) is scrubbed of it before it
 //! reaches a log, an error or `/health`.
 
-use super::LlmError;
-use crate::outbound::{HttpClient, OutboundError, Reply};
-use hyper::Method;
+use super::{BackendError, LlmError};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
+use watchpost_outbound::Method;
+use watchpost_outbound::{HttpClient, OutboundError, Reply};
 use watchpost_proto::config::{LlmConfig, MASK, Secret};
 
 /// The protocol a provider speaks.
@@ -60,11 +60,11 @@ pub struct Cloud {
 
 impl Cloud {
     /// From the `[llm]` settings (validated: provider, model and key are set).
-    pub fn new(client: HttpClient, cfg: &LlmConfig) -> Result<Cloud, String> {
+    pub fn new(client: HttpClient, cfg: &LlmConfig) -> Result<Cloud, BackendError> {
         let provider = match cfg.cloud_provider.as_str() {
             "openai" => Provider::OpenAi,
             "anthropic" => Provider::Anthropic,
-            other => return Err(format!("llm.cloud_provider: unknown provider {other:?}")),
+            other => return Err(BackendError::CloudProvider(other.to_string())),
         };
         let base = if cfg.cloud_url.is_empty() {
             provider.default_url().to_string()
@@ -72,7 +72,7 @@ impl Cloud {
             cfg.cloud_url.trim_end_matches('/').to_string()
         };
         if cfg.cloud_api_key.is_empty() {
-            return Err("llm.cloud_api_key is empty".into());
+            return Err(BackendError::CloudKey);
         }
         Ok(Cloud {
             client,

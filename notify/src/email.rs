@@ -6,7 +6,7 @@
 //! responsibility for it. The delivery id is the `Message-ID`, so a mailbox that gets a message
 //! twice (a retry after a lost answer) can tell.
 
-use super::DeliveryError;
+use super::{ChannelError, DeliveryError};
 use lettre::message::Mailbox;
 use lettre::message::header::ContentType;
 use lettre::transport::smtp::authentication::Credentials;
@@ -27,21 +27,28 @@ impl EmailTransport {
     pub(crate) fn new(
         c: &NotificationChannel,
         timeout: Duration,
-    ) -> Result<EmailTransport, String> {
+    ) -> Result<EmailTransport, ChannelError> {
         let tls = if c.smtp_security == "none" {
             Tls::None
         } else {
             let mut params = TlsParameters::builder(c.smtp_host.clone());
             if !c.tls_ca_file.is_empty() {
-                let pem = std::fs::read(&c.tls_ca_file)
-                    .map_err(|e| format!("tls_ca_file {}: {e}", c.tls_ca_file))?;
-                let cert = Certificate::from_pem(&pem)
-                    .map_err(|e| format!("tls_ca_file {}: {e}", c.tls_ca_file))?;
+                let pem = std::fs::read(&c.tls_ca_file).map_err(|source| ChannelError::CaFile {
+                    path: c.tls_ca_file.clone(),
+                    source,
+                })?;
+                let cert = Certificate::from_pem(&pem).map_err(|source| ChannelError::SmtpTls {
+                    context: format!("tls_ca_file {}", c.tls_ca_file),
+                    source,
+                })?;
                 params = params.add_root_certificate(cert);
             }
             let params = params
                 .build_rustls()
-                .map_err(|e| format!("TLS set-up: {e}"))?;
+                .map_err(|source| ChannelError::SmtpTls {
+                    context: "TLS set-up".to_string(),
+                    source,
+                })?;
             if c.smtp_security == "tls" {
                 Tls::Wrapper(params)
             } else {
@@ -58,15 +65,17 @@ impl EmailTransport {
                 c.smtp_password.expose().to_string(),
             ));
         }
-        let from: Mailbox = c
-            .email_from
-            .parse()
-            .map_err(|e| format!("email_from: {e}"))?;
+        let from: Mailbox = c.email_from.parse().map_err(ChannelError::From)?;
         let to = c
             .email_to
             .iter()
-            .map(|t| t.parse().map_err(|e| format!("email_to `{t}`: {e}")))
-            .collect::<Result<Vec<Mailbox>, String>>()?;
+            .map(|t| {
+                t.parse().map_err(|source| ChannelError::To {
+                    value: t.clone(),
+                    source,
+                })
+            })
+            .collect::<Result<Vec<Mailbox>, ChannelError>>()?;
         Ok(EmailTransport {
             transport: builder.build(),
             from,

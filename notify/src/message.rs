@@ -69,7 +69,7 @@ fn entity(alert: &Alert) -> String {
 
 /// RFC 3339 time of a nanosecond timestamp.
 fn time(ns: i64) -> String {
-    watchpost_dataplane::Rfc3339(ns).to_string()
+    watchpost_normalize::Rfc3339(ns).to_string()
 }
 
 /// One line about an alert, for digests and e-mail bodies.

@@ -22,7 +22,10 @@ pub mod prompt;
 pub mod suggest;
 pub mod usage;
 
-use crate::outbound::{HttpClient, Trust};
+pub use daemon::DaemonUrlError;
+pub use privacy::KeyError;
+pub use prompt::rfc3339;
+
 use cache::{Cached, TtlCache};
 use cloud::Cloud;
 use daemon::Daemon;
@@ -35,6 +38,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use suggest::Suggestion;
 use usage::{Feature, Usage};
+use watchpost_outbound::{HttpClient, Trust, TrustError};
 use watchpost_proto::config::LlmConfig;
 
 /// Why an LLM call gave no text.
@@ -54,6 +58,62 @@ pub enum LlmError {
     Busy(String),
 }
 
+/// Why the configured backend cannot be used. The service still starts, with the LLM "not
+/// ready": `/health` and every LLM route say this, naming the key to fix.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    /// `llm.tls_ca_file` does not load.
+    #[error("llm.tls_ca_file: {0}")]
+    Trust(#[from] TrustError),
+    /// `llm.daemon_url` cannot be used.
+    #[error("llm.daemon_url: {0}")]
+    DaemonUrl(#[from] DaemonUrlError),
+    /// `llm.cloud_provider` names no provider this build knows.
+    #[error("llm.cloud_provider: unknown provider {0:?}")]
+    CloudProvider(String),
+    /// `llm.cloud_api_key` is empty.
+    #[error("llm.cloud_api_key is empty")]
+    CloudKey,
+    /// The cloud prompts' pseudonym key cannot be read or made.
+    #[error("llm.cloud_hash_usernames is on but the pseudonym key cannot be kept: {0}")]
+    Pseudonyms(#[from] KeyError),
+    /// `llm.model_path` is not a readable GGUF model.
+    #[error("llm.model_path: {}: {why}", path.display())]
+    Model {
+        /// The path.
+        path: std::path::PathBuf,
+        /// What is wrong with it.
+        why: ModelFileError,
+    },
+    /// The local runner's thread could not start.
+    #[error("the model runner's thread: {0}")]
+    Thread(std::io::Error),
+    /// `llm.backend = local_runner` in a build without the runner.
+    #[error(
+        "llm.backend = local_runner needs the embedded model runner: build with \
+         `cargo build --release --features local-runner` (it compiles llama.cpp, which needs \
+         CMake), or use the daemon or cloud backend"
+    )]
+    NotBuilt,
+    /// `llm.backend` names no backend.
+    #[error("unknown llm.backend {0:?}")]
+    Unknown(String),
+}
+
+/// Why `llm.model_path` is not a model the runner can load.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelFileError {
+    /// It cannot be opened.
+    #[error("{0}")]
+    Open(std::io::Error),
+    /// Shorter than a GGUF header.
+    #[error("shorter than a GGUF header")]
+    Short,
+    /// Its first bytes are not `GGUF`.
+    #[error("not a GGUF model file (its first bytes are not `GGUF`)")]
+    NotGguf,
+}
+
 /// The backend in use.
 #[derive(Debug)]
 enum Backend {
@@ -66,7 +126,7 @@ enum Backend {
     #[cfg(feature = "local-runner")]
     Local(local::LocalRunner),
     /// Configured but unusable in this build (or misconfigured); the reason.
-    Unavailable(String),
+    Unavailable(BackendError),
 }
 
 /// An explanation of an alert.
@@ -120,12 +180,7 @@ fn local_backend(cfg: &LlmConfig, spare_cores: Vec<usize>) -> Backend {
 /// The `local_runner` backend of this build: none.
 #[cfg(not(feature = "local-runner"))]
 fn local_backend(_: &LlmConfig, _: Vec<usize>) -> Backend {
-    Backend::Unavailable(
-        "llm.backend = local_runner needs the embedded model runner: build with \
-         `cargo build --release --features local-runner` (it compiles llama.cpp, which needs \
-         CMake), or use the daemon or cloud backend"
-            .into(),
-    )
+    Backend::Unavailable(BackendError::NotBuilt)
 }
 
 /// How long a readiness answer is reused, so that `/health` polling does not hammer the daemon.
@@ -163,17 +218,16 @@ impl Llm {
     /// comes from (read only for the cloud backend with hashing on) and the local runner's cores.
     pub fn with_parts(
         cfg: &LlmConfig,
-        client: Result<HttpClient, String>,
-        pseudonyms: impl FnOnce() -> Result<PseudonymKey, String>,
+        client: Result<HttpClient, TrustError>,
+        pseudonyms: impl FnOnce() -> Result<PseudonymKey, KeyError>,
         spare_cores: Vec<usize>,
     ) -> Llm {
-        let client = client.map_err(|why| format!("llm.tls_ca_file: {why}"));
+        let client = client.map_err(BackendError::Trust);
         let backend = match cfg.backend.as_str() {
             "" => None,
             "daemon" => Some(
                 match client.and_then(|c| {
-                    Daemon::new(c, &cfg.daemon_url, &cfg.daemon_model)
-                        .map_err(|why| format!("llm.daemon_url: {why}"))
+                    Daemon::new(c, &cfg.daemon_url, &cfg.daemon_model).map_err(BackendError::from)
                 }) {
                     Ok(d) => Backend::Daemon(d),
                     Err(why) => Backend::Unavailable(why),
@@ -191,15 +245,12 @@ impl Llm {
                         pseudonyms: Some(key),
                     },
                     // Nothing leaves the host unhashed because the key could not be kept.
-                    Err(why) => Backend::Unavailable(format!(
-                        "llm.cloud_hash_usernames is on but the pseudonym key cannot be kept: \
-                         {why}"
-                    )),
+                    Err(why) => Backend::Unavailable(BackendError::Pseudonyms(why)),
                 },
             }),
             "local_runner" => Some(local_backend(cfg, spare_cores)),
-            other => Some(Backend::Unavailable(format!(
-                "unknown llm.backend {other:?}"
+            other => Some(Backend::Unavailable(BackendError::Unknown(
+                other.to_string(),
             ))),
         };
         if let Some(Backend::Unavailable(why)) = &backend {
@@ -263,7 +314,7 @@ impl Llm {
     fn backend(&self) -> Result<&Backend, LlmError> {
         match &self.backend {
             None => Err(LlmError::Disabled),
-            Some(Backend::Unavailable(why)) => Err(LlmError::NotReady(why.clone())),
+            Some(Backend::Unavailable(why)) => Err(LlmError::NotReady(why.to_string())),
             Some(b) => Ok(b),
         }
     }
@@ -299,7 +350,7 @@ impl Llm {
             }
             #[cfg(feature = "local-runner")]
             Backend::Local(runner) => runner.ready(),
-            Backend::Unavailable(why) => Err(LlmError::NotReady(why.clone())),
+            Backend::Unavailable(why) => Err(LlmError::NotReady(why.to_string())),
         }
         .map_err(|e| match e {
             LlmError::Upstream(why) => LlmError::NotReady(why),
@@ -367,7 +418,7 @@ impl Llm {
                         g.text
                     })
             }
-            Ok(Backend::Unavailable(why)) => Err(LlmError::NotReady(why.clone())),
+            Ok(Backend::Unavailable(why)) => Err(LlmError::NotReady(why.to_string())),
         };
         // Only the local runner can hold sampling to a grammar.
         #[cfg(not(feature = "local-runner"))]

@@ -311,7 +311,7 @@ pub fn parse_translation(text: &str, now_ns: i64) -> Result<HuntQuery, Translati
     let time = |key: &'static str| -> Result<Option<i64>, TranslationError> {
         match string(key)? {
             None => Ok(None),
-            Some(s) => watchpost_dataplane::parse_rfc3339(s.as_bytes())
+            Some(s) => watchpost_normalize::parse_rfc3339(s.as_bytes())
                 .map(Some)
                 .ok_or_else(|| bad(key, format!("is not an RFC 3339 time: {s}"))),
         }

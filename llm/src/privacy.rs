@@ -12,7 +12,7 @@
 
 use ring::hmac;
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use watchpost_proto::{EntityRef, Event};
 
 /// Shortest value replaced: one character is in every word.
@@ -30,28 +30,55 @@ impl std::fmt::Debug for PseudonymKey {
     }
 }
 
+/// Why the pseudonym key cannot be read or made.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    /// The file holds something other than a key.
+    #[error("{}: {len} bytes where a key of 32 was expected", path.display())]
+    Length {
+        /// The key file.
+        path: PathBuf,
+        /// Its length.
+        len: usize,
+    },
+    /// The system gave no random numbers.
+    #[error("no random numbers for the pseudonym key")]
+    Random,
+    /// Reading the key, or making its folder or file, failed.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
 impl PseudonymKey {
     /// The key in `path`, made (32 random bytes, readable by the owner only) when the file does
     /// not exist yet.
-    pub fn load_or_create(path: &Path) -> Result<PseudonymKey, String> {
-        let shown = path.display();
+    pub fn load_or_create(path: &Path) -> Result<PseudonymKey, KeyError> {
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| KeyError::Io { path, source }
+        };
         match std::fs::read(path) {
             Ok(bytes) if bytes.len() == 32 => Ok(PseudonymKey::from_bytes(&bytes)),
-            Ok(bytes) => Err(format!(
-                "{shown}: {} bytes where a key of 32 was expected",
-                bytes.len()
-            )),
+            Ok(bytes) => Err(KeyError::Length {
+                path: path.to_path_buf(),
+                len: bytes.len(),
+            }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let mut bytes = [0u8; 32];
                 ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes)
-                    .map_err(|_| "no random numbers for the pseudonym key".to_string())?;
+                    .map_err(|_| KeyError::Random)?;
                 if let Some(dir) = path.parent() {
-                    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+                    std::fs::create_dir_all(dir).map_err(io(dir))?;
                 }
-                write_private(path, &bytes).map_err(|e| format!("{shown}: {e}"))?;
+                write_private(path, &bytes).map_err(io(path))?;
                 Ok(PseudonymKey::from_bytes(&bytes))
             }
-            Err(e) => Err(format!("{shown}: {e}")),
+            Err(e) => Err(io(path)(e)),
         }
     }
 
@@ -385,6 +412,6 @@ mod tests {
         }
         std::fs::write(&path, b"short").unwrap();
         let err = PseudonymKey::load_or_create(&path).unwrap_err();
-        assert!(err.contains("5 bytes"), "{err}");
+        assert!(err.to_string().contains("5 bytes"), "{err}");
     }
 }

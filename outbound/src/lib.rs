@@ -8,9 +8,11 @@
 //! handshake milliseconds, and a pooled connection the far end has dropped (a daemon restarted
 //! while a model loads) would cost a failed call.
 
+pub use hyper::http::uri::InvalidUri;
+pub use hyper::{Method, Uri};
+
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
-use hyper::Method;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -18,7 +20,7 @@ use hyper_util::rt::TokioExecutor;
 use rustls::RootCertStore;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -58,6 +60,36 @@ pub enum OutboundError {
     },
 }
 
+/// Why a client could not be built: the roots it was told to trust do not load.
+#[derive(Debug, thiserror::Error)]
+pub enum TrustError {
+    /// The CA file cannot be read or is not PEM.
+    #[error("{}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: rustls::pki_types::pem::Error,
+    },
+    /// The CA file holds no certificate.
+    #[error("{}: no PEM certificate in it", path.display())]
+    Empty {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A certificate of the CA file is not one rustls accepts as a root.
+    #[error("{}: {source}", path.display())]
+    Certificate {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: rustls::Error,
+    },
+    /// The TLS provider refused the protocol versions (a build without TLS 1.2 and 1.3).
+    #[error("TLS set-up: {0}")]
+    Tls(rustls::Error),
+}
+
 /// An answer.
 #[derive(Debug)]
 pub struct Reply {
@@ -89,7 +121,7 @@ pub struct HttpClient {
 
 impl HttpClient {
     /// A client trusting `trust`; the error names what could not be read.
-    pub fn new(trust: Trust) -> Result<HttpClient, String> {
+    pub fn new(trust: Trust) -> Result<HttpClient, TrustError> {
         let roots = match trust {
             Trust::Only(roots) => roots,
             Trust::System { extra_ca_file } => roots(extra_ca_file.as_deref())?,
@@ -97,7 +129,7 @@ impl HttpClient {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let tls = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
-            .map_err(|e| format!("TLS set-up: {e}"))?
+            .map_err(TrustError::Tls)?
             .with_root_certificates(roots)
             .with_no_client_auth();
         let connector = hyper_rustls::HttpsConnectorBuilder::new()
@@ -216,7 +248,7 @@ fn retry_after(value: &str) -> Option<Duration> {
 }
 
 /// The system's roots, and those of a PEM file when given.
-pub(crate) fn roots(extra_ca_file: Option<&Path>) -> Result<RootCertStore, String> {
+pub fn roots(extra_ca_file: Option<&Path>) -> Result<RootCertStore, TrustError> {
     let mut roots = RootCertStore::empty();
     // Unreadable system certificates are skipped, as every TLS client does; an empty store
     // fails each TLS connection with an unknown-issuer error that says so.
@@ -224,29 +256,36 @@ pub(crate) fn roots(extra_ca_file: Option<&Path>) -> Result<RootCertStore, Strin
     roots.add_parsable_certificates(native.certs);
     if let Some(path) = extra_ca_file {
         for cert in read_pem_certificates(path)? {
-            roots
-                .add(cert)
-                .map_err(|e| format!("{}: {e}", path.display()))?;
+            roots.add(cert).map_err(|source| TrustError::Certificate {
+                path: path.to_path_buf(),
+                source,
+            })?;
         }
     }
     Ok(roots)
 }
 
 /// The certificates of a PEM file.
-fn read_pem_certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+fn read_pem_certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TrustError> {
+    let read = |source| TrustError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
-        .map_err(|e| format!("{}: {e}", path.display()))?
+        .map_err(read)?
         .collect::<Result<_, _>>()
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+        .map_err(read)?;
     if certs.is_empty() {
-        return Err(format!("{}: no PEM certificate in it", path.display()));
+        return Err(TrustError::Empty {
+            path: path.to_path_buf(),
+        });
     }
     Ok(certs)
 }
 
 /// An error and its causes, outermost first: hyper's own message ("client error (Connect)")
 /// says little; the TLS cause ("invalid peer certificate: UnknownIssuer") says what to fix.
-pub(crate) fn causes(error: &(dyn std::error::Error + 'static)) -> String {
+pub fn causes(error: &(dyn std::error::Error + 'static)) -> String {
     let mut out = error.to_string();
     let mut next = error.source();
     while let Some(cause) = next {

@@ -1,0 +1,367 @@
+//! The detection batch as bytes: the stable, versioned encoding of what stage A hands stage B.
+//!
+//! Inside one process a [`DetectBatch`] moves between threads as it is. Between hosts (a sensor
+//! running stage A, a detector running stage B) it travels as bytes, and the two ends may run
+//! different builds for the length of a rolling upgrade. So the encoding is fixed and named:
+//!
+//! ```text
+//! format    u8 = DETECT_BATCH_FORMAT (1)
+//! records   sequence of DetectRecord    (a length, then each record's fields in declaration order)
+//! sigma     sequence of u32             (the records' Sigma matches; each record names its run)
+//! hits      sequence of CorrelationHit  (each carries its own DetectRecord)
+//! ```
+//!
+//! Integers and sequences as bincode 2 writes them in its standard configuration (the one of
+//! every stored record, [`watchpost_proto::bincode_config`]): variable-length little-endian
+//! integers, a sequence as its length then its elements, fixed arrays without a length, an
+//! `Option` as a 0/1 tag then the value. `docs/architecture.md` ("The detection batch on the
+//! wire") lists every field; a test pins the bytes of one batch, so a change to a field changes
+//! the test and must come with a new format number.
+//!
+//! Decoding checks what the in-process code takes for granted (counts within their arrays,
+//! matches within the batch): a batch from the network is refused with a reason, never indexed
+//! out of bounds. Rule numbers (`sigma`, a hit's `corr`) and indicator numbers (`ioc`) count into
+//! the catalogue and feed versions the records name; a receiver must hold those versions.
+
+use crate::Error;
+use crate::record::{
+    DetectBatch, DetectRecord, GROUP_TEXT_BYTES, RECORD_ENTITIES, SOURCE_NAME_BYTES,
+};
+use bincode::Decode;
+use watchpost_proto::bincode_config;
+
+/// The format number written first in every encoded batch. Bump it with any change to the fields
+/// of [`DetectRecord`], [`crate::RecordEntity`] or [`crate::CorrelationHit`] or their order.
+pub const DETECT_BATCH_FORMAT: u8 = 1;
+
+/// What decoding errors name.
+const MODEL: &str = "detection batch";
+
+/// Highest severity a record may carry (`Severity::Critical`).
+const MAX_SEVERITY: u8 = 5;
+
+impl DetectBatch {
+    /// Appends the batch's encoding (see the module documentation) to `out`.
+    pub fn encode_into(&self, out: &mut Vec<u8>) {
+        out.push(DETECT_BATCH_FORMAT);
+        let config = bincode_config();
+        // Encoding into a Vec cannot fail for lack of space, and every field is encodable.
+        let _ = bincode::encode_into_std_write(self.records.as_slice(), out, config);
+        let _ = bincode::encode_into_std_write(self.sigma.as_slice(), out, config);
+        let _ = bincode::encode_into_std_write(self.hits.as_slice(), out, config);
+    }
+
+    /// Replaces the batch's content with the batch encoded in `bytes`, reusing its buffers.
+    /// On an error the batch is left empty.
+    pub fn decode_from(&mut self, bytes: &[u8]) -> Result<(), Error> {
+        self.clear();
+        let decoded = self.read(bytes);
+        if decoded.is_err() {
+            self.clear();
+        }
+        decoded
+    }
+
+    fn read(&mut self, bytes: &[u8]) -> Result<(), Error> {
+        let Some((&format, mut rest)) = bytes.split_first() else {
+            return Err(inconsistent("empty".to_string()));
+        };
+        if format != DETECT_BATCH_FORMAT {
+            return Err(Error::Layout {
+                model: MODEL,
+                found: format,
+                expected: DETECT_BATCH_FORMAT,
+            });
+        }
+        read_sequence(&mut rest, &mut self.records, "records")?;
+        read_sequence(&mut rest, &mut self.sigma, "sigma")?;
+        read_sequence(&mut rest, &mut self.hits, "hits")?;
+        if !rest.is_empty() {
+            return Err(inconsistent(format!(
+                "{} bytes after the last hit",
+                rest.len()
+            )));
+        }
+        for (i, record) in self.records.iter().enumerate() {
+            check_record(record).map_err(|what| inconsistent(format!("record {i}: {what}")))?;
+            let end = record.sigma_at as usize + usize::from(record.n_sigma);
+            if end > self.sigma.len() {
+                return Err(inconsistent(format!(
+                    "record {i}: matches {}..{end} past the {} of the batch",
+                    record.sigma_at,
+                    self.sigma.len()
+                )));
+            }
+        }
+        for (i, hit) in self.hits.iter().enumerate() {
+            check_record(&hit.record).map_err(|what| inconsistent(format!("hit {i}: {what}")))?;
+            if usize::from(hit.text_len) > GROUP_TEXT_BYTES {
+                return Err(inconsistent(format!(
+                    "hit {i}: group text of {} bytes, at most {GROUP_TEXT_BYTES}",
+                    hit.text_len
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Reads a length and that many `T`s off the front of `rest` into `into`.
+fn read_sequence<T: Decode<()>>(
+    rest: &mut &[u8],
+    into: &mut Vec<T>,
+    what: &str,
+) -> Result<(), Error> {
+    let len: u64 = read(rest, what)?;
+    // Every element takes at least one byte: a longer sequence is a lie about its length, and
+    // refusing it here keeps a hostile length from reserving memory.
+    if len > rest.len() as u64 {
+        return Err(inconsistent(format!(
+            "{what}: {len} announced, {} bytes left",
+            rest.len()
+        )));
+    }
+    for _ in 0..len {
+        into.push(read(rest, what)?);
+    }
+    Ok(())
+}
+
+/// Reads one `T` off the front of `rest`.
+fn read<T: Decode<()>>(rest: &mut &[u8], what: &str) -> Result<T, Error> {
+    let (value, used) = bincode::decode_from_slice(rest, bincode_config())
+        .map_err(|e| inconsistent(format!("{what}: {e}")))?;
+    *rest = &rest[used..];
+    Ok(value)
+}
+
+/// What in a decoded record the accessors would trip on.
+fn check_record(record: &DetectRecord) -> Result<(), String> {
+    if usize::from(record.n_entities) > RECORD_ENTITIES {
+        return Err(format!(
+            "{} entities kept, at most {RECORD_ENTITIES}",
+            record.n_entities
+        ));
+    }
+    if usize::from(record.source_len) > SOURCE_NAME_BYTES {
+        return Err(format!(
+            "source name of {} bytes, at most {SOURCE_NAME_BYTES}",
+            record.source_len
+        ));
+    }
+    if record.severity > MAX_SEVERITY {
+        return Err(format!("severity {}", record.severity));
+    }
+    Ok(())
+}
+
+fn inconsistent(detail: String) -> Error {
+    Error::Inconsistent {
+        model: MODEL,
+        detail,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::CorrelationHit;
+    use crate::record::{NOT_SCORED, RecordEntity};
+    use crate::{SplitMix64, UebaType};
+
+    /// A batch with every field set to something other than its default.
+    fn sample() -> DetectBatch {
+        let mut record = DetectRecord {
+            block: *b"0123456789abcdef",
+            pos: 513,
+            ts_ns: 1_795_000_000_123_456_789,
+            source: 0x1234_5678_9abc_def0,
+            template: 42,
+            client_ip: 0xffff_cb00_7109,
+            reporter: 7,
+            message_len: 300,
+            severity: 4,
+            entity_count: 9,
+            n_entities: 2,
+            owned: 0b101,
+            ioc: 3,
+            ioc_version: 2,
+            ..DetectRecord::default()
+        };
+        record.set_source_name("sshd");
+        record.entities[0] = RecordEntity {
+            hash: 99,
+            uuid: [1; 16],
+            kind: 1,
+            role: 2,
+            ueba: UebaType::User as u8,
+        };
+        record.entities[1] = RecordEntity {
+            hash: 100,
+            uuid: [2; 16],
+            kind: 0,
+            role: 1,
+            ueba: NOT_SCORED,
+        };
+        let mut batch = DetectBatch::default();
+        batch.push(record, &[5, 700]);
+        batch.push(DetectRecord::default(), &[]);
+        let mut hit = CorrelationHit {
+            record,
+            version: 11,
+            corr: 2,
+            slot: 1,
+            group: 0xdead_beef,
+            value: 5,
+            text: [0; GROUP_TEXT_BYTES],
+            text_len: 0,
+            entity: Some(record.entities[0]),
+        };
+        let text = b"SourceIp=203.0.113.9";
+        hit.text[..text.len()].copy_from_slice(text);
+        hit.text_len = text.len() as u8;
+        batch.hits.push(hit);
+        batch
+    }
+
+    fn encoded(batch: &DetectBatch) -> Vec<u8> {
+        let mut out = Vec::new();
+        batch.encode_into(&mut out);
+        out
+    }
+
+    fn same(a: &DetectBatch, b: &DetectBatch) -> bool {
+        a.records == b.records
+            && a.sigma == b.sigma
+            && a.hits.len() == b.hits.len()
+            && a.hits.iter().zip(&b.hits).all(|(x, y)| {
+                (
+                    x.record, x.version, x.corr, x.slot, x.group, x.value, x.text_len, x.entity,
+                ) == (
+                    y.record, y.version, y.corr, y.slot, y.group, y.value, y.text_len, y.entity,
+                ) && x.text() == y.text()
+            })
+    }
+
+    #[test]
+    fn a_batch_decodes_to_what_was_encoded() {
+        let batch = sample();
+        let mut back = DetectBatch::with_capacity(4);
+        back.decode_from(&encoded(&batch)).unwrap();
+        assert!(same(&batch, &back));
+        assert_eq!(back.sigma_of(&back.records[0]), [5, 700]);
+        assert_eq!(back.records[0].source_name(), "sshd");
+        assert_eq!(back.hits[0].text(), "SourceIp=203.0.113.9");
+        // An empty batch too, and a decode replaces what the batch held.
+        back.decode_from(&encoded(&DetectBatch::default())).unwrap();
+        assert!(back.is_empty() && back.sigma.is_empty());
+    }
+
+    /// The bytes of the sample batch, as format 1 writes them. A failure here means the encoding
+    /// changed: a sensor and a detector of different builds would misread each other. Bump
+    /// `DETECT_BATCH_FORMAT`, describe the change in docs/architecture.md, then update the bytes.
+    #[test]
+    fn the_encoding_of_format_1_is_pinned() {
+        let hex: String = encoded(&sample())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(hex, PINNED_FORMAT_1);
+    }
+
+    const PINNED_FORMAT_1: &str = concat!(
+        "010230313233343536373839616263646566fb0102fd2a9a5ec6fa3dd231fdf0debc9a785634122afd097100",
+        "cbffff000007fb2c010409020405630101010101010101010101010101010101020064020202020202020202",
+        "020202020202020001ff00000000000000000000000000000000000000000000000000000000000000000000",
+        "0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000",
+        "0000737368640000000000000000000000000000000000000000000000000000000000020302000000000000",
+        "0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000",
+        "0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000",
+        "0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000",
+        "0000000000000000000000000000000000000000000000000000000000000000000000000000000000000200",
+        "00000205fbbc020130313233343536373839616263646566fb0102fd2a9a5ec6fa3dd231fdf0debc9a785634",
+        "122afd097100cbffff000007fb2c010409020405630101010101010101010101010101010101020064020202",
+        "020202020202020202020202020001ff00000000000000000000000000000000000000000000000000000000",
+        "0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000",
+        "0000000000000000737368640000000000000000000000000000000000000000000000000000000000000302",
+        "0b0201fcefbeadde05536f7572636549703d3230332e302e3131332e39000000000000000000000000000000",
+        "0000000000000000000000000000000000000000000000000000000000140163010101010101010101010101",
+        "01010101010200",
+    );
+
+    #[test]
+    fn another_format_is_refused_by_number() {
+        let mut bytes = encoded(&sample());
+        bytes[0] = 2;
+        let err = DetectBatch::default().decode_from(&bytes).unwrap_err();
+        assert_eq!(
+            err,
+            Error::Layout {
+                model: "detection batch",
+                found: 2,
+                expected: 1
+            }
+        );
+    }
+
+    #[test]
+    fn every_cut_of_a_batch_is_an_error_and_the_batch_is_left_empty() {
+        let bytes = encoded(&sample());
+        let mut batch = sample();
+        for end in 0..bytes.len() {
+            assert!(batch.decode_from(&bytes[..end]).is_err(), "cut at {end}");
+            assert!(batch.is_empty() && batch.sigma.is_empty());
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(batch.decode_from(&longer).is_err());
+    }
+
+    #[test]
+    fn damaged_batches_never_panic_and_what_decodes_is_usable() {
+        let bytes = encoded(&sample());
+        let mut rng = SplitMix64::new(52);
+        let mut batch = DetectBatch::default();
+        for _ in 0..20_000 {
+            let mut damaged = bytes.clone();
+            for _ in 0..1 + rng.next_u64() % 4 {
+                let at = (rng.next_u64() % damaged.len() as u64) as usize;
+                damaged[at] = rng.next_u64() as u8;
+            }
+            if batch.decode_from(&damaged).is_ok() {
+                // Every accessor the detectors use stays in bounds.
+                for r in &batch.records {
+                    let _ = (r.entities(), r.source_name(), batch.sigma_of(r));
+                }
+                for h in &batch.hits {
+                    let _ = (h.text(), h.record.entities(), h.record.source_name());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn counts_past_their_arrays_are_refused() {
+        let mut batch = sample();
+        batch.records[1].n_entities = RECORD_ENTITIES as u8 + 1;
+        let err = DetectBatch::default()
+            .decode_from(&encoded(&batch))
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("record 1: 7 entities kept"),
+            "{err}"
+        );
+        let mut batch = sample();
+        batch.records[0].n_sigma = 3;
+        let err = DetectBatch::default()
+            .decode_from(&encoded(&batch))
+            .unwrap_err();
+        assert!(err.to_string().contains("past the 2 of the batch"), "{err}");
+        let mut batch = sample();
+        batch.hits[0].text_len = GROUP_TEXT_BYTES as u8 + 1;
+        let err = DetectBatch::default()
+            .decode_from(&encoded(&batch))
+            .unwrap_err();
+        assert!(err.to_string().contains("hit 0: group text"), "{err}");
+    }
+}
