@@ -51,9 +51,9 @@ pub use error::Error;
 pub use evtx::{DATA_SEPARATOR, EvtxRead, evtx_lines, flat_event, input_files, is_evtx};
 pub use exceptions::{ExceptionBook, ExceptionError, MAX_EXCEPTIONS};
 pub use input::{
-    BodyError, Bound, CheckedBody, Delivery, HttpIngest, INPUTS, IngestReceipt, Input,
-    OtlpEncoding, OtlpError, OtlpEvents, Running, Start, UdpKernel, gunzip, ingest_events,
-    otlp_events, otlp_messages, status_body, success_body, udp_kernel,
+    BodyError, Bound, CheckedBody, Delivery, HttpIngest, INPUTS, IngestReceipt, Input, OtlpAnswer,
+    OtlpEncoding, OtlpError, OtlpEvents, RpcCode, Running, Start, UdpKernel, gunzip, ingest_events,
+    otlp_events, otlp_gzip, otlp_messages, status_body, success_body, udp_kernel,
 };
 pub use ioc::{IocFeed, IocStatus};
 pub use live::{AlertChange, LiveAlerts};

@@ -23,10 +23,10 @@ use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::broadcast;
 use watchpost_dataplane::{AlertChange, LiveAlerts};
 use watchpost_proto::{Config, Event};
@@ -34,6 +34,18 @@ use watchpost_store::{BlockKey, Store, block_key_time};
 
 /// How often the live alert ring is read.
 pub const ALERT_POLL: Duration = Duration::from_millis(100);
+
+/// Longest an alert change waits for the names of its entities before it is sent without them.
+const NAMES_WAIT: Duration = Duration::from_secs(2);
+
+/// Whether every entity of `alert` has its name.
+fn all_named(alert: &watchpost_proto::Alert) -> bool {
+    alert
+        .entity
+        .iter()
+        .chain(alert.related_entities.iter())
+        .all(|e| !e.value.is_empty())
+}
 
 /// Events read from the store per tick at most, newest first; older ones in the same tick are
 /// skipped (counted in `status`). The stream is a live view: at high rates it is the newest
@@ -233,6 +245,8 @@ impl Hub {
         };
         let mut tick = tokio::time::interval(ALERT_POLL);
         let mut last = live.latest();
+        // Changes waiting for their entities' names, oldest first, with when they came.
+        let mut held: VecDeque<(AlertChange, Instant)> = VecDeque::new();
         loop {
             tick.tick().await;
             // Publishing starts the moment a client subscribes (its `Watch`), not at this
@@ -240,21 +254,28 @@ impl Hub {
             // client, the ring holds nothing new and `last` follows it.
             if !self.watched() {
                 last = live.latest();
+                held.clear();
                 continue;
             }
-            let mut changes = Vec::new();
-            let missed = live.since(last, &mut changes);
-            if let Some(c) = changes.last() {
+            let mut fresh = Vec::new();
+            let mut missed = live.since(last, &mut fresh);
+            if let Some(c) = fresh.last() {
                 last = c.seq;
             }
+            let now = Instant::now();
+            held.extend(fresh.into_iter().map(|c| (c, now)));
             // The detector's copy of an alert names its entities by UUID only (names live in the
             // store's entity table, as the API resolves them), and a folding alert's copy knows
             // nothing of triage: without this, frames would carry `entity.value: ""` and a
             // repeat would show a closed alert as open. Done once per change here, not per
             // client. When the store cannot be read (counted by the store, shown on /health),
             // the change is not sent half made up: it counts as missed, as an overflow would.
-            let mut missed = missed;
-            changes.retain_mut(|c| {
+            // A new entity's name is written with its event's block, which the writer may
+            // commit a moment after stage B raised the alert: a change whose names are not all
+            // there yet waits for them (and the changes after it, to keep their order) for up
+            // to `NAMES_WAIT`, then goes as it is.
+            let mut changes = Vec::new();
+            while let Some((mut c, since)) = held.pop_front() {
                 let alert = Arc::make_mut(&mut c.alert);
                 let read = self.store.name_alert(alert).and_then(|()| {
                     if !c.new {
@@ -262,11 +283,15 @@ impl Hub {
                     }
                     Ok(())
                 });
-                if read.is_err() {
-                    missed += 1;
+                match read {
+                    Err(_) => missed += 1,
+                    Ok(()) if !all_named(alert) && since.elapsed() < NAMES_WAIT => {
+                        held.push_front((c, since));
+                        break;
+                    }
+                    Ok(()) => changes.push(c),
                 }
-                read.is_ok()
-            });
+            }
             if !changes.is_empty() || missed > 0 {
                 let _ = self.tx.send(Arc::new(HubMsg::Alerts { changes, missed }));
             }

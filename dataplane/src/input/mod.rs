@@ -13,6 +13,7 @@ pub mod framing;
 pub mod http;
 mod ingest;
 pub mod otlp;
+mod otlp_answer;
 pub mod outlet;
 mod registry;
 pub mod relp;
@@ -27,6 +28,7 @@ pub use otlp::{
     OtlpEncoding, OtlpError, OtlpEvents, gunzip, otlp_events, otlp_messages, status_body,
     success_body,
 };
+pub use otlp_answer::{OtlpAnswer, RpcCode, otlp_gzip};
 pub use registry::{Bound, Delivery, Input, Running, Start};
 pub use udp::{UdpKernel, udp_kernel};
 
