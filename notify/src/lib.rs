@@ -89,9 +89,6 @@ pub enum ChannelError {
     /// Its `tls_ca_file` does not load as roots (webhook, Slack, Teams, syslog over TLS).
     #[error("{0}")]
     Trust(#[from] watchpost_outbound::TrustError),
-    /// The TLS provider refused the protocol versions.
-    #[error("TLS set-up: {0}")]
-    Tls(rustls::Error),
     /// Its `tls_ca_file` cannot be read (e-mail).
     #[error("tls_ca_file {path}: {source}")]
     CaFile {

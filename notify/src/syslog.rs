@@ -89,12 +89,7 @@ impl SyslogTransport {
             "tcp" => Transport::Tcp,
             _ => {
                 let roots = watchpost_outbound::roots(ca_file)?;
-                let provider = Arc::new(rustls::crypto::ring::default_provider());
-                let config = rustls::ClientConfig::builder_with_provider(provider)
-                    .with_safe_default_protocol_versions()
-                    .map_err(ChannelError::Tls)?
-                    .with_root_certificates(roots)
-                    .with_no_client_auth();
+                let config = watchpost_outbound::tls_client_config(roots)?;
                 Transport::Tls(tokio_rustls::TlsConnector::from(Arc::new(config)))
             }
         };

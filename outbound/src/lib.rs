@@ -126,12 +126,7 @@ impl HttpClient {
             Trust::Only(roots) => roots,
             Trust::System { extra_ca_file } => roots(extra_ca_file.as_deref())?,
         };
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let tls = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(TrustError::Tls)?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
+        let tls = tls_client_config(roots)?;
         let connector = hyper_rustls::HttpsConnectorBuilder::new()
             .with_tls_config(tls)
             .https_or_http()
@@ -245,6 +240,17 @@ fn retry_after(value: &str) -> Option<Duration> {
         at.duration_since(std::time::SystemTime::now())
             .unwrap_or(Duration::ZERO),
     )
+}
+
+/// The TLS client settings of every outbound connection (HTTP calls, syslog over TLS): rustls
+/// with the `ring` provider, its safe protocol versions, peers checked against `roots`.
+pub fn tls_client_config(roots: RootCertStore) -> Result<rustls::ClientConfig, TrustError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(TrustError::Tls)?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
 }
 
 /// The system's roots, and those of a PEM file when given.
