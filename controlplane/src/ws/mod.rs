@@ -271,9 +271,11 @@ impl Hub {
             // client. When the store cannot be read (counted by the store, shown on /health),
             // the change is not sent half made up: it counts as missed, as an overflow would.
             // A new entity's name is written with its event's block, which the writer may
-            // commit a moment after stage B raised the alert: a change whose names are not all
-            // there yet waits for them (and the changes after it, to keep their order) for up
-            // to `NAMES_WAIT`, then goes as it is.
+            // commit a moment after stage B raised the alert: a just-raised alert whose names
+            // are not all there yet waits for them (and the changes after it, to keep their
+            // order) for up to `NAMES_WAIT`, then goes as it is. Only a new alert waits: a
+            // repeat names entities recorded when it was raised, and one whose name is never
+            // recorded must not hold every repeat of its alert back.
             let mut changes = Vec::new();
             while let Some((mut c, since)) = held.pop_front() {
                 let alert = Arc::make_mut(&mut c.alert);
@@ -285,7 +287,7 @@ impl Hub {
                 });
                 match read {
                     Err(_) => missed += 1,
-                    Ok(()) if !all_named(alert) && since.elapsed() < NAMES_WAIT => {
+                    Ok(()) if c.new && !all_named(alert) && since.elapsed() < NAMES_WAIT => {
                         held.push_front((c, since));
                         break;
                     }
