@@ -8,6 +8,7 @@ mod common;
 use common::{
     Service, free_port, http, invalid_user_lines, json, send_lines, syslog_config, wait_for,
 };
+use serde_json::Value;
 
 #[test]
 fn every_described_operation_is_served_with_its_parameters() {
@@ -136,6 +137,7 @@ fn every_answer_matches_its_described_schema() {
     let doc = json(&body);
     let mut problems = Vec::new();
     let mut checked = 0;
+    let mut times = 0;
     for (path, item) in doc["paths"].as_object().unwrap() {
         let Some(op) = item.get("get") else { continue };
         let url = format!("/api/v1{path}")
@@ -160,9 +162,49 @@ fn every_answer_matches_its_described_schema() {
             &format!("GET {url}"),
             &mut problems,
         );
+        times += readable_times(&json(&answer), &format!("GET {url}"), &mut problems);
     }
     assert!(checked >= 15, "only {checked} answers had a described body");
+    assert!(times >= 10, "only {times} nanosecond fields were seen");
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// Checks that every `X_ns` integer of `value` (producers' `attributes` aside) has its readable
+/// sibling `X`, RFC 3339 text (or null for 0, "never"); counts the integers seen.
+fn readable_times(value: &Value, place: &str, problems: &mut Vec<String>) -> usize {
+    let mut seen = 0;
+    match value {
+        Value::Object(map) => {
+            for (k, v) in map {
+                if k == "attributes" {
+                    continue;
+                }
+                let sibling = k.strip_suffix("_ns").map(|name| map.get(name));
+                match (sibling, v.as_i64()) {
+                    (Some(readable), Some(ns)) => {
+                        seen += 1;
+                        let fine = match readable {
+                            Some(Value::String(text)) => ns != 0 && text.ends_with('Z'),
+                            Some(Value::Null) => ns == 0,
+                            _ => false,
+                        };
+                        if !fine {
+                            problems
+                                .push(format!("{place}: {k} = {ns} has {readable:?} beside it"));
+                        }
+                    }
+                    _ => seen += readable_times(v, &format!("{place}.{k}"), problems),
+                }
+            }
+        }
+        Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                seen += readable_times(v, &format!("{place}[{i}]"), problems);
+            }
+        }
+        _ => {}
+    }
+    seen
 }
 
 /// Checks `value` against `schema` (the subset the document uses: `$ref`, `type` (one or a list),

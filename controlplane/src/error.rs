@@ -102,7 +102,7 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut r = (self.status, axum::Json(*self.body)).into_response();
+        let mut r = (self.status, crate::answer::Json(*self.body)).into_response();
         if let Some(s) = self.retry_after {
             r.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(s));

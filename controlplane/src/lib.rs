@@ -8,6 +8,7 @@
 //! Modules are private; what the binary and the tests use is re-exported here, in one list.
 #![deny(missing_docs)]
 
+mod answer;
 mod body;
 mod browser;
 mod dashboard;

@@ -339,8 +339,27 @@ pub(crate) fn schemas() -> Value {
     schemas
 }
 
-/// Describes, in the OpenAPI schemas, the field each `_ns` property gets beside it (added to
-/// the answers by [`crate::times`]).
+/// The `_ns` properties of `schemas`: the fields of the answers that get a readable sibling.
+pub(crate) fn nanosecond_fields(schemas: &Value) -> std::collections::HashSet<String> {
+    fn collect(schema: &Value, names: &mut std::collections::HashSet<String>) {
+        match schema {
+            Value::Object(map) => {
+                if let Some(Value::Object(props)) = map.get("properties") {
+                    names.extend(props.keys().filter(|k| k.ends_with("_ns")).cloned());
+                }
+                map.values().for_each(|v| collect(v, names));
+            }
+            Value::Array(items) => items.iter().for_each(|v| collect(v, names)),
+            _ => {}
+        }
+    }
+    let mut names = std::collections::HashSet::new();
+    collect(schemas, &mut names);
+    names
+}
+
+/// Describes, in the OpenAPI schemas, the field each `_ns` property gets beside it (written into
+/// the answers by `crate::times`).
 fn describe_readable_times(schemas: &mut Value) {
     match schemas {
         Value::Object(map) => {
@@ -390,6 +409,16 @@ mod tests {
             Value::Array(a) => a.iter().for_each(|x| refs(x, out)),
             _ => {}
         }
+    }
+
+    #[test]
+    fn the_document_describes_the_added_fields() {
+        let schemas = schemas();
+        let alert = &schemas["Alert"]["properties"];
+        assert_eq!(alert["first_seen"]["format"], "date-time", "{alert}");
+        let names = nanosecond_fields(&schemas);
+        assert!(names.contains("first_seen_ns"));
+        assert!(names.contains("timestamp_ns"));
     }
 
     #[test]

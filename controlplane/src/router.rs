@@ -21,6 +21,7 @@ pub fn router(state: AppState) -> Router {
     let c = &state.config;
     let hosts = host_guard(&state, &c.dashboard_bind_address, c.dashboard_port);
     use axum::middleware::from_fn_with_state;
+    crate::answer::learn_time_names(|| openapi::nanosecond_fields(&openapi::schemas()));
     let mut api = Router::new();
     for r in ROUTES {
         // Every route's query is checked against what this table declares for it, before its
@@ -46,7 +47,6 @@ pub fn router(state: AppState) -> Router {
         api = api.route(r.path, handler);
     }
     let api = api
-        .route_layer(axum::middleware::from_fn(crate::times::layer))
         .route_layer(from_fn_with_state(
             state.api_metrics.clone(),
             metrics::track,

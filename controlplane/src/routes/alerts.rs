@@ -1,10 +1,10 @@
 //! `GET /alerts`, `GET /alerts/{id}`, triage (`PATCH /alerts/{id}`), and the feedback routes.
 
+use crate::answer::Json;
 use crate::error::ApiError;
 use crate::query::{DEFAULT_LIMIT, DeclaredQuery, MAX_LIMIT, Params, page_of};
 use crate::routes::read_body;
 use crate::state::AppState;
-use axum::Json;
 use axum::body::Body;
 use axum::extract::{Extension, Path, RawQuery, State};
 use axum::http::StatusCode;

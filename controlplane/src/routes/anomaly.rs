@@ -1,10 +1,10 @@
 //! `GET /anomaly/timeline`: the content ensemble's scores per bucket, with alert counts.
 
+use crate::answer::Json;
 use crate::error::ApiError;
 use crate::query::Params;
 use crate::routes::entities::range_ns;
 use crate::state::AppState;
-use axum::Json;
 use axum::extract::{RawQuery, State};
 use watchpost_proto::{hash64, now_ns};
 use watchpost_store::AlertQuery;

@@ -8,10 +8,10 @@
 //! `ioc_hits`, so that the heatmap shows Command and Control when only a feed saw it.
 //! Techniques no rule maps to are listed too, with zeros: the gaps are what this view is for.
 
+use crate::answer::Json;
 use crate::error::ApiError;
 use crate::query::Params;
 use crate::state::AppState;
-use axum::Json;
 use axum::extract::{RawQuery, State};
 use serde::Serialize;
 use std::collections::HashMap;

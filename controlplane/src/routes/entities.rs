@@ -1,9 +1,9 @@
 //! `GET /entities/search`, `/entities/{uuid}/timeline`, `/risk-history` and `/baseline`.
 
+use crate::answer::Json;
 use crate::error::ApiError;
 use crate::query::{DEFAULT_LIMIT, MAX_LIMIT, Params, page_of};
 use crate::state::AppState;
-use axum::Json;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use serde::Serialize;

@@ -1,9 +1,9 @@
 //! `GET /events`: paginated event search served from the store.
 
+use crate::answer::Json;
 use crate::error::ApiError;
 use crate::query::{DEFAULT_LIMIT, MAX_LIMIT, Params};
 use crate::state::AppState;
-use axum::Json;
 use axum::extract::{RawQuery, State};
 use watchpost_proto::{EntityKind, Event, ListMeta, ListResponse, Uuid, canonicalize_into};
 use watchpost_store::{EntityFilter, EventQuery};

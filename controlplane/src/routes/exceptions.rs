@@ -1,11 +1,11 @@
 //! `/exceptions`: the operators' exceptions (docs/exceptions.md). Each change is saved before
 //! it applies and reaches the detection workers at their next batch.
 
+use crate::answer::Json;
 use crate::error::ApiError;
 use crate::query::{DEFAULT_LIMIT, MAX_LIMIT, Params, page_of};
 use crate::routes::read_body;
 use crate::state::AppState;
-use axum::Json;
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;

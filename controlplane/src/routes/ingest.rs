@@ -1,9 +1,9 @@
 //! `POST /ingest`: events as a JSON array of objects or as JSON lines.
 
+use crate::answer::Json;
 use crate::error::ApiError;
 use crate::routes::read_body;
 use crate::state::AppState;
-use axum::Json;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::StatusCode;

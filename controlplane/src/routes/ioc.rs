@@ -2,9 +2,9 @@
 //! skipped entries, errors with their line), and `POST /ioc/reload` to read the folder now
 //! rather than at the next poll.
 
+use crate::answer::Json;
 use crate::error::ApiError;
 use crate::state::AppState;
-use axum::Json;
 use axum::extract::State;
 use std::sync::Arc;
 use watchpost_dataplane::IocStatus;

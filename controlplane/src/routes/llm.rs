@@ -2,10 +2,10 @@
 //! each generated on request and cached (see [`crate::llm`]).
 
 use super::read_body;
+use crate::answer::Json;
 use crate::error::ApiError;
 use crate::query::{DEFAULT_LIMIT, MAX_LIMIT, Params, page_of};
 use crate::state::AppState;
-use axum::Json;
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;

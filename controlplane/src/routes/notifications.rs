@@ -1,10 +1,10 @@
 //! `POST /notifications/test`: a test message on one channel or all, sent now (not through the
 //! outbox), so an operator sees at once whether a receiver takes what Watchpost sends.
 
+use crate::answer::Json;
 use crate::error::ApiError;
 use crate::routes::read_body;
 use crate::state::AppState;
-use axum::Json;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::StatusCode;

@@ -5,11 +5,11 @@
 //! were folded into one by the cooldown. Changes go through the data plane's
 //! [`Catalog`], which stage A picks up at its next batch: an upload is live without a restart.
 
+use crate::answer::Json;
 use crate::error::ApiError;
 use crate::query::{DEFAULT_LIMIT, MAX_LIMIT, Params, page_of};
 use crate::routes::read_body;
 use crate::state::AppState;
-use axum::Json;
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;

@@ -1,9 +1,9 @@
 //! `GET /health`, `GET /stats`, `GET /config`.
 
+use crate::answer::Json;
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::state::Rates;
-use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
