@@ -120,7 +120,7 @@ try {
     `timeline: ${timeline.range} ${timeline.resolution} ${timeline.buckets.length}`);
   const hotIndex = timeline.buckets.findLastIndex((b) => b.alerts > 0);
   expect(hotIndex >= 0, 'no bucket holds an alert');
-  const over = await page.locator('#timeline-chart .u-over').boundingBox();
+  const over = await boxOf(page.locator('#timeline-chart .u-over'));
   const at = (i) => Number(timeline.buckets[i].ts_ns) / 1e9;
   const step = (at(1) - at(0));
   const hotX = over.x + over.width * (at(hotIndex) + step / 2 - at(0)) / (timeline.buckets.length * step);
@@ -419,7 +419,7 @@ try {
   expect(graphShape.height >= 360, `the graph is ${graphShape.height} px high`);
   expect(graphShape.overlapping === 0, `names overlap in the graph: ${JSON.stringify(graphShape)}`);
   const neighbour = explored.related_entities[0];
-  const graphBox = await page.locator('#entity-graph').boundingBox();
+  const graphBox = await boxOf(page.locator('#entity-graph'));
   const nodeAt = await page.evaluate((id) => document.getElementById('entity-graph').cytoscape.getElementById(id)
     .renderedPosition(), neighbour.uuid);
   await page.mouse.click(graphBox.x + nodeAt.x, graphBox.y + nodeAt.y);
@@ -671,6 +671,18 @@ try {
   process.exitCode = 1;
 } finally {
   await browser.close();
+}
+
+// Where an element is on the page, once it is there: a chart redrawn by a refresh is briefly
+// not laid out, and Playwright then gives no box (null), which a loaded machine runs into.
+async function boxOf(locator) {
+  const until = Date.now() + 10000;
+  for (;;) {
+    await locator.waitFor({state: 'visible', timeout: Math.max(until - Date.now(), 1)});
+    const box = await locator.boundingBox();
+    if (box) return box;
+    if (Date.now() > until) throw new Error(`${locator} has no box on the page`);
+  }
 }
 
 function expect(ok, message) {

@@ -48,7 +48,7 @@ impl TimeNames {
 
     /// What `key` is in an object of an answer.
     fn kind(&'static self, key: &str) -> Key {
-        if self.nanos.contains(key) {
+        if key.ends_with("_ns") && self.nanos.contains(key) {
             match self.readable.get(readable_name(key)) {
                 Some(sibling) => Key::Nanos(sibling),
                 None => Key::Other,
