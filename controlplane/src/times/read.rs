@@ -156,6 +156,15 @@ impl Serializer for KeyReader {
     }
 }
 
+/// Integers narrower than `i64`, read as one.
+macro_rules! widen {
+    ($($method:ident($ty:ty)),* $(,)?) => {
+        $(fn $method(self, v: $ty) -> Result<Option<i64>, NotRead> {
+            Ok(Some(v.into()))
+        })*
+    };
+}
+
 /// Reads the instant of a nanosecond field.
 struct InstantReader;
 
@@ -173,26 +182,16 @@ impl Serializer for InstantReader {
         serialize_unit_struct(&'static str),
     );
 
-    fn serialize_i8(self, v: i8) -> Result<Option<i64>, NotRead> {
-        Ok(Some(v.into()))
-    }
-    fn serialize_i16(self, v: i16) -> Result<Option<i64>, NotRead> {
-        Ok(Some(v.into()))
-    }
-    fn serialize_i32(self, v: i32) -> Result<Option<i64>, NotRead> {
-        Ok(Some(v.into()))
-    }
+    widen!(
+        serialize_i8(i8),
+        serialize_i16(i16),
+        serialize_i32(i32),
+        serialize_u8(u8),
+        serialize_u16(u16),
+        serialize_u32(u32),
+    );
     fn serialize_i64(self, v: i64) -> Result<Option<i64>, NotRead> {
         Ok(Some(v))
-    }
-    fn serialize_u8(self, v: u8) -> Result<Option<i64>, NotRead> {
-        Ok(Some(v.into()))
-    }
-    fn serialize_u16(self, v: u16) -> Result<Option<i64>, NotRead> {
-        Ok(Some(v.into()))
-    }
-    fn serialize_u32(self, v: u32) -> Result<Option<i64>, NotRead> {
-        Ok(Some(v.into()))
     }
     fn serialize_u64(self, v: u64) -> Result<Option<i64>, NotRead> {
         i64::try_from(v).map(Some).map_err(|_| NotRead)
