@@ -125,7 +125,14 @@ def run(job, out_lock, results):
     command = job["prefix"] + [exe]
     start = time.monotonic()
     with tempfile.TemporaryFile() as log:
-        code = subprocess.call(command, cwd=job["dir"], env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            code = subprocess.call(command, cwd=job["dir"], env=env, stdout=log,
+                                   stderr=subprocess.STDOUT)
+        except OSError as e:
+            # A missing faketime (set-up not run) or executable is a failure, never a job
+            # that silently did not run.
+            log.write(f"run_tests: cannot start {command[0]}: {e}\n".encode())
+            code = 127
         log.seek(0)
         output = log.read().decode("utf-8", "replace")
     took = time.monotonic() - start

@@ -38,28 +38,18 @@ impl<T: Serialize> IntoResponse for Json<T> {
             // No router has been built: nothing serves this answer to a client yet.
             None => serde_json::to_writer(&mut body, &self.0),
         };
-        match written {
-            Ok(()) => {
-                let mut r = body.into_response();
-                r.headers_mut().insert(
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_static("application/json"),
-                );
-                r
-            }
+        let status = match written {
+            Ok(()) => StatusCode::OK,
             // As axum's own `Json` answers: a type that cannot be written (a map with keys
             // that are not text) is the code's fault, and the client gets a 500.
             Err(e) => {
                 tracing::error!(error = %e, "an API answer could not be written as JSON");
-                let body =
-                    br#"{"error":"internal","message":"internal error; see the service log"}"#;
-                let mut r = (StatusCode::INTERNAL_SERVER_ERROR, &body[..]).into_response();
-                r.headers_mut().insert(
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_static("application/json"),
-                );
-                r
+                body = br#"{"error":"internal","message":"internal error; see the service log"}"#
+                    .to_vec();
+                StatusCode::INTERNAL_SERVER_ERROR
             }
-        }
+        };
+        let json = HeaderValue::from_static("application/json");
+        (status, [(header::CONTENT_TYPE, json)], body).into_response()
     }
 }

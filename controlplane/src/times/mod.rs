@@ -317,14 +317,20 @@ impl<C> Object<C> {
         }
     }
 
-    /// The siblings owed that the object did not write itself.
-    fn owed(&mut self) -> Vec<(&'static str, Readable)> {
-        let own = &self.own;
-        self.owed
-            .drain(..)
-            .filter(|(name, _)| !own.contains(name))
-            .map(|(name, at)| (name, Readable(at)))
-            .collect()
+    /// Writes, with `write`, the siblings owed that the object did not write itself.
+    fn settle<E>(
+        &mut self,
+        mut write: impl FnMut(&mut C, &'static str, &Readable) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let Self {
+            inner, owed, own, ..
+        } = self;
+        for (name, at) in owed.drain(..) {
+            if !own.contains(&name) {
+                write(inner, name, &Readable(at))?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -381,9 +387,7 @@ impl<C: SerializeMap> SerializeMap for Object<C> {
     }
 
     fn end(mut self) -> Result<C::Ok, C::Error> {
-        for (name, text) in self.owed() {
-            self.inner.serialize_entry(name, &text)?;
-        }
+        self.settle(|inner, name, text| inner.serialize_entry(name, text))?;
         self.inner.end()
     }
 }
@@ -410,9 +414,7 @@ macro_rules! structure {
             }
 
             fn end(mut self) -> Result<C::Ok, C::Error> {
-                for (name, text) in self.owed() {
-                    self.inner.serialize_field(name, &text)?;
-                }
+                self.settle(|inner, name, text| inner.serialize_field(name, text))?;
                 self.inner.end()
             }
         }
