@@ -1,11 +1,14 @@
 //! Who may call the API and how often, against the running service: the rate-limit families, per
 //! instance and shared by two instances through a real `redis-server` (including what happens
-//! when the store goes away), and what browsers are told (CORS, security headers).
+//! when the store goes away, TLS with client certificates and an ACL user, and Sentinel through
+//! a failover), and what browsers are told (CORS, security headers).
 
 mod common;
 
-use common::{Redis, Service, free_port, header, http, json, request};
+use common::tls::TestCa;
+use common::{Redis, RedisKind, Service, free_port, header, http, json, request};
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 /// A service on its own port with the given top-level keys; ingestion inputs off.
 fn start(dir: &Path, keys: &str) -> (Service, u16) {
@@ -145,6 +148,178 @@ fn two_instances_share_limits_through_redis_and_serve_on_when_it_is_gone() {
     std::thread::sleep(std::time::Duration::from_millis(1_100));
     let (code, _, body) = request(api_a, "GET", "/api/v1/health", &[], "");
     assert_eq!(code, 200, "{body}");
+}
+
+/// The store's part of `/health`.
+fn store_health(api: u16) -> serde_json::Value {
+    json(&http(api, "GET", "/api/v1/health", "").1)["components"]["rate_limit_store"].clone()
+}
+
+/// Issue 53, item 5: Redis as users run it. TLS with a private CA and Redis's default
+/// `tls-auth-clients yes` (so the service shows a client certificate), an ACL user allowed only
+/// the limiter's keys whose password holds URL-reserved characters, and the default user off.
+#[test]
+fn two_instances_share_limits_over_tls_as_an_acl_user_and_bad_credentials_degrade_health() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new(dir.path(), "redis");
+    let (client_cert, client_key) = ca.client(dir.path(), "watchpost");
+    let redis = Redis::start_configured(
+        free_port(),
+        &format!(
+            "tls-cert-file {}\ntls-key-file {}\ntls-ca-cert-file {}\ntls-auth-clients yes\n\
+             user default off\nuser watchpost on >s3cr@t:pw ~watchpost:rl:* +@all -@dangerous\n",
+            ca.cert_file.display(),
+            ca.key_file.display(),
+            ca.ca_file.display()
+        ),
+        RedisKind::Tls,
+    );
+    let files = format!(
+        "api_rate_limit_store_ca_file = \"{}\"\napi_rate_limit_store_cert_file = \"{}\"\n\
+         api_rate_limit_store_key_file = \"{}\"\n",
+        ca.ca_file.display(),
+        client_cert.display(),
+        client_key.display()
+    );
+    let keys = |password: &str, files: &str| {
+        format!(
+            "api_list_rate_limit = \"4/minute\"\n{files}\
+             api_rate_limit_store_url = \"rediss://watchpost:{password}@127.0.0.1:{}/0\"",
+            redis.port
+        )
+    };
+    let good = keys("s3cr%40t%3Apw", &files);
+    let (_a, api_a) = start(dir.path(), &good);
+    let (_b, api_b) = start(dir.path(), &good);
+    let h = store_health(api_a);
+    assert_eq!(h["status"], "ok", "{h}");
+    assert_eq!(h["address"], format!("tls 127.0.0.1:{}", redis.port));
+    for api in [api_a, api_b, api_a, api_b] {
+        assert_eq!(status(api, "/api/v1/alerts", &[]).0, 200);
+    }
+    for api in [api_a, api_b] {
+        assert_eq!(status(api, "/api/v1/alerts", &[]).0, 429, "shared over TLS");
+    }
+    assert_eq!(
+        store_health(api_b)["checks"],
+        3,
+        "every check answered by the store"
+    );
+
+    // A wrong password, and the right one without a client certificate: each instance serves
+    // on its own limits and says why the store is degraded.
+    for (config, says) in [
+        (keys("wrong", &files), "authentication failed"),
+        (
+            keys(
+                "s3cr%40t%3Apw",
+                &format!(
+                    "api_rate_limit_store_ca_file = \"{}\"\n",
+                    ca.ca_file.display()
+                ),
+            ),
+            "CertificateRequired",
+        ),
+    ] {
+        let (_c, api_c) = start(dir.path(), &config);
+        assert_eq!(status(api_c, "/api/v1/alerts", &[]).0, 200, "served");
+        let h = store_health(api_c);
+        assert_eq!(h["status"], "degraded", "{h}");
+        let error = h["last_error"].as_str().unwrap_or_default().to_string();
+        assert!(error.contains(says) && !error.contains("s3cr"), "{error}");
+    }
+}
+
+/// Issue 53, item 5: with Sentinel the service asks the sentinels (with their own password)
+/// for the master, and when the master dies follows them to the replica they promote, where
+/// the allowances, replicated, still hold.
+#[test]
+fn through_sentinel_the_limits_follow_the_master_when_it_dies() {
+    let auth = "requirepass mpw\nmasterauth mpw\n";
+    let master = Redis::start_configured(free_port(), auth, RedisKind::Plain);
+    let replica = Redis::start_configured(
+        free_port(),
+        &format!("{auth}replicaof 127.0.0.1 {}\n", master.port),
+        RedisKind::Plain,
+    );
+    let synced = |r: &Redis| r.cli(&["-a", "mpw", "INFO", "replication"]);
+    wait_until("the replica syncs", || {
+        synced(&replica).contains("master_link_status:up")
+    });
+    let sentinel = Redis::start_configured(
+        free_port(),
+        &format!(
+            "requirepass spw\nsentinel monitor cache 127.0.0.1 {} 1\n\
+             sentinel auth-pass cache mpw\nsentinel down-after-milliseconds cache 1000\n\
+             sentinel failover-timeout cache 3000\n",
+            master.port
+        ),
+        RedisKind::Sentinel,
+    );
+    let ask = |args: &[&str]| sentinel.cli(&[&["-a", "spw"], args].concat());
+    wait_until("the sentinel knows the replica", || {
+        ask(&["SENTINEL", "REPLICAS", "cache"]).contains(&replica.port.to_string())
+    });
+
+    let dir = tempfile::tempdir().unwrap();
+    let (_svc, api) = start(
+        dir.path(),
+        &format!(
+            "api_list_rate_limit = \"2/hour\"\napi_rate_limit_store_url = \
+             \"redis+sentinel://:mpw@127.0.0.1:{}/cache/0?sentinel_password=spw\"",
+            sentinel.port
+        ),
+    );
+    let h = store_health(api);
+    assert_eq!(h["status"], "ok", "{h}");
+    assert_eq!(
+        h["address"],
+        format!("master cache via sentinel 127.0.0.1:{}", sentinel.port)
+    );
+    for _ in 0..2 {
+        assert_eq!(status(api, "/api/v1/alerts", &[]).0, 200);
+    }
+    assert_eq!(status(api, "/api/v1/alerts", &[]).0, 429);
+    assert!(
+        master
+            .cli(&["-a", "mpw", "KEYS", "watchpost:rl:*"])
+            .contains("watchpost:rl:list")
+    );
+
+    // The master dies: the sentinel sees it down after a second and promotes the replica.
+    drop(master);
+    wait_until("the sentinel names the replica as master", || {
+        ask(&["SENTINEL", "GET-MASTER-ADDR-BY-NAME", "cache"]).contains(&replica.port.to_string())
+    });
+    wait_until("the promoted replica takes writes", || {
+        replica.cli(&["-a", "mpw", "ROLE"]).starts_with("master")
+    });
+    // Checks failed on the dead master and fell back; the service asks the sentinel again (once
+    // a second) and reaches the new master, which has the allowance: refused again, by the
+    // store (the only one left to answer).
+    let checks_before = store_health(api)["checks"].as_u64().unwrap();
+    wait_until("a check answered by the new master", || {
+        let refused = status(api, "/api/v1/alerts", &[]).0 == 429;
+        let h = store_health(api);
+        refused && h["status"] == "ok" && h["checks"].as_u64().unwrap() > checks_before
+    });
+    assert!(
+        replica
+            .cli(&["-a", "mpw", "KEYS", "watchpost:rl:*"])
+            .contains("watchpost:rl:list")
+    );
+}
+
+/// Polls `ready` every 100 ms for up to 20 s.
+fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !ready() {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "{what}: not within 20 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 #[test]

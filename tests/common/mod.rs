@@ -166,6 +166,17 @@ pub struct Redis {
     _dir: tempfile::TempDir,
 }
 
+/// How a [`Redis`] listens.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum RedisKind {
+    /// Plain TCP.
+    Plain,
+    /// TLS only (`tls-port`; the configuration lines give the certificates).
+    Tls,
+    /// A Sentinel (`--sentinel`; the lines give what it monitors).
+    Sentinel,
+}
+
 impl Redis {
     /// Starts one and waits until it answers. `scripts/setup` installs `redis-server`.
     pub fn start() -> Redis {
@@ -174,18 +185,38 @@ impl Redis {
 
     /// Starts one on `port` (to bring a stopped store back at the same address).
     pub fn start_on(port: u16) -> Redis {
+        Redis::start_configured(port, "", RedisKind::Plain)
+    }
+
+    /// Starts one on `port` with `lines` added to its configuration file (TLS files, ACL users,
+    /// `requirepass`, `replicaof`, or a Sentinel's `sentinel monitor ...`), and waits until it
+    /// listens.
+    pub fn start_configured(port: u16, lines: &str, kind: RedisKind) -> Redis {
         let dir = tempfile::tempdir().unwrap();
-        let child = Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-            ])
-            .args(["--appendonly", "no", "--dir"])
-            .arg(dir.path())
+        let listen = match kind {
+            RedisKind::Tls => format!("port 0\ntls-port {port}\n"),
+            RedisKind::Plain | RedisKind::Sentinel => format!("port {port}\n"),
+        };
+        let persistence = match kind {
+            RedisKind::Sentinel => "",
+            RedisKind::Plain | RedisKind::Tls => "save \"\"\nappendonly no\n",
+        };
+        // A Sentinel rewrites its file (what it learns of the replicas), so it lives in `dir`.
+        let config = dir.path().join("redis.conf");
+        std::fs::write(
+            &config,
+            format!(
+                "{listen}bind 127.0.0.1\ndir {}\n{persistence}{lines}\n",
+                dir.path().display()
+            ),
+        )
+        .unwrap();
+        let mut command = Command::new("redis-server");
+        command.arg(&config);
+        if kind == RedisKind::Sentinel {
+            command.arg("--sentinel");
+        }
+        let child = command
             // scripts/test runs the suite a second time under libfaketime, whose preload
             // redis-server's allocator cannot start with; the store keeps the real clock.
             .env_remove("LD_PRELOAD")
@@ -196,8 +227,12 @@ impl Redis {
         let t = Instant::now();
         loop {
             if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+                // Over TLS, listening is all that can be seen without a handshake; in plain
+                // text any answer to PING will do (`-NOAUTH` from a server with a password).
                 let mut pong = [0u8; 7];
-                if s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut pong).is_ok() {
+                if kind == RedisKind::Tls
+                    || (s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut pong).is_ok())
+                {
                     break;
                 }
             }
@@ -212,6 +247,18 @@ impl Redis {
             port,
             _dir: dir,
         }
+    }
+
+    /// Runs `redis-cli` against it in plain text with `args` (authentication first, when
+    /// needed) and gives its output.
+    pub fn cli(&self, args: &[&str]) -> String {
+        let out = Command::new("redis-cli")
+            .args(["-p", &self.port.to_string(), "--no-auth-warning"])
+            .args(args)
+            .env_remove("LD_PRELOAD")
+            .output()
+            .expect("redis-cli (scripts/setup installs redis-server with it)");
+        String::from_utf8_lossy(&out.stdout).into_owned()
     }
 }
 

@@ -1,7 +1,8 @@
 //! A certificate authority made per test and a server certificate it signed for `127.0.0.1`
 //! and `localhost`: the loopback peers (an LLM provider, a webhook receiver, rsyslog, an SMTP
 //! server) serve the certificate, and the service is told to trust the CA's PEM file, as an
-//! operator adds a private CA.
+//! operator adds a private CA. Peers that ask clients for a certificate (Redis's
+//! `tls-auth-clients`) trust the same CA, which signs the service's client certificate too.
 
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
 use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
@@ -18,6 +19,7 @@ pub struct TestCa {
     pub key_file: PathBuf,
     /// The same certificate and key for a rustls server.
     pub server: Arc<rustls::ServerConfig>,
+    issuer: CertifiedIssuer<'static, KeyPair>,
 }
 
 impl TestCa {
@@ -55,6 +57,24 @@ impl TestCa {
             cert_file,
             key_file,
             server,
+            issuer: ca,
         }
+    }
+
+    /// A client certificate the CA signed, written into `dir` as `NAME-client-{cert,key}.pem`:
+    /// the paths of the certificate and of its key.
+    pub fn client(&self, dir: &Path, name: &str) -> (PathBuf, PathBuf) {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, name);
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        let cert_file = dir.join(format!("{name}-client-cert.pem"));
+        let key_file = dir.join(format!("{name}-client-key.pem"));
+        std::fs::write(&cert_file, cert.pem()).unwrap();
+        std::fs::write(&key_file, key.serialize_pem()).unwrap();
+        (cert_file, key_file)
     }
 }

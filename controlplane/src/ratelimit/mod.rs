@@ -22,7 +22,6 @@
 //! ([`store`]); otherwise, and while the store is unreachable, in the process ([`gcra`]).
 
 pub mod gcra;
-pub mod resp;
 pub mod store;
 
 use crate::error::ApiError;
@@ -34,7 +33,7 @@ use gcra::Limiter;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Instant;
-use store::SharedStore;
+use store::{SharedStore, StoreTls};
 use watchpost_proto::config::{ConfigError, ConfigProblem};
 use watchpost_proto::{ParseError, RateLimit};
 
@@ -123,7 +122,19 @@ impl RateLimits {
         } else {
             let url = watchpost_proto::store_url::StoreUrl::parse(&config.api_rate_limit_store_url)
                 .map_err(|e| problem("api_rate_limit_store_url", e))?;
-            Some(SharedStore::new(url))
+            let tls = StoreTls::from_config(config).map_err(|e| ConfigError {
+                problems: vec![ConfigProblem {
+                    key: e.key.to_string(),
+                    problem: e.to_string(),
+                }],
+            })?;
+            let store = SharedStore::new(url, &tls).map_err(|e| ConfigError {
+                problems: vec![ConfigProblem {
+                    key: "api_rate_limit_store_url".to_string(),
+                    problem: format!("the Redis client refuses these settings: {e}"),
+                }],
+            })?;
+            Some(store)
         };
         Ok(RateLimits {
             list: FamilyLimit::new(rate("api_list_rate_limit", &config.api_list_rate_limit)?),

@@ -4,16 +4,28 @@
 //! instances. The script takes the time from the store (`TIME`), not from the instance, so
 //! instances whose clocks disagree still share one allowance.
 //!
+//! The client is the `redis` crate, as Redis users run it: `rediss://` with a private CA and a
+//! client certificate, ACL users, and Sentinel, which names the master to connect to (and, after
+//! a failover, the new one: a check that fails on the old master, gone or now a read-only
+//! replica, drops the connection, and the next connection asks the sentinels again). One
+//! multiplexed connection carries every check; [`redis::Script`] sends `EVALSHA`, and loads the
+//! script again (`SCRIPT LOAD`) when the store has lost it (a restart, `SCRIPT FLUSH`).
+//!
 //! When the store cannot be reached (or answers too slowly), the API keeps serving: the check
 //! falls back to the instance's own limiter, the store is reported degraded by `/health`, and
 //! reconnection is tried at most once per [`RETRY_EVERY`], so an outage costs no request more
 //! than one timed-out round trip.
 
-use super::resp::{Connection, Reply, ok_or_error};
+use redis::aio::MultiplexedConnection;
+use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
+use redis::{
+    AsyncConnectionConfig, Client, ClientTlsConfig, ConnectionAddr, ConnectionInfo,
+    IntoConnectionInfo, RedisConnectionInfo, TlsCertificates, TlsMode,
+};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use watchpost_proto::store_url::StoreUrl;
+use watchpost_proto::store_url::{StoreAddress, StoreUrl};
 
 /// GCRA over microseconds of the store's clock. KEYS[1]: the client's key; ARGV[1]: emission
 /// interval; ARGV[2]: burst tolerance (period minus one interval). Returns 0 when allowed, else
@@ -32,14 +44,24 @@ redis.call('SET', KEYS[1], string.format('%.0f', next_tat), 'PX', string.format(
 return 0
 ";
 
-/// Longest wait for one store round trip before the check falls back.
+/// Longest wait for one store round trip (or one connection, sentinels asked included) before
+/// the check falls back.
 pub const TIMEOUT: Duration = Duration::from_millis(250);
 
 /// How often a lost store is tried again.
 pub const RETRY_EVERY: Duration = Duration::from_secs(1);
 
-/// Idle connections kept for reuse.
-const POOL: usize = 8;
+/// Why the store could not be set up from the configuration (a TLS file that cannot be read).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot read {path:?}: {source}")]
+pub struct StoreSetupError {
+    /// The configuration key naming the file.
+    pub key: &'static str,
+    /// The file.
+    pub path: String,
+    /// Why.
+    pub source: std::io::Error,
+}
 
 /// Why a round trip to the shared store gave no answer; the check falls back and `/health`
 /// shows the text.
@@ -48,31 +70,39 @@ enum CallError {
     /// A recent failure holds new connections back until [`RETRY_EVERY`] has passed.
     #[error("{0}")]
     Waiting(String),
-    /// No connection could be opened.
+    /// No connection could be opened (or the sentinels named no master).
     #[error("cannot connect to {address}: {source}")]
     Connect {
         /// Where.
         address: String,
         /// Why.
-        source: std::io::Error,
+        source: redis::RedisError,
     },
     /// Connecting took longer than [`TIMEOUT`].
     #[error("cannot connect to {0} within 250 ms")]
     ConnectTimeout(String),
     /// The connection failed mid-call, or the store answered with an error.
     #[error("{0}")]
-    Io(#[from] std::io::Error),
+    Store(#[from] redis::RedisError),
     /// The call took longer than [`TIMEOUT`].
     #[error("no answer within 250 ms")]
     Timeout,
 }
 
+/// How connections are made: to one server, or to the master the sentinels name at the time.
+enum Target {
+    Server(Client),
+    Sentinel(tokio::sync::Mutex<SentinelClient>),
+}
+
 /// The shared store and what is known of its health.
 pub struct SharedStore {
-    url: StoreUrl,
+    target: Target,
     /// Where it is, for `/health` (no credentials).
     display: String,
-    pool: Mutex<Vec<(Connection, String)>>,
+    script: redis::Script,
+    /// The connection every check shares (cloning it is cheap: calls are multiplexed).
+    connection: Mutex<Option<MultiplexedConnection>>,
     up: AtomicBool,
     last_error: Mutex<Option<String>>,
     /// No new connection is tried before this (after a failure).
@@ -89,7 +119,7 @@ pub struct SharedStore {
 pub struct StoreHealth {
     /// `ok` or `degraded`.
     pub status: &'static str,
-    /// Host and port or socket path.
+    /// Host and port, socket path, or the master and its sentinels; `tls ` first over TLS.
     pub address: String,
     /// Why it is degraded.
     pub last_error: Option<String>,
@@ -99,24 +129,156 @@ pub struct StoreHealth {
     pub fallbacks: u64,
 }
 
-impl SharedStore {
-    /// A store at `url` (nothing is connected yet).
-    pub fn new(url: StoreUrl) -> SharedStore {
-        let display = match &url.address {
-            watchpost_proto::store_url::StoreAddress::Tcp(a) => a.clone(),
-            watchpost_proto::store_url::StoreAddress::Unix(p) => p.display().to_string(),
+/// The TLS files of the configuration, read: a private CA and a client certificate.
+#[derive(Default)]
+pub struct StoreTls {
+    /// CA certificates (PEM); `None` = the system's roots.
+    pub ca: Option<Vec<u8>>,
+    /// Client certificate and key (PEM).
+    pub client: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl StoreTls {
+    /// Reads the files `api_rate_limit_store_{ca,cert,key}_file` name (validated at start).
+    pub fn from_config(config: &watchpost_proto::Config) -> Result<StoreTls, StoreSetupError> {
+        let read = |key: &'static str, path: &str| -> Result<Option<Vec<u8>>, StoreSetupError> {
+            if path.is_empty() {
+                return Ok(None);
+            }
+            std::fs::read(path)
+                .map(Some)
+                .map_err(|source| StoreSetupError {
+                    key,
+                    path: path.to_string(),
+                    source,
+                })
         };
-        SharedStore {
-            url,
+        let ca = read(
+            "api_rate_limit_store_ca_file",
+            &config.api_rate_limit_store_ca_file,
+        )?;
+        let cert = read(
+            "api_rate_limit_store_cert_file",
+            &config.api_rate_limit_store_cert_file,
+        )?;
+        let key = read(
+            "api_rate_limit_store_key_file",
+            &config.api_rate_limit_store_key_file,
+        )?;
+        Ok(StoreTls {
+            ca,
+            client: cert.zip(key),
+        })
+    }
+
+    fn certificates(&self) -> TlsCertificates {
+        TlsCertificates {
+            client_tls: self.client.as_ref().map(|(cert, key)| ClientTlsConfig {
+                client_cert: cert.clone(),
+                client_key: key.clone(),
+            }),
+            root_cert: self.ca.clone(),
+        }
+    }
+}
+
+/// The database and credentials the URL gives.
+fn redis_settings(url: &StoreUrl) -> RedisConnectionInfo {
+    let mut settings = RedisConnectionInfo::default().set_db(i64::from(url.db));
+    if let Some(user) = &url.user {
+        settings = settings.set_username(user);
+    }
+    if let Some(password) = &url.password {
+        settings = settings.set_password(password);
+    }
+    settings
+}
+
+impl SharedStore {
+    /// A store at `url` (nothing is connected yet). Fails only when the crate refuses the
+    /// parameters (a certificate it cannot parse).
+    pub fn new(url: StoreUrl, tls: &StoreTls) -> Result<SharedStore, redis::RedisError> {
+        let display = url.display();
+        let target = match &url.address {
+            StoreAddress::Tcp(h) => {
+                let addr = if url.tls {
+                    ConnectionAddr::TcpTls {
+                        host: h.host.clone(),
+                        port: h.port,
+                        insecure: false,
+                        tls_params: None,
+                    }
+                } else {
+                    ConnectionAddr::Tcp(h.host.clone(), h.port)
+                };
+                let info = addr
+                    .into_connection_info()?
+                    .set_redis_settings(redis_settings(&url));
+                Target::Server(open_client(info, url.tls, tls)?)
+            }
+            StoreAddress::Unix(path) => {
+                let info = ConnectionAddr::Unix(path.clone())
+                    .into_connection_info()?
+                    .set_redis_settings(redis_settings(&url));
+                Target::Server(Client::open(info)?)
+            }
+            StoreAddress::Sentinel {
+                sentinels,
+                master,
+                user: sentinel_user,
+                password: sentinel_password,
+            } => {
+                let addrs = sentinels.iter().map(|s| {
+                    if url.tls {
+                        ConnectionAddr::TcpTls {
+                            host: s.host.clone(),
+                            port: s.port,
+                            insecure: false,
+                            tls_params: None,
+                        }
+                    } else {
+                        ConnectionAddr::Tcp(s.host.clone(), s.port)
+                    }
+                });
+                let mut b = SentinelClientBuilder::new(addrs, master, SentinelServerType::Master)?
+                    .set_client_to_redis_db(i64::from(url.db));
+                if let Some(user) = &url.user {
+                    b = b.set_client_to_redis_username(user);
+                }
+                if let Some(password) = &url.password {
+                    b = b.set_client_to_redis_password(password);
+                }
+                if let Some(user) = sentinel_user {
+                    b = b.set_client_to_sentinel_username(user);
+                }
+                if let Some(password) = sentinel_password {
+                    b = b.set_client_to_sentinel_password(password);
+                }
+                if url.tls {
+                    b = b
+                        .set_client_to_redis_tls_mode(TlsMode::Secure)
+                        .set_client_to_sentinel_tls_mode(TlsMode::Secure);
+                    if tls.ca.is_some() || tls.client.is_some() {
+                        b = b
+                            .set_client_to_redis_certificates(tls.certificates())
+                            .set_client_to_sentinel_certificates(tls.certificates());
+                    }
+                }
+                Target::Sentinel(tokio::sync::Mutex::new(b.build()?))
+            }
+        };
+        Ok(SharedStore {
+            target,
             display,
-            pool: Mutex::new(Vec::new()),
+            script: redis::Script::new(SCRIPT),
+            connection: Mutex::new(None),
             // Unknown until the first round trip; optimistic so that start-up is not "degraded".
             up: AtomicBool::new(true),
             last_error: Mutex::new(None),
             retry_at: Mutex::new(None),
             checks: AtomicU64::new(0),
             fallbacks: AtomicU64::new(0),
-        }
+        })
     }
 
     /// Takes one request of `key` under a limit of `interval` per request with `burst` tolerance:
@@ -127,23 +289,26 @@ impl SharedStore {
         interval: Duration,
         burst: Duration,
     ) -> Option<Result<(), u64>> {
-        let interval = interval.as_micros().to_string();
-        let burst = burst.as_micros().to_string();
-        let args: [&[u8]; 4] = [b"1", key.as_bytes(), interval.as_bytes(), burst.as_bytes()];
-        match self.eval(&args).await {
-            Ok(Reply::Int(0)) => {
-                self.checks.fetch_add(1, Ordering::Relaxed);
-                Some(Ok(()))
+        let call = async {
+            let mut c = self.connection().await?;
+            let mut invocation = self.script.key(key);
+            invocation
+                .arg(interval.as_micros() as u64)
+                .arg(burst.as_micros() as u64);
+            match tokio::time::timeout(TIMEOUT, invocation.invoke_async::<i64>(&mut c)).await {
+                Ok(reply) => Ok(reply?),
+                Err(_) => Err(CallError::Timeout),
             }
-            Ok(Reply::Int(wait_us)) => {
+        };
+        match call.await {
+            Ok(wait_us) => {
+                self.recovered();
                 self.checks.fetch_add(1, Ordering::Relaxed);
-                let wait = Duration::from_micros(wait_us.max(0) as u64);
+                if wait_us <= 0 {
+                    return Some(Ok(()));
+                }
+                let wait = Duration::from_micros(wait_us as u64);
                 Some(Err(wait.as_secs() + u64::from(wait.subsec_nanos() > 0)))
-            }
-            Ok(other) => {
-                self.failed(format!("unexpected reply {other:?}"));
-                self.fallbacks.fetch_add(1, Ordering::Relaxed);
-                None
             }
             Err(e) => {
                 self.failed(e);
@@ -155,25 +320,17 @@ impl SharedStore {
 
     /// A `PING` round trip (for `/health`), which also reconnects a lost store.
     pub async fn ping(&self) -> StoreHealth {
-        match self.connection().await {
-            Ok((mut c, sha)) => match tokio::time::timeout(TIMEOUT, c.call(&[b"PING"])).await {
-                Ok(Ok(Reply::Simple(_))) => {
-                    self.put_back(c, sha);
-                    self.recovered();
-                }
-                Ok(Ok(r)) => {
-                    self.failed(format!("PING answered {r:?}"));
-                }
-                Ok(Err(e)) => {
-                    self.failed(e);
-                }
-                Err(_) => {
-                    self.failed("no answer within 250 ms");
-                }
-            },
-            Err(e) => {
-                self.failed(e);
+        let call = async {
+            let mut c = self.connection().await?;
+            let ping = redis::cmd("PING");
+            match tokio::time::timeout(TIMEOUT, ping.query_async::<String>(&mut c)).await {
+                Ok(reply) => Ok(reply?),
+                Err(_) => Err(CallError::Timeout),
             }
+        };
+        match call.await {
+            Ok(_) => self.recovered(),
+            Err(e) => self.failed(e),
         }
         self.health()
     }
@@ -194,39 +351,9 @@ impl SharedStore {
         }
     }
 
-    async fn eval(&self, args: &[&[u8]]) -> Result<Reply, CallError> {
-        let (mut c, sha) = self.connection().await?;
-        let mut call: Vec<&[u8]> = Vec::with_capacity(args.len() + 2);
-        call.push(b"EVALSHA");
-        call.push(sha.as_bytes());
-        call.extend_from_slice(args);
-        let reply = match tokio::time::timeout(TIMEOUT, c.call(&call)).await {
-            Ok(Ok(r)) => r,
-            Ok(Err(e)) => return Err(e.into()),
-            Err(_) => return Err(CallError::Timeout),
-        };
-        let reply = match reply {
-            // The store lost its script cache (restart, SCRIPT FLUSH): load it again, once.
-            Reply::Error(e) if e.starts_with("NOSCRIPT") => {
-                let sha = load_script(&mut c).await?;
-                call[1] = sha.as_bytes();
-                let r = tokio::time::timeout(TIMEOUT, c.call(&call))
-                    .await
-                    .map_err(|_| CallError::Timeout)??;
-                self.put_back(c, sha.clone());
-                self.recovered();
-                return Ok(ok_or_error(r)?);
-            }
-            r => r,
-        };
-        self.put_back(c, sha);
-        self.recovered();
-        Ok(ok_or_error(reply)?)
-    }
-
-    /// A pooled connection, or a new one unless a recent failure asks to wait.
-    async fn connection(&self) -> Result<(Connection, String), CallError> {
-        if let Some(c) = self.pool.lock().ok().and_then(|mut p| p.pop()) {
+    /// The shared connection, or a new one unless a recent failure asks to wait.
+    async fn connection(&self) -> Result<MultiplexedConnection, CallError> {
+        if let Some(c) = self.connection.lock().ok().and_then(|c| c.clone()) {
             return Ok(c);
         }
         if let Ok(mut at) = self.retry_at.lock() {
@@ -243,27 +370,39 @@ impl SharedStore {
                 _ => *at = None,
             }
         }
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(TIMEOUT))
+            .set_response_timeout(Some(TIMEOUT));
         let open = async {
-            let mut c = Connection::open(&self.url).await?;
-            let sha = load_script(&mut c).await?;
-            Ok::<_, std::io::Error>((c, sha))
+            match &self.target {
+                Target::Server(client) => {
+                    client
+                        .get_multiplexed_async_connection_with_config(&config)
+                        .await
+                }
+                Target::Sentinel(sentinel) => {
+                    sentinel
+                        .lock()
+                        .await
+                        .get_async_connection_with_config(&config)
+                        .await
+                }
+            }
         };
-        match tokio::time::timeout(TIMEOUT, open).await {
-            Ok(Ok(c)) => Ok(c),
-            Ok(Err(source)) => Err(CallError::Connect {
-                address: self.display.clone(),
-                source,
-            }),
-            Err(_) => Err(CallError::ConnectTimeout(self.display.clone())),
+        let c = match tokio::time::timeout(TIMEOUT, open).await {
+            Ok(Ok(c)) => c,
+            Ok(Err(source)) => {
+                return Err(CallError::Connect {
+                    address: self.display.clone(),
+                    source,
+                });
+            }
+            Err(_) => return Err(CallError::ConnectTimeout(self.display.clone())),
+        };
+        if let Ok(mut slot) = self.connection.lock() {
+            *slot = Some(c.clone());
         }
-    }
-
-    fn put_back(&self, c: Connection, sha: String) {
-        if let Ok(mut p) = self.pool.lock()
-            && p.len() < POOL
-        {
-            p.push((c, sha));
-        }
+        Ok(c)
     }
 
     fn recovered(&self) {
@@ -272,7 +411,12 @@ impl SharedStore {
         }
     }
 
-    fn failed(&self, e: impl std::fmt::Display) {
+    fn failed(&self, e: CallError) {
+        // Held back by an earlier failure: nothing new is known, and moving the retry time
+        // again would keep a busy API from ever trying the store again.
+        if matches!(e, CallError::Waiting(_)) {
+            return;
+        }
         let e = e.to_string();
         if self.up.swap(false, Ordering::Relaxed) {
             tracing::warn!(
@@ -280,9 +424,10 @@ impl SharedStore {
                 self.display
             );
         }
-        if let Ok(mut p) = self.pool.lock() {
-            // A failure may have left a connection mid-reply; start over with fresh ones.
-            p.clear();
+        if let Ok(mut c) = self.connection.lock() {
+            // A broken connection stays broken, and after a failover the master it reached
+            // is a read-only replica: the next check connects again (asking the sentinels).
+            *c = None;
         }
         if let Ok(mut at) = self.retry_at.lock() {
             *at = Some(Instant::now() + RETRY_EVERY);
@@ -293,13 +438,11 @@ impl SharedStore {
     }
 }
 
-async fn load_script(c: &mut Connection) -> std::io::Result<String> {
-    match ok_or_error(c.call(&[b"SCRIPT", b"LOAD", SCRIPT.as_bytes()]).await?)? {
-        Reply::Bulk(Some(sha)) => String::from_utf8(sha)
-            .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "bad script hash")),
-        r => Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("SCRIPT LOAD answered {r:?}"),
-        )),
+/// A client for one server, over TLS with the configured CA and client certificate when given.
+fn open_client(info: ConnectionInfo, tls: bool, files: &StoreTls) -> redis::RedisResult<Client> {
+    if tls && (files.ca.is_some() || files.client.is_some()) {
+        Client::build_with_tls(info, files.certificates())
+    } else {
+        Client::open(info)
     }
 }

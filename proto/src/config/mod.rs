@@ -73,8 +73,15 @@ pub struct Config {
     pub api_allowed_hosts: Vec<String>,
     /// Trust `X-Forwarded-For` for client addresses; only behind a trusted reverse proxy.
     pub api_trust_proxy_headers: bool,
-    /// Shared rate-limit store (`redis://host:port/db`); empty = limits per process. A credential.
+    /// Shared rate-limit store (`redis://`, `rediss://`, `unix://`, `redis+sentinel://`; see
+    /// `store_url`); empty = limits per process. A credential.
     pub api_rate_limit_store_url: String,
+    /// CA certificates (PEM) trusted for a `rediss://` store; empty = the system's roots.
+    pub api_rate_limit_store_ca_file: String,
+    /// Client certificate (PEM) for a store that asks for one (Redis's `tls-auth-clients`).
+    pub api_rate_limit_store_cert_file: String,
+    /// Its private key (PEM).
+    pub api_rate_limit_store_key_file: String,
     /// Rate limit of list endpoints, `N/second|minute|hour`.
     pub api_list_rate_limit: String,
     /// Rate limit of detail endpoints.
@@ -165,6 +172,9 @@ impl Default for Config {
             api_allowed_hosts: Vec::new(),
             api_trust_proxy_headers: false,
             api_rate_limit_store_url: String::new(),
+            api_rate_limit_store_ca_file: String::new(),
+            api_rate_limit_store_cert_file: String::new(),
+            api_rate_limit_store_key_file: String::new(),
             api_list_rate_limit: "60/minute".into(),
             api_detail_rate_limit: "300/minute".into(),
             api_coverage_rate_limit: "10/minute".into(),

@@ -32,13 +32,7 @@ pub(super) fn check(config: &Config, p: &mut Problems) {
             p.add(&format!("api_allowed_hosts[{i}]"), e.to_string());
         }
     }
-    let url = &config.api_rate_limit_store_url;
-    if !url.is_empty()
-        && !url.starts_with("env:")
-        && let Err(e) = crate::store_url::StoreUrl::parse(url)
-    {
-        p.add("api_rate_limit_store_url", e.to_string());
-    }
+    rate_limit_store(config, p);
     for (key, v) in [
         ("api_list_rate_limit", &config.api_list_rate_limit),
         ("api_detail_rate_limit", &config.api_detail_rate_limit),
@@ -195,4 +189,65 @@ pub(super) fn check(config: &Config, p: &mut Problems) {
         &config.log_level,
         &["error", "warn", "info", "debug", "trace"],
     );
+}
+
+/// The shared rate-limit store: its URL (unless still an `env:` reference, checked again once
+/// resolved) and the TLS files, which only a TLS URL uses and which come as a pair for a client
+/// certificate.
+fn rate_limit_store(config: &Config, p: &mut Problems) {
+    let url = &config.api_rate_limit_store_url;
+    let tls = if url.is_empty() || url.starts_with("env:") {
+        None
+    } else {
+        match crate::store_url::StoreUrl::parse(url) {
+            Ok(u) => Some(u.tls),
+            Err(e) => {
+                p.add("api_rate_limit_store_url", e.to_string());
+                None
+            }
+        }
+    };
+    let files = [
+        (
+            "api_rate_limit_store_ca_file",
+            &config.api_rate_limit_store_ca_file,
+        ),
+        (
+            "api_rate_limit_store_cert_file",
+            &config.api_rate_limit_store_cert_file,
+        ),
+        (
+            "api_rate_limit_store_key_file",
+            &config.api_rate_limit_store_key_file,
+        ),
+    ];
+    for (key, path) in files {
+        if path.is_empty() {
+            continue;
+        }
+        if !std::path::Path::new(path).is_file() {
+            p.add(key, format!("{path:?} is not a readable file"));
+        } else if tls == Some(false) {
+            p.add(
+                key,
+                "applies to a TLS store only (rediss:// or rediss+sentinel://)",
+            );
+        }
+    }
+    let (cert, key) = (
+        &config.api_rate_limit_store_cert_file,
+        &config.api_rate_limit_store_key_file,
+    );
+    if cert.is_empty() != key.is_empty() {
+        let missing = if cert.is_empty() {
+            "api_rate_limit_store_cert_file"
+        } else {
+            "api_rate_limit_store_key_file"
+        };
+        p.add(
+            missing,
+            "a client certificate needs both api_rate_limit_store_cert_file and \
+             api_rate_limit_store_key_file",
+        );
+    }
 }

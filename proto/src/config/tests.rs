@@ -498,3 +498,37 @@ fn plain_smtp_and_other_kinds_keys_are_refused() {
         .is_empty()
     );
 }
+
+#[test]
+fn the_store_tls_files_must_exist_come_in_pairs_and_need_a_tls_url() {
+    let dir = std::env::temp_dir().join(format!("wp-store-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pem = dir.join("ca.pem");
+    std::fs::write(&pem, "not checked here").unwrap();
+    let pem = pem.display().to_string();
+    let found = problems(&format!(
+        "api_rate_limit_store_url = \"rediss://cache:6380\"\n\
+         api_rate_limit_store_ca_file = \"{pem}\"\napi_rate_limit_store_cert_file = \"{pem}\"\n"
+    ));
+    assert_eq!(
+        found,
+        vec![
+            "api_rate_limit_store_key_file: a client certificate needs both \
+             api_rate_limit_store_cert_file and api_rate_limit_store_key_file"
+        ]
+    );
+    let found = problems(&format!(
+        "api_rate_limit_store_url = \"redis://cache\"\napi_rate_limit_store_ca_file = \"{pem}\"\n"
+    ));
+    assert!(found[0].starts_with("api_rate_limit_store_ca_file: applies to a TLS store only"));
+    let found = problems("api_rate_limit_store_ca_file = \"/nonexistent/ca.pem\"\n");
+    assert!(found[0].contains("is not a readable file"), "{found:?}");
+    assert!(
+        problems(&format!(
+            "api_rate_limit_store_url = \"rediss+sentinel://s1,s2/cache\"\n\
+             api_rate_limit_store_ca_file = \"{pem}\"\n"
+        ))
+        .is_empty()
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
