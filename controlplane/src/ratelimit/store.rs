@@ -25,7 +25,7 @@ use redis::{
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use watchpost_proto::store_url::{StoreAddress, StoreUrl};
+use watchpost_proto::store_url::{HostPort, StoreAddress, StoreUrl};
 
 /// GCRA over microseconds of the store's clock. KEYS[1]: the client's key; ARGV[1]: emission
 /// interval; ARGV[2]: burst tolerance (period minus one interval). Returns 0 when allowed, else
@@ -201,17 +201,7 @@ impl SharedStore {
         let display = url.display();
         let target = match &url.address {
             StoreAddress::Tcp(h) => {
-                let addr = if url.tls {
-                    ConnectionAddr::TcpTls {
-                        host: h.host.clone(),
-                        port: h.port,
-                        insecure: false,
-                        tls_params: None,
-                    }
-                } else {
-                    ConnectionAddr::Tcp(h.host.clone(), h.port)
-                };
-                let info = addr
+                let info = tcp_addr(h, url.tls)
                     .into_connection_info()?
                     .set_redis_settings(redis_settings(&url));
                 Target::Server(open_client(info, url.tls, tls)?)
@@ -228,18 +218,7 @@ impl SharedStore {
                 user: sentinel_user,
                 password: sentinel_password,
             } => {
-                let addrs = sentinels.iter().map(|s| {
-                    if url.tls {
-                        ConnectionAddr::TcpTls {
-                            host: s.host.clone(),
-                            port: s.port,
-                            insecure: false,
-                            tls_params: None,
-                        }
-                    } else {
-                        ConnectionAddr::Tcp(s.host.clone(), s.port)
-                    }
-                });
+                let addrs = sentinels.iter().map(|s| tcp_addr(s, url.tls));
                 let mut b = SentinelClientBuilder::new(addrs, master, SentinelServerType::Master)?
                     .set_client_to_redis_db(i64::from(url.db));
                 if let Some(user) = &url.user {
@@ -435,6 +414,21 @@ impl SharedStore {
         if let Ok(mut last) = self.last_error.lock() {
             *last = Some(e);
         }
+    }
+}
+
+/// A server's (or a sentinel's) address, over TLS (verified: there is no setting to skip it)
+/// or not.
+fn tcp_addr(h: &HostPort, tls: bool) -> ConnectionAddr {
+    if tls {
+        ConnectionAddr::TcpTls {
+            host: h.host.clone(),
+            port: h.port,
+            insecure: false,
+            tls_params: None,
+        }
+    } else {
+        ConnectionAddr::Tcp(h.host.clone(), h.port)
     }
 }
 
