@@ -276,6 +276,7 @@ fn derived_schemas() -> Map<String, Value> {
     answers.subschema_for::<crate::routes::notifications::TestAnswer>();
     answers.subschema_for::<crate::reload::ReloadReport>();
     answers.subschema_for::<crate::routes::system::HealthAnswer>();
+    answers.subschema_for::<crate::routes::cluster::ClusterAnswer>();
     answers.subschema_for::<crate::routes::entities::EntityTimeline>();
     answers.subschema_for::<crate::routes::entities::RiskHistory>();
     answers.subschema_for::<crate::routes::entities::Baseline>();

@@ -283,6 +283,17 @@ pub static ROUTES: &[Route] = &[
     },
     Route {
         method: "GET",
+        path: "/cluster",
+        family: None,
+        summary: "The fleet as this node sees it: its servers, its link, the live nodes",
+        query: &[],
+        body: None,
+        ok: &[(200, "Cluster")],
+        errors: &[],
+        handler: || get(crate::routes::cluster::cluster),
+    },
+    Route {
+        method: "GET",
         path: "/stats",
         family: None,
         summary: "Pipeline counters and live rates",

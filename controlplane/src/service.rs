@@ -40,6 +40,9 @@ pub enum ServiceError {
     /// A notification channel cannot be built.
     #[error("cannot start: {0}")]
     Notifications(NotifyError),
+    /// The fleet's servers cannot be used as configured.
+    #[error("invalid configuration: {0}")]
+    Cluster(watchpost_cluster::ClusterError),
     /// The API server failed while serving.
     #[error("API server failed: {0}")]
     Api(std::io::Error),
@@ -54,7 +57,9 @@ impl ServiceError {
     /// cannot use, 1 for everything else.
     pub fn exit_code(&self) -> u8 {
         match self {
-            ServiceError::RateLimits(_) | ServiceError::Notifications(_) => 2,
+            ServiceError::RateLimits(_)
+            | ServiceError::Notifications(_)
+            | ServiceError::Cluster(_) => 2,
             _ => 1,
         }
     }
@@ -189,10 +194,11 @@ fn api_state(
     let notifier = Arc::new(
         Notifier::new(&cfg.notifications, pipeline.store()).map_err(ServiceError::Notifications)?,
     );
-    {
+    let cluster = {
         let _in_runtime = runtime.enter();
         notifier.start();
-    }
+        join_cluster(&cfg)?
+    };
     let ingest_in_flight = cfg.api_ingest_max_in_flight;
     let bodies = Arc::new(BodyGuard::new(&cfg));
     let cfg = Arc::new(cfg);
@@ -228,11 +234,52 @@ fn api_state(
         limits,
         llm,
         notifier,
+        cluster,
         reloader,
         started: Instant::now(),
         ingest_permits: Arc::new(tokio::sync::Semaphore::new(ingest_in_flight as usize)),
         bodies,
     })
+}
+
+/// This node's membership of the fleet when `[cluster]` names servers (inside the runtime).
+fn join_cluster(cfg: &Config) -> Result<Option<Arc<watchpost_cluster::Membership>>, ServiceError> {
+    let c = &cfg.cluster;
+    if !c.enabled() {
+        return Ok(None);
+    }
+    let name = if c.node_name.is_empty() {
+        node_name_of_host()
+    } else {
+        c.node_name.clone()
+    };
+    let api = format!("{}:{}", cfg.dashboard_bind_address, cfg.dashboard_port);
+    let node = watchpost_cluster::NodeRecord::this_node(&name, c, &api);
+    let membership =
+        watchpost_cluster::Membership::start(c, node).map_err(ServiceError::Cluster)?;
+    Ok(Some(Arc::new(membership)))
+}
+
+/// The host's name as a node name: its first label, with what a node name cannot hold as `-`.
+fn node_name_of_host() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let label = host.trim().split('.').next().unwrap_or_default();
+    let name: String = label
+        .chars()
+        .take(64)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    if watchpost_proto::config::valid_node_name(&name) {
+        name
+    } else {
+        "watchpost".into()
+    }
 }
 
 /// SIGTERM and SIGINT, listened for from the moment they are installed: one that arrives before

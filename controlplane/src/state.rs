@@ -38,6 +38,8 @@ pub struct AppState {
     pub llm: Arc<watchpost_llm::Llm>,
     /// The notification channels.
     pub notifier: Arc<watchpost_notify::Notifier>,
+    /// This node's membership of a fleet (`[cluster]`); `None` when it stands alone.
+    pub cluster: Option<Arc<watchpost_cluster::Membership>>,
     /// Configuration reloads, and the running configuration they leave.
     pub reloader: Arc<crate::reload::Reloader>,
     /// When the API started.

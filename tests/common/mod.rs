@@ -2,6 +2,7 @@
 //! `watchpost` service started as a child process.
 #![allow(dead_code)]
 
+pub mod nats;
 pub mod provider;
 pub mod receiver;
 pub mod tls;

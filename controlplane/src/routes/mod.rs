@@ -3,6 +3,7 @@
 pub mod alerts;
 pub mod anomaly;
 pub mod attack;
+pub mod cluster;
 pub mod entities;
 pub mod events;
 pub mod exceptions;

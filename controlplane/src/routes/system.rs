@@ -101,6 +101,10 @@ pub async fn health(State(st): State<AppState>) -> Response {
     if llm.is_degraded() {
         degraded.push("llm".into());
     }
+    let cluster = crate::routes::cluster::health(&st);
+    if cluster.status == "degraded" {
+        degraded.push("cluster".into());
+    }
     let notify = st.notifier.snapshot();
     for c in notify.channels.iter().filter(|c| c.status != "ok") {
         degraded.push(format!("notifications {}", c.name));
@@ -165,6 +169,7 @@ pub async fn health(State(st): State<AppState>) -> Response {
             rate_limit_store,
             llm,
             notifications,
+            cluster,
         },
     };
     (code, Json(body)).into_response()
@@ -204,6 +209,8 @@ struct Components {
     llm: LlmHealth,
     /// The notification channels and their outbox.
     notifications: NotificationHealth,
+    /// The fleet (`[cluster]`): this node's link to it.
+    cluster: crate::routes::cluster::ClusterHealth,
 }
 
 /// The notification channels.

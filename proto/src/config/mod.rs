@@ -10,6 +10,7 @@
 //! One file per table: each defines its table's types with their defaults and checks its keys;
 //! [`Config::validate`] runs every check and reports all problems together.
 
+mod cluster;
 mod dataplane;
 mod detection;
 mod inputs;
@@ -27,6 +28,7 @@ mod templates;
 mod tests;
 mod ueba;
 
+pub use cluster::{CLUSTER_ROLES, ClusterConfig, valid_node_name};
 pub use dataplane::DataplaneConfig;
 pub use detection::{DetectionConfig, RiskLevelWeights};
 pub use inputs::{FileInputConfig, HttpInputConfig, InputsConfig, TcpInputConfig, UdpInputConfig};
@@ -48,7 +50,12 @@ use std::path::{Path, PathBuf};
 pub const MASK: &str = "********";
 
 /// Keys whose values are credentials: masked wherever the configuration is echoed.
-pub const SECRET_KEYS: &[&str] = &["api_rate_limit_store_url", "llm.cloud_api_key"];
+pub const SECRET_KEYS: &[&str] = &[
+    "api_rate_limit_store_url",
+    "llm.cloud_api_key",
+    "cluster.password",
+    "cluster.token",
+];
 
 /// Keys of each `[[notifications]]` table whose values are credentials.
 pub const CHANNEL_SECRET_KEYS: &[&str] = &["url", "secret", "smtp_password"];
@@ -159,6 +166,8 @@ pub struct Config {
     pub severity: SeverityConfig,
     /// Channels alerts are sent out on (`[[notifications]]`, docs/notifications.md).
     pub notifications: Vec<NotificationChannel>,
+    /// The fleet this node is part of, if any (docs/cluster.md).
+    pub cluster: ClusterConfig,
 }
 
 impl Default for Config {
@@ -208,6 +217,7 @@ impl Default for Config {
             templates: TemplatesConfig::default(),
             severity: SeverityConfig::default(),
             notifications: Vec::new(),
+            cluster: ClusterConfig::default(),
         }
     }
 }
@@ -269,6 +279,8 @@ impl Config {
                 "llm.cloud_api_key".to_string(),
                 &mut self.llm.cloud_api_key.0,
             ),
+            ("cluster.password".to_string(), &mut self.cluster.password.0),
+            ("cluster.token".to_string(), &mut self.cluster.token.0),
         ];
         for (i, c) in self.notifications.iter_mut().enumerate() {
             credentials.push((format!("notifications[{i}].url"), &mut c.url.0));
@@ -341,6 +353,7 @@ impl Config {
         templates::check(self, &mut problems);
         severity::check(self, &mut problems);
         notifications::check(self, &mut problems);
+        cluster::check(self, &mut problems);
         problems.finish()
     }
 }

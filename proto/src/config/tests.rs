@@ -532,3 +532,42 @@ fn the_store_tls_files_must_exist_come_in_pairs_and_need_a_tls_url() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn no_servers_is_stand_alone_and_valid() {
+    let c = ClusterConfig::default();
+    assert!(!c.enabled());
+    assert_eq!(c.roles, ["sensor", "detector", "console"]);
+    assert!(problems("").is_empty());
+}
+
+#[test]
+fn servers_roles_names_and_credentials_are_checked_with_their_keys() {
+    let found = problems(
+        "[cluster]\nservers = [\"nats://n1:4222\", \"http://n2:4222\", \"tls://n3\"]\n\
+         node_name = \"sensor 1\"\nroles = [\"sensor\", \"router\", \"sensor\"]\n\
+         user = \"wp\"\nheartbeat_seconds = 0\n",
+    );
+    for expected in [
+        "cluster.servers[1]: `http://n2:4222` must start with nats:// or tls://",
+        "cluster.servers[2]: `tls://n3` needs its port (4222 by default)",
+        "cluster.node_name: `sensor 1` must be 1 to 64 letters, digits, `-` or `_`",
+        "cluster.roles[1]: `router` is not one of \"sensor\", \"detector\", \"console\"",
+        "cluster.roles[2]: `sensor` is named twice",
+        "cluster.password: a NATS user needs both cluster.user and cluster.password",
+        "cluster.heartbeat_seconds: 0 is out of range (1 to 60)",
+    ] {
+        assert!(
+            found.iter().any(|f| f == expected),
+            "{expected}\n{found:#?}"
+        );
+    }
+    assert_eq!(found.len(), 7, "{found:#?}");
+    assert!(
+        problems(
+            "[cluster]\nservers = [\"tls://n1:4222\", \"tls://[::1]:4223\"]\n\
+             node_name = \"sensor-eu_1\"\nroles = [\"detector\"]\ntoken = \"t\"\n"
+        )
+        .is_empty()
+    );
+}
