@@ -32,8 +32,8 @@ import tempfile
 import threading
 import time
 
-# Executables that load the machine by themselves: never two at once.
-HEAVY = {"dashboard", "llm", "soak"}
+# Executables that load the machine by themselves: never two at once (fleet: eight processes).
+HEAVY = {"dashboard", "fleet", "llm", "soak"}
 # Executables that run with nothing beside them: the browser test's waits are for what a person
 # would see, and a loaded machine made them time out (twice in three side-by-side runs).
 ALONE = {"dashboard"}

@@ -48,3 +48,27 @@ pub(crate) fn options(config: &ClusterConfig, node: &str) -> ConnectOptions {
     }
     o
 }
+
+/// Connects to the configured servers, trying again every `pause` until one answers; from
+/// then on the client reconnects by itself. `failed` hears each failure (for the log and the
+/// node's state).
+pub(crate) async fn connect_retrying(
+    config: &ClusterConfig,
+    node: &str,
+    pause: Duration,
+    mut failed: impl FnMut(&ClusterError),
+) -> Result<async_nats::Client, ClusterError> {
+    let addrs = server_addrs(config)?;
+    loop {
+        match options(config, node).connect(addrs.clone()).await {
+            Ok(client) => return Ok(client),
+            Err(source) => {
+                failed(&ClusterError::Connect {
+                    servers: config.servers.join(","),
+                    source,
+                });
+                tokio::time::sleep(pause).await;
+            }
+        }
+    }
+}

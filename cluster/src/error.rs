@@ -21,16 +21,36 @@ pub enum ClusterError {
         source: async_nats::ConnectError,
     },
     /// The node list's bucket could not be opened or made.
-    #[error("the node list ({bucket}): {reason}")]
+    #[error("cannot open or make {bucket}: {reason}")]
     Bucket {
-        /// The bucket.
-        bucket: &'static str,
+        /// The bucket (or stream).
+        bucket: String,
         /// Why.
         reason: String,
     },
     /// This node's entry could not be written.
     #[error("cannot renew this node's entry: {0}")]
     Renew(String),
+    /// The detection stream was made with another partition count than this node's.
+    #[error(
+        "cluster.partitions is {configured} but the fleet's stream {} was made with {stream}: \
+         every node must say the same (a new count needs a new stream)",
+        crate::DETECT_STREAM
+    )]
+    Partitions {
+        /// The stream's count.
+        stream: String,
+        /// This node's.
+        configured: u32,
+    },
+    /// The sensor's spool could not be opened.
+    #[error("cannot open the spool in {path}: {reason}")]
+    Spool {
+        /// Its folder.
+        path: String,
+        /// Why.
+        reason: String,
+    },
     /// The node list could not be read.
     #[error("cannot read the node list: {0}")]
     List(String),

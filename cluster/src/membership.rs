@@ -10,9 +10,9 @@
 //! after every heartbeat; the API reads the snapshot and never waits on the servers.
 
 use crate::connect::{options, server_addrs};
-use crate::{ClusterError, NodeEntry, NodeRecord};
+use crate::view::KvView;
+use crate::{ClusterError, FleetCounters, NodeEntry, NodeRecord};
 use async_nats::jetstream::{self, kv};
-use futures_util::StreamExt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use watchpost_proto::config::ClusterConfig;
@@ -54,7 +54,13 @@ impl Membership {
     /// Starts the heartbeat on the current tokio runtime. Fails only on a server address the
     /// client refuses; servers that cannot be reached are tried again every heartbeat, and
     /// the snapshot says why meanwhile.
-    pub fn start(config: &ClusterConfig, node: NodeRecord) -> Result<Membership, ClusterError> {
+    /// `fleet`: this node's data-path counters, whose partitions and link state each heartbeat
+    /// writes into the node's entry.
+    pub fn start(
+        config: &ClusterConfig,
+        node: NodeRecord,
+        fleet: Option<Arc<FleetCounters>>,
+    ) -> Result<Membership, ClusterError> {
         let addrs = server_addrs(config)?;
         let snapshot = Arc::new(Mutex::new(ClusterSnapshot {
             node: node.clone(),
@@ -65,7 +71,7 @@ impl Membership {
             last_heartbeat_ns: 0,
             nodes: Vec::new(),
         }));
-        let task = tokio::spawn(run(config.clone(), addrs, node, snapshot.clone()));
+        let task = tokio::spawn(run(config.clone(), addrs, node, fleet, snapshot.clone()));
         Ok(Membership { snapshot, task })
     }
 
@@ -90,7 +96,8 @@ impl Drop for Membership {
 async fn run(
     config: ClusterConfig,
     addrs: Vec<async_nats::ServerAddr>,
-    node: NodeRecord,
+    mut node: NodeRecord,
+    fleet: Option<Arc<FleetCounters>>,
     snapshot: Arc<Mutex<ClusterSnapshot>>,
 ) {
     let heartbeat = Duration::from_secs(config.heartbeat_seconds);
@@ -129,8 +136,12 @@ async fn run(
                 continue;
             }
         };
+        let view = KvView::start(bucket.clone(), heartbeat * MISSED_HEARTBEATS);
         loop {
-            let beat = beat(&bucket, &node).await;
+            if let Some(f) = &fleet {
+                describe(&mut node, f, &config);
+            }
+            let beat = beat(&bucket, &view, &node).await;
             let connected = client.connection_state() == async_nats::connection::State::Connected;
             let server = connected.then(|| client.server_info().server_name);
             report(&|s| {
@@ -153,59 +164,53 @@ async fn run(
     }
 }
 
-/// The node list's bucket: opened, or made when there is none (replicated on up to three of
-/// the listed servers).
+/// Writes the node's data-path state into its record.
+fn describe(node: &mut NodeRecord, fleet: &FleetCounters, config: &ClusterConfig) {
+    let partitions = fleet.partitions();
+    node.pending = partitions.iter().map(|p| p.pending).sum();
+    node.partitions = partitions.into_iter().map(|p| p.partition).collect();
+    if config.has_role("sensor") {
+        node.link = Some(fleet.link().name().to_string());
+        node.spool_bytes = fleet.spool_bytes.load(std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// The node list's bucket: opened, or made when there is none.
 async fn open_bucket(
     client: &async_nats::Client,
     config: &ClusterConfig,
 ) -> Result<kv::Store, ClusterError> {
     let js = jetstream::new(client.clone());
-    if let Ok(store) = js.get_key_value(NODES_BUCKET).await {
-        return Ok(store);
-    }
-    let made = js
-        .create_key_value(kv::Config {
+    crate::streams::key_value(
+        &js,
+        kv::Config {
             bucket: NODES_BUCKET.into(),
             description: "Watchpost: the live nodes of the fleet (docs/cluster.md)".into(),
             history: 1,
             max_age: Duration::from_secs(config.heartbeat_seconds) * MISSED_HEARTBEATS,
             num_replicas: config.servers.len().clamp(1, 3),
             storage: jetstream::stream::StorageType::File,
+            // An entry that ages out leaves a marker, which the watchers see as a purge.
+            limit_markers: Some(Duration::from_secs(config.heartbeat_seconds) * MISSED_HEARTBEATS),
             ..Default::default()
-        })
-        .await;
-    match made {
-        Ok(store) => Ok(store),
-        // Another node made it meanwhile.
-        Err(made) => js
-            .get_key_value(NODES_BUCKET)
-            .await
-            .map_err(|_| ClusterError::Bucket {
-                bucket: NODES_BUCKET,
-                reason: made.to_string(),
-            }),
-    }
+        },
+    )
+    .await
 }
 
-/// Renews this node's entry and reads the list back.
-async fn beat(bucket: &kv::Store, node: &NodeRecord) -> Result<Vec<NodeEntry>, ClusterError> {
+/// Renews this node's entry and reads the list back from the bucket's view.
+async fn beat(
+    bucket: &kv::Store,
+    view: &KvView,
+    node: &NodeRecord,
+) -> Result<Vec<NodeEntry>, ClusterError> {
     let value = serde_json::to_vec(node).map_err(|e| ClusterError::Renew(e.to_string()))?;
     bucket
         .put(&node.name, value.into())
         .await
         .map_err(|e| ClusterError::Renew(e.to_string()))?;
-    let list = |e: &dyn std::fmt::Display| ClusterError::List(e.to_string());
-    let keys = bucket.keys().await.map_err(|e| list(&e))?;
-    let mut keys = std::pin::pin!(keys);
     let mut nodes = Vec::new();
-    while let Some(key) = keys.next().await {
-        let key = key.map_err(|e| list(&e))?;
-        let Some(entry) = bucket.entry(key).await.map_err(|e| list(&e))? else {
-            continue;
-        };
-        if entry.operation != kv::Operation::Put {
-            continue;
-        }
+    for entry in view.live() {
         // An entry another version wrote in a shape this one cannot read is left out of the
         // view rather than failing it.
         let Ok(record) = serde_json::from_slice::<NodeRecord>(&entry.value) else {
@@ -217,6 +222,15 @@ async fn beat(bucket: &kv::Store, node: &NodeRecord) -> Result<Vec<NodeEntry>, C
             record,
             last_contact_ns: i64::try_from(entry.created.unix_timestamp_nanos()).unwrap_or(0),
             revision: entry.revision,
+        });
+    }
+    // This node's own entry, as just written, even before the watcher brings it back.
+    if !nodes.iter().any(|n| n.this_node) {
+        nodes.push(NodeEntry {
+            this_node: true,
+            record: node.clone(),
+            last_contact_ns: now_ns(),
+            revision: 0,
         });
     }
     nodes.sort_by(|a, b| a.record.name.cmp(&b.record.name));

@@ -17,6 +17,19 @@ pub struct NodeRecord {
     pub version: String,
     /// When it started, ns since the epoch.
     pub started_ns: i64,
+    /// A detector's partitions, as of this heartbeat.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub partitions: Vec<u32>,
+    /// A detector's lag: records of its partitions in the stream not yet scored.
+    #[serde(default)]
+    pub pending: u64,
+    /// A sensor's link to the detection stream (`connecting`, `connected`, `spooling`,
+    /// `draining`); absent on a node that is not a sensor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<String>,
+    /// A sensor's bytes of records waiting for the stream.
+    #[serde(default)]
+    pub spool_bytes: u64,
 }
 
 impl NodeRecord {
@@ -28,6 +41,10 @@ impl NodeRecord {
             api: api.to_string(),
             version: env!("CARGO_PKG_VERSION").to_string(),
             started_ns: watchpost_proto::now_ns(),
+            partitions: Vec::new(),
+            pending: 0,
+            link: None,
+            spool_bytes: 0,
         }
     }
 }

@@ -206,6 +206,12 @@ const TRIAGE_STATUS: Param = p(
     "open,acknowledged",
 );
 const ASSIGNEE: Param = p("assignee", "string", "Exact assignee", "alice");
+const SENSOR: Param = p(
+    "sensor",
+    "string",
+    "Exact sensor: on a fleet's console, the sensor whose event raised the alert",
+    "sensor-a",
+);
 /// The alert listing's parameters; paging last, so that bulk triage takes the rest as filters.
 const ALERT_QUERY: &[Param] = &[
     SINCE,
@@ -224,6 +230,7 @@ const ALERT_QUERY: &[Param] = &[
     TECHNIQUE,
     TRIAGE_STATUS,
     ASSIGNEE,
+    SENSOR,
     SORT,
     PAGE,
     LIMIT,
@@ -244,6 +251,7 @@ const SIGNAL_QUERY: &[Param] = &[
     DEDUP_KEY,
     TACTIC,
     TECHNIQUE,
+    SENSOR,
     SORT,
     PAGE,
     LIMIT,

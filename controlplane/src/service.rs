@@ -7,7 +7,7 @@ use crate::{Reloader, WsConfig};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use watchpost_dataplane::{Pipeline, Stopper};
+use watchpost_dataplane::{Pipeline, StageB, Stopper};
 use watchpost_proto::Config;
 use watchpost_proto::config::ConfigError;
 
@@ -100,7 +100,31 @@ pub fn run(cfg: Config, config_path: Option<PathBuf>) -> Result<(), ServiceError
         let addr = format!("{}:{}", cfg.health_bind_address, cfg.health_port);
         Some((bind("health_port", &addr)?, addr))
     };
-    let pipeline = Pipeline::start(&cfg).map_err(ServiceError::Pipeline)?;
+    // A fleet's node: its data path by its roles (docs/cluster.md). A sensor's records go to
+    // the fleet's detectors; a node that is not a sensor reads no input.
+    let fleet = cfg.cluster.enabled().then(|| {
+        Arc::new(watchpost_cluster::Fleet::new(
+            &cfg.cluster,
+            &node_name(&cfg.cluster),
+        ))
+    });
+    let mut cfg = cfg;
+    let stage_b = match &fleet {
+        Some(f) if cfg.cluster.has_role("sensor") => {
+            let _in_runtime = runtime.enter();
+            let spool = cfg.data_dir().join("cluster-spool");
+            StageB::Remote(Box::new(
+                f.sensor_link(&spool).map_err(ServiceError::Cluster)?,
+            ))
+        }
+        Some(_) => {
+            tracing::info!("cluster: this node is not a sensor: its inputs are not started");
+            cfg.inputs.disable_all();
+            StageB::Local
+        }
+        None => StageB::Local,
+    };
+    let pipeline = Pipeline::start_with(&cfg, stage_b).map_err(ServiceError::Pipeline)?;
     // From here a first signal stops the inputs reading at once (the API then finishes its
     // last requests and the pipeline stores what was accepted); a second exits at once.
     let first_signal = {
@@ -108,7 +132,7 @@ pub fn run(cfg: Config, config_path: Option<PathBuf>) -> Result<(), ServiceError
         signals.watch(pipeline.stopper())
     };
     let shutdown_deadline = Duration::from_secs(cfg.dataplane.shutdown_timeout_seconds);
-    let state = match api_state(cfg, config_path, &pipeline, &runtime, hangup) {
+    let state = match api_state(cfg, config_path, &pipeline, &runtime, hangup, fleet) {
         Ok(s) => s,
         Err(e) => {
             pipeline.shutdown();
@@ -179,6 +203,7 @@ fn api_state(
     pipeline: &Pipeline,
     runtime: &tokio::runtime::Runtime,
     hangup: Option<tokio::signal::unix::Signal>,
+    fleet: Option<Arc<watchpost_cluster::Fleet>>,
 ) -> Result<AppState, ServiceError> {
     let limits = Arc::new(RateLimits::from_config(&cfg).map_err(ServiceError::RateLimits)?);
     let ws = Arc::new(Hub::new(
@@ -197,7 +222,11 @@ fn api_state(
     let cluster = {
         let _in_runtime = runtime.enter();
         notifier.start();
-        join_cluster(&cfg)?
+        let membership = join_cluster(&cfg, fleet.as_ref())?;
+        if let (Some(fleet), Some(membership)) = (&fleet, &membership) {
+            start_fleet_roles(&cfg, pipeline, fleet, membership)?;
+        }
+        membership
     };
     let ingest_in_flight = cfg.api_ingest_max_in_flight;
     let bodies = Arc::new(BodyGuard::new(&cfg));
@@ -235,6 +264,7 @@ fn api_state(
         llm,
         notifier,
         cluster,
+        fleet,
         reloader,
         started: Instant::now(),
         ingest_permits: Arc::new(tokio::sync::Semaphore::new(ingest_in_flight as usize)),
@@ -243,21 +273,66 @@ fn api_state(
 }
 
 /// This node's membership of the fleet when `[cluster]` names servers (inside the runtime).
-fn join_cluster(cfg: &Config) -> Result<Option<Arc<watchpost_cluster::Membership>>, ServiceError> {
+fn join_cluster(
+    cfg: &Config,
+    fleet: Option<&Arc<watchpost_cluster::Fleet>>,
+) -> Result<Option<Arc<watchpost_cluster::Membership>>, ServiceError> {
     let c = &cfg.cluster;
-    if !c.enabled() {
+    let Some(fleet) = fleet else {
         return Ok(None);
+    };
+    let api = format!("{}:{}", cfg.dashboard_bind_address, cfg.dashboard_port);
+    let node = watchpost_cluster::NodeRecord::this_node(fleet.node(), c, &api);
+    let membership = watchpost_cluster::Membership::start(c, node, Some(fleet.counters()))
+        .map_err(ServiceError::Cluster)?;
+    Ok(Some(Arc::new(membership)))
+}
+
+/// Starts what the node's detector and console roles run (inside the runtime).
+fn start_fleet_roles(
+    cfg: &Config,
+    pipeline: &Pipeline,
+    fleet: &watchpost_cluster::Fleet,
+    membership: &Arc<watchpost_cluster::Membership>,
+) -> Result<(), ServiceError> {
+    let c = &cfg.cluster;
+    if c.has_role("detector") {
+        let kit = watchpost_cluster::DetectorKit {
+            params: watchpost_detect::DetectorParams::from_config(cfg)
+                .for_partitions(c.partitions as usize),
+            catalog: pipeline.catalog(),
+            iocs: pipeline.iocs(),
+            killchain: Arc::new(std::sync::Mutex::new(
+                watchpost_detect::KillChain::from_config(cfg),
+            )),
+        };
+        fleet
+            .start_detector(
+                kit,
+                Duration::from_secs(cfg.detection.model_save_interval_seconds),
+                Arc::clone(membership),
+            )
+            .map_err(ServiceError::Cluster)?;
     }
-    let name = if c.node_name.is_empty() {
+    if c.has_role("console") {
+        fleet
+            .start_console(
+                pipeline.store(),
+                pipeline.live_alerts(),
+                Arc::clone(membership),
+            )
+            .map_err(ServiceError::Cluster)?;
+    }
+    Ok(())
+}
+
+/// This node's name in the fleet: `cluster.node_name`, or the host's.
+fn node_name(c: &watchpost_proto::config::ClusterConfig) -> String {
+    if c.node_name.is_empty() {
         node_name_of_host()
     } else {
         c.node_name.clone()
-    };
-    let api = format!("{}:{}", cfg.dashboard_bind_address, cfg.dashboard_port);
-    let node = watchpost_cluster::NodeRecord::this_node(&name, c, &api);
-    let membership =
-        watchpost_cluster::Membership::start(c, node).map_err(ServiceError::Cluster)?;
-    Ok(Some(Arc::new(membership)))
+    }
 }
 
 /// The host's name as a node name: its first label, with what a node name cannot hold as `-`.

@@ -40,6 +40,8 @@ pub struct AppState {
     pub notifier: Arc<watchpost_notify::Notifier>,
     /// This node's membership of a fleet (`[cluster]`); `None` when it stands alone.
     pub cluster: Option<Arc<watchpost_cluster::Membership>>,
+    /// This node's part of the fleet's data path (its roles' counters); `None` alone.
+    pub fleet: Option<Arc<watchpost_cluster::Fleet>>,
     /// Configuration reloads, and the running configuration they leave.
     pub reloader: Arc<crate::reload::Reloader>,
     /// When the API started.

@@ -37,6 +37,7 @@ mod input;
 mod ioc;
 mod live;
 mod pipeline;
+mod remote;
 mod ring;
 mod stage;
 mod stats;
@@ -58,6 +59,7 @@ pub use input::{
 pub use ioc::{IocFeed, IocStatus};
 pub use live::{AlertChange, LiveAlerts};
 pub use pipeline::{Pipeline, ShutdownReport, Stopper, spare_cores};
+pub use remote::{RecordPublisher, StageB};
 pub use stage::DetectHandle;
 pub use stats::{
     Counter, DetectCounters, Histogram, InputCounters, InputSnapshot, LATENCY_BOUNDS_S,

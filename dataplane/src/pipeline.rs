@@ -17,6 +17,7 @@ use crate::input::spool;
 use crate::input::{Bound, Delivery, INPUTS, Input, Start};
 use crate::ioc::IocFeed;
 use crate::live::LiveAlerts;
+use crate::remote::{StageB, spawn_publisher};
 use crate::ring::{Consumer, Producer, ring};
 use crate::stage::{
     DetectHandle, DetectInput, DetectSetup, RecordBatch, control_channels, restore, spawn_detector,
@@ -68,9 +69,19 @@ impl Pipeline {
     /// the stage B workers, the stage A workers and the inputs, in the order data flows back
     /// from.
     pub fn start(cfg: &Config) -> Result<Pipeline, Error> {
+        Pipeline::start_with(cfg, StageB::Local)
+    }
+
+    /// [`Pipeline::start`] with stage B where `stage_b` says: here, or behind a publisher (a
+    /// fleet's sensor, whose records the fleet's detectors score).
+    pub fn start_with(cfg: &Config, stage_b: StageB) -> Result<Pipeline, Error> {
         let dp = &cfg.dataplane;
         let workers = dp.parse_workers as usize;
-        let detectors = dp.detect_workers as usize;
+        // A publisher takes every record whole: one ring per stage A worker into it.
+        let detectors = match stage_b {
+            StageB::Local => dp.detect_workers as usize,
+            StageB::Remote(_) => 1,
+        };
         let cores = assign_cores(cfg)?;
         let bound = bind_inputs(cfg)?;
 
@@ -119,7 +130,17 @@ impl Pipeline {
         )
         .map_err(Error::Thread)?;
         let live = Arc::new(LiveAlerts::default());
-        let (detect, detector_handles) = spawn_detectors(&shared, wiring.detect_inputs, &live)?;
+        let (detect, detector_handles) = match stage_b {
+            StageB::Local => spawn_detectors(&shared, wiring.detect_inputs, &live)?,
+            StageB::Remote(publisher) => {
+                let (detect, mut controls) = control_channels(1);
+                let inputs = wiring.detect_inputs.into_iter().flatten().collect();
+                let control = controls.pop().expect("one control channel");
+                let handle = spawn_publisher(inputs, control, publisher, Arc::clone(&stats))
+                    .map_err(Error::Thread)?;
+                (detect, vec![handle])
+            }
+        };
         let worker_handles = spawn_workers(&shared, wiring.workers, &persisted)?;
         let inputs = spawn_inputs(&shared, bound, wiring.input_rings)?;
         tracing::info!(

@@ -185,6 +185,7 @@ impl KillChain {
             entity_count: 0,
             deviation: None,
             triage: Default::default(),
+            sensor: String::new(),
         };
         trail.open = Some((new.clone(), ts.saturating_add(window)));
         Some((new, true))
@@ -255,6 +256,7 @@ mod tests {
             entity_count: 0,
             deviation: None,
             triage: Default::default(),
+            sensor: String::new(),
         }
     }
 

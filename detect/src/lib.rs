@@ -44,6 +44,7 @@ mod prefetch;
 mod record;
 mod risk;
 mod rng;
+mod snapshot;
 mod table;
 mod time;
 mod topk;
@@ -70,6 +71,7 @@ pub use record::{
 };
 pub use risk::{Crossing, RiskBook, RiskParams, SignalRisk};
 pub use rng::SplitMix64;
+pub use snapshot::SNAPSHOT_FORMAT;
 pub use table::EntityTable;
 pub use time::{EventTime, NS_PER_HOUR, NS_PER_MINUTE};
 pub use topk::{Probe, TemplateChange, TopLists, network_of};

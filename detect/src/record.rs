@@ -264,29 +264,33 @@ pub fn route(batch: &DetectBatch, out: &mut [Box<DetectBatch>]) {
         return;
     }
     for r in &batch.records {
-        let mut masks = [0u8; 64];
-        let mut used = 0u64;
-        let s = r.source_shard(shards);
-        masks[s] |= 1;
-        used |= 1 << s;
+        // The workers owning a part, with the parts each owns: at most one per part (the
+        // source and the kept entities), so a short list rather than an array per worker,
+        // whatever the worker count (a fleet has 64 or 256 partitions).
+        let mut parts = [(0usize, 0u8); RECORD_ENTITIES + 1];
+        let mut n = 0;
+        let mut own = |shard: usize, bit: u8| match parts[..n].iter_mut().find(|p| p.0 == shard) {
+            Some(p) => p.1 |= bit,
+            None => {
+                parts[n] = (shard, bit);
+                n += 1;
+            }
+        };
+        own(r.source_shard(shards), 1);
         for (i, e) in r.entities().iter().enumerate() {
             if e.ueba != NOT_SCORED {
-                let s = shard_of(e.hash, shards);
-                masks[s] |= 2 << i;
-                used |= 1 << s;
+                own(shard_of(e.hash, shards), 2 << i);
             }
         }
-        for (s, out) in out.iter_mut().enumerate() {
-            if used & (1 << s) != 0 {
-                let mut copy = *r;
-                copy.owned = masks[s];
-                let matches = if masks[s] & 1 != 0 {
-                    batch.sigma_of(r)
-                } else {
-                    &[]
-                };
-                out.push(copy, matches);
-            }
+        for &(s, mask) in &parts[..n] {
+            let mut copy = *r;
+            copy.owned = mask;
+            let matches = if mask & 1 != 0 {
+                batch.sigma_of(r)
+            } else {
+                &[]
+            };
+            out[s].push(copy, matches);
         }
     }
 }
@@ -333,6 +337,17 @@ mod tests {
             1 | 2 | 8,
             "source and both scored entities, once each"
         );
+        // A fleet's partition count, past the 64 bits of a mask.
+        let mut many: Vec<Box<DetectBatch>> = (0..256).map(|_| Box::default()).collect();
+        route(&batch, &mut many);
+        let owned_many = many
+            .iter()
+            .flat_map(|b| b.records.iter().filter(|r| r.source == 42))
+            .fold(0u8, |all, r| {
+                assert_eq!(all & r.owned, 0, "a part owned twice");
+                all | r.owned
+            });
+        assert_eq!(owned_many, 1 | 2 | 8);
         let mut one: Vec<Box<DetectBatch>> = vec![Box::default()];
         route(&batch, &mut one);
         assert_eq!(one[0].records[1].owned, u8::MAX);

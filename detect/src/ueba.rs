@@ -909,6 +909,14 @@ impl Ueba {
         }
     }
 
+    /// Calls `visit` with every baseline, changed or not (a snapshot of the whole state, which
+    /// a fleet's next owner of the partition starts from).
+    pub fn for_each(&self, mut visit: impl FnMut(u64, &Baseline)) {
+        for (k, b) in self.entities.iter() {
+            visit(k, b);
+        }
+    }
+
     /// Puts back a saved baseline (at start).
     pub fn restore(&mut self, entity: u64, mut baseline: Baseline) {
         if self.entities.len() < self.params.max_entities {

@@ -127,6 +127,10 @@ pub struct Alert {
     /// triage record kept apart from the alert, so a repeat folded in never undoes a triage.
     #[serde(default)]
     pub triage: Triage,
+    /// The fleet's sensor whose event raised it (its `cluster.node_name`), set by the detector
+    /// that scored the event; empty, and absent from the JSON, on a stand-alone node.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub sensor: String,
 }
 
 /// What a built-in detector is called in a feed, a detail or an explanation, by its `detector`

@@ -185,6 +185,8 @@ pub struct AlertQuery {
     pub status: Option<Vec<TriageStatus>>,
     /// Exact assignee.
     pub assignee: Option<String>,
+    /// Exact sensor (a fleet's console: the sensor whose event raised it).
+    pub sensor: Option<String>,
     /// 1-based page.
     pub page: u32,
     /// Items per page.
@@ -217,6 +219,7 @@ impl AlertQuery {
             || self.alert_type.is_some_and(|t| a.alert_type != t)
             || self.min_severity.is_some_and(|s| a.severity < s)
             || self.detector.as_ref().is_some_and(|d| *d != a.detector)
+            || self.sensor.as_ref().is_some_and(|s| *s != a.sensor)
         {
             return false;
         }
@@ -262,6 +265,8 @@ struct AlertSummary<'a> {
     dedup_key: std::borrow::Cow<'a, str>,
     #[serde(borrow, default)]
     attack: Vec<AttackSummary<'a>>,
+    #[serde(borrow, default)]
+    sensor: std::borrow::Cow<'a, str>,
 }
 
 #[derive(serde::Deserialize)]
@@ -1136,6 +1141,7 @@ mod tests {
             entity_count: 0,
             deviation: None,
             triage: Triage::default(),
+            sensor: String::new(),
         }
     }
 

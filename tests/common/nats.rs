@@ -134,9 +134,58 @@ impl NatsCluster {
         }
     }
 
-    /// Starts server `i` again (same ports, same data) and waits until the cluster is ready.
+    /// Stops server `i` as an operator or an orchestrator does (SIGTERM: it leaves the
+    /// cluster cleanly, its files written).
+    #[allow(dead_code)] // not every suite uses it
+    pub fn stop(&mut self, i: usize) {
+        if let Some(mut child) = self.servers[i].child.take() {
+            // SAFETY: signalling a child this process started and has not reaped.
+            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts server `i` again (same ports, same data) and waits until every running server
+    /// says JetStream is healthy (its streams caught up): a server killed while another is
+    /// still catching up can leave the cluster without the streams for a long while.
     pub fn restart(&mut self, i: usize) {
-        self.spawn(i);
+        self.restart_all(&[i]);
+    }
+
+    /// [`NatsCluster::restart`] for several servers at once (as after an outage of several).
+    pub fn restart_all(&mut self, servers: &[usize]) {
+        for &i in servers {
+            self.spawn(i);
+        }
+        self.wait_ready();
+        self.wait_streams_current();
+    }
+
+    /// Waits until, as the running servers see them, every stream has a leader and its
+    /// replicas on running servers have caught up: a server restarted is a full member again.
+    /// Killing another server before then can leave a stream without a leader that may take it
+    /// (NATS elects only a current replica) until the killed one returns.
+    pub fn wait_streams_current(&self) {
+        let running: Vec<String> = (0..self.servers.len())
+            .filter(|&i| self.servers[i].child.is_some())
+            .map(|i| format!("n{i}"))
+            .collect();
+        let t = Instant::now();
+        for (i, s) in self
+            .servers
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.child.is_some())
+        {
+            while let Err(behind) = streams_current(s.monitor, &format!("n{i}"), &running) {
+                assert!(
+                    t.elapsed() < Duration::from_secs(60),
+                    "nats-server on {}: streams not current within 60 s: {behind}",
+                    s.port
+                );
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
     }
 
     /// Waits until every running server reports JetStream healthy (a meta leader elected).
@@ -162,7 +211,15 @@ impl NatsCluster {
             .current_dir(s.config.parent().unwrap_or(Path::new(".")))
             .env_remove("LD_PRELOAD")
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            // Its log beside its configuration, kept across restarts (for a failing test
+            // stopped in a debugger; the folder goes with the cluster).
+            .stderr(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(s.config.with_extension("log"))
+                    .unwrap(),
+            )
             .spawn()
             .expect("nats-server starts");
         s.child = Some(child);
@@ -181,6 +238,53 @@ fn healthy(monitor: u16) -> bool {
         .is_ok()
         && s.read_to_string(&mut answer).is_ok()
         && (answer.starts_with("HTTP/1.1 200") || answer.starts_with("HTTP/1.0 200"))
+}
+
+/// Whether the server's `/jsz` shows every stream with a leader and, for the streams it leads
+/// (only a leader knows its followers' state), their replicas on `running` servers current.
+fn streams_current(monitor: u16, name: &str, running: &[String]) -> Result<(), String> {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", monitor)) else {
+        return Err("not listening".into());
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    let mut answer = String::new();
+    if s.write_all(b"GET /jsz?streams=true HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        .is_err()
+        || s.read_to_string(&mut answer).is_err()
+    {
+        return Err("no answer".into());
+    }
+    let Some((_, body)) = answer.split_once("\r\n\r\n") else {
+        return Err(answer);
+    };
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(body) else {
+        return Err(body.to_string());
+    };
+    let streams = v["account_details"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|a| a["stream_detail"].as_array().into_iter().flatten());
+    let behind: Vec<String> = streams
+        .filter(|stream| {
+            let cluster = &stream["cluster"];
+            let leader = cluster["leader"].as_str().unwrap_or_default();
+            !(!leader.is_empty()
+                && (leader != name
+                    || cluster["replicas"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter(|r| running.iter().any(|n| r["name"] == n.as_str()))
+                        .all(|r| r["current"] == true)))
+        })
+        .map(|stream| format!("{} {}", stream["name"], stream["cluster"]))
+        .collect();
+    if behind.is_empty() {
+        Ok(())
+    } else {
+        Err(behind.join("; "))
+    }
 }
 
 impl Drop for NatsCluster {

@@ -134,6 +134,7 @@ fn filters(p: &Params) -> Result<AlertQuery, ApiError> {
             Some(list) => Some(statuses(list)?),
         },
         assignee: p.text("assignee", MAX_ASSIGNEE_CHARS)?,
+        sensor: p.text("sensor", 64)?,
         without_triage: false,
         order: match p.get("sort") {
             // Latest activity first: the order of the Time column a feed shows, and the one in

@@ -27,6 +27,104 @@ pub(crate) struct ClusterAnswer {
     last_heartbeat_ns: i64,
     /// The live nodes (those that renewed their entry within three heartbeats), by name.
     nodes: Vec<ClusterNode>,
+    /// This node's part of the data path; null when it stands alone.
+    data_path: Option<DataPath>,
+}
+
+/// What this node's roles move: the sensor's link, the detector's partitions, the console's
+/// alerts (counters since the start).
+#[derive(Serialize, schemars::JsonSchema)]
+pub(crate) struct DataPath {
+    /// A sensor's link to the detection stream: `connecting`, `connected`, `spooling` (the
+    /// servers do not acknowledge; records wait), `draining`; null on a node that is not a
+    /// sensor.
+    link: Option<&'static str>,
+    /// Records handed to the link.
+    records_queued: u64,
+    /// Records the stream acknowledged.
+    records_published: u64,
+    /// Records dropped: the spool was full (`cluster.spool_max_bytes`).
+    records_dropped: u64,
+    /// Bytes of records waiting for the stream now.
+    spool_bytes: u64,
+    /// The most that waited at once.
+    spool_peak_bytes: u64,
+    /// Publications not acknowledged (each sent again).
+    publish_failures: u64,
+    /// A detector's records scored.
+    records_scored: u64,
+    /// Messages refused (another format, damaged).
+    messages_refused: u64,
+    /// Partitions taken and given up.
+    partitions_taken: u64,
+    /// See `partitions_taken`.
+    partitions_released: u64,
+    /// Partition snapshots written, and the ones that failed.
+    snapshots_written: u64,
+    /// See `snapshots_written`.
+    snapshot_errors: u64,
+    /// Alerts and signals a detector published, and dropped.
+    alerts_published: u64,
+    /// See `alerts_published`.
+    alerts_dropped: u64,
+    /// Alerts and signals a console stored from the stream, and the ones the store refused.
+    alerts_received: u64,
+    /// See `alerts_received`.
+    alert_store_errors: u64,
+    /// The partitions this detector owns.
+    partitions: Vec<PartitionAnswer>,
+}
+
+/// A partition this detector owns.
+#[derive(Serialize, schemars::JsonSchema)]
+struct PartitionAnswer {
+    /// Its number.
+    partition: u32,
+    /// Stream sequence of the last record applied.
+    sequence: u64,
+    /// Records of it in the stream after that one (the lag).
+    pending: u64,
+    /// When this detector took it, ns.
+    since_ns: i64,
+    /// The lease's revision.
+    lease_revision: u64,
+}
+
+/// See [`DataPath`].
+pub(crate) fn data_path(st: &AppState) -> Option<DataPath> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let fleet = st.fleet.as_ref()?;
+    let c = fleet.counters();
+    Some(DataPath {
+        link: fleet.config().has_role("sensor").then(|| c.link().name()),
+        records_queued: c.records_queued.load(Relaxed),
+        records_published: c.records_published.load(Relaxed),
+        records_dropped: c.records_dropped.load(Relaxed),
+        spool_bytes: c.spool_bytes.load(Relaxed),
+        spool_peak_bytes: c.spool_peak_bytes.load(Relaxed),
+        publish_failures: c.publish_failures.load(Relaxed),
+        records_scored: c.records_scored.load(Relaxed),
+        messages_refused: c.messages_refused.load(Relaxed),
+        partitions_taken: c.partitions_taken.load(Relaxed),
+        partitions_released: c.partitions_released.load(Relaxed),
+        snapshots_written: c.snapshots_written.load(Relaxed),
+        snapshot_errors: c.snapshot_errors.load(Relaxed),
+        alerts_published: c.alerts_published.load(Relaxed),
+        alerts_dropped: c.alerts_dropped.load(Relaxed),
+        alerts_received: c.alerts_received.load(Relaxed),
+        alert_store_errors: c.alert_store_errors.load(Relaxed),
+        partitions: c
+            .partitions()
+            .into_iter()
+            .map(|p| PartitionAnswer {
+                partition: p.partition,
+                sequence: p.sequence,
+                pending: p.pending,
+                since_ns: p.since_ns,
+                lease_revision: p.lease_revision,
+            })
+            .collect(),
+    })
 }
 
 /// One live node of the fleet.
@@ -46,6 +144,14 @@ struct ClusterNode {
     last_contact_ns: i64,
     /// Whether it is the node answering.
     this_node: bool,
+    /// A detector's partitions.
+    partitions: Vec<u32>,
+    /// A detector's lag: records of its partitions in the stream not yet scored.
+    pending: u64,
+    /// A sensor's link to the detection stream; null on other nodes.
+    link: Option<String>,
+    /// A sensor's bytes of records waiting for the stream.
+    spool_bytes: u64,
 }
 
 /// `ok` or `degraded`, for a node of a fleet.
@@ -69,6 +175,7 @@ pub async fn cluster(State(st): State<AppState>) -> Json<ClusterAnswer> {
             last_error: None,
             last_heartbeat_ns: 0,
             nodes: Vec::new(),
+            data_path: None,
         });
     };
     let s = membership.snapshot();
@@ -91,8 +198,13 @@ pub async fn cluster(State(st): State<AppState>) -> Json<ClusterAnswer> {
                 started_ns: n.record.started_ns,
                 last_contact_ns: n.last_contact_ns,
                 this_node: n.this_node,
+                partitions: n.record.partitions,
+                pending: n.record.pending,
+                link: n.record.link,
+                spool_bytes: n.record.spool_bytes,
             })
             .collect(),
+        data_path: data_path(&st),
     })
 }
 
@@ -108,6 +220,16 @@ pub(crate) struct ClusterHealth {
     pub last_error: Option<String>,
     /// Live nodes seen at the last heartbeat.
     pub nodes: usize,
+    /// A sensor's link to the detection stream (`connecting`, `connected`, `spooling`,
+    /// `draining`); null on other nodes. `spooling` makes the node degraded: it detects what
+    /// stage A detects, but its records wait for the fleet's detectors.
+    pub link: Option<&'static str>,
+    /// Bytes of records waiting for the stream.
+    pub spool_bytes: u64,
+    /// Records dropped because the spool was full.
+    pub records_dropped: u64,
+    /// Partitions this detector owns.
+    pub partitions: usize,
 }
 
 /// See [`ClusterHealth`].
@@ -118,14 +240,28 @@ pub(crate) fn health(st: &AppState) -> ClusterHealth {
             server: None,
             last_error: None,
             nodes: 0,
+            link: None,
+            spool_bytes: 0,
+            records_dropped: 0,
+            partitions: 0,
         },
         Some(m) => {
             let s = m.snapshot();
+            let path = data_path(st);
+            let link = path.as_ref().and_then(|p| p.link);
+            let status = match link {
+                Some("spooling") => "degraded",
+                _ => status(&s),
+            };
             ClusterHealth {
-                status: status(&s),
+                status,
                 server: s.server,
                 last_error: s.last_error,
                 nodes: s.nodes.len(),
+                link,
+                spool_bytes: path.as_ref().map_or(0, |p| p.spool_bytes),
+                records_dropped: path.as_ref().map_or(0, |p| p.records_dropped),
+                partitions: path.as_ref().map_or(0, |p| p.partitions.len()),
             }
         }
     }

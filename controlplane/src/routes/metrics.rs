@@ -103,7 +103,110 @@ fn render(st: &AppState) -> String {
     stream(&mut e, st);
     llm(&mut e, st);
     notifications(&mut e, st);
+    cluster(&mut e, st);
     e.out
+}
+
+/// The fleet's data path on this node (absent when it stands alone).
+fn cluster(e: &mut Exposition, st: &AppState) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let Some(fleet) = &st.fleet else { return };
+    let c = fleet.counters();
+    let families: [(&str, &str, &str, u64); 15] = [
+        (
+            "watchpost_cluster_records_published_total",
+            "counter",
+            "Detection records the stream acknowledged (sensor).",
+            c.records_published.load(Relaxed),
+        ),
+        (
+            "watchpost_cluster_records_dropped_total",
+            "counter",
+            "Detection records dropped: the spool was full (sensor).",
+            c.records_dropped.load(Relaxed),
+        ),
+        (
+            "watchpost_cluster_spool_bytes",
+            "gauge",
+            "Bytes of detection records waiting for the stream (sensor).",
+            c.spool_bytes.load(Relaxed),
+        ),
+        (
+            "watchpost_cluster_publish_failures_total",
+            "counter",
+            "Publications the stream did not acknowledge, each sent again.",
+            c.publish_failures.load(Relaxed),
+        ),
+        (
+            "watchpost_cluster_records_scored_total",
+            "counter",
+            "Detection records scored (detector).",
+            c.records_scored.load(Relaxed),
+        ),
+        (
+            "watchpost_cluster_messages_refused_total",
+            "counter",
+            "Stream messages refused: another format, damaged (detector).",
+            c.messages_refused.load(Relaxed),
+        ),
+        (
+            "watchpost_cluster_partitions_owned",
+            "gauge",
+            "Partitions this detector owns.",
+            c.partitions().len() as u64,
+        ),
+        (
+            "watchpost_cluster_partition_lag_records",
+            "gauge",
+            "Records of this detector's partitions in the stream not yet scored.",
+            c.partitions().iter().map(|p| p.pending).sum::<u64>(),
+        ),
+        (
+            "watchpost_cluster_partitions_taken_total",
+            "counter",
+            "Partitions this detector took.",
+            c.partitions_taken.load(Relaxed),
+        ),
+        (
+            "watchpost_cluster_partitions_released_total",
+            "counter",
+            "Partitions this detector gave up.",
+            c.partitions_released.load(Relaxed),
+        ),
+        (
+            "watchpost_cluster_snapshots_written_total",
+            "counter",
+            "Partition snapshots written.",
+            c.snapshots_written.load(Relaxed),
+        ),
+        (
+            "watchpost_cluster_snapshot_errors_total",
+            "counter",
+            "Partition snapshots not written or not readable.",
+            c.snapshot_errors.load(Relaxed),
+        ),
+        (
+            "watchpost_cluster_alerts_published_total",
+            "counter",
+            "Alerts and signals published to the fleet's queue (detector).",
+            c.alerts_published.load(Relaxed),
+        ),
+        (
+            "watchpost_cluster_alerts_dropped_total",
+            "counter",
+            "Alerts and signals dropped: the queue to the stream was full (detector).",
+            c.alerts_dropped.load(Relaxed),
+        ),
+        (
+            "watchpost_cluster_alerts_received_total",
+            "counter",
+            "Alerts and signals stored from the fleet's queue (console).",
+            c.alerts_received.load(Relaxed),
+        ),
+    ];
+    for (name, kind, help, value) in families {
+        e.single(name, kind, help, value);
+    }
 }
 
 /// Notification channels, by channel.

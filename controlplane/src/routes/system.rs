@@ -50,8 +50,16 @@ pub async fn health(State(st): State<AppState>) -> Response {
         );
     }
     let now = now_ns();
-    let workers = thread_health(&st.stats.parse_threads(now), "worker", &mut degraded);
-    let detectors = thread_health(&st.stats.detect_threads(now), "detector", &mut degraded);
+    // With no input the pipeline's threads have nothing to read and end at once (a fleet's
+    // detector or console): idle, not failed.
+    let idle = INPUTS.iter().all(|input| !input.enabled(cfg));
+    let workers = thread_health(&st.stats.parse_threads(now), "worker", idle, &mut degraded);
+    let detectors = thread_health(
+        &st.stats.detect_threads(now),
+        "detector",
+        idle,
+        &mut degraded,
+    );
     let d = &st.stats.detect;
     let detection = DetectionHealth {
         workers: detectors,
@@ -77,7 +85,7 @@ pub async fn health(State(st): State<AppState>) -> Response {
         .lock()
         .ok()
         .and_then(|e| e.clone());
-    let writer_ok = writer_alive && writer_error.is_none();
+    let writer_ok = (writer_alive || idle) && writer_error.is_none();
     if !writer_ok {
         degraded.push("store writer".into());
     }
@@ -262,7 +270,8 @@ struct InputHealth {
 struct ThreadHealth {
     /// Its index.
     worker: usize,
-    /// `ok`, or `degraded` when it stopped or has not reported for ten seconds.
+    /// `ok`, `degraded` when it stopped or has not reported for ten seconds, or `idle` when
+    /// the node reads no input (a fleet's detector or console) and it has nothing to do.
     status: &'static str,
     /// Milliseconds since it last reported.
     last_heartbeat_ms_ago: i64,
@@ -337,18 +346,23 @@ enum RateLimitStoreHealth {
 fn thread_health(
     threads: &[ThreadState],
     label: &str,
+    idle: bool,
     degraded: &mut Vec<String>,
 ) -> Vec<ThreadHealth> {
     threads
         .iter()
         .enumerate()
         .map(|(i, t)| {
-            if !t.up {
+            if !t.up && !idle {
                 degraded.push(format!("{label} {i}"));
             }
             ThreadHealth {
                 worker: i,
-                status: if t.up { "ok" } else { "degraded" },
+                status: match (t.up, idle) {
+                    (true, _) => "ok",
+                    (false, true) => "idle",
+                    (false, false) => "degraded",
+                },
                 last_heartbeat_ms_ago: t.since_heartbeat_ns / 1_000_000,
             }
         })
@@ -418,6 +432,7 @@ pub async fn stats(State(st): State<AppState>) -> Result<Json<StatsAnswer>, ApiE
         notifications: st.notifier.snapshot(),
         reload: st.reloader.stats(),
         syslog_udp_kernel: syslog_udp_kernel(&st),
+        cluster: crate::routes::cluster::data_path(&st),
     }))
 }
 
@@ -463,6 +478,9 @@ pub(crate) struct StatsAnswer {
     /// What the kernel counts of the syslog UDP socket: datagrams it dropped for a full receive
     /// buffer, and bytes waiting (null when the input is off or `/proc` cannot be read).
     syslog_udp_kernel: Option<watchpost_dataplane::UdpKernel>,
+    /// The fleet's data path on this node (its sensor link, partitions, alerts); null when
+    /// the node stands alone.
+    cluster: Option<crate::routes::cluster::DataPath>,
 }
 
 /// The kernel's counters of the syslog UDP input's socket.

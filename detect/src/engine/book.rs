@@ -292,6 +292,7 @@ impl Detector {
             entity_count: 0,
             deviation: None,
             triage: Default::default(),
+            sensor: String::new(),
         }
     }
 
@@ -350,12 +351,15 @@ impl Detector {
         }
     }
 
-    /// A UUIDv7 from the event time, with the rest derived from the dedup key and a counter, so
-    /// that a replay of the same input gives the same ids.
-    pub(super) fn next_id(&mut self, ts_ns: i64, key: u64) -> String {
-        self.seq += 1;
+    /// A UUIDv7 from the triggering event's time, with the rest derived from the dedup key and
+    /// that time: the same event raising the same alert gives the same id, however much came
+    /// before it. A replay of the same input gives the same ids, and so does a fleet's
+    /// detector that takes a partition over and scores its records again from a snapshot (the
+    /// alert stream then drops the repeats by id). One key has one open alert at a time, so
+    /// two of its alerts never share a triggering event.
+    pub(super) fn next_id(&self, ts_ns: i64, key: u64) -> String {
         let ms = (ts_ns.max(0) / 1_000_000) as u64 & ((1 << 48) - 1);
-        let r1 = fmix64(key ^ self.seq.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let r1 = fmix64(key ^ (ts_ns as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
         let r2 = fmix64(r1 ^ key.rotate_left(17));
         let mut b = [0u8; 16];
         b[..6].copy_from_slice(&ms.to_be_bytes()[2..]);

@@ -220,6 +220,7 @@ impl Detector {
             entity_count: 0,
             deviation: None,
             triage: Default::default(),
+            sensor: String::new(),
         };
         let until_ns = f
             .last_ns

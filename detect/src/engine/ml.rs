@@ -155,6 +155,7 @@ impl Detector {
             entity_count: 0,
             deviation: None,
             triage: Default::default(),
+            sensor: String::new(),
         }
     }
 }

@@ -83,7 +83,6 @@ pub struct Detector {
     /// Per source, the open minute's (start, events) as last handed out by
     /// [`Detector::take_minutes`]: a minute still open is handed out again only once it changed.
     open_minutes_out: U64Map<(i64, u32)>,
-    seq: u64,
     now_ns: i64,
     /// The Sigma catalogue, to name the rules stage A reports by number.
     catalog: Option<Arc<dyn RuleBook>>,
@@ -130,7 +129,6 @@ impl Detector {
             members: U64Map::default(),
             minutes: Vec::with_capacity(1024),
             open_minutes_out: U64Map::with_capacity_and_hasher(256, Default::default()),
-            seq: 0,
             now_ns: i64::MIN,
             catalog: None,
             rule_cache: Vec::new(),

@@ -51,6 +51,19 @@ pub struct DetectorParams {
 }
 
 impl DetectorParams {
+    /// The settings of one of a fleet's `partitions` detectors: the bounds on what is held
+    /// (entities, risk entries, correlation groups) shared out between them, so that a node
+    /// owning every partition holds what one stand-alone node would. Entities spread evenly
+    /// over partitions by hash; a bound is never below a floor that keeps a small partition
+    /// useful.
+    pub fn for_partitions(mut self, partitions: usize) -> DetectorParams {
+        let share = |n: usize, floor: usize| n.div_ceil(partitions.max(1)).max(floor.min(n));
+        self.ueba.max_entities = share(self.ueba.max_entities, 1024);
+        self.risk.max_entities = share(self.risk.max_entities, 1024);
+        self.correlation_max_groups = share(self.correlation_max_groups, 1024);
+        self
+    }
+
     /// From the configuration.
     pub fn from_config(config: &watchpost_proto::Config) -> DetectorParams {
         DetectorParams {

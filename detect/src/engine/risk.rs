@@ -82,6 +82,7 @@ impl Detector {
             entity_count: 0,
             deviation: None,
             triage: Default::default(),
+            sensor: String::new(),
         };
         let until_ns = r.ts_ns.saturating_add(self.params.risk.window_ns);
         self.open_alert(key, alert, until_ns, sink);

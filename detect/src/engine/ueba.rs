@@ -294,6 +294,7 @@ impl Detector {
             entity_count: 0,
             deviation: a.deviation,
             triage: Default::default(),
+            sensor: String::new(),
         };
         let until_ns = r.ts_ns.saturating_add(self.params.ueba.cooldown_ns);
         self.open_alert(key, alert, until_ns, sink);

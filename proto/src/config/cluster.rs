@@ -34,6 +34,18 @@ pub struct ClusterConfig {
     /// How often this node renews its entry in the fleet's node list, seconds; an entry not
     /// renewed for three of these disappears (the bucket's age, set by the first node).
     pub heartbeat_seconds: u64,
+    /// Partitions of the detection stream (`wp.detect.<p>`): the unit a detector owns and a
+    /// takeover moves. Fixed when the fleet's stream is made; every node must say the same.
+    pub partitions: u32,
+    /// How long a detector's claim on a partition lasts unless renewed (every third of it),
+    /// seconds: a dead detector's partitions move after at most this long.
+    pub lease_seconds: u64,
+    /// Bytes of detection records a sensor holds for the stream while the servers are away
+    /// (or slower than its inputs); past it, records are dropped and counted.
+    pub spool_max_bytes: u64,
+    /// Hours the detection stream keeps records: a detector away longer than this, or a
+    /// partition whose last snapshot is older, restarts from the oldest record kept.
+    pub stream_max_age_hours: u64,
 }
 
 impl Default for ClusterConfig {
@@ -49,6 +61,10 @@ impl Default for ClusterConfig {
             tls_cert_file: String::new(),
             tls_key_file: String::new(),
             heartbeat_seconds: 5,
+            partitions: 64,
+            lease_seconds: 10,
+            spool_max_bytes: 256 << 20,
+            stream_max_age_hours: 24,
         }
     }
 }
@@ -159,4 +175,25 @@ pub(super) fn check(config: &Config, p: &mut Problems) {
         );
     }
     p.range_u64("cluster.heartbeat_seconds", c.heartbeat_seconds, 1, 60);
+    p.range_u64("cluster.partitions", u64::from(c.partitions), 1, 4096);
+    p.range_u64("cluster.lease_seconds", c.lease_seconds, 3, 300);
+    p.range_u64(
+        "cluster.spool_max_bytes",
+        c.spool_max_bytes,
+        1 << 20,
+        1 << 40,
+    );
+    p.range_u64(
+        "cluster.stream_max_age_hours",
+        c.stream_max_age_hours,
+        1,
+        24 * 90,
+    );
+}
+
+impl ClusterConfig {
+    /// Whether this node has `role` (one of [`CLUSTER_ROLES`]).
+    pub fn has_role(&self, role: &str) -> bool {
+        self.roles.iter().any(|r| r == role)
+    }
 }

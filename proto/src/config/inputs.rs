@@ -22,6 +22,18 @@ pub struct InputsConfig {
     pub relp: TcpInputConfig,
 }
 
+impl InputsConfig {
+    /// Turns every input off (a fleet's node that is not a sensor reads none).
+    pub fn disable_all(&mut self) {
+        self.syslog_udp.enabled = false;
+        self.syslog_tcp.enabled = false;
+        self.json_tcp.enabled = false;
+        self.file.enabled = false;
+        self.http.enabled = false;
+        self.relp.enabled = false;
+    }
+}
+
 impl Default for InputsConfig {
     fn default() -> InputsConfig {
         InputsConfig {

@@ -1,0 +1,119 @@
+//! This node's parts of the fleet's data path, started by its roles.
+
+use crate::counters::FleetCounters;
+use crate::{ClusterError, DetectorKit, Membership, SensorLink};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use watchpost_dataplane::LiveAlerts;
+use watchpost_proto::config::ClusterConfig;
+use watchpost_store::Store;
+
+/// The fleet's data path on this node (see the crate's documentation): what its roles
+/// started, and their counters.
+pub struct Fleet {
+    config: ClusterConfig,
+    node: String,
+    counters: Arc<FleetCounters>,
+    partition_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Fleet {
+    /// Nothing started yet.
+    pub fn new(config: &ClusterConfig, node: &str) -> Fleet {
+        Fleet {
+            config: config.clone(),
+            node: node.to_string(),
+            counters: Arc::new(FleetCounters::default()),
+            partition_thread: Mutex::new(None),
+        }
+    }
+
+    /// This node's name in the fleet.
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// The configuration it runs with.
+    pub fn config(&self) -> &ClusterConfig {
+        &self.config
+    }
+
+    /// What it counts.
+    pub fn counters(&self) -> Arc<FleetCounters> {
+        Arc::clone(&self.counters)
+    }
+
+    /// The sensor's link to the detection stream, for the data plane (on the current
+    /// runtime), with its spool in `spool_dir`.
+    pub fn sensor_link(&self, spool_dir: &std::path::Path) -> Result<SensorLink, ClusterError> {
+        SensorLink::start(
+            &self.config,
+            &self.node,
+            spool_dir,
+            Arc::clone(&self.counters),
+        )
+    }
+
+    /// Starts the detector role (on the current runtime): leases, consumers, the partition
+    /// thread, snapshots every `save_every`. `membership` (the node list) says which other
+    /// detectors live and what they hold, for this node's share of the partitions.
+    pub fn start_detector(
+        &self,
+        kit: DetectorKit,
+        save_every: Duration,
+        membership: Arc<Membership>,
+    ) -> Result<(), ClusterError> {
+        let thread = crate::detector::start(
+            &self.config,
+            &self.node,
+            kit,
+            save_every,
+            Arc::clone(&self.counters),
+            membership,
+        )?;
+        *self
+            .partition_thread
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(thread);
+        Ok(())
+    }
+
+    /// Starts the console role (on the current runtime): the fleet's alerts into `store` and
+    /// the live feed. `membership` says where each sensor's API listens (to name the
+    /// entities of its alerts).
+    pub fn start_console(
+        &self,
+        store: Arc<Store>,
+        live: Arc<LiveAlerts>,
+        membership: Arc<Membership>,
+    ) -> Result<(), ClusterError> {
+        crate::connect::server_addrs(&self.config)?;
+        let (config, node, counters) = (
+            self.config.clone(),
+            self.node.clone(),
+            Arc::clone(&self.counters),
+        );
+        tokio::spawn(async move {
+            let pause = Duration::from_secs(1);
+            let client = match crate::connect::connect_retrying(&config, &node, pause, |e| {
+                tracing::warn!("cluster: console: {e}");
+            })
+            .await
+            {
+                Ok(c) => c,
+                Err(e) => return tracing::error!("cluster: console: {e}"),
+            };
+            let js = async_nats::jetstream::new(client);
+            let namer = crate::names::Namer::new(Arc::new(move |sensor: &str| {
+                membership
+                    .snapshot()
+                    .nodes
+                    .into_iter()
+                    .find(|n| n.record.name == sensor)
+                    .map(|n| n.record.api)
+            }));
+            crate::alerts::consume_loop(js, config, node, store, live, counters, namer).await;
+        });
+        Ok(())
+    }
+}

@@ -1,0 +1,243 @@
+//! A detector's partitions: one [`Detector`] per partition owned, on one thread of its own
+//! (detection is CPU work, kept off the runtime), fed records by the partitions' consumers.
+//!
+//! Each partition's detector holds only what hashes to it (entities, sources, correlation
+//! groups), so it moves whole: its snapshot, written at the save cadence with the stream
+//! position it reflects, is what the next owner starts from.
+
+use crate::alerts::{AlertOut, FleetSink};
+use crate::counters::FleetCounters;
+use bytes::Bytes;
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, oneshot};
+use watchpost_detect::{DetectBatch, Detector, DetectorParams, IndicatorBook, KillChain, RuleBook};
+
+/// How often repeats folded into open alerts are sent (as a stand-alone node writes them).
+const ALERT_FLUSH: Duration = Duration::from_secs(1);
+
+/// What the partition thread is asked to do.
+pub(crate) enum Work {
+    /// Start scoring `partition` from `snapshot` (none: from nothing); the reply is the stream
+    /// sequence the snapshot reflects (0: none), the consumer starts after it.
+    Take {
+        partition: u32,
+        snapshot: Option<Bytes>,
+        reply: oneshot::Sender<u64>,
+    },
+    /// One message of a partition's records.
+    Records {
+        partition: u32,
+        sequence: u64,
+        sensor: String,
+        payload: Bytes,
+    },
+    /// Give `partition` up; the reply is its snapshot (to hand it over) when `snapshot`.
+    Give {
+        partition: u32,
+        snapshot: bool,
+        reply: oneshot::Sender<Option<Snapshot>>,
+    },
+}
+
+/// A partition's state as bytes: the stream sequence it reflects, then the detector's
+/// snapshot ([`Detector::snapshot_into`]).
+pub(crate) struct Snapshot {
+    pub(crate) partition: u32,
+    pub(crate) sequence: u64,
+    pub(crate) bytes: Vec<u8>,
+}
+
+/// What every partition's detector is made with: the node's settings (their bounds shared
+/// out between partitions, [`DetectorParams::for_partitions`]) and its live content.
+pub struct DetectorKit {
+    /// The settings of one partition's detector.
+    pub params: DetectorParams,
+    /// The live Sigma catalogue.
+    pub catalog: Arc<dyn RuleBook>,
+    /// The live indicators.
+    pub iocs: Arc<dyn IndicatorBook>,
+    /// The node's kill-chain tracker.
+    pub killchain: Arc<Mutex<KillChain>>,
+}
+
+impl DetectorKit {
+    fn detector(&self) -> Detector {
+        let mut d = Detector::new(self.params.clone());
+        d.set_catalog(Some(Arc::clone(&self.catalog)));
+        d.set_iocs(Some(Arc::clone(&self.iocs)));
+        d.set_killchain(Arc::clone(&self.killchain));
+        d
+    }
+}
+
+struct Owned {
+    detector: Detector,
+    sequence: u64,
+}
+
+/// Starts the partition thread; it ends when every sender of `work` is gone.
+pub(crate) fn spawn(
+    kit: DetectorKit,
+    work: Receiver<Work>,
+    alerts: mpsc::Sender<AlertOut>,
+    snapshots: mpsc::Sender<Snapshot>,
+    save_every: Duration,
+    counters: Arc<FleetCounters>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("wp-partitions".into())
+        .spawn(move || run(&kit, &work, &alerts, &snapshots, save_every, &counters))
+}
+
+fn run(
+    kit: &DetectorKit,
+    work: &Receiver<Work>,
+    alerts: &mpsc::Sender<AlertOut>,
+    snapshots: &mpsc::Sender<Snapshot>,
+    save_every: Duration,
+    counters: &FleetCounters,
+) {
+    let mut owned: BTreeMap<u32, Owned> = BTreeMap::new();
+    let mut batch = DetectBatch::default();
+    let mut last_flush = Instant::now();
+    let mut last_save = Instant::now();
+    loop {
+        match work.recv_timeout(Duration::from_millis(250)) {
+            Ok(Work::Records {
+                partition,
+                sequence,
+                sensor,
+                payload,
+            }) => {
+                // Records of a partition given up meanwhile, or a repeat: not ours to score.
+                let Some(o) = owned.get_mut(&partition) else {
+                    continue;
+                };
+                if sequence <= o.sequence {
+                    continue;
+                }
+                o.sequence = sequence;
+                if let Err(e) = batch.decode_from(&payload) {
+                    FleetCounters::add(&counters.messages_refused, 1);
+                    tracing::warn!(
+                        "cluster: partition {partition}, message {sequence} refused: {e}"
+                    );
+                    continue;
+                }
+                let mut sink = FleetSink {
+                    queue: alerts,
+                    counters,
+                    sensor: &sensor,
+                };
+                o.detector.process_all(&batch, &mut sink);
+                o.detector.correlate(&batch.hits, &mut sink);
+                FleetCounters::add(
+                    &counters.records_scored,
+                    (batch.records.len() + batch.hits.len()) as u64,
+                );
+            }
+            Ok(Work::Take {
+                partition,
+                snapshot,
+                reply,
+            }) => {
+                let (detector, sequence) = restore(kit, partition, snapshot.as_deref(), counters);
+                owned.insert(partition, Owned { detector, sequence });
+                let _ = reply.send(sequence);
+            }
+            Ok(Work::Give {
+                partition,
+                snapshot,
+                reply,
+            }) => {
+                let given = owned.remove(&partition).and_then(|mut o| {
+                    flush(&mut o.detector, alerts, counters);
+                    snapshot.then(|| snapshot_of(partition, &o))
+                });
+                let _ = reply.send(given);
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+        if last_flush.elapsed() >= ALERT_FLUSH {
+            last_flush = Instant::now();
+            for o in owned.values_mut() {
+                flush(&mut o.detector, alerts, counters);
+            }
+        }
+        if last_save.elapsed() >= save_every {
+            last_save = Instant::now();
+            for (&p, o) in &owned {
+                if snapshots.try_send(snapshot_of(p, o)).is_err() {
+                    FleetCounters::add(&counters.snapshot_errors, 1);
+                }
+            }
+        }
+    }
+}
+
+fn flush(d: &mut Detector, alerts: &mpsc::Sender<AlertOut>, counters: &FleetCounters) {
+    d.flush(&mut FleetSink {
+        queue: alerts,
+        counters,
+        sensor: "",
+    });
+}
+
+fn snapshot_of(partition: u32, o: &Owned) -> Snapshot {
+    let mut bytes = Vec::with_capacity(1 << 16);
+    bytes.extend_from_slice(&o.sequence.to_le_bytes());
+    o.detector.snapshot_into(&mut bytes);
+    Snapshot {
+        partition,
+        sequence: o.sequence,
+        bytes,
+    }
+}
+
+/// A partition's detector from its snapshot, and the sequence the snapshot reflects. A
+/// snapshot that cannot be read is reported and the partition starts from nothing at the
+/// oldest record the stream keeps, rather than not at all.
+fn restore(
+    kit: &DetectorKit,
+    partition: u32,
+    snapshot: Option<&[u8]>,
+    counters: &FleetCounters,
+) -> (Detector, u64) {
+    let mut detector = kit.detector();
+    let Some(bytes) = snapshot else {
+        return (detector, 0);
+    };
+    let read = bytes
+        .split_first_chunk::<8>()
+        .ok_or_else(|| "shorter than its header".to_string())
+        .and_then(|(sequence, rest)| {
+            detector
+                .restore_snapshot(rest)
+                .map(|baselines| (u64::from_le_bytes(*sequence), baselines))
+                .map_err(|e| e.to_string())
+        });
+    match read {
+        Ok((sequence, baselines)) => {
+            tracing::info!(
+                "cluster: partition {partition} taken from its snapshot at sequence {sequence} \
+                 ({baselines} baselines)"
+            );
+            (detector, sequence)
+        }
+        Err(e) => {
+            FleetCounters::add(&counters.snapshot_errors, 1);
+            tracing::error!(
+                "cluster: partition {partition}: the snapshot cannot be read ({e}); starting it \
+                 from the oldest record kept"
+            );
+            (kit.detector(), 0)
+        }
+    }
+}
+
+/// The sending end for the consumers and the lease keeper.
+pub(crate) type WorkSender = Sender<Work>;

@@ -1,0 +1,265 @@
+//! The fleet's data path (docs/cluster.md, issue 53), as an operator runs it: two sensors, two
+//! detectors and a console, five processes on a real three-server JetStream cluster over TLS.
+//! Attacks sent to either sensor alert once on the console, naming their sensor and their
+//! entities; a detector killed with SIGKILL hands its partitions to the other within a bound,
+//! and nothing the sensors published is lost; a NATS server killed changes nothing an analyst
+//! sees; with the servers' majority lost, a sensor spools its records to disk, says so in
+//! `/health`, and sends them when the servers return.
+
+mod common;
+
+use common::nats::{NatsCluster, PASSWORD};
+use common::{LOW_ALERTS, Service, free_port, http, json, send_lines, stamp};
+use serde_json::Value;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+const PARTITIONS: usize = 16;
+
+/// A node of the fleet on its own port; a sensor reads syslog over TCP on its `syslog` port.
+fn node(
+    dir: &Path,
+    nats: &NatsCluster,
+    name: &str,
+    roles: &[&str],
+    syslog: Option<u16>,
+) -> (Service, u16) {
+    let api = free_port();
+    let syslog = match syslog {
+        Some(port) => format!("address = \"127.0.0.1:{port}\""),
+        None => "enabled = false".into(),
+    };
+    let config = dir.join(format!("{name}.toml"));
+    std::fs::write(
+        &config,
+        format!(
+            "{LOW_ALERTS}\ndetection.model_save_interval_seconds = 2\n\
+             detection.alert_group_after_entities = 100\ndashboard_port = {api}\n\
+             health_port = 0\napi_list_rate_limit = \"100000/minute\"\n[storage]\n\
+             data_dir = \"data-{name}\"\n[inputs.syslog_udp]\nenabled = false\n\
+             [inputs.json_tcp]\nenabled = false\n[inputs.syslog_tcp]\n{syslog}\n[dataplane]\n\
+             pin_workers = false\n{}partitions = {PARTITIONS}\nlease_seconds = 3\n",
+            nats.node_config(name, roles, PASSWORD)
+        ),
+    )
+    .unwrap();
+    (Service::start(dir, &config, api), api)
+}
+
+fn get(api: u16, path: &str) -> Value {
+    json(&http(api, "GET", path, "").1)
+}
+
+/// Polls `ready` every 100 ms for up to `within`; returns how long it took.
+fn wait_until(what: &str, within: Duration, mut ready: impl FnMut() -> bool) -> Duration {
+    let t = Instant::now();
+    while !ready() {
+        assert!(t.elapsed() < within, "{what}: not within {within:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    t.elapsed()
+}
+
+/// The partitions each detector owns, by node name, as the console sees the fleet.
+fn owners(console: u16) -> Vec<(String, Vec<u64>)> {
+    get(console, "/api/v1/cluster")["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| {
+            n["roles"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r == "detector")
+        })
+        .map(|n| {
+            let parts = n["partitions"].as_array().unwrap();
+            let parts = parts.iter().map(|p| p.as_u64().unwrap()).collect();
+            (n["name"].as_str().unwrap().to_string(), parts)
+        })
+        .collect()
+}
+
+/// Three SSH attempts for users that do not exist, from `address`: one `sigma` alert.
+fn attack(port: u16, host: &str, address: &str, user: &str) {
+    let lines: String = (0..3)
+        .map(|i| {
+            format!(
+                "<38>{} {host} sshd[4{i}]: Invalid user {user}{i} from {address} port 5100{i}\n",
+                stamp(i - 3)
+            )
+        })
+        .collect();
+    send_lines(port, &lines);
+}
+
+/// Ordinary traffic: accepted logins of a few people, `n` lines.
+fn background(port: u16, host: &str, n: usize) {
+    let lines: String = (0..n)
+        .map(|i| {
+            format!(
+                "<38>{} {host} sshd[9{}]: Accepted publickey for user{} from 10.1.{}.{} port 22\n",
+                stamp(-1),
+                i % 100,
+                i % 7,
+                i % 3,
+                i % 50
+            )
+        })
+        .collect();
+    send_lines(port, &lines);
+}
+
+fn sigma_alerts(console: u16) -> Vec<Value> {
+    get(console, "/api/v1/alerts?type=sigma&limit=100")["items"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+#[test]
+fn sensors_detectors_and_a_console_share_one_queue_and_survive_a_detector_and_a_server() {
+    let mut nats = NatsCluster::start();
+    let dir = tempfile::tempdir().unwrap();
+    let (syslog_a, syslog_b) = (free_port(), free_port());
+    let (_sensor_a, sensor_a) = node(dir.path(), &nats, "sensor-a", &["sensor"], Some(syslog_a));
+    let (_sensor_b, sensor_b) = node(dir.path(), &nats, "sensor-b", &["sensor"], Some(syslog_b));
+    let (det_1, _) = node(dir.path(), &nats, "det-1", &["detector"], None);
+    let (_det_2, det_2) = node(dir.path(), &nats, "det-2", &["detector"], None);
+    let (_console_node, console) = node(dir.path(), &nats, "console", &["console"], None);
+
+    // The detectors share the partitions out: every one owned, by one detector, half each.
+    wait_until("the partitions shared out", Duration::from_secs(30), || {
+        let o = owners(console);
+        let mut all: Vec<u64> = o.iter().flat_map(|(_, p)| p.clone()).collect();
+        all.sort_unstable();
+        o.len() == 2
+            && o.iter().all(|(_, p)| p.len() == PARTITIONS / 2)
+            && all == (0..PARTITIONS as u64).collect::<Vec<_>>()
+    });
+    let sensor_view = get(sensor_a, "/api/v1/cluster");
+    assert_eq!(
+        sensor_view["data_path"]["link"], "connected",
+        "{sensor_view}"
+    );
+
+    // Attacks on both sensors, among ordinary traffic: one alert each on the console, naming
+    // the sensor and the entity.
+    background(syslog_a, "web-01", 2_000);
+    background(syslog_b, "web-02", 2_000);
+    attack(syslog_a, "web-01", "203.0.113.9", "oracle");
+    attack(syslog_b, "web-02", "198.51.100.7", "admin");
+    wait_until("two alerts on the console", Duration::from_secs(30), || {
+        sigma_alerts(console).len() == 2
+    });
+    let alerts = sigma_alerts(console);
+    let mut sensors: Vec<&str> = alerts
+        .iter()
+        .map(|a| a["sensor"].as_str().unwrap())
+        .collect();
+    sensors.sort_unstable();
+    assert_eq!(sensors, ["sensor-a", "sensor-b"], "{alerts:?}");
+    for a in &alerts {
+        assert_eq!(a["title"], "SSH Login Attempt for Non-Existent User");
+        let user = a["entity"]["value"].as_str().unwrap();
+        assert!(
+            user.starts_with("oracle") || user.starts_with("admin"),
+            "{a}"
+        );
+    }
+    let filtered = get(console, "/api/v1/alerts?type=sigma&sensor=sensor-b");
+    assert_eq!(filtered["meta"]["total"], 1, "{filtered}");
+
+    // Two servers of three stopped (maintenance gone wrong, a partition): the stream is away.
+    // The sensor keeps its records in its spool and says so, and sends them when the servers
+    // return.
+    nats.stop(1);
+    nats.stop(2);
+    attack(syslog_a, "web-01", "192.0.2.99", "ghost");
+    wait_until("sensor-a spooling", Duration::from_secs(30), || {
+        get(sensor_a, "/api/v1/health")["components"]["cluster"]["link"] == "spooling"
+    });
+    let health = get(sensor_a, "/api/v1/health");
+    assert_eq!(
+        health["components"]["cluster"]["status"], "degraded",
+        "{health}"
+    );
+    assert!(
+        health["components"]["cluster"]["spool_bytes"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    let outage = Instant::now();
+    nats.restart_all(&[1, 2]);
+    wait_until("the third alert", Duration::from_secs(60), || {
+        sigma_alerts(console).len() == 3
+    });
+    eprintln!(
+        "alert of an attack made during the outage, after the servers' return: {:?}",
+        outage.elapsed()
+    );
+    wait_until("the spool drained", Duration::from_secs(30), || {
+        let path = &get(sensor_a, "/api/v1/cluster")["data_path"];
+        path["link"] == "connected" && path["spool_bytes"] == 0
+    });
+
+    // A detector killed: the other takes its partitions over, from their snapshots.
+    det_1.kill();
+    let takeover = wait_until(
+        "det-2 owns every partition",
+        Duration::from_secs(30),
+        || {
+            let o = owners(console);
+            o.len() == 1 && o[0].0 == "det-2" && o[0].1.len() == PARTITIONS
+        },
+    );
+    eprintln!("takeover of a killed detector's partitions: {takeover:?}");
+    background(syslog_a, "web-01", 1_000);
+    attack(syslog_a, "web-01", "192.0.2.55", "guest");
+    wait_until("the fourth alert", Duration::from_secs(30), || {
+        sigma_alerts(console).len() == 4
+    });
+
+    // A NATS server killed: an attack still reaches the console.
+    nats.kill(0);
+    attack(syslog_b, "web-02", "192.0.2.77", "test");
+    let t = Instant::now();
+    while sigma_alerts(console).len() < 5 {
+        assert!(
+            t.elapsed() < Duration::from_secs(45),
+            "the fifth alert: not within 45 s; the detector: {}; the console: {}",
+            get(det_2, "/api/v1/cluster")["data_path"],
+            get(console, "/api/v1/cluster")["data_path"]
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    nats.restart(0);
+
+    // Every attack alerted once, with its three attempts; nothing the sensors published was
+    // dropped, and everything was scored.
+    std::thread::sleep(Duration::from_secs(2));
+    let alerts = sigma_alerts(console);
+    assert_eq!(alerts.len(), 5, "{alerts:?}");
+    for a in &alerts {
+        assert_eq!(a["count"], 3, "{a}");
+    }
+    for api in [sensor_a, sensor_b] {
+        let path = &get(api, "/api/v1/cluster")["data_path"];
+        assert_eq!(path["records_dropped"], 0, "{path}");
+        assert_eq!(path["spool_bytes"], 0, "{path}");
+        assert_eq!(path["records_published"], path["records_queued"], "{path}");
+    }
+    // The console's health, once the servers have settled after the outage: a node with no
+    // input is not degraded for it.
+    wait_until("the console healthy", Duration::from_secs(30), || {
+        http(console, "GET", "/api/v1/health", "").0 == 200
+    });
+    let health = get(console, "/api/v1/health");
+    assert_eq!(health["components"]["cluster"]["nodes"], 4, "{health}");
+    assert_eq!(
+        health["components"]["detection"]["workers"][0]["status"],
+        "idle"
+    );
+}
