@@ -40,8 +40,9 @@ pub struct ClusterConfig {
     /// How long a detector's claim on a partition lasts unless renewed (every third of it),
     /// seconds: a dead detector's partitions move after at most this long.
     pub lease_seconds: u64,
-    /// Bytes of detection records a sensor holds for the stream while the servers are away
-    /// (or slower than its inputs); past it, records are dropped and counted.
+    /// Bytes of detection records a sensor's spool (on disk, `<data_dir>/cluster-spool`) holds
+    /// for the stream while the servers are away (or slower than its inputs); past it,
+    /// records are dropped and counted.
     pub spool_max_bytes: u64,
     /// Hours the detection stream keeps records: a detector away longer than this, or a
     /// partition whose last snapshot is older, restarts from the oldest record kept.
