@@ -18,6 +18,7 @@
 
 use crate::engine::{Detector, SourceState};
 use crate::ueba::Baseline;
+use crate::wire::{after_format, read_one};
 use crate::{Dspot, Error};
 use bincode::Decode;
 use watchpost_proto::bincode_config;
@@ -49,16 +50,7 @@ impl Detector {
     /// Puts back the state `bytes` (made by [`Detector::snapshot_into`]) holds, on top of
     /// what this detector has (a new one, normally). Returns how many baselines it read.
     pub fn restore_snapshot(&mut self, bytes: &[u8]) -> Result<usize, Error> {
-        let Some((&format, mut rest)) = bytes.split_first() else {
-            return Err(inconsistent("empty".into()));
-        };
-        if format != SNAPSHOT_FORMAT {
-            return Err(Error::Layout {
-                model: MODEL,
-                found: format,
-                expected: SNAPSHOT_FORMAT,
-            });
-        }
+        let mut rest = after_format(bytes, MODEL, SNAPSHOT_FORMAT)?;
         let sources: u64 = read(&mut rest, "sources")?;
         for _ in 0..sources {
             let h: u64 = read(&mut rest, "source")?;
@@ -83,12 +75,9 @@ impl Detector {
     }
 }
 
-/// Reads one `T` off the front of `rest`.
+/// Reads one `T` of the snapshot off the front of `rest`.
 fn read<T: Decode<()>>(rest: &mut &[u8], what: &str) -> Result<T, Error> {
-    let (value, used) = bincode::decode_from_slice(rest, bincode_config())
-        .map_err(|e| inconsistent(format!("{what}: {e}")))?;
-    *rest = &rest[used..];
-    Ok(value)
+    read_one(rest, MODEL, what)
 }
 
 fn inconsistent(detail: String) -> Error {

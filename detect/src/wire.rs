@@ -63,16 +63,7 @@ impl DetectBatch {
     }
 
     fn read(&mut self, bytes: &[u8]) -> Result<(), Error> {
-        let Some((&format, mut rest)) = bytes.split_first() else {
-            return Err(inconsistent("empty".to_string()));
-        };
-        if format != DETECT_BATCH_FORMAT {
-            return Err(Error::Layout {
-                model: MODEL,
-                found: format,
-                expected: DETECT_BATCH_FORMAT,
-            });
-        }
+        let mut rest = after_format(bytes, MODEL, DETECT_BATCH_FORMAT)?;
         read_sequence(&mut rest, &mut self.records, "records")?;
         read_sequence(&mut rest, &mut self.sigma, "sigma")?;
         read_sequence(&mut rest, &mut self.hits, "hits")?;
@@ -106,6 +97,44 @@ impl DetectBatch {
     }
 }
 
+/// What follows the format byte of `model`'s encoding in `bytes`: refused when empty or of
+/// another format (shared by every versioned encoding of the crate).
+pub(crate) fn after_format<'a>(
+    bytes: &'a [u8],
+    model: &'static str,
+    expected: u8,
+) -> Result<&'a [u8], Error> {
+    let Some((&found, rest)) = bytes.split_first() else {
+        return Err(Error::Inconsistent {
+            model,
+            detail: "empty".into(),
+        });
+    };
+    if found != expected {
+        return Err(Error::Layout {
+            model,
+            found,
+            expected,
+        });
+    }
+    Ok(rest)
+}
+
+/// Reads one `T` of `model`'s encoding off the front of `rest`.
+pub(crate) fn read_one<T: Decode<()>>(
+    rest: &mut &[u8],
+    model: &'static str,
+    what: &str,
+) -> Result<T, Error> {
+    let (value, used) =
+        bincode::decode_from_slice(rest, bincode_config()).map_err(|e| Error::Inconsistent {
+            model,
+            detail: format!("{what}: {e}"),
+        })?;
+    *rest = &rest[used..];
+    Ok(value)
+}
+
 /// Reads a length and that many `T`s off the front of `rest` into `into`.
 fn read_sequence<T: Decode<()>>(
     rest: &mut &[u8],
@@ -127,12 +156,9 @@ fn read_sequence<T: Decode<()>>(
     Ok(())
 }
 
-/// Reads one `T` off the front of `rest`.
+/// Reads one `T` of the batch off the front of `rest`.
 fn read<T: Decode<()>>(rest: &mut &[u8], what: &str) -> Result<T, Error> {
-    let (value, used) = bincode::decode_from_slice(rest, bincode_config())
-        .map_err(|e| inconsistent(format!("{what}: {e}")))?;
-    *rest = &rest[used..];
-    Ok(value)
+    read_one(rest, MODEL, what)
 }
 
 /// What in a decoded record the accessors would trip on.
