@@ -226,7 +226,8 @@ pub(crate) async fn consume_loop(
                 continue;
             };
             namer.name(&mut alert).await;
-            let stored = store_alert(&store, &live, kind, alert);
+            // A RocksDB write: off the runtime's async work while it lasts.
+            let stored = tokio::task::block_in_place(|| store_alert(&store, &live, kind, alert));
             match stored {
                 Ok(()) => {
                     FleetCounters::add(&counters.alerts_received, 1);

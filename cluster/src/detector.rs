@@ -271,13 +271,17 @@ async fn take(
         }
     };
     let (reply, sequence) = oneshot::channel();
-    let sent = k.work.send(Work::Take {
-        partition: p,
-        snapshot,
-        reply,
-    });
+    let sent = hand(
+        &k.work,
+        Work::Take {
+            partition: p,
+            snapshot,
+            reply,
+        },
+    )
+    .await;
     let sequence = match (sent, sequence.await) {
-        (Ok(()), Ok(s)) => s,
+        (true, Ok(s)) => s,
         _ => return None,
     };
     FleetCounters::add(&k.counters.partitions_taken, 1);
@@ -307,14 +311,31 @@ async fn release(k: &Keeper, p: u32, h: Held, snapshot: bool) -> Option<Snapshot
     let _ = h.consumer.await;
     FleetCounters::add(&k.counters.partitions_released, 1);
     let (reply, given) = oneshot::channel();
-    k.work
-        .send(Work::Give {
-            partition: p,
-            snapshot,
-            reply,
-        })
-        .ok()?;
+    let item = Work::Give {
+        partition: p,
+        snapshot,
+        reply,
+    };
+    if !hand(&k.work, item).await {
+        return None;
+    }
     given.await.ok().flatten()
+}
+
+/// Hands `item` to the partition thread, waiting while its queue is full without holding a
+/// thread of the runtime (the keeper and every consumer share two); false when the thread is
+/// gone.
+async fn hand(work: &WorkSender, mut item: Work) -> bool {
+    loop {
+        match work.try_send(item) {
+            Ok(()) => return true,
+            Err(crossbeam_channel::TrySendError::Full(back)) => {
+                item = back;
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            Err(crossbeam_channel::TrySendError::Disconnected(_)) => return false,
+        }
+    }
 }
 
 /// Reads partition `p` from after `sequence`, forever: an ordered consumer (the client makes
@@ -372,22 +393,15 @@ async fn consume(
                 .and_then(|h| h.get(SENSOR_HEADER))
                 .map(|v| v.as_str().to_string())
                 .unwrap_or_default();
-            let mut item = Work::Records {
+            let item = Work::Records {
                 partition: p,
                 sequence,
                 sensor,
                 payload: message.payload.clone(),
             };
             // The partition thread is busy: wait here, so that the stream holds the rest.
-            loop {
-                match work.try_send(item) {
-                    Ok(()) => break,
-                    Err(crossbeam_channel::TrySendError::Full(back)) => {
-                        item = back;
-                        tokio::time::sleep(Duration::from_millis(1)).await;
-                    }
-                    Err(crossbeam_channel::TrySendError::Disconnected(_)) => return,
-                }
+            if !hand(&work, item).await {
+                return;
             }
             progress.sequence.store(sequence, Relaxed);
             progress.pending.store(pending, Relaxed);

@@ -101,18 +101,14 @@ impl RecordPublisher for SensorLink {
             }
             let records = (part.records.len() + part.hits.len()) as u32;
             FleetCounters::add(&c.records_queued, u64::from(records));
-            let mut bytes = Vec::with_capacity(64 + part.records.len() * 128);
-            part.encode_into(&mut bytes);
-            part.clear();
             self.sequence += 1;
-            let frame = Frame {
-                partition: p as u32,
-                records,
-                boot: self.boot,
-                sequence: self.sequence,
-                payload: bytes.into(),
-            };
-            if self.spool.push(&frame) {
+            let pushed_one = self
+                .spool
+                .push(p as u32, records, self.boot, self.sequence, |buf| {
+                    part.encode_into(buf)
+                });
+            part.clear();
+            if pushed_one {
                 pushed += u64::from(records);
             } else {
                 FleetCounters::add(&c.records_dropped, u64::from(records));
@@ -243,21 +239,37 @@ async fn send_window(
 ) -> Result<(), String> {
     let mut acks = Vec::with_capacity(window.len());
     for (f, _) in window.iter() {
+        // A message spooled by a run with more partitions than the stream has now has no
+        // subject: it is dropped, counted and said, not sent to a partition that does not own it.
+        let Some(subject) = subjects.get(f.partition as usize) else {
+            acks.push(None);
+            continue;
+        };
         let publish = PublishMessage::build()
             .payload(f.payload.clone())
             .message_id(format!("{node}.{}.{}", f.boot, f.sequence))
             .header(SENSOR_HEADER, node);
-        acks.push(
-            js.send_publish(subjects[f.partition as usize].clone(), publish)
-                .await,
-        );
+        acks.push(Some(js.send_publish(subject.clone(), publish).await));
     }
     let mut first_error = None;
     let mut done = vec![false; window.len()];
     for (i, ack) in acks.into_iter().enumerate() {
         let acked = match ack {
-            Ok(future) => future.await.map(|_| ()).map_err(|e| e.to_string()),
-            Err(e) => Err(e.to_string()),
+            None => {
+                let f = &window[i].0;
+                tracing::error!(
+                    "cluster: a spooled message names partition {} of a stream with {}: its {} \
+                     records are dropped",
+                    f.partition,
+                    subjects.len(),
+                    f.records
+                );
+                FleetCounters::add(&counters.records_dropped, u64::from(f.records));
+                done[i] = true;
+                continue;
+            }
+            Some(Ok(future)) => future.await.map(|_| ()).map_err(|e| e.to_string()),
+            Some(Err(e)) => Err(e.to_string()),
         };
         match acked {
             Ok(()) => {

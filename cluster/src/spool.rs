@@ -27,6 +27,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 const HEADER: usize = 28;
 /// A segment is closed and a new one begun past this size.
 const SEGMENT_BYTES: u64 = 8 << 20;
+/// The largest payload a frame may hold: more than any message the servers take (1 MiB by
+/// default); a larger length read back is a damaged segment, not an allocation to make.
+const MAX_PAYLOAD: u64 = 16 << 20;
 /// The file holding the acknowledged position.
 const ACKED: &str = "acked";
 
@@ -180,21 +183,31 @@ fn read_acked(dir: &Path) -> Option<(u64, u64)> {
 }
 
 impl SpoolWriter {
-    /// Adds a message to the block being written; false (and nothing added) when the spool is
-    /// full.
-    pub(crate) fn push(&mut self, frame: &Frame) -> bool {
-        let len = frame.len();
-        let held = self.counters.spool_bytes.load(Ordering::Relaxed) + self.buf.len() as u64;
-        if held + len > self.max_bytes {
+    /// Adds a message to the block being written, its payload appended by `encode` straight
+    /// into the block (no buffer of its own); false, and nothing added, when the spool is full.
+    pub(crate) fn push(
+        &mut self,
+        partition: u32,
+        records: u32,
+        boot: u64,
+        sequence: u64,
+        encode: impl FnOnce(&mut Vec<u8>),
+    ) -> bool {
+        let start = self.buf.len();
+        self.buf.extend_from_slice(&[0; HEADER]);
+        encode(&mut self.buf);
+        let len = (self.buf.len() - start) as u64;
+        let held = self.counters.spool_bytes.load(Ordering::Relaxed) + start as u64;
+        if held + len > self.max_bytes || len - HEADER as u64 > MAX_PAYLOAD {
+            self.buf.truncate(start);
             return false;
         }
-        self.buf
-            .extend_from_slice(&(frame.payload.len() as u32).to_le_bytes());
-        self.buf.extend_from_slice(&frame.partition.to_le_bytes());
-        self.buf.extend_from_slice(&frame.records.to_le_bytes());
-        self.buf.extend_from_slice(&frame.boot.to_le_bytes());
-        self.buf.extend_from_slice(&frame.sequence.to_le_bytes());
-        self.buf.extend_from_slice(&frame.payload);
+        let header = &mut self.buf[start..start + HEADER];
+        header[0..4].copy_from_slice(&((len as usize - HEADER) as u32).to_le_bytes());
+        header[4..8].copy_from_slice(&partition.to_le_bytes());
+        header[8..12].copy_from_slice(&records.to_le_bytes());
+        header[12..20].copy_from_slice(&boot.to_le_bytes());
+        header[20..28].copy_from_slice(&sequence.to_le_bytes());
         true
     }
 
@@ -264,10 +277,9 @@ impl SpoolReader {
             match file.read_exact(&mut header) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && limit.is_none() => {
-                    // The end of a closed segment: on to the next.
-                    self.file = None;
-                    self.segment += 1;
-                    self.offset = 0;
+                    // The end of a closed segment (or a header cut short by a crash: what is
+                    // left of it is skipped the same way).
+                    self.skip_rest(limit);
                     continue;
                 }
                 Err(e) => return Err(e),
@@ -276,8 +288,31 @@ impl SpoolReader {
                 |at: usize| u32::from_le_bytes(header[at..at + 4].try_into().unwrap_or([0; 4]));
             let long =
                 |at: usize| u64::from_le_bytes(header[at..at + 8].try_into().unwrap_or([0; 8]));
-            let mut payload = vec![0u8; word(0) as usize];
-            file.read_exact(&mut payload)?;
+            let length = u64::from(word(0));
+            let mut payload = vec![0u8; length.min(MAX_PAYLOAD) as usize];
+            let read = if length > MAX_PAYLOAD {
+                Err(std::io::ErrorKind::InvalidData.into())
+            } else {
+                file.read_exact(&mut payload)
+            };
+            if let Err(e) = read {
+                if e.kind() != std::io::ErrorKind::UnexpectedEof
+                    && e.kind() != std::io::ErrorKind::InvalidData
+                {
+                    return Err(e);
+                }
+                // A frame cut short or a length no writer wrote: the segment is damaged past
+                // here (a crash of the host mid-write). What follows in it is lost, said and
+                // counted off the spool, and reading goes on with the next segment.
+                tracing::error!(
+                    "cluster: the spool's segment {} is damaged at byte {}: the rest of it is \
+                     skipped",
+                    self.segment,
+                    self.offset
+                );
+                self.skip_rest(limit);
+                continue;
+            }
             let frame = Frame {
                 partition: word(4),
                 records: word(8),
@@ -289,6 +324,25 @@ impl SpoolReader {
             out.push((frame, (self.segment, self.offset)));
         }
         Ok(())
+    }
+
+    /// Leaves the segment being read: a closed one for the next (its bytes past the offset off
+    /// the spool's count), the one being written up to what was written.
+    fn skip_rest(&mut self, limit: Option<u64>) {
+        let end = match limit {
+            Some(l) => l,
+            None => std::fs::metadata(segment_path(&self.dir, self.segment))
+                .map_or(self.offset, |m| m.len()),
+        };
+        self.counters.spool_sub(end.saturating_sub(self.offset));
+        self.file = None;
+        match limit {
+            Some(l) => self.offset = l,
+            None => {
+                self.segment += 1;
+                self.offset = 0;
+            }
+        }
     }
 
     /// Whether everything written has been read.
@@ -329,14 +383,12 @@ impl SpoolReader {
 mod tests {
     use super::*;
 
-    fn frame(sequence: u64, len: usize) -> Frame {
-        Frame {
-            partition: (sequence % 7) as u32,
-            records: 3,
-            boot: 42,
-            sequence,
-            payload: vec![sequence as u8; len].into(),
-        }
+    /// Pushes a message of `len` bytes, numbered `sequence`.
+    fn push(w: &mut SpoolWriter, sequence: u64, len: usize) -> bool {
+        let payload = vec![sequence as u8; len];
+        w.push((sequence % 7) as u32, 3, 42, sequence, |buf| {
+            buf.extend_from_slice(&payload)
+        })
     }
 
     fn read_all(reader: &mut SpoolReader) -> Vec<(Frame, (u64, u64))> {
@@ -352,7 +404,7 @@ mod tests {
         let (mut w, mut r) = open(dir.path(), 1 << 30, Arc::clone(&counters)).unwrap();
         // Enough to close a segment (8 MiB) and begin the next.
         for s in 1..=40 {
-            assert!(w.push(&frame(s, 300_000)));
+            assert!(push(&mut w, s, 300_000));
             w.commit().unwrap();
         }
         let got = read_all(&mut r);
@@ -373,7 +425,7 @@ mod tests {
         let (mut w, mut r) = open(dir.path(), 1 << 30, Arc::clone(&counters)).unwrap();
         let left: u64 = got[30..].iter().map(|(f, _)| f.len()).sum();
         assert_eq!(counters.spool_bytes.load(Ordering::Relaxed), left);
-        assert!(w.push(&frame(41, 10)));
+        assert!(push(&mut w, 41, 10));
         w.commit().unwrap();
         let again = read_all(&mut r);
         assert!(
@@ -392,14 +444,53 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let counters = Arc::new(FleetCounters::default());
         let (mut w, _r) = open(dir.path(), 1_000, Arc::clone(&counters)).unwrap();
-        assert!(w.push(&frame(1, 500)));
+        assert!(push(&mut w, 1, 500));
         assert!(
-            !w.push(&frame(2, 500)),
+            !push(&mut w, 2, 500),
             "past the bound, with what the block holds"
         );
         w.commit().unwrap();
         assert_eq!(counters.spool_bytes.load(Ordering::Relaxed), 528);
-        assert!(!w.push(&frame(3, 500)));
-        assert!(w.push(&frame(4, 400)));
+        assert!(!push(&mut w, 3, 500));
+        assert!(push(&mut w, 4, 400));
+    }
+
+    #[test]
+    fn a_segment_cut_short_by_a_crash_is_skipped_with_its_bytes_off_the_count() {
+        let dir = tempfile::tempdir().unwrap();
+        let counters = Arc::new(FleetCounters::default());
+        let (mut w, _r) = open(dir.path(), 1 << 30, Arc::clone(&counters)).unwrap();
+        for s in 1..=3 {
+            assert!(push(&mut w, s, 1_000));
+            w.commit().unwrap();
+        }
+        drop(w);
+        // The host died mid-write: the last frame is cut, and a length no writer wrote follows
+        // in a segment of its own.
+        let first = segments(dir.path()).unwrap()[0];
+        let path = segment_path(dir.path(), first);
+        let len = std::fs::metadata(&path).unwrap().len();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(len - 10)
+            .unwrap();
+        let mut garbage = vec![0xff; HEADER];
+        garbage.extend_from_slice(&[1; 64]);
+        std::fs::write(segment_path(dir.path(), first + 1), garbage).unwrap();
+
+        let counters = Arc::new(FleetCounters::default());
+        let (mut w, mut r) = open(dir.path(), 1 << 30, Arc::clone(&counters)).unwrap();
+        assert!(push(&mut w, 4, 100));
+        w.commit().unwrap();
+        let got = read_all(&mut r);
+        assert!(
+            got.iter().map(|(f, _)| f.sequence).eq([1, 2, 4]),
+            "{:?}",
+            got.iter().map(|(f, _)| f.sequence).collect::<Vec<_>>()
+        );
+        let held: u64 = got.iter().map(|(f, _)| f.len()).sum();
+        assert_eq!(counters.spool_bytes.load(Ordering::Relaxed), held);
     }
 }

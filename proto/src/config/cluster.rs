@@ -135,16 +135,11 @@ pub(super) fn check(config: &Config, p: &mut Problems) {
             );
         }
     }
-    if c.user.is_empty() != c.password.is_empty() {
-        p.add(
-            if c.user.is_empty() {
-                "cluster.user"
-            } else {
-                "cluster.password"
-            },
-            "a NATS user needs both cluster.user and cluster.password",
-        );
-    }
+    p.pair(
+        "a NATS user",
+        ("cluster.user", !c.user.is_empty()),
+        ("cluster.password", !c.password.is_empty()),
+    );
     if !c.user.is_empty() && !c.token.is_empty() {
         p.add(
             "cluster.token",
@@ -165,16 +160,11 @@ pub(super) fn check(config: &Config, p: &mut Problems) {
             p.add(key, "applies to tls:// servers only");
         }
     }
-    if c.tls_cert_file.is_empty() != c.tls_key_file.is_empty() {
-        p.add(
-            if c.tls_cert_file.is_empty() {
-                "cluster.tls_cert_file"
-            } else {
-                "cluster.tls_key_file"
-            },
-            "a client certificate needs both cluster.tls_cert_file and cluster.tls_key_file",
-        );
-    }
+    p.pair(
+        "a client certificate",
+        ("cluster.tls_cert_file", !c.tls_cert_file.is_empty()),
+        ("cluster.tls_key_file", !c.tls_key_file.is_empty()),
+    );
     p.range_u64("cluster.heartbeat_seconds", c.heartbeat_seconds, 1, 60);
     p.range_u64("cluster.partitions", u64::from(c.partitions), 1, 4096);
     p.range_u64("cluster.lease_seconds", c.lease_seconds, 3, 300);

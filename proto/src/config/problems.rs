@@ -67,6 +67,15 @@ impl Problems {
             problem: problem.into(),
         });
     }
+    /// Two keys that mean something only together (a user and its password, a certificate and
+    /// its key): when one is set and the other is not, the missing one is named.
+    pub(super) fn pair(&mut self, what: &str, (a, a_set): (&str, bool), (b, b_set): (&str, bool)) {
+        if a_set != b_set {
+            let missing = if a_set { b } else { a };
+            self.add(missing, format!("{what} needs both {a} and {b}"));
+        }
+    }
+
     pub(super) fn port(&mut self, key: &str, v: u32) {
         if !(1..=65_535).contains(&v) {
             self.add(key, format!("port {v} is out of range (1 to 65535)"));

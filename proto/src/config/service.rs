@@ -238,16 +238,9 @@ fn rate_limit_store(config: &Config, p: &mut Problems) {
         &config.api_rate_limit_store_cert_file,
         &config.api_rate_limit_store_key_file,
     );
-    if cert.is_empty() != key.is_empty() {
-        let missing = if cert.is_empty() {
-            "api_rate_limit_store_cert_file"
-        } else {
-            "api_rate_limit_store_key_file"
-        };
-        p.add(
-            missing,
-            "a client certificate needs both api_rate_limit_store_cert_file and \
-             api_rate_limit_store_key_file",
-        );
-    }
+    p.pair(
+        "a client certificate",
+        ("api_rate_limit_store_cert_file", !cert.is_empty()),
+        ("api_rate_limit_store_key_file", !key.is_empty()),
+    );
 }
