@@ -78,7 +78,10 @@ fn nodes_see_each_other_survive_a_server_drop_out_when_killed_and_follow_the_clu
     );
     let sensor_entry = &view["nodes"][1];
     assert_eq!(sensor_entry["roles"], serde_json::json!(["sensor"]));
-    assert_eq!(sensor_entry["api"], format!("127.0.0.1:{sensor_api}"));
+    assert_eq!(
+        sensor_entry["api"],
+        format!("http://127.0.0.1:{sensor_api}")
+    );
     assert_eq!(sensor_entry["this_node"], false);
     assert_eq!(view["nodes"][0]["this_node"], true);
     assert!(sensor_entry["last_contact_ns"].as_i64().unwrap() > 0);

@@ -4,7 +4,9 @@
 //! entities; a detector killed with SIGKILL hands its partitions to the other within a bound,
 //! and nothing the sensors published is lost; a NATS server killed changes nothing an analyst
 //! sees; with the servers' majority lost, a sensor spools its records to disk, says so in
-//! `/health`, and sends them when the servers return.
+//! `/health`, and sends them when the servers return. Content set on the console (a rule, an
+//! exception, an indicator file) reaches every node and acts there; the console's event
+//! searches, timelines and hunts ask every sensor and say which did not answer.
 
 mod common;
 
@@ -34,7 +36,8 @@ fn node(
         &config,
         format!(
             "{LOW_ALERTS}\ndetection.model_save_interval_seconds = 2\n\
-             detection.alert_group_after_entities = 100\ndashboard_port = {api}\n\
+             detection.alert_group_after_entities = 100\n\
+             detection.ioc_reload_interval_seconds = 1\ndashboard_port = {api}\n\
              health_port = 0\napi_list_rate_limit = \"100000/minute\"\n[storage]\n\
              data_dir = \"data-{name}\"\n[inputs.syslog_udp]\nenabled = false\n\
              [inputs.json_tcp]\nenabled = false\n[inputs.syslog_tcp]\n{syslog}\n[dataplane]\n\
@@ -261,5 +264,259 @@ fn sensors_detectors_and_a_console_share_one_queue_and_survive_a_detector_and_a_
     assert_eq!(
         health["components"]["detection"]["workers"][0]["status"],
         "idle"
+    );
+}
+
+/// A rule the console uploads: one line holding the canary word matches it.
+const CANARY: &str = "title: Fleet canary\nid: 6c1f2d4e-9a0b-4c3d-8e7f-1a2b3c4d5e6f\nstatus: test\nlogsource:\n    product: linux\n    service: sshd\ndetection:\n    keywords:\n        - 'canary-91d4'\n    condition: keywords\nlevel: high\n";
+const CANARY_ID: &str = "6c1f2d4e-9a0b-4c3d-8e7f-1a2b3c4d5e6f";
+
+fn canary(port: u16, host: &str, n: usize) {
+    let lines: String = (0..n)
+        .map(|i| {
+            format!(
+                "<38>{} {host} sshd[77{i}]: probe canary-91d4 from 10.9.9.{i}\n",
+                stamp(-1)
+            )
+        })
+        .collect();
+    send_lines(port, &lines);
+}
+
+fn alerts_titled(console: u16, title: &str) -> Vec<Value> {
+    get(console, "/api/v1/alerts?limit=100")["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["title"] == title)
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn content_set_on_the_console_acts_on_every_node_and_searches_ask_every_sensor() {
+    let mut nats = NatsCluster::start();
+    let dir = tempfile::tempdir().unwrap();
+    let (syslog_a, syslog_b) = (free_port(), free_port());
+    let (sensor_a_node, sensor_a) =
+        node(dir.path(), &nats, "sensor-a", &["sensor"], Some(syslog_a));
+    let (sensor_b_node, sensor_b) =
+        node(dir.path(), &nats, "sensor-b", &["sensor"], Some(syslog_b));
+    let (det_node, det) = node(dir.path(), &nats, "det-1", &["detector"], None);
+    let (console_node, console) = node(dir.path(), &nats, "console", &["console"], None);
+    wait_until("the partitions owned", Duration::from_secs(30), || {
+        let o = owners(console);
+        o.len() == 1 && o[0].1.len() == PARTITIONS
+    });
+
+    // Content is set on the console only: a sensor refuses it, naming where it goes.
+    let upload = serde_json::json!({ "yaml": CANARY }).to_string();
+    let (status, body) = http(sensor_a, "POST", "/api/v1/sigma/rules", &upload);
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(json(&body)["error"], "set_on_console", "{body}");
+
+    // A rule uploaded on the console reaches the sensors (which match it) and the detector
+    // (which names it), and its alert names the sensor.
+    let (status, body) = http(console, "POST", "/api/v1/sigma/rules", &upload);
+    assert_eq!(status, 201, "{body}");
+    let shared = wait_until("the rule on every node", Duration::from_secs(20), || {
+        [sensor_a, sensor_b, det]
+            .iter()
+            .all(|&api| http(api, "GET", &format!("/api/v1/sigma/rules/{CANARY_ID}"), "").0 == 200)
+    });
+    eprintln!("a rule uploaded on the console live on every node after {shared:?}");
+    canary(syslog_b, "web-02", 1);
+    wait_until("the canary's alert", Duration::from_secs(30), || {
+        !alerts_titled(console, "Fleet canary").is_empty()
+    });
+    let first = alerts_titled(console, "Fleet canary");
+    assert_eq!(first[0]["sensor"], "sensor-b", "{first:?}");
+    assert_eq!(
+        get(det, "/api/v1/cluster")["data_path"]["content_unresolved"],
+        0
+    );
+
+    // An exception made on the console holds the rule back on the detector.
+    let exception = serde_json::json!({
+        "detector": CANARY_ID,
+        "conditions": {"hosts": ["web-03"]},
+        "reason": "the fleet test's own probe host",
+        "author": "fleet test",
+    });
+    let (status, body) = http(
+        console,
+        "POST",
+        "/api/v1/exceptions",
+        &exception.to_string(),
+    );
+    assert_eq!(status, 201, "{body}");
+    let id = json(&body)["id"].as_str().unwrap().to_string();
+    wait_until(
+        "the exception on the detector",
+        Duration::from_secs(20),
+        || http(det, "GET", &format!("/api/v1/exceptions/{id}"), "").0 == 200,
+    );
+    canary(syslog_a, "web-03", 3);
+    wait_until("the exception's hits", Duration::from_secs(30), || {
+        get(det, &format!("/api/v1/exceptions/{id}"))["hits"].as_u64() >= Some(1)
+    });
+    assert!(
+        alerts_titled(console, "Fleet canary")
+            .iter()
+            .all(|a| a["sensor"] != "sensor-a"),
+        "an excepted host raised an alert"
+    );
+
+    // An indicator file dropped into the console's folder reaches the sensors and the
+    // detector: an address in it alerts.
+    let ioc_dir = dir.path().join("data-console").join("ioc");
+    std::fs::write(ioc_dir.join("fleet-test.txt"), "192.0.2.200\n").unwrap();
+    wait_until(
+        "the indicator on the sensor",
+        Duration::from_secs(30),
+        || {
+            get(sensor_a, "/api/v1/ioc")["indicators"].as_u64() >= Some(1)
+                && get(det, "/api/v1/ioc")["indicators"].as_u64() >= Some(1)
+        },
+    );
+    send_lines(
+        syslog_a,
+        &format!(
+            "<38>{} web-01 sshd[5150]: Failed password for root from 192.0.2.200 port 40022 ssh2\n",
+            stamp(-1)
+        ),
+    );
+    wait_until("the indicator's alert", Duration::from_secs(30), || {
+        get(console, "/api/v1/alerts?type=ioc")["meta"]["total"].as_u64() >= Some(1)
+    });
+
+    // The console's searches ask both sensors and merge their events, each named by sensor.
+    let found = get(console, "/api/v1/events?q=canary-91d4&limit=10");
+    let sensors = &found["meta"]["sensors"];
+    assert_eq!(sensors["partial"], false, "{found}");
+    assert_eq!(
+        sensors["asked"],
+        serde_json::json!(["sensor-a", "sensor-b"])
+    );
+    let items = found["items"].as_array().unwrap();
+    assert_eq!(items.len(), 4, "{found}");
+    let mut from: Vec<&str> = items
+        .iter()
+        .map(|e| e["sensor"].as_str().unwrap())
+        .collect();
+    from.dedup();
+    assert!(
+        from.contains(&"sensor-a") && from.contains(&"sensor-b"),
+        "{from:?}"
+    );
+    let received: Vec<i64> = items
+        .iter()
+        .map(|e| e["received_ns"].as_i64().unwrap())
+        .collect();
+    assert!(
+        received.windows(2).all(|w| w[0] >= w[1]),
+        "newest first: {received:?}"
+    );
+    let hits = get(console, "/api/v1/entities/search?q=192.0.2.200");
+    let uuid = hits["items"][0]["uuid"].as_str().unwrap().to_string();
+    let timeline = get(console, &format!("/api/v1/entities/{uuid}/timeline"));
+    assert_eq!(
+        timeline["events"].as_array().unwrap().len(),
+        1,
+        "{timeline}"
+    );
+    assert_eq!(timeline["events"][0]["sensor"], "sensor-a");
+    assert_eq!(timeline["sensors"]["partial"], false);
+    let (status, body) = http(
+        console,
+        "POST",
+        "/api/v1/hunt",
+        r#"{"query": "192.0.2.200"}"#,
+    );
+    assert_eq!(status, 200, "{body}");
+    let hunt = json(&body);
+    assert_eq!(
+        (hunt["mode"].as_str(), hunt["total"].as_u64()),
+        (Some("entity"), Some(1))
+    );
+
+    // A sensor gone: the console's answer is partial and names it.
+    sensor_b_node.kill();
+    let found = get(console, "/api/v1/events?q=canary-91d4&limit=10");
+    let sensors = &found["meta"]["sensors"];
+    assert_eq!(sensors["partial"], true, "{found}");
+    assert_eq!(sensors["missing"][0]["sensor"], "sensor-b", "{found}");
+    assert_eq!(found["items"].as_array().unwrap().len(), 3, "{found}");
+
+    // Everything restarted, the servers too: the state resumes. The detector takes its
+    // partitions from their snapshots (not from the stream's start), the exception and its
+    // hits are where they were, and it still holds the rule back.
+    std::thread::sleep(Duration::from_secs(3)); // a snapshot and a save of the hits after the last records
+    let hits_before = get(det, &format!("/api/v1/exceptions/{id}"))["hits"]
+        .as_u64()
+        .unwrap();
+    let alerts_before = get(console, "/api/v1/alerts?limit=1")["meta"]["total"].clone();
+    let scored_before = get(det, "/api/v1/cluster")["data_path"]["records_scored"]
+        .as_u64()
+        .unwrap();
+    for n in [sensor_a_node, det_node, console_node] {
+        n.stop();
+    }
+    for i in 0..3 {
+        nats.stop(i);
+    }
+    nats.restart_all(&[0, 1, 2]);
+    let restart = |name: &str, api: u16| {
+        Service::start(dir.path(), &dir.path().join(format!("{name}.toml")), api)
+    };
+    let (_sensor_a, _det, _console) = (
+        restart("sensor-a", sensor_a),
+        restart("det-1", det),
+        restart("console", console),
+    );
+    wait_until(
+        "the partitions owned again",
+        Duration::from_secs(60),
+        || {
+            let o = owners(console);
+            o.len() == 1 && o[0].1.len() == PARTITIONS
+        },
+    );
+    let path = get(det, "/api/v1/cluster")["data_path"].clone();
+    let resumed = path["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["sequence"].as_u64() > Some(0))
+        .count();
+    assert!(resumed > 0, "no partition resumed from a snapshot: {path}");
+    // From the stream's start it would score all of them again.
+    std::thread::sleep(Duration::from_secs(1));
+    let scored = get(det, "/api/v1/cluster")["data_path"]["records_scored"]
+        .as_u64()
+        .unwrap();
+    assert!(
+        scored < scored_before,
+        "{scored} records scored again of {scored_before}: not resumed from the snapshots"
+    );
+    assert_eq!(
+        get(console, "/api/v1/alerts?limit=1")["meta"]["total"],
+        alerts_before
+    );
+    assert_eq!(
+        get(det, &format!("/api/v1/exceptions/{id}"))["hits"].as_u64(),
+        Some(hits_before),
+        "the exception's hits survive a restart"
+    );
+    canary(syslog_a, "web-03", 1);
+    wait_until(
+        "the exception holding again",
+        Duration::from_secs(30),
+        || get(det, &format!("/api/v1/exceptions/{id}"))["hits"].as_u64() > Some(hits_before),
+    );
+    assert!(
+        alerts_titled(console, "Fleet canary")
+            .iter()
+            .all(|a| a["sensor"] != "sensor-a")
     );
 }

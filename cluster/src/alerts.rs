@@ -8,7 +8,7 @@
 //! id), the id and count for a later state of it.
 
 use crate::counters::FleetCounters;
-use crate::streams::{ALERTS_SUBJECT, alerts_stream};
+use crate::streams::{ALERTS_SUBJECT, alerts_stream, publish_until_acked};
 use async_nats::jetstream::{self, consumer, message::PublishMessage};
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -130,30 +130,15 @@ pub(crate) async fn publish_loop(
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     while let Some(out) = rx.recv().await {
-        loop {
-            let publish = PublishMessage::build()
+        let message = || {
+            PublishMessage::build()
                 .payload(out.json.clone())
                 .message_id(&out.id)
-                .header(KIND_HEADER, out.kind.name());
-            let acked = match js.send_publish(ALERTS_SUBJECT, publish).await {
-                Ok(future) => future.await.map(|_| ()).map_err(|e| e.to_string()),
-                Err(e) => Err(e.to_string()),
-            };
-            match acked {
-                Ok(()) => {
-                    FleetCounters::add(&counters.alerts_published, 1);
-                    break;
-                }
-                Err(e) => {
-                    FleetCounters::add(&counters.publish_failures, 1);
-                    tracing::warn!(
-                        "cluster: alert {} not acknowledged ({e}); again in 1 s",
-                        out.id
-                    );
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                }
-            }
-        }
+                .header(KIND_HEADER, out.kind.name())
+        };
+        let what = format!("alert {}", out.id);
+        publish_until_acked(&js, ALERTS_SUBJECT.into(), message, &counters, &what).await;
+        FleetCounters::add(&counters.alerts_published, 1);
     }
 }
 
@@ -225,6 +210,14 @@ pub(crate) async fn consume_loop(
                 let _ = message.ack().await;
                 continue;
             };
+            // A later state keeps the sensor its first state named (a detector's periodic
+            // flush does not know it), before its new entities are named by that sensor.
+            if alert.sensor.is_empty() && matches!(kind, Kind::Update) {
+                let stored = tokio::task::block_in_place(|| store.alert(&alert.id));
+                if let Ok(Some(stored)) = stored {
+                    alert.sensor = stored.sensor;
+                }
+            }
             namer.name(&mut alert).await;
             // A RocksDB write: off the runtime's async work while it lasts.
             let stored = tokio::task::block_in_place(|| store_alert(&store, &live, kind, alert));
@@ -246,20 +239,13 @@ pub(crate) async fn consume_loop(
     }
 }
 
-/// Stores one alert or signal as its kind says; a later state keeps the sensor its first
-/// state named.
+/// Stores one alert or signal as its kind says.
 fn store_alert(
     store: &Store,
     live: &LiveAlerts,
     kind: Kind,
-    mut alert: Alert,
+    alert: Alert,
 ) -> Result<(), watchpost_store::StoreError> {
-    if alert.sensor.is_empty()
-        && matches!(kind, Kind::Update)
-        && let Ok(Some(stored)) = store.alert(&alert.id)
-    {
-        alert.sensor = stored.sensor;
-    }
     match kind {
         Kind::New => store.put_new_alert(&alert)?,
         Kind::Update => store.put_alert(&alert)?,

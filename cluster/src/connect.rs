@@ -49,25 +49,32 @@ pub(crate) fn options(config: &ClusterConfig, node: &str) -> ConnectOptions {
     o
 }
 
-/// Connects to the configured servers, trying again every `pause` until one answers; from
-/// then on the client reconnects by itself. `failed` hears each failure (for the log and the
-/// node's state).
-pub(crate) async fn connect_retrying(
+/// Connects to the configured servers for `part` of this node (`sensor link`, `detector`,
+/// ...), trying again every second until one answers, each failure logged; from then on the
+/// client reconnects by itself. `None` (logged) only for a server address the client refuses,
+/// which the configuration's checks let through.
+pub(crate) async fn client_for(
     config: &ClusterConfig,
     node: &str,
-    pause: Duration,
-    mut failed: impl FnMut(&ClusterError),
-) -> Result<async_nats::Client, ClusterError> {
-    let addrs = server_addrs(config)?;
+    part: &str,
+) -> Option<async_nats::Client> {
+    let addrs = match server_addrs(config) {
+        Ok(a) => a,
+        Err(e) => {
+            tracing::error!("cluster: {part}: {e}");
+            return None;
+        }
+    };
     loop {
         match options(config, node).connect(addrs.clone()).await {
-            Ok(client) => return Ok(client),
+            Ok(client) => return Some(client),
             Err(source) => {
-                failed(&ClusterError::Connect {
+                let e = ClusterError::Connect {
                     servers: config.servers.join(","),
                     source,
-                });
-                tokio::time::sleep(pause).await;
+                };
+                tracing::warn!("cluster: {part}: {e}");
+                tokio::time::sleep(Duration::from_secs(1)).await;
             }
         }
     }

@@ -75,6 +75,9 @@ pub struct FleetCounters {
     pub records_scored: AtomicU64,
     /// Detector: messages refused (another format, damaged).
     pub messages_refused: AtomicU64,
+    /// Detector: matches (Sigma, correlation, indicator) of content this node does not hold,
+    /// dropped (a rule or feed the sensor has and this detector has not, yet or at all).
+    pub content_unresolved: AtomicU64,
     /// Detector: partitions taken (at start, over from a dead detector, or handed over).
     pub partitions_taken: AtomicU64,
     /// Detector: partitions given up (handed over to balance, or a lease lost).
@@ -91,6 +94,22 @@ pub struct FleetCounters {
     pub alerts_received: AtomicU64,
     /// Console: ones the store refused (redelivered by the stream).
     pub alert_store_errors: AtomicU64,
+    /// Console: verdicts sent to the detectors' partitions (one per partition), and ones
+    /// dropped because the queue to the stream was full.
+    pub feedback_sent: AtomicU64,
+    /// See `feedback_sent`.
+    pub feedback_dropped: AtomicU64,
+    /// Detector: verdicts applied to a partition's thresholds.
+    pub feedback_applied: AtomicU64,
+    /// Shared content: the highest revision of the content bucket this node has written (a
+    /// console) or applied (any other node).
+    pub content_revision: AtomicU64,
+    /// Shared content: entries and files written (a console) or that changed this node's
+    /// content (any other node).
+    pub content_changes: AtomicU64,
+    /// Shared content: entries or files that could not be written or applied.
+    pub content_errors: AtomicU64,
+    content_error: Mutex<Option<String>>,
     partitions: Mutex<Vec<PartitionView>>,
 }
 
@@ -114,6 +133,38 @@ impl FleetCounters {
 
     pub(crate) fn set_partitions(&self, views: Vec<PartitionView>) {
         *self.partitions.lock().unwrap_or_else(|e| e.into_inner()) = views;
+    }
+
+    /// Why the last shared content could not be written or applied.
+    pub fn content_error(&self) -> Option<String> {
+        self.content_error
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Content up to `revision` is held (0: a file, which has no revision).
+    pub(crate) fn content_at(&self, revision: u64) {
+        self.content_revision.fetch_max(revision, Ordering::Relaxed);
+    }
+
+    /// One entry or file changed content, at `revision`.
+    pub(crate) fn content_changed(&self, revision: u64) {
+        self.content_at(revision);
+        self.content_changes.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A console's pass wrote everything it had to: the fleet holds its content, and the last
+    /// failure (a bucket not ready yet at start, the servers away) is history.
+    pub(crate) fn content_in_sync(&self) {
+        *self.content_error.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    /// One entry or file failed, for `why` (logged, and kept for the API).
+    pub(crate) fn content_failed(&self, why: String) {
+        tracing::warn!("cluster: shared content: {why}");
+        self.content_errors.fetch_add(1, Ordering::Relaxed);
+        *self.content_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
     }
 
     pub(crate) fn add(counter: &AtomicU64, n: u64) {

@@ -88,13 +88,8 @@ pub(crate) fn start(
 
 async fn run(k: Keeper, alerts: mpsc::Receiver<AlertOut>, mut snapshots: mpsc::Receiver<Snapshot>) {
     let pause = Duration::from_secs(1);
-    let client = match crate::connect::connect_retrying(&k.config, &k.node, pause, |e| {
-        tracing::warn!("cluster: detector: {e}");
-    })
-    .await
-    {
-        Ok(c) => c,
-        Err(e) => return tracing::error!("cluster: detector: {e}"),
+    let Some(client) = crate::connect::client_for(&k.config, &k.node, "detector").await else {
+        return;
     };
     let js = jetstream::new(client);
     tokio::spawn(publish_loop(
@@ -398,6 +393,7 @@ async fn consume(
                 sequence,
                 sensor,
                 payload: message.payload.clone(),
+                feedback: crate::feedback::verdict_of(message.headers.as_ref()),
             };
             // The partition thread is busy: wait here, so that the stream holds the rest.
             if !hand(&work, item).await {

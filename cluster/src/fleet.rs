@@ -15,6 +15,7 @@ pub struct Fleet {
     node: String,
     counters: Arc<FleetCounters>,
     partition_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    feedback: std::sync::OnceLock<crate::FeedbackQueue>,
 }
 
 impl Fleet {
@@ -25,6 +26,7 @@ impl Fleet {
             node: node.to_string(),
             counters: Arc::new(FleetCounters::default()),
             partition_thread: Mutex::new(None),
+            feedback: std::sync::OnceLock::new(),
         }
     }
 
@@ -36,6 +38,12 @@ impl Fleet {
     /// The configuration it runs with.
     pub fn config(&self) -> &ClusterConfig {
         &self.config
+    }
+
+    /// A console's queue of analysts' verdicts to the detectors (`None` before the console
+    /// role starts, and on other nodes).
+    pub fn feedback(&self) -> Option<crate::FeedbackQueue> {
+        self.feedback.get().cloned()
     }
 
     /// What it counts.
@@ -78,6 +86,21 @@ impl Fleet {
         Ok(())
     }
 
+    /// Starts sharing content (on the current runtime, docs/cluster.md "Shared content"): a
+    /// console mirrors its rules, flags, exceptions and indicator files into the fleet's;
+    /// any other node follows them.
+    pub fn share_content(&self, parts: crate::ContentParts) -> Result<(), ClusterError> {
+        crate::connect::server_addrs(&self.config)?;
+        crate::content::start(
+            self.config.clone(),
+            self.node.clone(),
+            self.config.has_role("console"),
+            parts,
+            Arc::clone(&self.counters),
+        );
+        Ok(())
+    }
+
     /// Starts the console role (on the current runtime): the fleet's alerts into `store` and
     /// the live feed. `membership` says where each sensor's API listens (to name the
     /// entities of its alerts).
@@ -88,20 +111,19 @@ impl Fleet {
         membership: Arc<Membership>,
     ) -> Result<(), ClusterError> {
         crate::connect::server_addrs(&self.config)?;
+        let _ = self.feedback.set(crate::feedback::start(
+            self.config.clone(),
+            self.node.clone(),
+            Arc::clone(&self.counters),
+        ));
         let (config, node, counters) = (
             self.config.clone(),
             self.node.clone(),
             Arc::clone(&self.counters),
         );
         tokio::spawn(async move {
-            let pause = Duration::from_secs(1);
-            let client = match crate::connect::connect_retrying(&config, &node, pause, |e| {
-                tracing::warn!("cluster: console: {e}");
-            })
-            .await
-            {
-                Ok(c) => c,
-                Err(e) => return tracing::error!("cluster: console: {e}"),
+            let Some(client) = crate::connect::client_for(&config, &node, "console").await else {
+                return;
             };
             let js = async_nats::jetstream::new(client);
             let namer = crate::names::Namer::new(Arc::new(move |sensor: &str| {

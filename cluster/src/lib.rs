@@ -27,9 +27,11 @@
 
 mod alerts;
 mod connect;
+mod content;
 mod counters;
 mod detector;
 mod error;
+mod feedback;
 mod fleet;
 mod membership;
 mod names;
@@ -40,8 +42,10 @@ mod spool;
 mod streams;
 mod view;
 
+pub use content::{CONTENT_BUCKET, ContentParts, FLEET_IOC_PREFIX, IOC_STORE};
 pub use counters::{FleetCounters, LinkState, PartitionView};
 pub use error::ClusterError;
+pub use feedback::{FEEDBACK_HEADER, FeedbackQueue};
 pub use fleet::Fleet;
 pub use membership::{ClusterSnapshot, Membership, NODES_BUCKET};
 pub use node::{NodeEntry, NodeRecord};

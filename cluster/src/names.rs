@@ -18,7 +18,7 @@ const DEADLINE: Duration = Duration::from_secs(2);
 /// Names kept; past it the cache starts over (names do not change, so this only costs asks).
 const CACHE: usize = 100_000;
 
-/// Where a sensor's API listens (`host:port`), by its node name.
+/// Where a sensor's API is reached (`http://host:port`), by its node name.
 pub(crate) type ApiOf = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
 /// See the module's documentation.
@@ -79,9 +79,16 @@ impl Namer {
     async fn ask(&self, sensor: &str, uuid: &watchpost_proto::Uuid) -> Option<String> {
         let client = self.client.as_ref()?;
         let api = (self.api_of)(sensor)?;
-        let url = format!("http://{api}/api/v1/entities/{uuid}/timeline?limit=1");
+        let url = format!("{api}/api/v1/entities/{uuid}/timeline?limit=1");
         let reply = client
-            .send(Method::GET, &url, &[], None, DEADLINE)
+            // Answered from the sensor's own store even where the sensor is a console too.
+            .send(
+                Method::GET,
+                &url,
+                &[("x-watchpost-local", "1")],
+                None,
+                DEADLINE,
+            )
             .await
             .map_err(|e| tracing::debug!("cluster: console: {sensor} did not name {uuid}: {e}"))
             .ok()?;

@@ -10,8 +10,8 @@ pub struct NodeRecord {
     pub name: String,
     /// What it does: `sensor`, `detector`, `console`.
     pub roles: Vec<String>,
-    /// Where its API listens (`dashboard_bind_address:dashboard_port`): where a console sends
-    /// the event searches it fans out.
+    /// Where the other nodes reach its API (`cluster.api_url`, or `http://` the dashboard's
+    /// address and port): where a console sends the searches it fans out.
     pub api: String,
     /// The Watchpost version it runs.
     pub version: String,

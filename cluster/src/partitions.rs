@@ -13,7 +13,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
-use watchpost_detect::{DetectBatch, Detector, DetectorParams, IndicatorBook, KillChain, RuleBook};
+use watchpost_detect::{
+    ContentNumbers, DetectBatch, Detector, DetectorParams, IndicatorBook, KillChain, RuleBook,
+};
 
 /// How often repeats folded into open alerts are sent (as a stand-alone node writes them).
 const ALERT_FLUSH: Duration = Duration::from_secs(1);
@@ -27,12 +29,14 @@ pub(crate) enum Work {
         snapshot: Option<Bytes>,
         reply: oneshot::Sender<u64>,
     },
-    /// One message of a partition's records.
+    /// One message of a partition's records, or an analyst's verdict on an alert (the alert
+    /// as JSON, `crate::feedback`).
     Records {
         partition: u32,
         sequence: u64,
         sensor: String,
         payload: Bytes,
+        feedback: Option<watchpost_proto::Verdict>,
     },
     /// Give `partition` up; the reply is its snapshot (to hand it over) when `snapshot`.
     Give {
@@ -61,6 +65,8 @@ pub struct DetectorKit {
     pub iocs: Arc<dyn IndicatorBook>,
     /// The node's kill-chain tracker.
     pub killchain: Arc<Mutex<KillChain>>,
+    /// The operators' exceptions (shared from the console), and where their hits are kept.
+    pub exceptions: Arc<watchpost_dataplane::ExceptionBook>,
 }
 
 impl DetectorKit {
@@ -69,6 +75,7 @@ impl DetectorKit {
         d.set_catalog(Some(Arc::clone(&self.catalog)));
         d.set_iocs(Some(Arc::clone(&self.iocs)));
         d.set_killchain(Arc::clone(&self.killchain));
+        d.set_exceptions(self.exceptions.current().1);
         d
     }
 }
@@ -102,6 +109,8 @@ fn run(
 ) {
     let mut owned: BTreeMap<u32, Owned> = BTreeMap::new();
     let mut batch = DetectBatch::default();
+    let mut numbers = ContentNumbers::new(Arc::clone(&kit.catalog), Arc::clone(&kit.iocs));
+    let mut exceptions_version = kit.exceptions.version();
     let mut last_flush = Instant::now();
     let mut last_save = Instant::now();
     loop {
@@ -111,6 +120,7 @@ fn run(
                 sequence,
                 sensor,
                 payload,
+                feedback,
             }) => {
                 // Records of a partition given up meanwhile, or a repeat: not ours to score.
                 let Some(o) = owned.get_mut(&partition) else {
@@ -120,12 +130,31 @@ fn run(
                     continue;
                 }
                 o.sequence = sequence;
-                if let Err(e) = batch.decode_from(&payload) {
-                    FleetCounters::add(&counters.messages_refused, 1);
-                    tracing::warn!(
-                        "cluster: partition {partition}, message {sequence} refused: {e}"
-                    );
+                if kit.exceptions.version() != exceptions_version {
+                    let (version, set) = kit.exceptions.current();
+                    exceptions_version = version;
+                    for o in owned.values_mut() {
+                        o.detector.set_exceptions(Arc::clone(&set));
+                    }
+                }
+                let Some(o) = owned.get_mut(&partition) else {
                     continue;
+                };
+                if let Some(verdict) = feedback {
+                    apply_feedback(&mut o.detector, partition, &payload, verdict, counters);
+                    continue;
+                }
+                match batch.decode_from(&payload, &mut numbers) {
+                    Ok(dropped) => {
+                        FleetCounters::add(&counters.content_unresolved, dropped.total());
+                    }
+                    Err(e) => {
+                        FleetCounters::add(&counters.messages_refused, 1);
+                        tracing::warn!(
+                            "cluster: partition {partition}, message {sequence} refused: {e}"
+                        );
+                        continue;
+                    }
                 }
                 let mut sink = FleetSink {
                     queue: alerts,
@@ -170,12 +199,42 @@ fn run(
         }
         if last_save.elapsed() >= save_every {
             last_save = Instant::now();
+            if let Err(e) = kit.exceptions.save_hits() {
+                tracing::error!("cluster: cannot save the exceptions' hit counts: {e}");
+            }
             for (&p, o) in &owned {
                 if snapshots.try_send(snapshot_of(p, o)).is_err() {
                     FleetCounters::add(&counters.snapshot_errors, 1);
                 }
             }
         }
+    }
+}
+
+/// An analyst's verdict on an alert, applied to the partition's threshold that raised it.
+fn apply_feedback(
+    d: &mut Detector,
+    partition: u32,
+    payload: &[u8],
+    verdict: watchpost_proto::Verdict,
+    counters: &FleetCounters,
+) {
+    let alert: watchpost_proto::Alert = match serde_json::from_slice(payload) {
+        Ok(a) => a,
+        Err(e) => {
+            FleetCounters::add(&counters.messages_refused, 1);
+            return tracing::warn!("cluster: partition {partition}: a verdict refused: {e}");
+        }
+    };
+    if let Some(change) = d.feedback(&alert, verdict) {
+        FleetCounters::add(&counters.feedback_applied, 1);
+        tracing::info!(
+            "cluster: partition {partition}: {verdict:?} on {} moved {} from {} to {}",
+            alert.id,
+            change.detector,
+            change.old_threshold,
+            change.new_threshold
+        );
     }
 }
 

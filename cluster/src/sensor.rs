@@ -21,7 +21,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use watchpost_dataplane::RecordPublisher;
-use watchpost_detect::{DetectBatch, route, route_hits};
+use watchpost_detect::{
+    ContentKeys, DetectBatch, IndicatorBook, NameContent, RuleBook, route, route_hits,
+};
 use watchpost_proto::config::ClusterConfig;
 
 /// Messages published before their acknowledgements are awaited.
@@ -43,6 +45,9 @@ pub struct SensorLink {
     #[allow(clippy::vec_box)]
     parts: Vec<Box<DetectBatch>>,
     spool: SpoolWriter,
+    /// The keys the records' matches travel by, from the pipeline's content
+    /// ([`RecordPublisher::content`]); until it comes, matches travel as unknown content.
+    names: Option<ContentKeys>,
     counters: Arc<FleetCounters>,
     boot: u64,
     sequence: u64,
@@ -79,6 +84,7 @@ impl SensorLink {
                 .map(|_| Box::new(DetectBatch::default()))
                 .collect(),
             spool: writer,
+            names: None,
             counters,
             // Message ids: unique per sensor and start, so a restarted sensor's first records
             // are not taken for repeats of the last ones of its previous run.
@@ -90,11 +96,20 @@ impl SensorLink {
 }
 
 impl RecordPublisher for SensorLink {
+    fn content(&mut self, rules: Arc<dyn RuleBook>, iocs: Arc<dyn IndicatorBook>) {
+        self.names = Some(ContentKeys::new(rules, iocs));
+    }
+
     fn publish(&mut self, batch: &DetectBatch) {
         route(batch, &mut self.parts);
         route_hits(&batch.hits, &mut self.parts);
         let c = &self.counters;
         let mut pushed = 0;
+        let mut nameless = Nameless;
+        let names: &mut dyn NameContent = match &mut self.names {
+            Some(n) => n,
+            None => &mut nameless,
+        };
         for (p, part) in self.parts.iter_mut().enumerate() {
             if part.is_empty() {
                 continue;
@@ -105,7 +120,7 @@ impl RecordPublisher for SensorLink {
             let pushed_one = self
                 .spool
                 .push(p as u32, records, self.boot, self.sequence, |buf| {
-                    part.encode_into(buf)
+                    part.encode_into(buf, names)
                 });
             part.clear();
             if pushed_one {
@@ -136,6 +151,22 @@ impl RecordPublisher for SensorLink {
     }
 }
 
+/// Names no content: the matches of records published before the pipeline's content was
+/// handed over (none, as the pipeline starts) travel as unknown, and detectors count them.
+struct Nameless;
+
+impl NameContent for Nameless {
+    fn rule(&mut self, _: u32) -> u64 {
+        0
+    }
+    fn correlation(&mut self, _: u64, _: u32) -> u64 {
+        0
+    }
+    fn indicator(&mut self, _: u32, _: u32) -> u64 {
+        0
+    }
+}
+
 /// Connects, opens the stream, then sends the spool in windows, for as long as the process
 /// runs.
 async fn send_loop(
@@ -146,13 +177,8 @@ async fn send_loop(
     closed: Arc<std::sync::atomic::AtomicBool>,
 ) {
     let pause = Duration::from_secs(1);
-    let client = match crate::connect::connect_retrying(&config, &node, pause, |e| {
-        tracing::warn!("cluster: sensor link: {e}");
-    })
-    .await
-    {
-        Ok(c) => c,
-        Err(e) => return tracing::error!("cluster: sensor link: {e}"),
+    let Some(client) = crate::connect::client_for(&config, &node, "sensor link").await else {
+        return;
     };
     let js = jetstream::ContextBuilder::new()
         .ack_timeout(ACK_TIMEOUT)

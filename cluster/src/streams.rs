@@ -31,7 +31,7 @@ pub fn partition_key(p: u32) -> String {
     format!("p{p}")
 }
 
-fn replicas(config: &ClusterConfig) -> usize {
+pub(crate) fn replicas(config: &ClusterConfig) -> usize {
     config.servers.len().clamp(1, 3)
 }
 
@@ -146,13 +146,29 @@ pub(crate) async fn state_store(
     js: &jetstream::Context,
     config: &ClusterConfig,
 ) -> Result<object_store::ObjectStore, ClusterError> {
-    if let Ok(store) = js.get_object_store(STATE_BUCKET).await {
+    object_store_named(
+        js,
+        config,
+        STATE_BUCKET,
+        "Watchpost: partition snapshots (docs/cluster.md)",
+    )
+    .await
+}
+
+/// An object store with every server's copy: opened, or made when there is none.
+pub(crate) async fn object_store_named(
+    js: &jetstream::Context,
+    config: &ClusterConfig,
+    bucket: &'static str,
+    description: &str,
+) -> Result<object_store::ObjectStore, ClusterError> {
+    if let Ok(store) = js.get_object_store(bucket).await {
         return Ok(store);
     }
     let made = js
         .create_object_store(object_store::Config {
-            bucket: STATE_BUCKET.into(),
-            description: Some("Watchpost: partition snapshots (docs/cluster.md)".into()),
+            bucket: bucket.into(),
+            description: Some(description.into()),
             num_replicas: replicas(config),
             storage: stream::StorageType::File,
             ..Default::default()
@@ -160,9 +176,36 @@ pub(crate) async fn state_store(
         .await;
     match made {
         Ok(store) => Ok(store),
+        // Another node made it meanwhile.
         Err(made) => js
-            .get_object_store(STATE_BUCKET)
+            .get_object_store(bucket)
             .await
-            .map_err(|_| failed(STATE_BUCKET)(&made)),
+            .map_err(|_| failed(bucket)(&made)),
+    }
+}
+
+/// Publishes one message to `subject`, built afresh by `message` for each try, until the
+/// stream acknowledges it: for what is rare and must not be lost (an alert, a verdict). Each
+/// failure is counted in `counters.publish_failures` and logged naming `what`.
+pub(crate) async fn publish_until_acked(
+    js: &jetstream::Context,
+    subject: String,
+    message: impl Fn() -> jetstream::message::PublishMessage,
+    counters: &crate::FleetCounters,
+    what: &str,
+) {
+    loop {
+        let acked = match js.send_publish(subject.clone(), message()).await {
+            Ok(future) => future.await.map(|_| ()).map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        match acked {
+            Ok(()) => return,
+            Err(e) => {
+                crate::FleetCounters::add(&counters.publish_failures, 1);
+                tracing::warn!("cluster: {what} not acknowledged ({e}); again in 1 s");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
     }
 }

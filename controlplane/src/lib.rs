@@ -13,6 +13,7 @@ mod body;
 mod browser;
 mod dashboard;
 mod error;
+mod fanout;
 mod host;
 mod memory;
 mod metrics;

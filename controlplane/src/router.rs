@@ -731,7 +731,7 @@ pub static ROUTES: &[Route] = &[
         query: &[],
         body: Some("SigmaToggle"),
         ok: &[(200, "SigmaRule")],
-        errors: &[404, 413, 422, 503],
+        errors: &[404, 409, 413, 422, 503],
         handler: || patch(crate::routes::sigma::patch),
     },
     Route {
@@ -807,7 +807,7 @@ pub static ROUTES: &[Route] = &[
         query: &[],
         body: Some("ExceptionPatch"),
         ok: &[(200, "Exception")],
-        errors: &[404, 413, 422, 503],
+        errors: &[404, 409, 413, 422, 503],
         handler: || patch(crate::routes::exceptions::patch),
     },
     Route {
@@ -818,7 +818,7 @@ pub static ROUTES: &[Route] = &[
         query: &[],
         body: None,
         ok: &[(204, "")],
-        errors: &[404, 422, 503],
+        errors: &[404, 409, 422, 503],
         handler: || delete(crate::routes::exceptions::delete),
     },
     Route {

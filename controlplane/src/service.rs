@@ -43,6 +43,9 @@ pub enum ServiceError {
     /// The fleet's servers cannot be used as configured.
     #[error("invalid configuration: {0}")]
     Cluster(watchpost_cluster::ClusterError),
+    /// A console's client for the sensors' APIs cannot be built (the system's CA roots).
+    #[error("cannot start the console's searches across the sensors: {0}")]
+    Fanout(watchpost_outbound::TrustError),
     /// The API server failed while serving.
     #[error("API server failed: {0}")]
     Api(std::io::Error),
@@ -228,6 +231,14 @@ fn api_state(
         }
         membership
     };
+    let fanout = if cluster.is_some() && cfg.cluster.has_role("console") {
+        let timeout = Duration::from_millis(cfg.cluster.fanout_timeout_ms);
+        Some(Arc::new(
+            crate::fanout::Fanout::new(timeout).map_err(ServiceError::Fanout)?,
+        ))
+    } else {
+        None
+    };
     let ingest_in_flight = cfg.api_ingest_max_in_flight;
     let bodies = Arc::new(BodyGuard::new(&cfg));
     let cfg = Arc::new(cfg);
@@ -265,6 +276,7 @@ fn api_state(
         notifier,
         cluster,
         fleet,
+        fanout,
         reloader,
         started: Instant::now(),
         ingest_permits: Arc::new(tokio::sync::Semaphore::new(ingest_in_flight as usize)),
@@ -281,8 +293,7 @@ fn join_cluster(
     let Some(fleet) = fleet else {
         return Ok(None);
     };
-    let api = format!("{}:{}", cfg.dashboard_bind_address, cfg.dashboard_port);
-    let node = watchpost_cluster::NodeRecord::this_node(fleet.node(), c, &api);
+    let node = watchpost_cluster::NodeRecord::this_node(fleet.node(), c, &api_url(cfg));
     let membership = watchpost_cluster::Membership::start(c, node, Some(fleet.counters()))
         .map_err(ServiceError::Cluster)?;
     Ok(Some(Arc::new(membership)))
@@ -296,6 +307,14 @@ fn start_fleet_roles(
     membership: &Arc<watchpost_cluster::Membership>,
 ) -> Result<(), ServiceError> {
     let c = &cfg.cluster;
+    fleet
+        .share_content(watchpost_cluster::ContentParts {
+            catalog: pipeline.catalog(),
+            exceptions: pipeline.exceptions(),
+            ioc_dir: cfg.ioc_dir(),
+            ioc_scan: Duration::from_secs(cfg.detection.ioc_reload_interval_seconds),
+        })
+        .map_err(ServiceError::Cluster)?;
     if c.has_role("detector") {
         let kit = watchpost_cluster::DetectorKit {
             params: watchpost_detect::DetectorParams::from_config(cfg)
@@ -305,6 +324,7 @@ fn start_fleet_roles(
             killchain: Arc::new(std::sync::Mutex::new(
                 watchpost_detect::KillChain::from_config(cfg),
             )),
+            exceptions: pipeline.exceptions(),
         };
         fleet
             .start_detector(
@@ -324,6 +344,21 @@ fn start_fleet_roles(
             .map_err(ServiceError::Cluster)?;
     }
     Ok(())
+}
+
+/// Where the other nodes of the fleet reach this node's API: `cluster.api_url`, or `http://`
+/// the dashboard's address and port (the host's name for an unspecified address, which no
+/// other host can connect to).
+fn api_url(cfg: &Config) -> String {
+    if !cfg.cluster.api_url.is_empty() {
+        return cfg.cluster.api_url.trim_end_matches('/').to_string();
+    }
+    let host = match cfg.dashboard_bind_address.parse::<std::net::IpAddr>() {
+        Ok(ip) if ip.is_unspecified() => node_name_of_host(),
+        Ok(std::net::IpAddr::V6(ip)) => format!("[{ip}]"),
+        _ => cfg.dashboard_bind_address.clone(),
+    };
+    format!("http://{host}:{}", cfg.dashboard_port)
 }
 
 /// This node's name in the fleet: `cluster.node_name`, or the host's.

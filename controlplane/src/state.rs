@@ -42,6 +42,8 @@ pub struct AppState {
     pub cluster: Option<Arc<watchpost_cluster::Membership>>,
     /// This node's part of the fleet's data path (its roles' counters); `None` alone.
     pub fleet: Option<Arc<watchpost_cluster::Fleet>>,
+    /// A console's searches across the sensors (`crate::fanout`); `None` on any other node.
+    pub fanout: Option<Arc<crate::fanout::Fanout>>,
     /// Configuration reloads, and the running configuration they leave.
     pub reloader: Arc<crate::reload::Reloader>,
     /// When the API started.

@@ -677,6 +677,9 @@ impl watchpost_detect::RuleBook for Catalog {
     fn detection(&self, index: u32) -> Option<Arc<RuleEntry>> {
         Catalog::detection(self, index)
     }
+    fn detection_count(&self) -> u32 {
+        self.read().detection.len() as u32
+    }
     fn find(&self, rule_id: &str) -> Option<Arc<RuleEntry>> {
         Catalog::find(self, rule_id)
     }

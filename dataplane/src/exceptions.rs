@@ -166,6 +166,48 @@ impl ExceptionBook {
         Ok(Some(changed))
     }
 
+    /// Sets an exception as another node made it (a fleet's console, docs/cluster.md): added,
+    /// or replacing the one with its id, with the hits counted here kept. False when this
+    /// node already held exactly that exception.
+    pub fn put(&self, e: Exception) -> Result<bool, ExceptionError> {
+        let mut s = self.state.write().unwrap_or_else(|p| p.into_inner());
+        let at = s.list.iter().position(|x| x.id == e.id);
+        let same = |x: &Exception| Exception {
+            hits: 0,
+            last_hit_ns: None,
+            ..x.clone()
+        };
+        if at.is_some_and(|i| same(&s.list[i]) == same(&e)) {
+            return Ok(false);
+        }
+        if at.is_none() && s.list.len() >= MAX_EXCEPTIONS {
+            return Err(ExceptionError::Full);
+        }
+        let e = match at {
+            Some(i) => Exception {
+                hits: s.list[i].hits,
+                last_hit_ns: s.list[i].last_hit_ns,
+                ..e
+            },
+            None => Exception {
+                hits: 0,
+                last_hit_ns: None,
+                ..e
+            },
+        };
+        let e = self.with_hits(e);
+        if let Some(store) = &self.store {
+            store.put_exception(&e)?;
+        }
+        let mut list = s.list.clone();
+        match at {
+            Some(i) => list[i] = e,
+            None => list.push(e),
+        }
+        self.compile_into(&mut s, list);
+        Ok(true)
+    }
+
     /// Removes an exception; false when there is none with `id`.
     pub fn delete(&self, id: Uuid) -> Result<bool, ExceptionError> {
         let mut s = self.state.write().unwrap_or_else(|p| p.into_inner());

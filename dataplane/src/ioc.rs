@@ -229,6 +229,9 @@ impl watchpost_detect::IndicatorBook for IocFeed {
     fn indicators(&self, version: u64) -> Option<Arc<IocSet>> {
         self.get(version)
     }
+    fn latest(&self) -> (u64, Arc<IocSet>) {
+        self.current()
+    }
 }
 
 #[cfg(test)]

@@ -132,7 +132,8 @@ impl Pipeline {
         let live = Arc::new(LiveAlerts::default());
         let (detect, detector_handles) = match stage_b {
             StageB::Local => spawn_detectors(&shared, wiring.detect_inputs, &live)?,
-            StageB::Remote(publisher) => {
+            StageB::Remote(mut publisher) => {
+                publisher.content(catalog.clone(), iocs.clone());
                 let (detect, mut controls) = control_channels(1);
                 let inputs = wiring.detect_inputs.into_iter().flatten().collect();
                 let control = controls.pop().expect("one control channel");

@@ -20,6 +20,16 @@ use watchpost_proto::now_ns;
 
 /// Takes stage A's records to a stage B in other processes.
 pub trait RecordPublisher: Send + 'static {
+    /// The pipeline's live content, handed over once before the first records: what the
+    /// records' rule and indicator numbers count into, for a publisher that must name them to
+    /// another host (`watchpost_detect::ContentKeys`).
+    fn content(
+        &mut self,
+        rules: Arc<dyn watchpost_detect::RuleBook>,
+        iocs: Arc<dyn watchpost_detect::IndicatorBook>,
+    ) {
+        let _ = (rules, iocs);
+    }
     /// One block's records, every part of every record marked owned (they are not split
     /// here). Called on the data plane's thread: it must not wait on the network; a publisher
     /// that cannot keep up holds records within its bound and counts what it drops past it.

@@ -29,6 +29,7 @@
 //! assert!(outlier > inlier + 0.2, "outlier {outlier}, inlier {inlier}");
 //! ```
 
+mod content;
 mod deviation;
 mod dspot;
 mod engine;
@@ -52,6 +53,10 @@ mod ueba;
 mod volume;
 mod wire;
 
+pub use content::{
+    ContentKeys, ContentNumbers, NameContent, NumberContent, SameHost, Unresolved, indicator_key,
+    rule_key,
+};
 pub use dspot::{Dspot, DspotConfig, Tail, Verdict, fit_gpd, moments};
 pub use engine::{
     AlertSink, Collect, Detector, DetectorParams, FEEDBACK_STEP, LOOKAHEAD, SourceState,

@@ -15,6 +15,8 @@ pub trait RuleBook: Send + Sync {
     fn plan(&self) -> (u64, Arc<Plan>);
     /// Detection rule number `index`, as stage A's compiled set numbers it.
     fn detection(&self, index: u32) -> Option<Arc<RuleEntry>>;
+    /// How many detection rules are numbered (the numbers are `0..count`).
+    fn detection_count(&self) -> u32;
     /// The rule with id `rule_id`.
     fn find(&self, rule_id: &str) -> Option<Arc<RuleEntry>>;
     /// Bumped whenever a rule behind a number may have changed (an upload, a reload): what
@@ -26,4 +28,6 @@ pub trait RuleBook: Send + Sync {
 pub trait IndicatorBook: Send + Sync {
     /// The indicator set of feed version `version`, if still held.
     fn indicators(&self, version: u64) -> Option<Arc<IocSet>>;
+    /// The newest indicator set and its version.
+    fn latest(&self) -> (u64, Arc<IocSet>);
 }

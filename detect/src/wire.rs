@@ -5,9 +5,9 @@
 //! different builds for the length of a rolling upgrade. So the encoding is fixed and named:
 //!
 //! ```text
-//! format    u8 = DETECT_BATCH_FORMAT (1)
+//! format    u8 = DETECT_BATCH_FORMAT (2)
 //! records   sequence of DetectRecord    (a length, then each record's fields in declaration order)
-//! sigma     sequence of u32             (the records' Sigma matches; each record names its run)
+//! sigma     sequence of u64             (the records' Sigma matches as rule keys; each record names its run)
 //! hits      sequence of CorrelationHit  (each carries its own DetectRecord)
 //! ```
 //!
@@ -18,21 +18,28 @@
 //! wire") lists every field; a test pins the bytes of one batch, so a change to a field changes
 //! the test and must come with a new format number.
 //!
+//! Content travels by key, not by number ([`crate::content`]; format 1 sent the numbers, which
+//! mean other rules on a host whose content arrived in another order): a Sigma match is its
+//! rule's key; a record's `ioc` and `ioc_version` carry the low and high halves of the
+//! indicator's key (0: none); a hit's `version` carries its correlation's key and its `corr`
+//! is 0. The receiver turns keys back into its own numbers as it decodes, and drops (and
+//! counts) a match whose content it does not hold.
+//!
 //! Decoding checks what the in-process code takes for granted (counts within their arrays,
-//! matches within the batch): a batch from the network is refused with a reason, never indexed
-//! out of bounds. Rule numbers (`sigma`, a hit's `corr`) and indicator numbers (`ioc`) count into
-//! the catalogue and feed versions the records name; a receiver must hold those versions.
+//! matches within the batch, in record order): a batch from the network is refused with a
+//! reason, never indexed out of bounds.
 
 use crate::Error;
+use crate::content::{NameContent, NumberContent, Unresolved};
 use crate::record::{
-    DetectBatch, DetectRecord, GROUP_TEXT_BYTES, RECORD_ENTITIES, SOURCE_NAME_BYTES,
+    CorrelationHit, DetectBatch, DetectRecord, GROUP_TEXT_BYTES, RECORD_ENTITIES, SOURCE_NAME_BYTES,
 };
 use bincode::Decode;
 use watchpost_proto::bincode_config;
 
 /// The format number written first in every encoded batch. Bump it with any change to the fields
 /// of [`DetectRecord`], [`crate::RecordEntity`] or [`crate::CorrelationHit`] or their order.
-pub const DETECT_BATCH_FORMAT: u8 = 1;
+pub const DETECT_BATCH_FORMAT: u8 = 2;
 
 /// What decoding errors name.
 const MODEL: &str = "detection batch";
@@ -40,32 +47,70 @@ const MODEL: &str = "detection batch";
 /// Highest severity a record may carry (`Severity::Critical`).
 const MAX_SEVERITY: u8 = 5;
 
+/// A Sigma match whose key this host does not hold, until the matches are compacted.
+const UNKNOWN_RULE: u32 = u32::MAX;
+
 impl DetectBatch {
-    /// Appends the batch's encoding (see the module documentation) to `out`.
-    pub fn encode_into(&self, out: &mut Vec<u8>) {
+    /// Appends the batch's encoding (see the module documentation) to `out`, its content named
+    /// by `names`.
+    pub fn encode_into(&self, out: &mut Vec<u8>, names: &mut (impl NameContent + ?Sized)) {
         out.push(DETECT_BATCH_FORMAT);
         let config = bincode_config();
         // Encoding into a Vec cannot fail for lack of space, and every field is encodable.
-        let _ = bincode::encode_into_std_write(self.records.as_slice(), out, config);
-        let _ = bincode::encode_into_std_write(self.sigma.as_slice(), out, config);
-        let _ = bincode::encode_into_std_write(self.hits.as_slice(), out, config);
+        let _ = bincode::encode_into_std_write(self.records.len() as u64, out, config);
+        for r in &self.records {
+            let _ = bincode::encode_into_std_write(keyed(r, names), out, config);
+        }
+        let _ = bincode::encode_into_std_write(self.sigma.len() as u64, out, config);
+        for &rule in &self.sigma {
+            let _ = bincode::encode_into_std_write(names.rule(rule), out, config);
+        }
+        let _ = bincode::encode_into_std_write(self.hits.len() as u64, out, config);
+        for h in &self.hits {
+            let hit = CorrelationHit {
+                record: keyed(&h.record, names),
+                version: names.correlation(h.version, h.corr),
+                corr: 0,
+                ..*h
+            };
+            let _ = bincode::encode_into_std_write(hit, out, config);
+        }
     }
 
-    /// Replaces the batch's content with the batch encoded in `bytes`, reusing its buffers.
-    /// On an error the batch is left empty.
-    pub fn decode_from(&mut self, bytes: &[u8]) -> Result<(), Error> {
+    /// Replaces the batch's content with the batch encoded in `bytes`, reusing its buffers, its
+    /// content numbered by `numbers`; says what it dropped for want of content. On an error the
+    /// batch is left empty.
+    pub fn decode_from(
+        &mut self,
+        bytes: &[u8],
+        numbers: &mut (impl NumberContent + ?Sized),
+    ) -> Result<Unresolved, Error> {
         self.clear();
-        let decoded = self.read(bytes);
+        let decoded = self.read(bytes, numbers);
         if decoded.is_err() {
             self.clear();
         }
         decoded
     }
 
-    fn read(&mut self, bytes: &[u8]) -> Result<(), Error> {
+    fn read(
+        &mut self,
+        bytes: &[u8],
+        numbers: &mut (impl NumberContent + ?Sized),
+    ) -> Result<Unresolved, Error> {
         let mut rest = after_format(bytes, MODEL, DETECT_BATCH_FORMAT)?;
         read_sequence(&mut rest, &mut self.records, "records")?;
-        read_sequence(&mut rest, &mut self.sigma, "sigma")?;
+        let matches: u64 = read(&mut rest, "sigma")?;
+        if matches > rest.len() as u64 {
+            return Err(inconsistent(format!(
+                "sigma: {matches} announced, {} bytes left",
+                rest.len()
+            )));
+        }
+        for _ in 0..matches {
+            let key: u64 = read(&mut rest, "sigma")?;
+            self.sigma.push(numbers.rule(key).unwrap_or(UNKNOWN_RULE));
+        }
         read_sequence(&mut rest, &mut self.hits, "hits")?;
         if !rest.is_empty() {
             return Err(inconsistent(format!(
@@ -73,6 +118,7 @@ impl DetectBatch {
                 rest.len()
             )));
         }
+        let mut end_before = 0;
         for (i, record) in self.records.iter().enumerate() {
             check_record(record).map_err(|what| inconsistent(format!("record {i}: {what}")))?;
             let end = record.sigma_at as usize + usize::from(record.n_sigma);
@@ -82,6 +128,15 @@ impl DetectBatch {
                     record.sigma_at,
                     self.sigma.len()
                 )));
+            }
+            if record.n_sigma > 0 {
+                if (record.sigma_at as usize) < end_before {
+                    return Err(inconsistent(format!(
+                        "record {i}: matches {}..{end} overlap those of an earlier record",
+                        record.sigma_at
+                    )));
+                }
+                end_before = end;
             }
         }
         for (i, hit) in self.hits.iter().enumerate() {
@@ -93,8 +148,79 @@ impl DetectBatch {
                 )));
             }
         }
-        Ok(())
+        Ok(self.number(numbers))
     }
+
+    /// Turns the decoded keys into this host's numbers: indicators of records and hits, the
+    /// correlations of hits, and the Sigma matches (compacted past the unknown ones).
+    fn number(&mut self, numbers: &mut (impl NumberContent + ?Sized)) -> Unresolved {
+        let mut dropped = Unresolved::default();
+        let mut write = 0;
+        for r in &mut self.records {
+            numbered_indicator(r, numbers, &mut dropped);
+            let (at, n) = (r.sigma_at as usize, usize::from(r.n_sigma));
+            r.sigma_at = write as u32;
+            for read in at..at + n {
+                let rule = self.sigma[read];
+                if rule == UNKNOWN_RULE {
+                    dropped.rules += 1;
+                } else {
+                    self.sigma[write] = rule;
+                    write += 1;
+                }
+            }
+            r.n_sigma = (write - r.sigma_at as usize) as u16;
+        }
+        self.sigma.truncate(write);
+        self.hits.retain_mut(|h| {
+            // A hit's own record is the matching event's; its indicator is counted (if
+            // unknown) where the event's record is.
+            numbered_indicator(&mut h.record, numbers, &mut Unresolved::default());
+            match numbers.correlation(h.version) {
+                Some((version, corr)) => {
+                    h.version = version;
+                    h.corr = corr;
+                    true
+                }
+                None => {
+                    dropped.correlations += 1;
+                    false
+                }
+            }
+        });
+        dropped
+    }
+}
+
+/// `r` with its indicator named by key (see the module's documentation).
+fn keyed(r: &DetectRecord, names: &mut (impl NameContent + ?Sized)) -> DetectRecord {
+    let key = if r.ioc == 0 {
+        0
+    } else {
+        names.indicator(r.ioc_version, r.ioc)
+    };
+    DetectRecord {
+        ioc: key as u32,
+        ioc_version: (key >> 32) as u32,
+        ..*r
+    }
+}
+
+/// Turns the indicator key a decoded record carries into this host's version and number.
+fn numbered_indicator(
+    r: &mut DetectRecord,
+    numbers: &mut (impl NumberContent + ?Sized),
+    dropped: &mut Unresolved,
+) {
+    if r.ioc == 0 {
+        r.ioc_version = 0;
+        return;
+    }
+    let key = u64::from(r.ioc_version) << 32 | u64::from(r.ioc);
+    (r.ioc_version, r.ioc) = numbers.indicator(key).unwrap_or_else(|| {
+        dropped.indicators += 1;
+        (0, 0)
+    });
 }
 
 /// What follows the format byte of `model`'s encoding in `bytes`: refused when empty or of
@@ -191,9 +317,58 @@ fn inconsistent(detail: String) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::CorrelationHit;
+    use crate::SameHost;
     use crate::record::{NOT_SCORED, RecordEntity};
     use crate::{SplitMix64, UebaType};
+
+    /// A host that holds rule 700 only, and no correlation or indicator.
+    struct Only700;
+
+    impl NumberContent for Only700 {
+        fn rule(&mut self, key: u64) -> Option<u32> {
+            NumberContent::rule(&mut SameHost, key).filter(|&n| n == 700)
+        }
+        fn correlation(&mut self, _: u64) -> Option<(u64, u32)> {
+            None
+        }
+        fn indicator(&mut self, _: u64) -> Option<(u32, u32)> {
+            None
+        }
+    }
+
+    #[test]
+    fn content_this_host_lacks_is_dropped_and_counted_and_the_rest_kept_in_place() {
+        let mut batch = sample();
+        // A third record whose match follows the first's, to see the runs compacted.
+        batch.push(DetectRecord::default(), &[700, 5]);
+        let mut back = DetectBatch::default();
+        let dropped = back.decode_from(&encoded(&batch), &mut Only700).unwrap();
+        assert_eq!(
+            dropped,
+            Unresolved {
+                rules: 2,
+                correlations: 1,
+                indicators: 1
+            }
+        );
+        assert_eq!(back.sigma_of(&back.records[0]), [700]);
+        assert_eq!(back.sigma_of(&back.records[1]), [] as [u32; 0]);
+        assert_eq!(back.sigma_of(&back.records[2]), [700]);
+        assert_eq!(back.sigma, [700, 700]);
+        assert_eq!((back.records[0].ioc, back.records[0].ioc_version), (0, 0));
+        assert!(back.hits.is_empty());
+    }
+
+    #[test]
+    fn matches_out_of_record_order_are_refused() {
+        let mut batch = sample();
+        batch.push(DetectRecord::default(), &[1]);
+        batch.records[2].sigma_at = 0;
+        let err = DetectBatch::default()
+            .decode_from(&encoded(&batch), &mut SameHost)
+            .unwrap_err();
+        assert!(err.to_string().contains("overlap"), "{err}");
+    }
 
     /// A batch with every field set to something other than its default.
     fn sample() -> DetectBatch {
@@ -252,7 +427,7 @@ mod tests {
 
     fn encoded(batch: &DetectBatch) -> Vec<u8> {
         let mut out = Vec::new();
-        batch.encode_into(&mut out);
+        batch.encode_into(&mut out, &mut SameHost);
         out
     }
 
@@ -273,59 +448,62 @@ mod tests {
     fn a_batch_decodes_to_what_was_encoded() {
         let batch = sample();
         let mut back = DetectBatch::with_capacity(4);
-        back.decode_from(&encoded(&batch)).unwrap();
+        back.decode_from(&encoded(&batch), &mut SameHost).unwrap();
         assert!(same(&batch, &back));
         assert_eq!(back.sigma_of(&back.records[0]), [5, 700]);
         assert_eq!(back.records[0].source_name(), "sshd");
         assert_eq!(back.hits[0].text(), "SourceIp=203.0.113.9");
         // An empty batch too, and a decode replaces what the batch held.
-        back.decode_from(&encoded(&DetectBatch::default())).unwrap();
+        back.decode_from(&encoded(&DetectBatch::default()), &mut SameHost)
+            .unwrap();
         assert!(back.is_empty() && back.sigma.is_empty());
     }
 
-    /// The bytes of the sample batch, as format 1 writes them. A failure here means the encoding
+    /// The bytes of the sample batch, as format 2 writes them. A failure here means the encoding
     /// changed: a sensor and a detector of different builds would misread each other. Bump
     /// `DETECT_BATCH_FORMAT`, describe the change in docs/architecture.md, then update the bytes.
     #[test]
-    fn the_encoding_of_format_1_is_pinned() {
+    fn the_encoding_of_format_2_is_pinned() {
         let hex: String = encoded(&sample())
             .iter()
             .map(|b| format!("{b:02x}"))
             .collect();
-        assert_eq!(hex, PINNED_FORMAT_1);
+        assert_eq!(hex, PINNED_FORMAT_2);
     }
 
-    const PINNED_FORMAT_1: &str = concat!(
-        "010230313233343536373839616263646566fb0102fd2a9a5ec6fa3dd231fdf0debc9a785634122afd097100",
+    const PINNED_FORMAT_2: &str = concat!(
+        "020230313233343536373839616263646566fb0102fd2a9a5ec6fa3dd231fdf0debc9a785634122afd097100",
         "cbffff000007fb2c010409020405630101010101010101010101010101010101020064020202020202020202",
         "020202020202020001ff00000000000000000000000000000000000000000000000000000000000000000000",
         "0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000",
-        "0000737368640000000000000000000000000000000000000000000000000000000000020302000000000000",
+        "000073736864000000000000000000000000000000000000000000000000000000000002fb0103fb00020000",
         "0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000",
         "0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000",
         "0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000",
-        "0000000000000000000000000000000000000000000000000000000000000000000000000000000000000200",
-        "00000205fbbc020130313233343536373839616263646566fb0102fd2a9a5ec6fa3dd231fdf0debc9a785634",
-        "122afd097100cbffff000007fb2c010409020405630101010101010101010101010101010101020064020202",
-        "020202020202020202020202020001ff00000000000000000000000000000000000000000000000000000000",
         "0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000",
-        "0000000000000000737368640000000000000000000000000000000000000000000000000000000000000302",
-        "0b0201fcefbeadde05536f7572636549703d3230332e302e3131332e39000000000000000000000000000000",
-        "0000000000000000000000000000000000000000000000000000000000140163010101010101010101010101",
-        "01010101010200",
+        "00000200000002fb0105fc01bc02000130313233343536373839616263646566fb0102fd2a9a5ec6fa3dd231",
+        "fdf0debc9a785634122afd097100cbffff000007fb2c01040902040563010101010101010101010101010101",
+        "0101020064020202020202020202020202020202020001ff0000000000000000000000000000000000000000",
+        "0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000",
+        "0000000000000000000000000000000073736864000000000000000000000000000000000000000000000000",
+        "000000000000fb0103fb0002fd01020000000b00000001fcefbeadde05536f7572636549703d3230332e302e",
+        "3131332e39000000000000000000000000000000000000000000000000000000000000000000000000000000",
+        "000000000014016301010101010101010101010101010101010200",
     );
 
     #[test]
     fn another_format_is_refused_by_number() {
         let mut bytes = encoded(&sample());
-        bytes[0] = 2;
-        let err = DetectBatch::default().decode_from(&bytes).unwrap_err();
+        bytes[0] = 1;
+        let err = DetectBatch::default()
+            .decode_from(&bytes, &mut SameHost)
+            .unwrap_err();
         assert_eq!(
             err,
             Error::Layout {
                 model: "detection batch",
-                found: 2,
-                expected: 1
+                found: 1,
+                expected: 2
             }
         );
     }
@@ -335,12 +513,15 @@ mod tests {
         let bytes = encoded(&sample());
         let mut batch = sample();
         for end in 0..bytes.len() {
-            assert!(batch.decode_from(&bytes[..end]).is_err(), "cut at {end}");
+            assert!(
+                batch.decode_from(&bytes[..end], &mut SameHost).is_err(),
+                "cut at {end}"
+            );
             assert!(batch.is_empty() && batch.sigma.is_empty());
         }
         let mut longer = bytes.clone();
         longer.push(0);
-        assert!(batch.decode_from(&longer).is_err());
+        assert!(batch.decode_from(&longer, &mut SameHost).is_err());
     }
 
     #[test]
@@ -354,7 +535,7 @@ mod tests {
                 let at = (rng.next_u64() % damaged.len() as u64) as usize;
                 damaged[at] = rng.next_u64() as u8;
             }
-            if batch.decode_from(&damaged).is_ok() {
+            if batch.decode_from(&damaged, &mut SameHost).is_ok() {
                 // Every accessor the detectors use stays in bounds.
                 for r in &batch.records {
                     let _ = (r.entities(), r.source_name(), batch.sigma_of(r));
@@ -371,7 +552,7 @@ mod tests {
         let mut batch = sample();
         batch.records[1].n_entities = RECORD_ENTITIES as u8 + 1;
         let err = DetectBatch::default()
-            .decode_from(&encoded(&batch))
+            .decode_from(&encoded(&batch), &mut SameHost)
             .unwrap_err();
         assert!(
             err.to_string().contains("record 1: 7 entities kept"),
@@ -380,13 +561,13 @@ mod tests {
         let mut batch = sample();
         batch.records[0].n_sigma = 3;
         let err = DetectBatch::default()
-            .decode_from(&encoded(&batch))
+            .decode_from(&encoded(&batch), &mut SameHost)
             .unwrap_err();
         assert!(err.to_string().contains("past the 2 of the batch"), "{err}");
         let mut batch = sample();
         batch.hits[0].text_len = GROUP_TEXT_BYTES as u8 + 1;
         let err = DetectBatch::default()
-            .decode_from(&encoded(&batch))
+            .decode_from(&encoded(&batch), &mut SameHost)
             .unwrap_err();
         assert!(err.to_string().contains("hit 0: group text"), "{err}");
     }

@@ -8,7 +8,7 @@
 //! what ran.
 
 use super::prompt::{fence_safe, rfc3339};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use watchpost_proto::{EntityKind, Event, Uuid, canonicalize_into, entity_uuid};
@@ -36,7 +36,7 @@ const MAX_VALUE_CHARS: usize = 256;
 const MAX_LAST_HOURS: f64 = 24.0 * 366.0 * 10.0;
 
 /// The event query a question is translated into.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HuntQuery {
     /// Entity names or UUIDs; events involving any one of them.
     pub entities: Vec<String>,
@@ -53,7 +53,7 @@ pub struct HuntQuery {
 }
 
 /// An entity a hunt is about.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HuntEntity {
     /// Its kind (`None` for a UUID the store has never seen).
     pub kind: Option<EntityKind>,
@@ -66,12 +66,12 @@ pub struct HuntEntity {
 }
 
 /// A hunt's answer, as served.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HuntAnswer {
     /// The question as asked.
     pub query: String,
     /// `entity` (the question named an entity: its events, no LLM) or `llm` (translated).
-    pub mode: &'static str,
+    pub mode: String,
     /// The entities found in the question (entity mode).
     pub entities: Vec<HuntEntity>,
     /// The event query that ran.
@@ -96,6 +96,9 @@ pub struct HuntAnswer {
     pub cached: bool,
     /// Seconds until the cached entry expires.
     pub expires_in_s: u64,
+    /// On a fleet's console, the sensors the hunt ran on and those that did not answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sensors: Option<watchpost_proto::SensorCoverage>,
 }
 
 /// The query key of the hunt cache: trimmed, runs of white space made one space, lower-case. Two

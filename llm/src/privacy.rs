@@ -321,6 +321,7 @@ mod tests {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            sensor: String::new(),
         }
     }
 

@@ -23,6 +23,31 @@ pub struct ListMeta {
     /// (latest activity first, the default) or `first_seen` (newest first).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sort: Option<String>,
+    /// On a fleet's console, the sensors a search was sent to and those that did not answer
+    /// (docs/cluster.md, "Searches across the fleet"); absent on a node answering alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sensors: Option<SensorCoverage>,
+}
+
+/// Which sensors answered a search a console fanned out. A search any sensor did not answer is
+/// `partial`: its items are those of the sensors that did, never presented as the whole.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SensorCoverage {
+    /// True when a sensor asked did not answer in time or answered with an error.
+    pub partial: bool,
+    /// The sensors asked, by node name.
+    pub asked: Vec<String>,
+    /// Those that did not answer, with why.
+    pub missing: Vec<MissingSensor>,
+}
+
+/// A sensor that did not answer a search, and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct MissingSensor {
+    /// Its node name.
+    pub sensor: String,
+    /// What happened: a timeout, a refused connection, an error status.
+    pub error: String,
 }
 
 /// Matches an event search counts exactly, at least, before it may report a lower bound: enough
@@ -47,6 +72,7 @@ impl ListMeta {
             total_exact: true,
             timed_out: false,
             sort: None,
+            sensors: None,
         }
     }
 }

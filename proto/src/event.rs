@@ -36,6 +36,10 @@ pub struct Event {
     /// Every other field the producer sent, flattened with dots (`http.request.method`); values as
     /// text (arrays as JSON text).
     pub attributes: BTreeMap<String, String>,
+    /// On a fleet's console, the sensor that stored the event (its node name); absent on a
+    /// node answering from its own store.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub sensor: String,
 }
 
 /// The id of the event at `pos` in block `key`: 36 hex digits, time-ordered.

@@ -40,7 +40,9 @@ pub use alert::{
     MAX_CONTRIBUTING, MAX_TRIAGE_HISTORY, ThresholdChange, Triage, TriageChange, TriageStatus,
     Verdict, builtin_detector_name, finite,
 };
-pub use api::{ErrorBody, ListMeta, ListResponse, TOTAL_EXACT_UP_TO};
+pub use api::{
+    ErrorBody, ListMeta, ListResponse, MissingSensor, SensorCoverage, TOTAL_EXACT_UP_TO,
+};
 pub use authority::{AllowedHosts, Authority, HostName};
 pub use clock::{NS_PER_DAY, now_ns};
 pub use codec::bincode_config;

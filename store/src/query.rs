@@ -459,6 +459,7 @@ pub(crate) fn to_event(key: &BlockKey, pos: u16, e: StoredEvent) -> Event {
             })
             .collect(),
         attributes: e.attributes.into_iter().collect(),
+        sensor: String::new(),
     }
 }
 
@@ -477,7 +478,7 @@ pub fn parse_event_id(id: &str) -> Option<(BlockKey, u16)> {
 }
 
 /// An entity found by [`Store::search_entities`].
-#[derive(Clone, Debug, PartialEq, serde::Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct EntityHit {
     /// UUID5.
     pub uuid: watchpost_proto::Uuid,

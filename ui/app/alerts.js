@@ -33,6 +33,8 @@ export function mountAlerts(root, detailRoot, stream, {onOpen, onClose} = {}) {
   const recorded = new Map();
   let view = 'open,acknowledged';
   let minSeverity = 0;
+  /** On a fleet's console, the sensor the feed is narrowed to ('' for every one). */
+  let sensor = '';
   let sort = SORTS[stored.get(SORT_KEY)] ? stored.get(SORT_KEY) : 'last_seen';
   let total = 0;
   let selected = null;
@@ -52,13 +54,17 @@ export function mountAlerts(root, detailRoot, stream, {onOpen, onClose} = {}) {
       load();
     }}},
     Object.entries(SORTS).map(([v, o]) => h('option', {value: v, selected: v === sort}, o.label)));
+  // Shown once the node turns out to be part of a fleet (`sensors`).
+  const sensorSelect = h('select', {id: 'alert-sensor', 'aria-label': 'Sensor', hidden: true,
+    on: {change: () => { sensor = sensorSelect.value; load(); }}},
+    h('option', {value: ''}, 'All sensors'));
   const summary = h('span', {class: 'muted', id: 'alert-total'});
   const body = h('tbody', {id: 'alert-rows'});
   const message = h('p', {class: 'muted', id: 'alert-message'}, 'Loading…');
   const timeHeader = h('th', {scope: 'col', id: 'alert-time-header'}, SORTS[sort].column);
   const bulk = bulkBar();
   root.append(
-    h('div', {class: 'toolbar'}, viewSelect, sevSelect, sortSelect, summary, bulk.toggle),
+    h('div', {class: 'toolbar'}, viewSelect, sevSelect, sensorSelect, sortSelect, summary, bulk.toggle),
     bulk.bar,
     h('div', {class: 'scroll'},
       h('table', {class: 'rows'},
@@ -87,6 +93,7 @@ export function mountAlerts(root, detailRoot, stream, {onOpen, onClose} = {}) {
       const q = new URLSearchParams();
       if (view) q.set('status', view);
       if (minSeverity) q.set('severity', String(minSeverity));
+      if (sensor) q.set('sensor', sensor);
       const change = {status: status.value};
       if (status.value === 'closed') change.reason = reason.value || undefined;
       if (note.value.trim()) change.note = note.value.trim();
@@ -104,11 +111,15 @@ export function mountAlerts(root, detailRoot, stream, {onOpen, onClose} = {}) {
       bar.hidden = !bar.hidden;
       toggle.setAttribute('aria-expanded', String(!bar.hidden));
     });
-    return {toggle, bar, sync: () => { toggle.disabled = !view && !minSeverity; if (toggle.disabled) bar.hidden = true; }};
+    return {toggle, bar, sync: () => {
+      toggle.disabled = !view && !minSeverity && !sensor;
+      if (toggle.disabled) bar.hidden = true;
+    }};
   }
 
   function passes(a) {
     if (a.severity < minSeverity) return false;
+    if (sensor && a.sensor !== sensor) return false;
     return !view || view.split(',').includes(a.triage ? a.triage.status : 'open');
   }
 
@@ -123,7 +134,8 @@ export function mountAlerts(root, detailRoot, stream, {onOpen, onClose} = {}) {
         h('div', {class: 'muted small'}, a.type, a.entity && ' · ', a.entity && h('span', {class: 'mono'}, entity(a.entity)),
           // A group alert is about its first entity and stands for the others too.
           a.entity_count > 1 && (a.entity ? ` +${count(a.entity_count - 1)} more` : ` · ${count(a.entity_count)} entities`),
-          a.count > 1 && ` · ×${count(a.count)}`, a.triage.assignee && ` · ${a.triage.assignee}`)),
+          a.count > 1 && ` · ×${count(a.count)}`, a.triage.assignee && ` · ${a.triage.assignee}`,
+          a.sensor && h('span', {class: 'sensor', title: 'the sensor that saw it'}, ` · ${a.sensor}`))),
       h('td', {}, h('span', {class: `triage triage-${a.triage.status}`}, a.triage.status)));
   }
 
@@ -142,12 +154,12 @@ export function mountAlerts(root, detailRoot, stream, {onOpen, onClose} = {}) {
     fill(message, view === 'open,acknowledged' && minSeverity === 0
       ? 'The work queue is empty: no open or acknowledged alert. New ones appear here as they fire; '
         + 'the Signals tab lists what adds risk without alerting.'
-      : 'No alerts match this view and severity: widen them above.');
+      : `No alerts match this view${sensor ? ', sensor' : ''} and severity: widen them above.`);
   }
 
   async function load() {
     try {
-      const page = await get('/alerts', {limit: PAGE, status: view, severity: minSeverity || '', sort});
+      const page = await get('/alerts', {limit: PAGE, status: view, severity: minSeverity || '', sensor, sort});
       alerts.clear();
       for (const a of page.items) alerts.set(a.id, a);
       total = page.meta.total;
@@ -253,6 +265,7 @@ export function mountAlerts(root, detailRoot, stream, {onOpen, onClose} = {}) {
         fact('Type', a.type),
         fact('Detector', detectorText(a)),
         fact('Source', a.source),
+        a.sensor && fact('Sensor', a.sensor),
         fact('Entity', a.entity
           ? [entityLink(a.entity), a.entity_count > 1 ? ` and ${count(a.entity_count - 1)} more (listed below)` : '']
           : (a.entity_count > 1 ? `${count(a.entity_count)} entities (listed below)` : ''), 'mono'),
@@ -401,7 +414,14 @@ export function mountAlerts(root, detailRoot, stream, {onOpen, onClose} = {}) {
   }
 
   load();
-  return {open};
+  /** Offers the filter by sensor, with `names` (a fleet's console). */
+  function sensors(names) {
+    fill(sensorSelect, h('option', {value: ''}, 'All sensors'),
+      names.map((n) => h('option', {value: n, selected: n === sensor}, n)));
+    sensorSelect.hidden = names.length === 0;
+  }
+
+  return {open, sensors};
 }
 
 /** The detector by its name (a rule's title), its id beside it for searches and exceptions. */

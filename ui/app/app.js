@@ -17,6 +17,7 @@ import {mountHunt, mountSuggestions} from './assist.js';
 import {mountAttack} from './attack.js';
 import {mountExceptions} from './exceptions.js';
 import {mountSignals} from './signals.js';
+import {fleetOf, mountFleet} from './fleet.js';
 import {mountRules} from './rules.js';
 import {mountTimeline} from './timeline.js';
 import {mountEntities} from './entities.js';
@@ -64,6 +65,13 @@ const suggestions = mountSuggestions(document.querySelector('#suggestions .widge
 const attack = mountAttack(document.getElementById('attack'));
 const exceptions = mountExceptions(document.querySelector('#exceptions .widget'));
 const signals = mountSignals(document.querySelector('#signals .widget'));
+const fleet = mountFleet(document.querySelector('#fleet .widget'));
+// A node of a fleet shows its Fleet tab, and the alert feed offers a filter by sensor.
+fleetOf().then((f) => {
+  if (!f) return;
+  document.getElementById('tab-fleet').hidden = false;
+  alerts.sensors(f.sensors);
+});
 const rules = mountRules(document.getElementById('rules'));
 const entities = mountEntities(document.getElementById('entities'), {
   onAlert: (id) => alerts.open(id),
@@ -96,6 +104,7 @@ function select(view) {
   if (tab.id === 'tab-suggestions') suggestions.load();
   if (tab.id === 'tab-exceptions') exceptions.load();
   if (tab.id === 'tab-signals') signals.load();
+  if (tab.id === 'tab-fleet') fleet.load();
   if (tab.id === 'tab-hunt') document.getElementById('hunt-query').focus();
 }
 

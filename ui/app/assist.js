@@ -4,7 +4,7 @@
 
 import {del, get, post} from './api.js';
 import {h, fill} from './dom.js';
-import {count, entity, iso, severityBadge, severityName, thresholdText} from './format.js';
+import {count, entity, iso, severityBadge, severityName, partialText, thresholdText} from './format.js';
 
 let backendOnce = null;
 
@@ -165,6 +165,7 @@ export function mountHunt(root) {
       fill(result,
         h('p', {class: 'muted', id: 'hunt-summary'}, `${ran}: ${count(a.events.length)} shown of ${total}`,
           a.cached ? ` (cached answer from ${iso(a.generated_ns)})` : ''),
+        partialText(a.sensors) ? h('p', {class: 'error', id: 'hunt-partial'}, partialText(a.sensors)) : null,
         a.events.length ? eventRows(a.events) : h('p', {class: 'muted'}, 'No events match.'));
     } catch (e) {
       fill(result, h('p', {class: 'error', id: 'hunt-error'}, `Hunt failed (${e.status}): ${e.message}`));

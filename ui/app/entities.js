@@ -10,7 +10,7 @@
 
 import {failure, get} from './api.js';
 import {fill, h} from './dom.js';
-import {axisColours, clock, count, iso, severityBadge, themed} from './format.js';
+import {axisColours, clock, count, iso, partialText, severityBadge, themed} from './format.js';
 
 import cytoscape from './cytoscape.js';
 import uPlot from './uplot.js';
@@ -141,7 +141,8 @@ export function mountEntities(root, {onAlert, onShow} = {}) {
       h('p', {class: 'muted'}, h('span', {class: 'mono'}, ent.uuid),
         ent.first_seen_ns ? ` · first seen ${new Date(Number(ent.first_seen_ns) / 1e6).toLocaleString()}` : '',
         ` · ${count(timeline.total)}${timeline.total_exact === false ? '+' : ''} events`,
-        ' · ', h('a', {href: `#/entities/${ent.uuid}`}, 'link to this view')));
+        ' · ', h('a', {href: `#/entities/${ent.uuid}`}, 'link to this view')),
+      partialText(timeline.sensors) ? h('p', {class: 'error', id: 'entity-partial'}, partialText(timeline.sensors)) : null);
     if (!keepGraph || !state.graph) resetGraph();
     expand(ent, timeline);
     showEvents(timeline);

@@ -9,7 +9,7 @@
 
 import {get} from './api.js';
 import {h, fill} from './dom.js';
-import {clock, count, iso, severityBadge, severityName} from './format.js';
+import {clock, count, iso, partialText, severityBadge, severityName} from './format.js';
 
 const KEEP = 300;
 /** Events read back from the store when the page opens and when a filter is applied. */
@@ -99,7 +99,9 @@ export function mountEvents(root, stream) {
     let found = [];
     try {
       for (const source of sourcesWanted) {
-        found = found.concat((await get('/events', {...base, source})).items);
+        const page = await get('/events', {...base, source});
+        found = found.concat(page.items);
+        if (mine === backfills) fill(problem, partialText(page.meta.sensors));
       }
     } catch (e) {
       if (mine === backfills) fill(problem, `the newest stored events could not be read: ${e.message}`);

@@ -13,6 +13,10 @@ export function mountStatus(root, stream) {
   const alerts = h('span', {class: 'metric', id: 'alert-count'}, '');
   const socket = h('span', {class: 'pill', id: 'stream-state'}, 'stream: connecting');
   let dropped = 0;
+  /** This node's roles in a fleet (null alone): a node that is not a sensor stores no events,
+   * and its header says what it does instead. */
+  let roles = null;
+  get('/cluster').then((c) => { if (c.status !== 'standalone') roles = c.roles || []; }).catch(() => {});
   fill(root, health, ingest, alerts, socket);
 
   async function pollHealth() {
@@ -35,7 +39,14 @@ export function mountStatus(root, stream) {
   async function pollStats() {
     try {
       const s = await get('/stats');
-      fill(ingest, `${rate(s.rates && s.rates.stored_per_s)} events/s · ${count(s.stored_total)} stored`);
+      const fleet = s.cluster;
+      if (roles && fleet && !roles.includes('sensor')) {
+        fill(ingest, roles.includes('console')
+          ? `fleet console · ${count(fleet.alerts_received)} alerts received`
+          : `detector · ${count(fleet.records_scored)} records scored`);
+      } else {
+        fill(ingest, `${rate(s.rates && s.rates.stored_per_s)} events/s · ${count(s.stored_total)} stored`);
+      }
       const a = (s.detection && s.detection.alerts) || {};
       const total = Object.values(a).reduce((x, y) => x + Number(y || 0), 0);
       fill(alerts, `${count(total)} alerts since start`);

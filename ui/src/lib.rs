@@ -55,7 +55,7 @@ macro_rules! asset {
 pub const INDEX: &str = "index.html";
 
 /// Every file of the dashboard.
-pub static ASSETS: [Asset; 22] = [
+pub static ASSETS: [Asset; 23] = [
     asset!("index.html", "text/html; charset=utf-8"),
     asset!("style.css", "text/css; charset=utf-8"),
     asset!("favicon.svg", "image/svg+xml"),
@@ -63,6 +63,7 @@ pub static ASSETS: [Asset; 22] = [
     asset!("attack.js", "text/javascript; charset=utf-8"),
     asset!("exceptions.js", "text/javascript; charset=utf-8"),
     asset!("signals.js", "text/javascript; charset=utf-8"),
+    asset!("fleet.js", "text/javascript; charset=utf-8"),
     asset!("api.js", "text/javascript; charset=utf-8"),
     asset!("dom.js", "text/javascript; charset=utf-8"),
     asset!("format.js", "text/javascript; charset=utf-8"),

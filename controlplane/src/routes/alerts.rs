@@ -564,6 +564,9 @@ pub async fn post_feedback(
         ));
     }
     let detect = st.detect.clone();
+    // A fleet's console holds no thresholds: the verdict goes to the detectors' partitions
+    // that own them (docs/cluster.md), which move them in stream order.
+    let fleet = st.fleet.as_ref().and_then(|f| f.feedback());
     let recorded = tokio::task::spawn_blocking(move || {
         let probe = Feedback {
             alert_id: alert.id.clone(),
@@ -576,7 +579,13 @@ pub async fn post_feedback(
         };
         store.record_feedback(&probe.clone(), move || Feedback {
             // Moved only for a verdict that is recorded.
-            threshold_change: detect.feedback(&alert, verdict),
+            threshold_change: match &fleet {
+                Some(queue) => {
+                    queue.send(&alert, verdict);
+                    None
+                }
+                None => detect.feedback(&alert, verdict),
+            },
             ..probe
         })
     })

@@ -29,6 +29,42 @@ pub(crate) struct ClusterAnswer {
     nodes: Vec<ClusterNode>,
     /// This node's part of the data path; null when it stands alone.
     data_path: Option<DataPath>,
+    /// The fleet's shared content as this node holds it; null when it stands alone.
+    content: Option<SharedContent>,
+}
+
+/// The fleet's rules, flags, exceptions and indicator files: written by the console, applied
+/// by every other node (docs/cluster.md, "Shared content").
+#[derive(Serialize, schemars::JsonSchema)]
+pub(crate) struct SharedContent {
+    /// `source` on a console (it writes its content to the fleet's), `follower` elsewhere.
+    role: &'static str,
+    /// The content bucket's highest revision this node has written or applied.
+    revision: u64,
+    /// Entries and files written (a console) or that changed this node's content.
+    changes: u64,
+    /// Entries or files that could not be written or applied.
+    errors: u64,
+    /// Why the last one failed.
+    last_error: Option<String>,
+}
+
+/// See [`SharedContent`].
+pub(crate) fn shared_content(st: &AppState) -> Option<SharedContent> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let fleet = st.fleet.as_ref()?;
+    let c = fleet.counters();
+    Some(SharedContent {
+        role: if fleet.config().has_role("console") {
+            "source"
+        } else {
+            "follower"
+        },
+        revision: c.content_revision.load(Relaxed),
+        changes: c.content_changes.load(Relaxed),
+        errors: c.content_errors.load(Relaxed),
+        last_error: c.content_error(),
+    })
 }
 
 /// What this node's roles move: the sensor's link, the detector's partitions, the console's
@@ -55,6 +91,8 @@ pub(crate) struct DataPath {
     records_scored: u64,
     /// Messages refused (another format, damaged).
     messages_refused: u64,
+    /// Matches of rules or indicators this detector does not hold, dropped.
+    content_unresolved: u64,
     /// Partitions taken and given up.
     partitions_taken: u64,
     /// See `partitions_taken`.
@@ -71,6 +109,12 @@ pub(crate) struct DataPath {
     alerts_received: u64,
     /// See `alerts_received`.
     alert_store_errors: u64,
+    /// A console's verdicts sent to the detectors' partitions, and those dropped (queue full).
+    feedback_sent: u64,
+    /// See `feedback_sent`.
+    feedback_dropped: u64,
+    /// A detector's verdicts applied to its partitions' thresholds.
+    feedback_applied: u64,
     /// The partitions this detector owns.
     partitions: Vec<PartitionAnswer>,
 }
@@ -105,6 +149,7 @@ pub(crate) fn data_path(st: &AppState) -> Option<DataPath> {
         publish_failures: c.publish_failures.load(Relaxed),
         records_scored: c.records_scored.load(Relaxed),
         messages_refused: c.messages_refused.load(Relaxed),
+        content_unresolved: c.content_unresolved.load(Relaxed),
         partitions_taken: c.partitions_taken.load(Relaxed),
         partitions_released: c.partitions_released.load(Relaxed),
         snapshots_written: c.snapshots_written.load(Relaxed),
@@ -113,6 +158,9 @@ pub(crate) fn data_path(st: &AppState) -> Option<DataPath> {
         alerts_dropped: c.alerts_dropped.load(Relaxed),
         alerts_received: c.alerts_received.load(Relaxed),
         alert_store_errors: c.alert_store_errors.load(Relaxed),
+        feedback_sent: c.feedback_sent.load(Relaxed),
+        feedback_dropped: c.feedback_dropped.load(Relaxed),
+        feedback_applied: c.feedback_applied.load(Relaxed),
         partitions: c
             .partitions()
             .into_iter()
@@ -176,6 +224,7 @@ pub async fn cluster(State(st): State<AppState>) -> Json<ClusterAnswer> {
             last_heartbeat_ns: 0,
             nodes: Vec::new(),
             data_path: None,
+            content: None,
         });
     };
     let s = membership.snapshot();
@@ -205,6 +254,7 @@ pub async fn cluster(State(st): State<AppState>) -> Json<ClusterAnswer> {
             })
             .collect(),
         data_path: data_path(&st),
+        content: shared_content(&st),
     })
 }
 

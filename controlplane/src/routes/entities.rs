@@ -2,18 +2,24 @@
 
 use crate::answer::Json;
 use crate::error::ApiError;
+use crate::fanout::{Fanout, FirstPages, Target, merge_events};
 use crate::query::{DEFAULT_LIMIT, MAX_LIMIT, Params, page_of};
 use crate::state::AppState;
 use axum::extract::{Path, RawQuery, State};
+use axum::http::HeaderMap;
 use axum::http::StatusCode;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use watchpost_proto::{EntityKind, Event, ListResponse, Uuid, hash64_seeded, now_ns};
+use watchpost_outbound::Method;
+use watchpost_proto::{
+    EntityKind, Event, ListResponse, SensorCoverage, Uuid, hash64_seeded, now_ns,
+};
 use watchpost_store::{EntityFilter, EntityHit, EventQuery, Store, StoreError};
 
 /// Entities by name or UUID, best match first.
 pub async fn search(
     State(st): State<AppState>,
+    headers: HeaderMap,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<ListResponse<EntityHit>>, ApiError> {
     let p = Params::read(raw.as_deref())?;
@@ -22,6 +28,9 @@ pub async fn search(
         .ok_or_else(|| ApiError::invalid_parameter("q", "is required (1 to 256 characters)"))?;
     let page = p.int("page", 1, 1, 1_000_000)?;
     let limit = p.int("limit", DEFAULT_LIMIT, 1, MAX_LIMIT)?;
+    if let Some(targets) = Fanout::targets(st.fanout.as_deref(), st.cluster.as_deref(), &headers) {
+        return fleet_search(&st, targets, raw.as_deref(), page, limit).await;
+    }
     let store = st.store.clone();
     let hits = tokio::task::spawn_blocking(move || {
         if let Ok(u) = Uuid::parse_str(&q) {
@@ -45,6 +54,57 @@ pub async fn search(
     Ok(Json(page_of(hits, page, limit)))
 }
 
+/// A console's entity search: each sensor's best `page * limit` hits, one per entity (its
+/// highest relevance, its earliest sighting), best first.
+async fn fleet_search(
+    st: &AppState,
+    targets: Vec<Target>,
+    raw: Option<&str>,
+    page: u32,
+    limit: u32,
+) -> Result<Json<ListResponse<EntityHit>>, ApiError> {
+    let fanout = st
+        .fanout
+        .as_ref()
+        .ok_or_else(|| ApiError::internal("no fan-out"))?;
+    let FirstPages {
+        answers, coverage, ..
+    } = fanout
+        .first_pages::<EntityHit>(targets, "/entities/search", raw, page, limit)
+        .await?;
+    let (mut unfetched, mut largest) = (0, 0);
+    let mut merged: BTreeMap<Uuid, EntityHit> = BTreeMap::new();
+    for (_, a) in answers {
+        unfetched += a.meta.total.saturating_sub(a.items.len() as u64);
+        largest = largest.max(a.meta.total);
+        for hit in a.items {
+            merged
+                .entry(hit.uuid)
+                .and_modify(|h| {
+                    h.relevance = h.relevance.max(hit.relevance);
+                    h.first_seen_ns = h.first_seen_ns.min(hit.first_seen_ns);
+                })
+                .or_insert(hit);
+        }
+    }
+    let mut hits: Vec<EntityHit> = merged.into_values().collect();
+    hits.sort_by(|a, b| {
+        b.relevance
+            .total_cmp(&a.relevance)
+            .then_with(|| a.value.len().cmp(&b.value.len()))
+            .then_with(|| a.value.cmp(&b.value))
+    });
+    let mut answer = page_of(hits, page, limit);
+    // Past the first items asked of each sensor, which entities two sensors share is unknown:
+    // the total is then a lower bound (the most any one sensor has), and says so.
+    if unfetched > 0 {
+        answer.meta.total = answer.meta.total.max(largest);
+        answer.meta.total_exact = false;
+    }
+    answer.meta.sensors = Some(coverage);
+    Ok(Json(answer))
+}
+
 /// The kind, name and name hash of a known entity; 404 otherwise.
 fn known(store: &Store, uuid: &str) -> Result<(Uuid, EntityKind, String, u64, i64), ApiError> {
     let u = Uuid::parse_str(uuid)
@@ -61,7 +121,7 @@ fn known(store: &Store, uuid: &str) -> Result<(Uuid, EntityKind, String, u64, i6
 }
 
 /// The entity an answer is about.
-#[derive(Serialize, schemars::JsonSchema)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 struct EntitySummary {
     /// UUID5 of the canonical name in the kind's namespace.
     uuid: Uuid,
@@ -75,7 +135,7 @@ struct EntitySummary {
 }
 
 /// `GET /entities/{uuid}/timeline`: the entity's events across sources.
-#[derive(Serialize, schemars::JsonSchema)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 pub(crate) struct EntityTimeline {
     /// The entity.
     entity: EntitySummary,
@@ -91,10 +151,13 @@ pub(crate) struct EntityTimeline {
     sources: BTreeMap<String, u64>,
     /// Other entities of the page's events, most frequent first.
     related_entities: Vec<RelatedEntity>,
+    /// On a fleet's console, the sensors asked and those that did not answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    sensors: Option<SensorCoverage>,
 }
 
 /// An entity seen in the same events.
-#[derive(Serialize, schemars::JsonSchema)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 struct RelatedEntity {
     /// Its UUID.
     uuid: Uuid,
@@ -167,6 +230,7 @@ struct TemplateWeight {
 /// Events of the entity across sources, newest first, with the entities seen alongside it.
 pub async fn timeline(
     State(st): State<AppState>,
+    headers: HeaderMap,
     Path(uuid): Path<String>,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<EntityTimeline>, ApiError> {
@@ -195,6 +259,9 @@ pub async fn timeline(
     let severity_min = p.severity("severity_min")?;
     let source = p.text("source_type", 256)?;
     let limit = p.int("limit", 100, 1, 10_000)?;
+    if let Some(targets) = Fanout::targets(st.fanout.as_deref(), st.cluster.as_deref(), &headers) {
+        return fleet_timeline(&st, targets, &uuid, raw.as_deref(), limit).await;
+    }
     let store = st.store.clone();
     let retention_days = st.config.storage.retention_days;
     let deadline = crate::routes::events::search_deadline(&st);
@@ -215,29 +282,7 @@ pub async fn timeline(
             ..EventQuery::default()
         };
         let page = store.search_events(&q)?;
-        let mut related: BTreeMap<Uuid, (EntityKind, String, u64)> = BTreeMap::new();
-        let mut sources: BTreeMap<String, u64> = BTreeMap::new();
-        for e in &page.items {
-            *sources.entry(e.source.clone()).or_default() += 1;
-            for r in &e.entities {
-                if r.uuid != u {
-                    related
-                        .entry(r.uuid)
-                        .or_insert((r.kind, r.value.clone(), 0))
-                        .2 += 1;
-                }
-            }
-        }
-        let mut related: Vec<RelatedEntity> = related
-            .into_iter()
-            .map(|(uuid, (kind, value, events))| RelatedEntity {
-                uuid,
-                kind,
-                value,
-                events,
-            })
-            .collect();
-        related.sort_by_key(|r| std::cmp::Reverse(r.events));
+        let (sources, related_entities) = summarise(u, &page.items);
         Ok(Json(EntityTimeline {
             entity: EntitySummary {
                 uuid: u,
@@ -250,11 +295,104 @@ pub async fn timeline(
             timed_out: page.timed_out,
             events: page.items,
             sources,
-            related_entities: related,
+            related_entities,
+            sensors: None,
         }))
     })
     .await
     .map_err(ApiError::internal)?
+}
+
+/// The sources of a timeline's events, and the other entities they name, most frequent first.
+fn summarise(u: Uuid, events: &[Event]) -> (BTreeMap<String, u64>, Vec<RelatedEntity>) {
+    let mut related: BTreeMap<Uuid, (EntityKind, String, u64)> = BTreeMap::new();
+    let mut sources: BTreeMap<String, u64> = BTreeMap::new();
+    for e in events {
+        *sources.entry(e.source.clone()).or_default() += 1;
+        for r in &e.entities {
+            if r.uuid != u {
+                related
+                    .entry(r.uuid)
+                    .or_insert((r.kind, r.value.clone(), 0))
+                    .2 += 1;
+            }
+        }
+    }
+    let mut related: Vec<RelatedEntity> = related
+        .into_iter()
+        .map(|(uuid, (kind, value, events))| RelatedEntity {
+            uuid,
+            kind,
+            value,
+            events,
+        })
+        .collect();
+    related.sort_by_key(|r| std::cmp::Reverse(r.events));
+    (sources, related)
+}
+
+/// A console's timeline: the entity's events on every sensor, merged newest first. A sensor
+/// that never saw the entity answers 404 and adds nothing; the answer is 404 only when none
+/// saw it and every sensor answered.
+async fn fleet_timeline(
+    st: &AppState,
+    targets: Vec<Target>,
+    uuid: &str,
+    raw: Option<&str>,
+    limit: u32,
+) -> Result<Json<EntityTimeline>, ApiError> {
+    let u = Uuid::parse_str(uuid)
+        .map_err(|_| ApiError::not_found(format!("no entity {uuid} (not a UUID)")))?;
+    let fanout = st
+        .fanout
+        .as_ref()
+        .ok_or_else(|| ApiError::internal("no fan-out"))?;
+    let path = format!("/api/v1/entities/{u}/timeline?{}", raw.unwrap_or(""));
+    let mut gathered = fanout.ask(targets, Method::GET, &path, None).await;
+    let answers = gathered.parsed::<EntityTimeline>(&[404]);
+    let coverage = gathered.coverage;
+    let Some(first) = answers.first() else {
+        let missing: Vec<&str> = coverage.missing.iter().map(|m| m.sensor.as_str()).collect();
+        let why = if missing.is_empty() {
+            String::new()
+        } else {
+            format!(" (not answering: {})", missing.join(", "))
+        };
+        return Err(ApiError::not_found(format!(
+            "no entity {uuid} on the fleet's sensors{why}"
+        )));
+    };
+    let entity = EntitySummary {
+        uuid: u,
+        kind: first.1.entity.kind,
+        value: first.1.entity.value.clone(),
+        first_seen_ns: answers
+            .iter()
+            .filter_map(|(_, t)| t.entity.first_seen_ns)
+            .min(),
+    };
+    let (mut total, mut total_exact, mut timed_out) = (0, true, false);
+    for (_, t) in &answers {
+        total += t.total;
+        total_exact &= t.total_exact;
+        timed_out |= t.timed_out;
+    }
+    let events = merge_events(
+        answers.into_iter().map(|(s, t)| (s, t.events)),
+        0,
+        limit as usize,
+    );
+    let (sources, related_entities) = summarise(u, &events);
+    Ok(Json(EntityTimeline {
+        entity,
+        total,
+        total_exact,
+        timed_out,
+        events,
+        sources,
+        related_entities,
+        sensors: Some(coverage),
+    }))
 }
 
 /// A `range` value in ns.

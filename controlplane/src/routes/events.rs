@@ -2,15 +2,18 @@
 
 use crate::answer::Json;
 use crate::error::ApiError;
+use crate::fanout::{Fanout, FirstPages, merge_events};
 use crate::query::{DEFAULT_LIMIT, MAX_LIMIT, Params};
 use crate::state::AppState;
 use axum::extract::{RawQuery, State};
+use axum::http::HeaderMap;
 use watchpost_proto::{EntityKind, Event, ListMeta, ListResponse, Uuid, canonicalize_into};
 use watchpost_store::{EntityFilter, EventQuery};
 
-/// Newest events first, filtered.
+/// Newest events first, filtered; on a fleet's console, from every sensor.
 pub async fn list(
     State(st): State<AppState>,
+    headers: HeaderMap,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<ListResponse<Event>>, ApiError> {
     let p = Params::read(raw.as_deref())?;
@@ -35,9 +38,12 @@ pub async fn list(
             "`until` must be later than `since`",
         ));
     }
-    let store = st.store.clone();
     let entity = p.text("entity", 256)?;
     let (page, limit) = (q.page, q.limit);
+    if let Some(targets) = Fanout::targets(st.fanout.as_deref(), st.cluster.as_deref(), &headers) {
+        return fleet_events(&st, targets, raw.as_deref(), page, limit).await;
+    }
+    let store = st.store.clone();
     let result = tokio::task::spawn_blocking(move || {
         if let Some(e) = entity {
             match entity_filter(&store, &e)? {
@@ -59,6 +65,41 @@ pub async fn list(
         },
     };
     let items = result.map_or_else(Vec::new, |r| r.items);
+    Ok(Json(ListResponse { items, meta }))
+}
+
+/// A console's `/events`: each sensor's first `page * limit` matches, merged newest first.
+async fn fleet_events(
+    st: &AppState,
+    targets: Vec<crate::fanout::Target>,
+    raw: Option<&str>,
+    page: u32,
+    limit: u32,
+) -> Result<Json<ListResponse<Event>>, ApiError> {
+    let fanout = st
+        .fanout
+        .as_ref()
+        .ok_or_else(|| ApiError::internal("no fan-out"))?;
+    let FirstPages {
+        answers,
+        coverage,
+        first,
+    } = fanout
+        .first_pages::<Event>(targets, "/events", raw, page, limit)
+        .await?;
+    let mut meta = ListMeta::exact(0, page, limit);
+    for (_, a) in &answers {
+        meta.total += a.meta.total;
+        meta.total_exact &= a.meta.total_exact;
+        meta.timed_out |= a.meta.timed_out;
+    }
+    let skip = (first - u64::from(limit)) as usize;
+    let items = merge_events(
+        answers.into_iter().map(|(s, a)| (s, a.items)),
+        skip,
+        limit as usize,
+    );
+    meta.sensors = Some(coverage);
     Ok(Json(ListResponse { items, meta }))
 }
 

@@ -63,6 +63,7 @@ pub async fn create(
     State(st): State<AppState>,
     body: Body,
 ) -> Result<(StatusCode, Json<Exception>), ApiError> {
+    crate::fanout::content_set_here(&st.config.cluster)?;
     let bytes = read_body(body, st.config.api_max_body_bytes).await?;
     let draft: ExceptionDraft = serde_json::from_slice(&bytes).map_err(|e| {
         ApiError::invalid_body("body", format!("the body is not an exception: {e}"))
@@ -92,6 +93,7 @@ pub async fn patch(
     Path(id): Path<String>,
     body: Body,
 ) -> Result<Json<Exception>, ApiError> {
+    crate::fanout::content_set_here(&st.config.cluster)?;
     let uuid = exception_id(&id)?;
     let bytes = read_body(body, st.config.api_max_body_bytes).await?;
     let patch: ExceptionPatch = serde_json::from_slice(&bytes).map_err(|e| {
@@ -110,6 +112,7 @@ pub async fn delete(
     State(st): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
+    crate::fanout::content_set_here(&st.config.cluster)?;
     let uuid = exception_id(&id)?;
     let book = Arc::clone(&st.exceptions);
     if tokio::task::spawn_blocking(move || book.delete(uuid))

@@ -159,7 +159,11 @@ fn invalid_query(message: impl Into<String>) -> ApiError {
 /// `POST /hunt`: a question answered with events. One naming an entity is that entity's events
 /// without the LLM; any other is translated by the LLM into an event query, which then runs
 /// against the store. Answers are cached per canonical question and limit.
-pub async fn hunt(State(st): State<AppState>, body: Body) -> Result<Json<HuntAnswer>, ApiError> {
+pub async fn hunt(
+    State(st): State<AppState>,
+    headers: axum::http::HeaderMap,
+    body: Body,
+) -> Result<Json<HuntAnswer>, ApiError> {
     let bytes = read_body(body, st.config.api_max_body_bytes).await?;
     let req: HuntBody = serde_json::from_slice(&bytes).map_err(|e| {
         invalid_query(format!(
@@ -188,6 +192,11 @@ pub async fn hunt(State(st): State<AppState>, body: Body) -> Result<Json<HuntAns
         return Err(invalid_query(format!(
             "`limit` must be 1 to {max} (llm.hunt_max_results)"
         )));
+    }
+    if let Some(targets) =
+        crate::fanout::Fanout::targets(st.fanout.as_deref(), st.cluster.as_deref(), &headers)
+    {
+        return fleet_hunt(&st, targets, bytes.to_vec(), limit).await;
     }
     let key = format!("{}\n{limit}", hunt::canonical(query));
     if !req.refresh
@@ -269,7 +278,7 @@ pub async fn hunt(State(st): State<AppState>, body: Body) -> Result<Json<HuntAns
     .map_err(ApiError::internal)??;
     let answer = HuntAnswer {
         query: query.to_string(),
-        mode,
+        mode: mode.to_string(),
         entities,
         executed,
         limit,
@@ -282,8 +291,66 @@ pub async fn hunt(State(st): State<AppState>, body: Body) -> Result<Json<HuntAns
         generated_ns: now,
         cached: false,
         expires_in_s: 0,
+        sensors: None,
     };
     Ok(Json(llm.store_hunt(&key, answer)))
+}
+
+/// A console's hunt: the question goes to every sensor, which answers it from its own store
+/// (naming its entities, or translating it with its LLM), and the events come back merged
+/// newest first. The answer's mode and query are those of the first sensor that found events.
+async fn fleet_hunt(
+    st: &AppState,
+    targets: Vec<crate::fanout::Target>,
+    body: Vec<u8>,
+    limit: u32,
+) -> Result<Json<HuntAnswer>, ApiError> {
+    let fanout = st
+        .fanout
+        .as_ref()
+        .ok_or_else(|| ApiError::internal("no fan-out"))?;
+    let mut gathered = fanout
+        .ask(
+            targets,
+            watchpost_outbound::Method::POST,
+            "/api/v1/hunt",
+            Some(body),
+        )
+        .await;
+    let mut answers = gathered.parsed::<HuntAnswer>(&[]);
+    let coverage = gathered.coverage;
+    answers.sort_by_key(|(_, a)| a.events.is_empty());
+    let Some((_, first)) = answers.first() else {
+        let why: Vec<String> = coverage
+            .missing
+            .iter()
+            .map(|m| format!("{}: {}", m.sensor, m.error))
+            .collect();
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            format!("no sensor answered the hunt ({})", why.join("; ")),
+        ));
+    };
+    let mut answer = first.clone();
+    answer.events = Vec::new();
+    answer.total = 0;
+    answer.total_exact = true;
+    answer.timed_out = false;
+    answer.cached = answers.iter().all(|(_, a)| a.cached);
+    for (_, a) in &answers {
+        answer.total += a.total;
+        answer.total_exact &= a.total_exact;
+        answer.timed_out |= a.timed_out;
+        answer.expires_in_s = answer.expires_in_s.min(a.expires_in_s);
+    }
+    answer.events = crate::fanout::merge_events(
+        answers.into_iter().map(|(s, a)| (s, a.events)),
+        0,
+        limit as usize,
+    );
+    answer.sensors = Some(coverage);
+    Ok(Json(answer))
 }
 
 /// The filter of the entity names a translation gave: every kind each name can be. `None` when

@@ -112,7 +112,7 @@ fn cluster(e: &mut Exposition, st: &AppState) {
     use std::sync::atomic::Ordering::Relaxed;
     let Some(fleet) = &st.fleet else { return };
     let c = fleet.counters();
-    let families: [(&str, &str, &str, u64); 15] = [
+    let families: [(&str, &str, &str, u64); 21] = [
         (
             "watchpost_cluster_records_published_total",
             "counter",
@@ -148,6 +148,13 @@ fn cluster(e: &mut Exposition, st: &AppState) {
             "counter",
             "Stream messages refused: another format, damaged (detector).",
             c.messages_refused.load(Relaxed),
+        ),
+        (
+            "watchpost_cluster_content_unresolved_total",
+            "counter",
+            "Matches of rules, correlations or indicators this detector does not hold, dropped \
+             (detector).",
+            c.content_unresolved.load(Relaxed),
         ),
         (
             "watchpost_cluster_partitions_owned",
@@ -202,6 +209,36 @@ fn cluster(e: &mut Exposition, st: &AppState) {
             "counter",
             "Alerts and signals stored from the fleet's queue (console).",
             c.alerts_received.load(Relaxed),
+        ),
+        (
+            "watchpost_cluster_feedback_sent_total",
+            "counter",
+            "Analysts' verdicts sent to the detectors' partitions (console).",
+            c.feedback_sent.load(Relaxed),
+        ),
+        (
+            "watchpost_cluster_feedback_dropped_total",
+            "counter",
+            "Analysts' verdicts dropped: the queue to the stream was full (console).",
+            c.feedback_dropped.load(Relaxed),
+        ),
+        (
+            "watchpost_cluster_feedback_applied_total",
+            "counter",
+            "Analysts' verdicts applied to a partition's thresholds (detector).",
+            c.feedback_applied.load(Relaxed),
+        ),
+        (
+            "watchpost_cluster_content_changes_total",
+            "counter",
+            "Shared content written to the fleet's (console) or applied here (other nodes).",
+            c.content_changes.load(Relaxed),
+        ),
+        (
+            "watchpost_cluster_content_errors_total",
+            "counter",
+            "Shared content that could not be written or applied.",
+            c.content_errors.load(Relaxed),
         ),
     ];
     for (name, kind, help, value) in families {

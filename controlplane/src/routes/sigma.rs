@@ -321,6 +321,7 @@ pub async fn patch(
     Path(id): Path<String>,
     body: Body,
 ) -> Result<Json<RuleSummary>, ApiError> {
+    crate::fanout::content_set_here(&st.config.cluster)?;
     let bytes = read_body(body, st.config.api_max_body_bytes).await?;
     let t: Toggle = serde_json::from_slice(&bytes).map_err(|e| {
         ApiError::invalid_body(
@@ -441,6 +442,7 @@ pub async fn post(
     })?;
     let cat = Arc::clone(&st.catalog);
     if !u.dry_run {
+        crate::fanout::content_set_here(&st.config.cluster)?;
         let c = cat.clone();
         let e = tokio::task::spawn_blocking(move || c.upload(&u.yaml))
             .await

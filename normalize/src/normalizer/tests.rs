@@ -150,9 +150,12 @@ fn the_detection_batch_of_real_lines_survives_its_wire_encoding() {
     assert_eq!(batch.records.len(), 3);
     assert!(batch.records.iter().any(|r| r.n_entities >= 2));
     let mut bytes = Vec::new();
-    batch.encode_into(&mut bytes);
+    batch.encode_into(&mut bytes, &mut watchpost_detect::SameHost);
     let mut back = DetectBatch::default();
-    back.decode_from(&bytes).unwrap();
+    let dropped = back
+        .decode_from(&bytes, &mut watchpost_detect::SameHost)
+        .unwrap();
+    assert_eq!(dropped.total(), 0);
     assert_eq!(back.records, batch.records);
     assert_eq!(back.sigma, batch.sigma);
 }

@@ -47,6 +47,14 @@ pub struct ClusterConfig {
     /// Hours the detection stream keeps records: a detector away longer than this, or a
     /// partition whose last snapshot is older, restarts from the oldest record kept.
     pub stream_max_age_hours: u64,
+    /// Where the other nodes reach this node's API (`http://host:port` or `https://...`): a
+    /// console sends the event searches it fans out there. Empty = `http://` the dashboard's
+    /// bind address and port, with the host name for an unspecified address (`0.0.0.0`).
+    pub api_url: String,
+    /// How long a console waits for the sensors' answers to a search it fans out,
+    /// milliseconds; a sensor that has not answered by then is named as missing and the
+    /// answer marked partial.
+    pub fanout_timeout_ms: u64,
 }
 
 impl Default for ClusterConfig {
@@ -66,6 +74,8 @@ impl Default for ClusterConfig {
             lease_seconds: 10,
             spool_max_bytes: 256 << 20,
             stream_max_age_hours: 24,
+            api_url: String::new(),
+            fanout_timeout_ms: 5_000,
         }
     }
 }
@@ -179,6 +189,26 @@ pub(super) fn check(config: &Config, p: &mut Problems) {
         c.stream_max_age_hours,
         1,
         24 * 90,
+    );
+    if !c.api_url.is_empty() {
+        let rest = c
+            .api_url
+            .strip_prefix("http://")
+            .or_else(|| c.api_url.strip_prefix("https://"));
+        match rest.map(|r| crate::Authority::parse(r.trim_end_matches('/'))) {
+            Some(Ok(_)) => {}
+            Some(Err(e)) => p.add("cluster.api_url", e.to_string()),
+            None => p.add(
+                "cluster.api_url",
+                format!("`{}` must start with http:// or https://", c.api_url),
+            ),
+        }
+    }
+    p.range_u64(
+        "cluster.fanout_timeout_ms",
+        c.fanout_timeout_ms,
+        100,
+        120_000,
     );
 }
 
