@@ -427,6 +427,21 @@ fn content_set_on_the_console_acts_on_every_node_and_searches_ask_every_sensor()
     );
     assert_eq!(timeline["events"][0]["sensor"], "sensor-a");
     assert_eq!(timeline["sensors"]["partial"], false);
+    // Its baseline lives on the detector that owns its partition: the console finds it there,
+    // still warming up (with its progress), as a node alone would answer.
+    let (status, body) = http(
+        console,
+        "GET",
+        &format!("/api/v1/entities/{uuid}/baseline"),
+        "",
+    );
+    let baseline = json(&body);
+    assert_eq!(
+        (status, baseline["status"].as_str()),
+        (404, Some("warming_up")),
+        "{body}"
+    );
+    assert_eq!(baseline["event_count"], 1, "{body}");
     let (status, body) = http(
         console,
         "POST",

@@ -54,6 +54,7 @@ pub(crate) struct Keeper {
 }
 
 /// Starts a detector: the partition thread, the alert publisher and the lease keeper.
+/// Returns the partition thread, and the sender of its work (for the API's questions).
 pub(crate) fn start(
     config: &ClusterConfig,
     node: &str,
@@ -61,7 +62,7 @@ pub(crate) fn start(
     save_every: Duration,
     counters: Arc<FleetCounters>,
     membership: Arc<crate::Membership>,
-) -> Result<std::thread::JoinHandle<()>, crate::ClusterError> {
+) -> Result<(std::thread::JoinHandle<()>, WorkSender), crate::ClusterError> {
     crate::connect::server_addrs(config)?;
     let (work_tx, work_rx) = crossbeam_channel::bounded(1024);
     let (alerts_tx, alerts_rx) = alert_queue();
@@ -79,11 +80,11 @@ pub(crate) fn start(
         config: config.clone(),
         node: node.to_string(),
         counters,
-        work: work_tx,
+        work: work_tx.clone(),
         membership,
     };
     tokio::spawn(run(keeper, alerts_rx, snap_rx));
-    Ok(thread)
+    Ok((thread, work_tx))
 }
 
 async fn run(k: Keeper, alerts: mpsc::Receiver<AlertOut>, mut snapshots: mpsc::Receiver<Snapshot>) {
@@ -320,7 +321,7 @@ async fn release(k: &Keeper, p: u32, h: Held, snapshot: bool) -> Option<Snapshot
 /// Hands `item` to the partition thread, waiting while its queue is full without holding a
 /// thread of the runtime (the keeper and every consumer share two); false when the thread is
 /// gone.
-async fn hand(work: &WorkSender, mut item: Work) -> bool {
+pub(crate) async fn hand(work: &WorkSender, mut item: Work) -> bool {
     loop {
         match work.try_send(item) {
             Ok(()) => return true,

@@ -16,6 +16,8 @@ pub struct Fleet {
     counters: Arc<FleetCounters>,
     partition_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     feedback: std::sync::OnceLock<crate::FeedbackQueue>,
+    /// A detector's partition thread, for the API's questions about its baselines.
+    partitions: std::sync::OnceLock<crate::partitions::WorkSender>,
 }
 
 impl Fleet {
@@ -27,6 +29,7 @@ impl Fleet {
             counters: Arc::new(FleetCounters::default()),
             partition_thread: Mutex::new(None),
             feedback: std::sync::OnceLock::new(),
+            partitions: std::sync::OnceLock::new(),
         }
     }
 
@@ -44,6 +47,32 @@ impl Fleet {
     /// role starts, and on other nodes).
     pub fn feedback(&self) -> Option<crate::FeedbackQueue> {
         self.feedback.get().cloned()
+    }
+
+    /// The partition an entity with name hash `entity` is scored in (its UEBA baseline's).
+    pub fn partition_of(&self, entity: u64) -> u32 {
+        watchpost_detect::shard_of(entity, self.config.partitions as usize) as u32
+    }
+
+    /// A detector's live UEBA baseline of the entity with name hash `entity`: `None` when this
+    /// node is not a detector, does not own the entity's partition now, or the partition
+    /// holds no baseline of it.
+    pub async fn baseline(&self, entity: u64) -> Option<watchpost_dataplane::BaselineView> {
+        let work = self.partitions.get()?;
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let ask = crate::partitions::Work::Baseline {
+            partition: self.partition_of(entity),
+            entity,
+            reply,
+        };
+        if !crate::detector::hand(work, ask).await {
+            return None;
+        }
+        tokio::time::timeout(Duration::from_secs(5), answer)
+            .await
+            .ok()?
+            .ok()
+            .flatten()
     }
 
     /// What it counts.
@@ -71,7 +100,7 @@ impl Fleet {
         save_every: Duration,
         membership: Arc<Membership>,
     ) -> Result<(), ClusterError> {
-        let thread = crate::detector::start(
+        let (thread, work) = crate::detector::start(
             &self.config,
             &self.node,
             kit,
@@ -79,6 +108,7 @@ impl Fleet {
             Arc::clone(&self.counters),
             membership,
         )?;
+        let _ = self.partitions.set(work);
         *self
             .partition_thread
             .lock()

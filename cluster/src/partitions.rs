@@ -38,6 +38,13 @@ pub(crate) enum Work {
         payload: Bytes,
         feedback: Option<watchpost_proto::Verdict>,
     },
+    /// The live UEBA baseline of the entity with name hash `entity`, if `partition` (the one
+    /// its records go to) is owned here and knows it.
+    Baseline {
+        partition: u32,
+        entity: u64,
+        reply: oneshot::Sender<Option<watchpost_dataplane::BaselineView>>,
+    },
     /// Give `partition` up; the reply is its snapshot (to hand it over) when `snapshot`.
     Give {
         partition: u32,
@@ -176,6 +183,19 @@ fn run(
                 let (detector, sequence) = restore(kit, partition, snapshot.as_deref(), counters);
                 owned.insert(partition, Owned { detector, sequence });
                 let _ = reply.send(sequence);
+            }
+            Ok(Work::Baseline {
+                partition,
+                entity,
+                reply,
+            }) => {
+                let view = owned.get(&partition).and_then(|o| {
+                    let d = &o.detector;
+                    d.ueba()
+                        .baseline(entity)
+                        .map(|b| watchpost_dataplane::BaselineView::of(b, d.now_ns(), d))
+                });
+                let _ = reply.send(view);
             }
             Ok(Work::Give {
                 partition,

@@ -24,6 +24,9 @@ use watchpost_proto::{ErrorBody, Event, ListResponse, MissingSensor, SensorCover
 
 /// The header of a request a console forwards: answer from your own store.
 pub(crate) const LOCAL_HEADER: &str = "x-watchpost-local";
+/// The header naming an entity by its name hash (16 hex digits), for a detector, which holds
+/// baselines by hash and no entity names.
+pub(crate) const ENTITY_HASH_HEADER: &str = "x-watchpost-entity-hash";
 
 /// See the module's documentation.
 pub struct Fanout {
@@ -47,6 +50,17 @@ pub(crate) struct Gathered {
     pub answers: Vec<(String, u16, Vec<u8>)>,
     /// Who was asked, and who did not answer.
     pub coverage: SensorCoverage,
+}
+
+impl Target {
+    /// A node of the fleet reached at `url`, asked whether or not it is in the node list.
+    pub(crate) fn new(name: &str, url: &str) -> Target {
+        Target {
+            name: name.to_string(),
+            url: url.to_string(),
+            live: true,
+        }
+    }
 }
 
 impl Fanout {
@@ -103,6 +117,19 @@ impl Fanout {
         path_and_query: &str,
         body: Option<Vec<u8>>,
     ) -> Gathered {
+        self.ask_with(targets, method, path_and_query, body, None)
+            .await
+    }
+
+    /// [`Fanout::ask`] with one more header on each request.
+    pub(crate) async fn ask_with(
+        &self,
+        targets: Vec<Target>,
+        method: Method,
+        path_and_query: &str,
+        body: Option<Vec<u8>>,
+        header: Option<(&'static str, String)>,
+    ) -> Gathered {
         let mut coverage = SensorCoverage {
             asked: targets.iter().map(|t| t.name.clone()).collect(),
             ..SensorCoverage::default()
@@ -124,10 +151,13 @@ impl Fanout {
                 body.clone(),
                 self.timeout,
             );
+            let header = header.clone();
             asks.spawn(async move {
-                let reply = client
-                    .send(method, &url, &[(LOCAL_HEADER, "1")], body, timeout)
-                    .await;
+                let mut headers = vec![(LOCAL_HEADER, "1")];
+                if let Some((name, value)) = &header {
+                    headers.push((name, value.as_str()));
+                }
+                let reply = client.send(method, &url, &headers, body, timeout).await;
                 (t.name, reply)
             });
         }
@@ -183,6 +213,36 @@ impl Fanout {
 }
 
 impl Gathered {
+    /// The one answer of a request sent to one node: its body parsed as `T` when it answered
+    /// 200, its own error (status and body) otherwise, and 503 when it did not answer.
+    pub(crate) fn only<T: serde::de::DeserializeOwned>(mut self) -> Result<T, ApiError> {
+        if let Some(m) = self.coverage.missing.pop() {
+            return Err(ApiError::new(
+                axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                "node_unavailable",
+                format!("{} did not answer: {}", m.sensor, m.error),
+            ));
+        }
+        let (node, status, body) = self
+            .answers
+            .pop()
+            .ok_or_else(|| ApiError::internal("no node was asked"))?;
+        if status == 200 {
+            return serde_json::from_slice(&body)
+                .map_err(|e| ApiError::internal(format!("{node}'s answer: {e}")));
+        }
+        let status =
+            axum::http::StatusCode::from_u16(status).unwrap_or(axum::http::StatusCode::BAD_GATEWAY);
+        let body = serde_json::from_slice::<ErrorBody>(&body).unwrap_or_else(|_| {
+            ErrorBody::new("node_error", format!("{node} answered {}", status.as_u16()))
+        });
+        Err(ApiError {
+            status,
+            body: Box::new(body),
+            retry_after: None,
+        })
+    }
+
     /// The answers with status 200, parsed as `T`; any other status, or a body that does not
     /// parse, makes its sensor missing, except the statuses in `absent` (the sensor answered
     /// that it has nothing: a timeline's 404 for an entity it never saw).

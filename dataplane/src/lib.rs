@@ -60,7 +60,7 @@ pub use ioc::{IocFeed, IocStatus};
 pub use live::{AlertChange, LiveAlerts};
 pub use pipeline::{Pipeline, ShutdownReport, Stopper, spare_cores};
 pub use remote::{RecordPublisher, StageB};
-pub use stage::DetectHandle;
+pub use stage::{BaselineView, DetectHandle};
 pub use stats::{
     Counter, DetectCounters, Histogram, InputCounters, InputSnapshot, LATENCY_BOUNDS_S,
     STALE_THREAD_NS, Stats, StatsSnapshot, ThreadState, WriterCounters,

@@ -93,7 +93,8 @@ pub struct BaselineView {
 }
 
 impl BaselineView {
-    fn of(b: &Baseline, now_ns: i64, d: &Detector) -> BaselineView {
+    /// The view of `b`, a baseline of detector `d`, at event time `now_ns`.
+    pub fn of(b: &Baseline, now_ns: i64, d: &Detector) -> BaselineView {
         let p = d.ueba().params();
         // Event time is the clock; after a restart, before new events, the entity's own last
         // event is the latest time known.

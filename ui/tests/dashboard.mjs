@@ -158,6 +158,10 @@ try {
   for (const [width, height, name] of [[1280, 800, 'overview-1280'], [3840, 2160, 'overview-4k']]) {
     await page.setViewportSize({width, height});
     await page.waitForTimeout(400);
+    // The charts redraw for the new width when their resize observers fire: a page still wide
+    // a moment after the resize is allowed, one still wide after three seconds is not.
+    await page.waitForFunction((w) => document.documentElement.scrollWidth <= w, width, {timeout: 3000})
+      .catch(() => {});
     const wide = await page.evaluate(() => document.documentElement.scrollWidth);
     expect(wide <= width, `at ${width} px the page is ${wide} px wide`);
     await page.screenshot({path: `${out}/${name}.png`});
@@ -308,6 +312,8 @@ try {
   for (const width of [1280, 1440, 1920]) {
     await page.setViewportSize({width, height: 900});
     await page.waitForTimeout(500);
+    await page.waitForFunction((w) => document.documentElement.scrollWidth <= w, width, {timeout: 3000})
+      .catch(() => {});
     const wide = await page.evaluate(() => document.documentElement.scrollWidth);
     expect(wide <= width, `at ${width} px the page is ${wide} px wide`);
     const heat = await heatmapFits();

@@ -2,7 +2,7 @@
 
 use crate::answer::Json;
 use crate::error::ApiError;
-use crate::fanout::{Fanout, FirstPages, Target, merge_events};
+use crate::fanout::{ENTITY_HASH_HEADER, Fanout, FirstPages, Target, merge_events};
 use crate::query::{DEFAULT_LIMIT, MAX_LIMIT, Params, page_of};
 use crate::state::AppState;
 use axum::extract::{Path, RawQuery, State};
@@ -194,12 +194,12 @@ struct RiskPoint {
 
 /// `GET /entities/{uuid}/baseline`: a UEBA baseline (the spec's fields, plus entity_type and
 /// value).
-#[derive(Serialize, schemars::JsonSchema)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 pub(crate) struct Baseline {
     /// The entity.
     entity_uuid: Uuid,
     /// `user`, `ip` or `host`.
-    entity_type: &'static str,
+    entity_type: String,
     /// Its canonical name.
     value: String,
     /// First event, ns.
@@ -219,7 +219,7 @@ pub(crate) struct Baseline {
 }
 
 /// A template and its weight in a baseline.
-#[derive(Serialize, schemars::JsonSchema)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 struct TemplateWeight {
     /// The template id.
     template_id: String,
@@ -453,6 +453,7 @@ pub async fn risk_history(
 /// The entity's live UEBA baseline.
 pub async fn baseline(
     State(st): State<AppState>,
+    headers: HeaderMap,
     Path(uuid): Path<String>,
 ) -> Result<Json<Baseline>, ApiError> {
     if !st.config.ueba.enabled {
@@ -461,6 +462,28 @@ pub async fn baseline(
             "ueba_disabled",
             "UEBA is disabled (ueba.enabled = false); baselines are kept but not served",
         ));
+    }
+    if let Some(targets) = Fanout::targets(st.fanout.as_deref(), st.cluster.as_deref(), &headers) {
+        return fleet_baseline(&st, targets, &uuid).await;
+    }
+    // A fleet's detector asked by its console: the entity named by its hash, as the detector's
+    // partitions hold baselines (it has no entity names; the console fills the name in).
+    if let Some(fleet) = &st.fleet
+        && let Some(hash) = headers
+            .get(ENTITY_HASH_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| u64::from_str_radix(v, 16).ok())
+    {
+        let u = Uuid::parse_str(&uuid)
+            .map_err(|_| ApiError::not_found(format!("no entity {uuid} (not a UUID)")))?;
+        let view = fleet.baseline(hash).await.ok_or_else(|| {
+            ApiError::not_found(format!(
+                "no UEBA baseline of {uuid} in partition {} here (never scored, evicted, or \
+                 the partition moved)",
+                fleet.partition_of(hash)
+            ))
+        })?;
+        return baseline_answer(u, String::new(), view).map(Json);
     }
     let store = st.store.clone();
     let detect = st.detect.clone();
@@ -472,38 +495,106 @@ pub async fn baseline(
                 kind.name()
             ))
         })?;
-        if view.warming_up {
-            let e = ApiError::not_found(format!("the baseline of {name} is still warming up"))
-                .with("status", "warming_up")
-                .with("entity_uuid", u.to_string())
-                .with("event_count", view.event_count)
-                .with("warmup_min_events", view.warmup_min_events)
-                .with("events_remaining", view.warmup_events_remaining)
-                .with("warmup_days", view.warmup_days)
-                .with("seconds_remaining", view.warmup_seconds_remaining)
-                .with("first_seen_ns", view.first_seen_ns);
-            return Err(e);
-        }
-        Ok(Json(Baseline {
-            entity_uuid: u,
-            entity_type: view.entity_type,
-            value: name,
-            first_seen_ns: view.first_seen_ns,
-            event_count: view.event_count,
-            hours_active: view.hours_active,
-            top_source_ips: view.top_source_ips,
-            top_templates: view
-                .top_templates
-                .into_iter()
-                .map(|(template_id, weight)| TemplateWeight {
-                    template_id,
-                    weight,
-                })
-                .collect(),
-            volume_ema_minute: view.volume_ema_minute,
-            warming_up: false,
-        }))
+        baseline_answer(u, name, view).map(Json)
     })
     .await
     .map_err(ApiError::internal)?
+}
+
+/// The answer about baseline `view` of entity `u` named `name`: 404 with its progress while
+/// it warms up.
+fn baseline_answer(
+    u: Uuid,
+    name: String,
+    view: watchpost_dataplane::BaselineView,
+) -> Result<Baseline, ApiError> {
+    if view.warming_up {
+        let e = ApiError::not_found(format!("the baseline of {name} is still warming up"))
+            .with("status", "warming_up")
+            .with("entity_uuid", u.to_string())
+            .with("event_count", view.event_count)
+            .with("warmup_min_events", view.warmup_min_events)
+            .with("events_remaining", view.warmup_events_remaining)
+            .with("warmup_days", view.warmup_days)
+            .with("seconds_remaining", view.warmup_seconds_remaining)
+            .with("first_seen_ns", view.first_seen_ns);
+        return Err(e);
+    }
+    Ok(Baseline {
+        entity_uuid: u,
+        entity_type: view.entity_type.to_string(),
+        value: name,
+        first_seen_ns: view.first_seen_ns,
+        event_count: view.event_count,
+        hours_active: view.hours_active,
+        top_source_ips: view.top_source_ips,
+        top_templates: view
+            .top_templates
+            .into_iter()
+            .map(|(template_id, weight)| TemplateWeight {
+                template_id,
+                weight,
+            })
+            .collect(),
+        volume_ema_minute: view.volume_ema_minute,
+        warming_up: false,
+    })
+}
+
+/// A console's baseline: the entity's name from the sensors, then its baseline from the
+/// detector that owns its partition now (the node list says which).
+async fn fleet_baseline(
+    st: &AppState,
+    targets: Vec<Target>,
+    uuid: &str,
+) -> Result<Json<Baseline>, ApiError> {
+    let u = Uuid::parse_str(uuid)
+        .map_err(|_| ApiError::not_found(format!("no entity {uuid} (not a UUID)")))?;
+    let fanout = st
+        .fanout
+        .as_ref()
+        .ok_or_else(|| ApiError::internal("no fan-out"))?;
+    let fleet = st
+        .fleet
+        .as_ref()
+        .ok_or_else(|| ApiError::internal("no fleet"))?;
+    let membership = st
+        .cluster
+        .as_ref()
+        .ok_or_else(|| ApiError::internal("no fleet"))?;
+    let path = format!("/api/v1/entities/{u}/timeline?limit=1");
+    let mut named = fanout.ask(targets, Method::GET, &path, None).await;
+    let Some((_, t)) = named.parsed::<EntityTimeline>(&[404]).into_iter().next() else {
+        return Err(ApiError::not_found(format!(
+            "no entity {uuid} on the fleet's sensors"
+        )));
+    };
+    let (kind, name) = (t.entity.kind, t.entity.value);
+    let hash = hash64_seeded(name.as_bytes(), kind as u64);
+    let partition = fleet.partition_of(hash);
+    let owner = membership
+        .snapshot()
+        .nodes
+        .into_iter()
+        .find(|n| n.record.partitions.contains(&partition))
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "partition_unowned",
+                format!(
+                    "partition {partition}, which holds the baseline of {name}, has no detector \
+                     now (one takes it over within cluster.lease_seconds)"
+                ),
+            )
+            .retry_after(5)
+        })?;
+    let target = Target::new(&owner.record.name, &owner.record.api);
+    let header = Some((ENTITY_HASH_HEADER, format!("{hash:016x}")));
+    let path = format!("/api/v1/entities/{u}/baseline");
+    let mut baseline: Baseline = fanout
+        .ask_with(vec![target], Method::GET, &path, None, header)
+        .await
+        .only()?;
+    baseline.value = name;
+    Ok(Json(baseline))
 }
