@@ -63,10 +63,7 @@ async fn fleet_search(
     page: u32,
     limit: u32,
 ) -> Result<Json<ListResponse<EntityHit>>, ApiError> {
-    let fanout = st
-        .fanout
-        .as_ref()
-        .ok_or_else(|| ApiError::internal("no fan-out"))?;
+    let fanout = super::console_fanout(st)?;
     let FirstPages {
         answers, coverage, ..
     } = fanout
@@ -105,10 +102,14 @@ async fn fleet_search(
     Ok(Json(answer))
 }
 
+/// An entity's UUID as the path gives it; 404 (no such entity) when it is not one.
+fn entity_uuid(text: &str) -> Result<Uuid, ApiError> {
+    Uuid::parse_str(text).map_err(|_| ApiError::not_found(format!("no entity {text} (not a UUID)")))
+}
+
 /// The kind, name and name hash of a known entity; 404 otherwise.
 fn known(store: &Store, uuid: &str) -> Result<(Uuid, EntityKind, String, u64, i64), ApiError> {
-    let u = Uuid::parse_str(uuid)
-        .map_err(|_| ApiError::not_found(format!("no entity {uuid} (not a UUID)")))?;
+    let u = entity_uuid(uuid)?;
     let (kind, first_seen, name) = store
         .entity(u.as_bytes())?
         .ok_or_else(|| ApiError::not_found(format!("no entity {uuid}")))?;
@@ -341,12 +342,8 @@ async fn fleet_timeline(
     raw: Option<&str>,
     limit: u32,
 ) -> Result<Json<EntityTimeline>, ApiError> {
-    let u = Uuid::parse_str(uuid)
-        .map_err(|_| ApiError::not_found(format!("no entity {uuid} (not a UUID)")))?;
-    let fanout = st
-        .fanout
-        .as_ref()
-        .ok_or_else(|| ApiError::internal("no fan-out"))?;
+    let u = entity_uuid(uuid)?;
+    let fanout = super::console_fanout(st)?;
     let path = format!("/api/v1/entities/{u}/timeline?{}", raw.unwrap_or(""));
     let mut gathered = fanout.ask(targets, Method::GET, &path, None).await;
     let answers = gathered.parsed::<EntityTimeline>(&[404]);
@@ -474,8 +471,7 @@ pub async fn baseline(
             .and_then(|v| v.to_str().ok())
             .and_then(|v| u64::from_str_radix(v, 16).ok())
     {
-        let u = Uuid::parse_str(&uuid)
-            .map_err(|_| ApiError::not_found(format!("no entity {uuid} (not a UUID)")))?;
+        let u = entity_uuid(&uuid)?;
         let view = fleet.baseline(hash).await.ok_or_else(|| {
             ApiError::not_found(format!(
                 "no UEBA baseline of {uuid} in partition {} here (never scored, evicted, or \
@@ -548,12 +544,8 @@ async fn fleet_baseline(
     targets: Vec<Target>,
     uuid: &str,
 ) -> Result<Json<Baseline>, ApiError> {
-    let u = Uuid::parse_str(uuid)
-        .map_err(|_| ApiError::not_found(format!("no entity {uuid} (not a UUID)")))?;
-    let fanout = st
-        .fanout
-        .as_ref()
-        .ok_or_else(|| ApiError::internal("no fan-out"))?;
+    let u = entity_uuid(uuid)?;
+    let fanout = super::console_fanout(st)?;
     let fleet = st
         .fleet
         .as_ref()

@@ -76,10 +76,7 @@ async fn fleet_events(
     page: u32,
     limit: u32,
 ) -> Result<Json<ListResponse<Event>>, ApiError> {
-    let fanout = st
-        .fanout
-        .as_ref()
-        .ok_or_else(|| ApiError::internal("no fan-out"))?;
+    let fanout = super::console_fanout(st)?;
     let FirstPages {
         answers,
         coverage,

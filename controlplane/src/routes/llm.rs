@@ -305,10 +305,7 @@ async fn fleet_hunt(
     body: Vec<u8>,
     limit: u32,
 ) -> Result<Json<HuntAnswer>, ApiError> {
-    let fanout = st
-        .fanout
-        .as_ref()
-        .ok_or_else(|| ApiError::internal("no fan-out"))?;
+    let fanout = super::console_fanout(st)?;
     let mut gathered = fanout
         .ask(
             targets,

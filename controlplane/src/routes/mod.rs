@@ -43,3 +43,13 @@ pub async fn read_body(body: Body, limit: u64) -> Result<Bytes, ApiError> {
             }
         })
 }
+
+/// A console's fan-out to the sensors (`crate::fanout`); a handler asks for it only once
+/// `Fanout::targets` said this node fans out, so its absence is the code's fault.
+pub(crate) fn console_fanout(
+    st: &crate::state::AppState,
+) -> Result<&crate::fanout::Fanout, ApiError> {
+    st.fanout
+        .as_deref()
+        .ok_or_else(|| ApiError::internal("a search fanned out on a node without a fan-out"))
+}
