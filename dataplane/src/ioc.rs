@@ -232,6 +232,9 @@ impl watchpost_detect::IndicatorBook for IocFeed {
     fn latest(&self) -> (u64, Arc<IocSet>) {
         self.current()
     }
+    fn latest_version(&self) -> u64 {
+        self.version()
+    }
 }
 
 #[cfg(test)]

@@ -65,6 +65,9 @@ pub struct ContentKeys {
     by_number: Vec<u64>,
     /// Plan version of `by_corr`, and keys by correlation number.
     plan: (u64, Vec<u64>),
+    /// The feed version last named and its set, so that a match of the same version takes
+    /// no lock.
+    feed: Option<(u32, Arc<IocSet>)>,
 }
 
 impl ContentKeys {
@@ -76,6 +79,7 @@ impl ContentKeys {
             version: 0,
             by_number: Vec::new(),
             plan: (0, Vec::new()),
+            feed: None,
         }
     }
 }
@@ -121,7 +125,13 @@ impl NameContent for ContentKeys {
     }
 
     fn indicator(&mut self, version: u32, number: u32) -> u64 {
-        let Some(set) = self.iocs.indicators(u64::from(version)) else {
+        if self.feed.as_ref().is_none_or(|(v, _)| *v != version) {
+            self.feed = self
+                .iocs
+                .indicators(u64::from(version))
+                .map(|set| (version, set));
+        }
+        let Some((_, set)) = &self.feed else {
             return 0;
         };
         number
@@ -139,6 +149,9 @@ pub struct ContentNumbers {
     catalogue: (u64, HashMap<u64, u32>),
     /// Plan version, and correlation numbers by key.
     plan: (u64, HashMap<u64, u32>),
+    /// The catalogue version `plan` was read at: every change of the plan bumps it, so the
+    /// plan (behind the catalogue's lock) is read again only when it moved.
+    plan_read_at: u64,
     /// Feed version, and indicator numbers (place + 1) by key.
     feed: (u64, HashMap<u64, u32>),
 }
@@ -151,6 +164,7 @@ impl ContentNumbers {
             iocs,
             catalogue: (0, HashMap::new()),
             plan: (0, HashMap::new()),
+            plan_read_at: 0,
             feed: (0, HashMap::new()),
         }
     }
@@ -178,25 +192,30 @@ impl NumberContent for ContentNumbers {
     }
 
     fn correlation(&mut self, key: u64) -> Option<(u64, u32)> {
-        let (version, plan) = self.rules.plan();
-        if version != self.plan.0 {
-            let by_key = plan
-                .correlations()
-                .iter()
-                .enumerate()
-                .map(|(i, c)| (rule_key(&c.rule.id), i as u32))
-                .collect();
-            self.plan = (version, by_key);
+        let catalogue = self.rules.version();
+        if catalogue != self.plan_read_at {
+            let (version, plan) = self.rules.plan();
+            if version != self.plan.0 {
+                let by_key = plan
+                    .correlations()
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| (rule_key(&c.rule.id), i as u32))
+                    .collect();
+                self.plan = (version, by_key);
+            }
+            self.plan_read_at = catalogue;
         }
+        let version = self.plan.0;
         self.plan.1.get(&key).map(|&n| (version, n))
     }
 
     fn indicator(&mut self, key: u64) -> Option<(u32, u32)> {
-        let (version, set) = self.iocs.latest();
-        if version != self.feed.0 {
+        if self.iocs.latest_version() != self.feed.0 {
+            let (version, set) = self.iocs.latest();
             self.feed = (version, ContentNumbers::numbered_feed(&set));
         }
-        let version = u32::try_from(version).ok()?;
+        let version = u32::try_from(self.feed.0).ok()?;
         self.feed.1.get(&key).map(|&n| (version, n))
     }
 }

@@ -30,4 +30,6 @@ pub trait IndicatorBook: Send + Sync {
     fn indicators(&self, version: u64) -> Option<Arc<IocSet>>;
     /// The newest indicator set and its version.
     fn latest(&self) -> (u64, Arc<IocSet>);
+    /// The newest set's version alone (one atomic load, no lock).
+    fn latest_version(&self) -> u64;
 }
