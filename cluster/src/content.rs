@@ -53,6 +53,14 @@ const MIRROR_EVERY: Duration = Duration::from_secs(1);
 /// died can wait for ever without a word); making it again re-applies the last values, which
 /// changes nothing.
 const WATCH_STALL: Duration = Duration::from_secs(60);
+/// How often a follower asks whether the fleet's content moved past what its watch brought
+/// (one stream-info request, no consumer made): a watch can miss its start on a stream whose
+/// leader is still being chosen and then wait in silence, and content must not wait a minute
+/// for [`WATCH_STALL`]. The listing that follows, made only when something changed, is the
+/// truth the watch is checked against.
+const CHECK_EVERY: Duration = Duration::from_secs(5);
+/// The longest a listing of the indicator store may take before it is given up for this pass.
+const LIST_TIMEOUT: Duration = Duration::from_secs(10);
 /// The object metadata key of a file's content hash.
 const HASH_KEY: &str = "watchpost-hash";
 
@@ -290,7 +298,9 @@ async fn mirror(
     }
 }
 
-/// Any other node: the bucket's entries applied as they come, from the last values on.
+/// Any other node: the bucket's entries applied as they come, from the last values on. Every
+/// [`CHECK_EVERY`] the bucket's last revision is compared with the last one the watch
+/// brought; a watch that stays behind for two checks in a row is made again.
 async fn follow(
     js: jetstream::Context,
     config: ClusterConfig,
@@ -298,30 +308,58 @@ async fn follow(
     counters: Arc<FleetCounters>,
 ) {
     let bucket = opened(CONTENT_BUCKET, &counters, || content_bucket(&js, &config)).await;
+    let mut check = tokio::time::interval(CHECK_EVERY);
     loop {
-        match bucket.watch_with_history(">").await {
-            Ok(mut watch) => {
-                while let Ok(Some(entry)) = tokio::time::timeout(WATCH_STALL, watch.next()).await {
-                    let Ok(entry) = entry else { break };
-                    let value =
-                        (entry.operation == kv::Operation::Put).then(|| entry.value.clone());
-                    let parts = parts.clone();
-                    let key = entry.key.clone();
-                    // The catalogue compiles and the book writes to the store: off the runtime.
-                    let applied =
-                        tokio::task::spawn_blocking(move || apply(&parts, &key, value.as_deref()))
-                            .await;
-                    match applied {
-                        Ok(Ok(true)) => counters.content_changed(entry.revision),
-                        Ok(Ok(false)) => counters.content_at(entry.revision),
-                        Ok(Err(e)) => counters.content_failed(e),
-                        Err(e) => counters.content_failed(e.to_string()),
+        let mut watch = match bucket.watch_with_history(">").await {
+            Ok(w) => w,
+            Err(e) => {
+                counters.content_failed(format!("watching {CONTENT_BUCKET}: {e}"));
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        let (mut seen, mut behind) = (0u64, 0u32);
+        let mut quiet = tokio::time::Instant::now();
+        loop {
+            tokio::select! {
+                entry = watch.next() => {
+                    let Some(Ok(entry)) = entry else { break };
+                    seen = seen.max(entry.revision);
+                    quiet = tokio::time::Instant::now();
+                    follow_entry(&parts, &counters, entry).await;
+                }
+                _ = check.tick() => {
+                    let last = bucket.stream.get_info().await.map(|i| i.state.last_sequence);
+                    behind = match last {
+                        Ok(last) if last > seen => behind + 1,
+                        _ => 0,
+                    };
+                    if behind >= 2 || quiet.elapsed() >= WATCH_STALL {
+                        tracing::warn!(
+                            "cluster: the watch of {CONTENT_BUCKET} stayed at revision {seen}; \
+                             watching again"
+                        );
+                        break;
                     }
                 }
             }
-            Err(e) => counters.content_failed(format!("watching {CONTENT_BUCKET}: {e}")),
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// Applies one entry of the bucket, off the runtime (the catalogue compiles and the book
+/// writes to the store), and counts what it did.
+async fn follow_entry(parts: &ContentParts, counters: &FleetCounters, entry: kv::Entry) {
+    let value = (entry.operation == kv::Operation::Put).then(|| entry.value.clone());
+    let parts = parts.clone();
+    let key = entry.key.clone();
+    let applied = tokio::task::spawn_blocking(move || apply(&parts, &key, value.as_deref())).await;
+    match applied {
+        Ok(Ok(true)) => counters.content_changed(entry.revision),
+        Ok(Ok(false)) => counters.content_at(entry.revision),
+        Ok(Err(e)) => counters.content_failed(e),
+        Err(e) => counters.content_failed(e.to_string()),
     }
 }
 
@@ -391,19 +429,19 @@ async fn mirror_files(
             counters.content_failed(format!("{}: {e}", parts.ioc_dir.display()));
             continue;
         }
-        let mut fleet: HashMap<String, String> = HashMap::new();
-        match store.list().await {
-            Ok(mut list) => {
-                while let Some(Ok(info)) = list.next().await {
+        let mut fleet: HashMap<String, String> = match listing(&store).await {
+            Ok(files) => files
+                .into_iter()
+                .map(|info| {
                     let hash = info.metadata.get(HASH_KEY).cloned().unwrap_or_default();
-                    fleet.insert(info.name, hash);
-                }
-            }
+                    (info.name, hash)
+                })
+                .collect(),
             Err(e) => {
-                counters.content_failed(format!("listing {IOC_STORE}: {e}"));
+                counters.content_failed(e);
                 continue;
             }
-        }
+        };
         for (name, file) in &seen {
             if fleet.remove(name).is_some_and(|h| h == file.hash) {
                 continue;
@@ -434,8 +472,33 @@ async fn mirror_files(
     }
 }
 
+/// The store's files (its deleted ones left out), within [`LIST_TIMEOUT`]: a listing is a
+/// consumer on the servers, and one made while the stream's leader moves can wait in silence.
+async fn listing(
+    store: &object_store::ObjectStore,
+) -> Result<Vec<object_store::ObjectInfo>, String> {
+    let list = async {
+        let mut list = store.list().await.map_err(|e| e.to_string())?;
+        let mut files = Vec::new();
+        while let Some(info) = list.next().await {
+            files.push(info.map_err(|e| e.to_string())?);
+        }
+        Ok::<_, String>(files)
+    };
+    match tokio::time::timeout(LIST_TIMEOUT, list).await {
+        Ok(Ok(files)) => Ok(files),
+        Ok(Err(e)) => Err(format!("listing {IOC_STORE}: {e}")),
+        Err(_) => Err(format!(
+            "listing {IOC_STORE}: no answer within {LIST_TIMEOUT:?}"
+        )),
+    }
+}
+
 /// Any other node: the store's files written into its folder as `fleet.<name>`, and removed
-/// when the console removes them.
+/// when the console removes them. The watch brings changes as they happen; every
+/// [`CHECK_EVERY`] the store's stream is asked whether anything was written since the last
+/// listing, and when it was, the listing is compared with the folder (so a change the watch
+/// missed waits seconds, not for ever).
 async fn follow_files(
     js: jetstream::Context,
     config: ClusterConfig,
@@ -443,22 +506,91 @@ async fn follow_files(
     counters: Arc<FleetCounters>,
 ) {
     let store = opened(IOC_STORE, &counters, || ioc_store(&js, &config)).await;
+    let stream = opened(IOC_STORE, &counters, || async {
+        js.get_stream(format!("OBJ_{IOC_STORE}"))
+            .await
+            .map_err(|e| ClusterError::Bucket {
+                bucket: format!("OBJ_{IOC_STORE}"),
+                reason: e.to_string(),
+            })
+    })
+    .await;
+    let mut check = tokio::time::interval(CHECK_EVERY);
+    let mut listed_at = None;
+    let mut watch = None;
     loop {
-        match store.watch_with_history().await {
-            Ok(mut watch) => {
-                while let Ok(Some(info)) = tokio::time::timeout(WATCH_STALL, watch.next()).await {
-                    let Ok(info) = info else { break };
-                    match follow_file(&store, &parts.ioc_dir, &info).await {
-                        Ok(true) => counters.content_changed(0),
-                        Ok(false) => {}
-                        Err(e) => counters.content_failed(format!("{}: {e}", info.name)),
-                    }
+        if watch.is_none() {
+            match store.watch_with_history().await {
+                Ok(w) => watch = Some(w),
+                Err(e) => counters.content_failed(format!("watching {IOC_STORE}: {e}")),
+            }
+        }
+        tokio::select! {
+            info = async { watch.as_mut()?.next().await }, if watch.is_some() => {
+                match info {
+                    Some(Ok(info)) => follow_one(&store, &parts.ioc_dir, &info, &counters).await,
+                    _ => watch = None,
                 }
             }
-            Err(e) => counters.content_failed(format!("watching {IOC_STORE}: {e}")),
+            _ = check.tick() => {
+                let Ok(last) = stream.get_info().await.map(|i| i.state.last_sequence) else {
+                    continue;
+                };
+                if listed_at == Some(last) {
+                    continue;
+                }
+                match reconcile_files(&store, &parts.ioc_dir, &counters).await {
+                    Ok(()) => listed_at = Some(last),
+                    Err(e) => counters.content_failed(e),
+                }
+            }
         }
-        tokio::time::sleep(Duration::from_secs(1)).await;
     }
+}
+
+/// Brings one file up to the store's `info` and counts what it did.
+async fn follow_one(
+    store: &object_store::ObjectStore,
+    dir: &Path,
+    info: &object_store::ObjectInfo,
+    counters: &FleetCounters,
+) {
+    match follow_file(store, dir, info).await {
+        Ok(true) => counters.content_changed(0),
+        Ok(false) => {}
+        Err(e) => counters.content_failed(format!("{}: {e}", info.name)),
+    }
+}
+
+/// The folder's `fleet.` files brought up to the store's listing: each listed file followed,
+/// each copy of a file the store no longer holds removed.
+async fn reconcile_files(
+    store: &object_store::ObjectStore,
+    dir: &Path,
+    counters: &FleetCounters,
+) -> Result<(), String> {
+    let files = listing(store).await?;
+    for info in &files {
+        follow_one(store, dir, info, counters).await;
+    }
+    let mut folder = tokio::fs::read_dir(dir)
+        .await
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
+    while let Ok(Some(entry)) = folder.next_entry().await {
+        let Ok(name) = entry.file_name().into_string() else {
+            continue;
+        };
+        let Some(shared) = name.strip_prefix(FLEET_IOC_PREFIX) else {
+            continue;
+        };
+        if !files.iter().any(|f| f.name == shared) {
+            match tokio::fs::remove_file(entry.path()).await {
+                Ok(()) => counters.content_changed(0),
+                Err(e) => counters.content_failed(format!("{name}: {e}")),
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Brings the local copy of one file of the fleet's store up to `info`; true when it changed.

@@ -126,7 +126,7 @@ async fn run(k: Keeper, alerts: mpsc::Receiver<AlertOut>, mut snapshots: mpsc::R
                 keep_leases(&k, &bucket, &state, &stream, &mut held).await;
                 k.counters.set_partitions(views(&held));
             }
-            Some(s) = snapshots.recv() => save(&k, &state, &held, s).await,
+            Some(s) = snapshots.recv() => save(&k, &bucket, &state, &mut held, s).await,
         }
     }
 }
@@ -407,15 +407,39 @@ async fn consume(
     }
 }
 
-/// Writes a periodic snapshot, if this detector still holds the partition.
+/// Writes a periodic snapshot, if this detector still holds the partition: the lease is
+/// renewed first, by its revision (a compare-and-set), so a detector whose lease another has
+/// taken since its last renewal (paused, cut off, its clock behind) cannot overwrite the new
+/// owner's snapshot with an older state. The lease's revision is the fencing token; what is
+/// left is the time between the renewal and the write, milliseconds, not a keeper's tick.
 async fn save(
     k: &Keeper,
+    bucket: &kv::Store,
     state: &object_store::ObjectStore,
-    held: &BTreeMap<u32, Held>,
+    held: &mut BTreeMap<u32, Held>,
     s: Snapshot,
 ) {
-    if held.contains_key(&s.partition) {
-        save_object(state, &s, &k.counters).await;
+    let Some(h) = held.get_mut(&s.partition) else {
+        return;
+    };
+    let node = Bytes::from(k.node.clone());
+    match bucket
+        .update(partition_key(s.partition), node, h.revision)
+        .await
+    {
+        Ok(revision) => {
+            h.revision = revision;
+            save_object(state, &s, &k.counters).await;
+        }
+        Err(e) => {
+            FleetCounters::add(&k.counters.snapshot_errors, 1);
+            tracing::warn!(
+                "cluster: partition {}: snapshot at sequence {} not written, the lease could \
+                 not be renewed ({e}); the keeper gives the partition up",
+                s.partition,
+                s.sequence
+            );
+        }
     }
 }
 

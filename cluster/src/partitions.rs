@@ -296,14 +296,16 @@ fn restore(
         .and_then(|(sequence, rest)| {
             detector
                 .restore_snapshot(rest)
-                .map(|baselines| (u64::from_le_bytes(*sequence), baselines))
+                .map(|read| (u64::from_le_bytes(*sequence), read))
                 .map_err(|e| e.to_string())
         });
     match read {
-        Ok((sequence, baselines)) => {
+        Ok((sequence, read)) => {
             tracing::info!(
                 "cluster: partition {partition} taken from its snapshot at sequence {sequence} \
-                 ({baselines} baselines)"
+                 ({} baselines, {} open alerts and signals)",
+                read.baselines,
+                read.open_alerts
             );
             (detector, sequence)
         }

@@ -76,6 +76,7 @@ pub use record::{
 };
 pub use risk::{Crossing, RiskBook, RiskParams, SignalRisk};
 pub use rng::SplitMix64;
+pub use snapshot::Restored;
 pub use snapshot::SNAPSHOT_FORMAT;
 pub use table::EntityTable;
 pub use time::{EventTime, NS_PER_HOUR, NS_PER_MINUTE};

@@ -6,17 +6,19 @@
 //! object store, so that whichever detector owns the partition next starts from it:
 //!
 //! ```text
-//! format     u8 = SNAPSHOT_FORMAT (1)
+//! format     u8 = SNAPSHOT_FORMAT (2)
 //! sources    u64 count, then (u64 source hash, SourceState) each
 //! thresholds [Dspot; 4]            (the UEBA thresholds, in UebaType order)
 //! baselines  u64 count, then (u64 entity hash, Baseline) each
+//! open book  the open alerts and signals, their groups and aliases (format 2 on;
+//!            `engine::carry`)
 //! ```
 //!
-//! in bincode's standard configuration, as every stored model. What is not learned (open
-//! alerts and their cooldowns, correlation windows, risk) is not in it: replaying the records
-//! after the snapshot rebuilds what matters of it, and alert ids do not depend on it.
+//! in bincode's standard configuration, as every stored model. Format 1 (without the open
+//! book) is still read. Correlation windows and risk are not in it: replaying the records
+//! after the snapshot rebuilds them, and alert ids do not depend on them.
 
-use crate::engine::{Detector, SourceState};
+use crate::engine::{Detector, OpenBook, SourceState};
 use crate::ueba::Baseline;
 use crate::wire::{after_format, read_one};
 use crate::{Dspot, Error};
@@ -24,7 +26,10 @@ use bincode::Decode;
 use watchpost_proto::bincode_config;
 
 /// The format number written first in every snapshot.
-pub const SNAPSHOT_FORMAT: u8 = 1;
+pub const SNAPSHOT_FORMAT: u8 = 2;
+/// The first format, without the open book: read still (a fleet upgraded detector by
+/// detector takes partitions over from the older ones' snapshots).
+const SNAPSHOT_FORMAT_1: u8 = 1;
 
 const MODEL: &str = "detector snapshot";
 
@@ -45,12 +50,18 @@ impl Detector {
             let _ = bincode::encode_into_std_write(h, &mut *out, config);
             let _ = bincode::encode_into_std_write(b, &mut *out, config);
         });
+        let _ = bincode::encode_into_std_write(self.open_book(), out, config);
     }
 
     /// Puts back the state `bytes` (made by [`Detector::snapshot_into`]) holds, on top of
-    /// what this detector has (a new one, normally). Returns how many baselines it read.
-    pub fn restore_snapshot(&mut self, bytes: &[u8]) -> Result<usize, Error> {
-        let mut rest = after_format(bytes, MODEL, SNAPSHOT_FORMAT)?;
+    /// what this detector has (a new one, normally). Says how much it read.
+    pub fn restore_snapshot(&mut self, bytes: &[u8]) -> Result<Restored, Error> {
+        let format = bytes.first().copied();
+        let mut rest = if format == Some(SNAPSHOT_FORMAT_1) {
+            after_format(bytes, MODEL, SNAPSHOT_FORMAT_1)?
+        } else {
+            after_format(bytes, MODEL, SNAPSHOT_FORMAT)?
+        };
         let sources: u64 = read(&mut rest, "sources")?;
         for _ in 0..sources {
             let h: u64 = read(&mut rest, "source")?;
@@ -65,14 +76,32 @@ impl Detector {
             let b: Baseline = read(&mut rest, "baseline")?;
             self.ueba_mut().restore(h, b);
         }
+        let mut open_alerts = 0;
+        if format == Some(SNAPSHOT_FORMAT) {
+            let book: OpenBook = read(&mut rest, "open book")?;
+            open_alerts = book.len();
+            self.restore_open_book(book).map_err(inconsistent)?;
+        }
         if !rest.is_empty() {
             return Err(inconsistent(format!(
-                "{} bytes after the last baseline",
+                "{} bytes after the last part",
                 rest.len()
             )));
         }
-        Ok(baselines as usize)
+        Ok(Restored {
+            baselines: baselines as usize,
+            open_alerts,
+        })
     }
+}
+
+/// What [`Detector::restore_snapshot`] read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Restored {
+    /// Entity baselines.
+    pub baselines: usize,
+    /// Open alerts and signals (none from a format 1 snapshot).
+    pub open_alerts: usize,
 }
 
 /// Reads one `T` of the snapshot off the front of `rest`.

@@ -8,6 +8,8 @@
 //! at most), scoring an event does not.
 
 mod book;
+mod carry;
+pub(crate) use carry::OpenBook;
 mod correlation;
 mod ioc;
 mod ml;

@@ -550,8 +550,8 @@ fn a_snapshot_restores_every_model_and_baseline() {
     let mut bytes = Vec::new();
     d.snapshot_into(&mut bytes);
     let mut restored = Detector::new(params());
-    let baselines = restored.restore_snapshot(&bytes).expect("restore");
-    assert_eq!(baselines, 7);
+    let read = restored.restore_snapshot(&bytes).expect("restore");
+    assert_eq!(read.baselines, 7);
     assert_eq!(restored.ueba().len(), 7);
     assert_eq!(restored.sources().count(), d.sources().count());
     let b = restored.ueba().baseline(3).expect("entity 3");
@@ -571,4 +571,67 @@ fn a_snapshot_restores_every_model_and_baseline() {
     assert!(fresh.restore_snapshot(&bytes[..bytes.len() / 2]).is_err());
     assert!(fresh.restore_snapshot(&[9]).is_err());
     assert!(fresh.restore_snapshot(&[]).is_err());
+}
+
+/// A partition taken over in the middle of an attack: the new owner, from the snapshot, folds
+/// the attack's next records into the alert the old owner raised, so the fleet sees the alert
+/// it would have seen with no takeover (same id, same count), not a second one.
+#[test]
+fn a_snapshot_carries_the_open_alerts_so_an_attack_straddling_it_stays_one_alert() {
+    let far: u128 = 0xffff_cb00_7101;
+    let attempt = |k: i64| {
+        let mut r = login(
+            10 * DAY + 10 * HOUR + k * 1_000_000_000,
+            1,
+            far + ((k as u128) << 8),
+            1,
+        );
+        r.pos = k as u16;
+        r
+    };
+    let mut alone = Detector::new(params());
+    let mut sink = Collect::default();
+    office_logins(&mut alone, &mut sink);
+    alone.process(&attempt(0), &mut sink);
+    alone.flush(&mut sink);
+    let mut bytes = Vec::new();
+    alone.snapshot_into(&mut bytes);
+    let mut taken = Detector::new(params());
+    let read = taken.restore_snapshot(&bytes).expect("restore");
+    assert!(read.open_alerts >= 1, "{read:?}");
+    let mut taken_sink = Collect::default();
+    for k in 1..5 {
+        alone.process(&attempt(k), &mut sink);
+        taken.process(&attempt(k), &mut taken_sink);
+    }
+    alone.flush(&mut sink);
+    taken.flush(&mut taken_sink);
+    let ueba = |c: &Collect| -> Vec<Alert> {
+        c.alerts
+            .values()
+            .filter(|a| a.alert_type == AlertType::Ueba)
+            .cloned()
+            .collect()
+    };
+    let (want, got) = (ueba(&sink), ueba(&taken_sink));
+    assert_eq!(want.len(), 1, "{want:?}");
+    assert!(want[0].count >= 2, "the attack's repeats fold in: {want:?}");
+    assert_eq!(got.len(), 1, "no second alert after the takeover: {got:?}");
+    assert_eq!(got[0].id, want[0].id);
+    assert_eq!(got[0].count, want[0].count);
+    assert_eq!(got[0].contributing_events, want[0].contributing_events);
+    // A snapshot of the first format (no open book) is still read: the baselines come back,
+    // the alerts do not.
+    let book = bincode::encode_to_vec(alone.open_book(), watchpost_proto::bincode_config())
+        .expect("encodable");
+    let mut first = Vec::new();
+    alone.snapshot_into(&mut first);
+    first.truncate(first.len() - book.len());
+    first[0] = 1;
+    let mut older = Detector::new(params());
+    assert_eq!(
+        older.restore_snapshot(&first).expect("format 1").baselines,
+        alone.ueba().len()
+    );
+    assert!(older.open_book().len() == 0);
 }
