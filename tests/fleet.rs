@@ -293,9 +293,12 @@ fn sensors_detectors_and_a_console_share_one_queue_and_survive_a_detector_and_a_
     while sigma_alerts(console).len() < 5 {
         assert!(
             t.elapsed() < Duration::from_secs(45),
-            "the fifth alert: not within 45 s; the detector: {}; the console: {}",
+            "the fifth alert: not within 45 s; sensor-b: {}; the detector: {}; the console: {}; \
+             the nodes' logs:{}",
+            get(sensor_b, "/api/v1/cluster")["data_path"],
             get(det_2, "/api/v1/cluster")["data_path"],
-            get(console, "/api/v1/cluster")["data_path"]
+            get(console, "/api/v1/cluster")["data_path"],
+            log_tails()
         );
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -704,6 +707,36 @@ fn a_verdict_on_the_console_moves_the_thresholds_of_the_detectors_that_own_them(
     });
     let feedback = get(console, "/api/v1/stats")["feedback"].clone();
     assert_eq!(feedback["by_detector"]["ensemble"]["fp"], 1, "{feedback}");
+
+    // The alerted entity's risk history on the console: the hours the detector that owns its
+    // partition scored, named as the sensors name the entity.
+    let entity = ueba["entity"]["uuid"].as_str().unwrap();
+    let path = format!("/api/v1/entities/{entity}/risk-history?range=7d");
+    let mut history = Value::Null;
+    wait_until(
+        "the risk history from the detector",
+        Duration::from_secs(10),
+        || {
+            history = get(console, &path);
+            history["points"].as_array().is_some_and(|p| !p.is_empty())
+        },
+    );
+    assert_eq!(
+        history["entity"]["value"], ueba["entity"]["value"],
+        "{history}"
+    );
+    assert_eq!(
+        history["entity"]["kind"], ueba["entity"]["kind"],
+        "{history}"
+    );
+    assert!(
+        history["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p["max_score"].as_f64() > Some(0.0)),
+        "{history}"
+    );
     // Each partition moved once: no verdict reached a partition twice.
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(

@@ -101,6 +101,9 @@ pub struct FleetCounters {
     pub feedback_dropped: AtomicU64,
     /// Detector: verdicts applied to a partition's thresholds.
     pub feedback_applied: AtomicU64,
+    /// Detector: writes of the partitions' series (sources' minutes, entities' hourly risk,
+    /// rule fires) the node's store refused.
+    pub series_errors: AtomicU64,
     /// Shared content: the highest revision of the content bucket this node has written (a
     /// console) or applied (any other node).
     pub content_revision: AtomicU64,

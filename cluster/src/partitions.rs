@@ -20,6 +20,44 @@ use watchpost_detect::{
 /// How often repeats folded into open alerts are sent (as a stand-alone node writes them).
 const ALERT_FLUSH: Duration = Duration::from_secs(1);
 
+/// The stage B worker number the partition thread writes its rule fires under: each writer
+/// of the per-hour counters owns its keys (`Store::add_rule_fires`), and a node's own stage
+/// B workers are numbered from 0.
+const PARTITIONS_WORKER: u8 = u8::MAX;
+
+/// The series the partitions' detectors hand out, gathered once per flush (reused).
+#[derive(Default)]
+struct Series {
+    minutes: Vec<watchpost_proto::MinutePoint>,
+    risk: Vec<watchpost_proto::RiskPoint>,
+    fires: Vec<watchpost_proto::RuleFires>,
+}
+
+impl Series {
+    /// Takes what `d` has gathered since the last call. A detector keeps its minutes, hourly
+    /// risk and rule fires until they are taken: not taking them grows it without bound.
+    fn take(&mut self, d: &mut Detector) {
+        d.take_minutes(&mut self.minutes);
+        d.take_risk_points(&mut self.risk);
+        d.take_rule_fires(&mut self.fires);
+    }
+
+    /// Writes what was taken to the node's store, and empties it.
+    fn write(&mut self, store: &watchpost_store::Store, counters: &FleetCounters) {
+        if let Err(e) = store.put_series(&self.minutes, &self.risk) {
+            FleetCounters::add(&counters.series_errors, 1);
+            tracing::warn!("cluster: cannot store the partitions' series: {e}");
+        }
+        if let Err(e) = store.add_rule_fires(PARTITIONS_WORKER, &self.fires) {
+            FleetCounters::add(&counters.series_errors, 1);
+            tracing::warn!("cluster: cannot store the partitions' rule fires: {e}");
+        }
+        self.minutes.clear();
+        self.risk.clear();
+        self.fires.clear();
+    }
+}
+
 /// What the partition thread is asked to do.
 pub(crate) enum Work {
     /// Start scoring `partition` from `snapshot` (none: from nothing); the reply is the stream
@@ -74,6 +112,10 @@ pub struct DetectorKit {
     pub killchain: Arc<Mutex<KillChain>>,
     /// The operators' exceptions (shared from the console), and where their hits are kept.
     pub exceptions: Arc<watchpost_dataplane::ExceptionBook>,
+    /// The node's store: the partitions' series (sources' minutes, entities' hourly risk, rule
+    /// fires) are written there, as a node alone's stage B writes its own, and served from
+    /// there (a console asks the partition's owner for an entity's risk history).
+    pub store: Arc<watchpost_store::Store>,
 }
 
 impl DetectorKit {
@@ -120,6 +162,7 @@ fn run(
     let mut exceptions_version = kit.exceptions.version();
     let mut last_flush = Instant::now();
     let mut last_save = Instant::now();
+    let mut series = Series::default();
     loop {
         match work.recv_timeout(Duration::from_millis(250)) {
             Ok(Work::Records {
@@ -204,6 +247,8 @@ fn run(
             }) => {
                 let given = owned.remove(&partition).and_then(|mut o| {
                     flush(&mut o.detector, alerts, counters);
+                    series.take(&mut o.detector);
+                    series.write(&kit.store, counters);
                     snapshot.then(|| snapshot_of(partition, &o))
                 });
                 let _ = reply.send(given);
@@ -215,7 +260,9 @@ fn run(
             last_flush = Instant::now();
             for o in owned.values_mut() {
                 flush(&mut o.detector, alerts, counters);
+                series.take(&mut o.detector);
             }
+            series.write(&kit.store, counters);
         }
         if last_save.elapsed() >= save_every {
             last_save = Instant::now();

@@ -25,7 +25,8 @@ use watchpost_proto::{ErrorBody, Event, ListResponse, MissingSensor, SensorCover
 /// The header of a request a console forwards: answer from your own store.
 pub(crate) const LOCAL_HEADER: &str = "x-watchpost-local";
 /// The header naming an entity by its name hash (16 hex digits), for a detector, which holds
-/// baselines by hash and no entity names.
+/// baselines and hourly risk by hash and no entity names; for the risk history, the hash is
+/// followed by `/` and the entity kind's number (the answer names the kind).
 pub(crate) const ENTITY_HASH_HEADER: &str = "x-watchpost-entity-hash";
 
 /// See the module's documentation.

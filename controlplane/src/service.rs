@@ -325,6 +325,7 @@ fn start_fleet_roles(
                 watchpost_detect::KillChain::from_config(cfg),
             )),
             exceptions: pipeline.exceptions(),
+            store: pipeline.store(),
         };
         fleet
             .start_detector(

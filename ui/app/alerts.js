@@ -31,6 +31,9 @@ export function mountAlerts(root, detailRoot, stream, {onOpen, onClose} = {}) {
   const alerts = new Map();
   /** The last feedback recorded from this page, by alert. */
   const recorded = new Map();
+  /** The last bulk triage's outcome from an alert's detail, by alert: it outlives the redraw
+   * that the reload after it (and the alerts' own updates on the stream) cause. */
+  const triaged = new Map();
   let view = 'open,acknowledged';
   let minSeverity = 0;
   /** On a fleet's console, the sensor the feed is narrowed to ('' for every one). */
@@ -330,7 +333,7 @@ export function mountAlerts(root, detailRoot, stream, {onOpen, onClose} = {}) {
       REASONS.map((r) => h('option', {value: r, selected: r === t.reason}, r.replace('_', ' '))));
     const assignee = h('input', {name: 'assignee', placeholder: 'assignee', value: t.assignee || '', maxlength: 128});
     const note = h('input', {name: 'note', placeholder: 'note', maxlength: 4096});
-    const result = h('span', {class: 'muted', role: 'status'});
+    const result = h('span', {class: 'muted', role: 'status'}, triaged.get(a.id) || '');
     const sync = () => { reason.disabled = status.value !== 'closed'; };
     status.addEventListener('change', sync);
     sync();
@@ -355,7 +358,9 @@ export function mountAlerts(root, detailRoot, stream, {onOpen, onClose} = {}) {
         if (view) q.set('status', view);
         try {
           const done = await patch(`/alerts?${q}`, changeOf());
-          fill(result, `${count(done.changed)} of ${count(done.matched)} alerts changed${done.truncated ? ' (more remain: apply again)' : ''}.`);
+          const said = `${count(done.changed)} of ${count(done.matched)} alerts changed${done.truncated ? ' (more remain: apply again)' : ''}.`;
+          triaged.set(a.id, said);
+          fill(result, said);
           result.className = 'muted';
           load();
         } catch (e) {

@@ -115,6 +115,9 @@ pub(crate) struct DataPath {
     feedback_dropped: u64,
     /// A detector's verdicts applied to its partitions' thresholds.
     feedback_applied: u64,
+    /// A detector's writes of its partitions' series (minutes, hourly risk, rule fires) that
+    /// the store refused.
+    series_errors: u64,
     /// The partitions this detector owns.
     partitions: Vec<PartitionAnswer>,
 }
@@ -161,6 +164,7 @@ pub(crate) fn data_path(st: &AppState) -> Option<DataPath> {
         feedback_sent: c.feedback_sent.load(Relaxed),
         feedback_dropped: c.feedback_dropped.load(Relaxed),
         feedback_applied: c.feedback_applied.load(Relaxed),
+        series_errors: c.series_errors.load(Relaxed),
         partitions: c
             .partitions()
             .into_iter()

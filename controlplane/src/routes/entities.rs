@@ -184,7 +184,7 @@ pub(crate) struct RiskHistory {
 }
 
 /// One hour's highest UEBA score.
-#[derive(Serialize, schemars::JsonSchema)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[schemars(rename = "RiskHistoryPoint")]
 struct RiskPoint {
     /// Start of the hour, ns.
@@ -414,17 +414,39 @@ pub fn range_ns(params: &Params, default: &str) -> Result<(String, i64), ApiErro
 /// Hourly highest UEBA score of the entity over `range` (default 7d).
 pub async fn risk_history(
     State(st): State<AppState>,
+    headers: HeaderMap,
     Path(uuid): Path<String>,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<RiskHistory>, ApiError> {
     let p = Params::read(raw.as_deref())?;
     let (range, span) = range_ns(&p, "7d")?;
+    if let Some(targets) = Fanout::targets(st.fanout.as_deref(), st.cluster.as_deref(), &headers) {
+        return fleet_risk_history(&st, targets, &uuid, range).await;
+    }
+    // A fleet's detector asked by its console: the entity named by its hash and kind (its
+    // store keeps the partitions' hourly risk by hash, and no names; the console fills the
+    // name in).
+    let by_hash = headers
+        .get(ENTITY_HASH_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split_once('/'))
+        .and_then(|(hash, kind)| {
+            let kind = EntityKind::from_u8(kind.parse().ok()?)?;
+            Some((u64::from_str_radix(hash, 16).ok()?, kind))
+        });
     let store = st.store.clone();
     tokio::task::spawn_blocking(move || {
-        let (u, kind, name, hash, _) = known(&store, &uuid)?;
-        let until = now_ns();
+        let (u, kind, name, hash) = match by_hash {
+            Some((hash, kind)) if st.fleet.is_some() => {
+                (entity_uuid(&uuid)?, kind, String::new(), hash)
+            }
+            _ => {
+                let (u, kind, name, hash, _) = known(&store, &uuid)?;
+                (u, kind, name, hash)
+            }
+        };
         let points = store
-            .risk_history(hash, until - span, i64::MAX)?
+            .risk_history(hash, now_ns() - span, i64::MAX)?
             .into_iter()
             .map(|(ts_ns, max)| RiskPoint {
                 ts_ns,
@@ -537,13 +559,23 @@ fn baseline_answer(
     })
 }
 
-/// A console's baseline: the entity's name from the sensors, then its baseline from the
-/// detector that owns its partition now (the node list says which).
-async fn fleet_baseline(
+/// The detector that owns an entity's partition, as a console finds it: the entity's name
+/// from the sensors (the detectors keep hashes, not names), hashed as the records are, its
+/// partition's owner from the node list.
+struct PartitionOwner {
+    uuid: Uuid,
+    kind: EntityKind,
+    name: String,
+    hash: u64,
+    detector: Target,
+}
+
+async fn partition_owner(
     st: &AppState,
     targets: Vec<Target>,
     uuid: &str,
-) -> Result<Json<Baseline>, ApiError> {
+    what: &str,
+) -> Result<PartitionOwner, ApiError> {
     let u = entity_uuid(uuid)?;
     let fanout = super::console_fanout(st)?;
     let fleet = st
@@ -574,19 +606,71 @@ async fn fleet_baseline(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "partition_unowned",
                 format!(
-                    "partition {partition}, which holds the baseline of {name}, has no detector \
+                    "partition {partition}, which holds the {what} of {name}, has no detector \
                      now (one takes it over within cluster.lease_seconds)"
                 ),
             )
             .retry_after(5)
         })?;
-    let target = Target::new(&owner.record.name, &owner.record.api);
-    let header = Some((ENTITY_HASH_HEADER, format!("{hash:016x}")));
-    let path = format!("/api/v1/entities/{u}/baseline");
-    let mut baseline: Baseline = fanout
-        .ask_with(vec![target], Method::GET, &path, None, header)
+    Ok(PartitionOwner {
+        uuid: u,
+        kind,
+        name,
+        hash,
+        detector: Target::new(&owner.record.name, &owner.record.api),
+    })
+}
+/// A console's baseline: the entity's name from the sensors, then its baseline from the
+/// detector that owns its partition now (the node list says which).
+async fn fleet_baseline(
+    st: &AppState,
+    targets: Vec<Target>,
+    uuid: &str,
+) -> Result<Json<Baseline>, ApiError> {
+    let o = partition_owner(st, targets, uuid, "baseline").await?;
+    let header = Some((ENTITY_HASH_HEADER, format!("{:016x}", o.hash)));
+    let path = format!("/api/v1/entities/{}/baseline", o.uuid);
+    let mut baseline: Baseline = super::console_fanout(st)?
+        .ask_with(vec![o.detector], Method::GET, &path, None, header)
         .await
         .only()?;
-    baseline.value = name;
+    baseline.value = o.name;
     Ok(Json(baseline))
+}
+
+/// A console's risk history of an entity: the hours the owner of its partition scored.
+/// The owner's store holds the hours since it took the partition over; the hours an earlier
+/// owner scored stay in that detector's store (docs/cluster.md).
+async fn fleet_risk_history(
+    st: &AppState,
+    targets: Vec<Target>,
+    uuid: &str,
+    range: String,
+) -> Result<Json<RiskHistory>, ApiError> {
+    /// What the owner answers of it.
+    #[derive(Deserialize)]
+    struct Points {
+        points: Vec<RiskPoint>,
+    }
+    let o = partition_owner(st, targets, uuid, "risk history").await?;
+    let header = Some((
+        ENTITY_HASH_HEADER,
+        format!("{:016x}/{}", o.hash, o.kind as u8),
+    ));
+    let path = format!("/api/v1/entities/{}/risk-history?range={range}", o.uuid);
+    let answer: Points = super::console_fanout(st)?
+        .ask_with(vec![o.detector], Method::GET, &path, None, header)
+        .await
+        .only()?;
+    Ok(Json(RiskHistory {
+        entity: EntitySummary {
+            uuid: o.uuid,
+            kind: o.kind,
+            value: o.name,
+            first_seen_ns: None,
+        },
+        range,
+        resolution: "1h",
+        points: answer.points,
+    }))
 }

@@ -112,7 +112,7 @@ fn cluster(e: &mut Exposition, st: &AppState) {
     use std::sync::atomic::Ordering::Relaxed;
     let Some(fleet) = &st.fleet else { return };
     let c = fleet.counters();
-    let families: [(&str, &str, &str, u64); 21] = [
+    let families: [(&str, &str, &str, u64); 22] = [
         (
             "watchpost_cluster_records_published_total",
             "counter",
@@ -227,6 +227,13 @@ fn cluster(e: &mut Exposition, st: &AppState) {
             "counter",
             "Analysts' verdicts applied to a partition's thresholds (detector).",
             c.feedback_applied.load(Relaxed),
+        ),
+        (
+            "watchpost_cluster_series_errors_total",
+            "counter",
+            "Writes of the partitions' minutes, hourly risk and rule fires the store refused \
+             (detector).",
+            c.series_errors.load(Relaxed),
         ),
         (
             "watchpost_cluster_content_changes_total",
