@@ -141,7 +141,7 @@ async fn run(
             if let Some(f) = &fleet {
                 describe(&mut node, f, &config);
             }
-            let beat = beat(&bucket, &view, &node).await;
+            let beat = beat(&bucket, &view, heartbeat * MISSED_HEARTBEATS, &node).await;
             let connected = client.connection_state() == async_nats::connection::State::Connected;
             let server = connected.then(|| client.server_info().server_name);
             report(&|s| {
@@ -202,6 +202,7 @@ async fn open_bucket(
 async fn beat(
     bucket: &kv::Store,
     view: &KvView,
+    max_age: Duration,
     node: &NodeRecord,
 ) -> Result<Vec<NodeEntry>, ClusterError> {
     let value = serde_json::to_vec(node).map_err(|e| ClusterError::Renew(e.to_string()))?;
@@ -210,7 +211,7 @@ async fn beat(
         .await
         .map_err(|e| ClusterError::Renew(e.to_string()))?;
     let mut nodes = Vec::new();
-    for entry in view.live() {
+    for entry in view.live_within(Some(max_age)) {
         // An entry another version wrote in a shape this one cannot read is left out of the
         // view rather than failing it.
         let Ok(record) = serde_json::from_slice::<NodeRecord>(&entry.value) else {

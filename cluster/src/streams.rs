@@ -35,7 +35,7 @@ pub(crate) fn replicas(config: &ClusterConfig) -> usize {
     config.servers.len().clamp(1, 3)
 }
 
-fn failed(what: &'static str) -> impl Fn(&dyn std::fmt::Display) -> ClusterError {
+fn failed(what: &str) -> impl Fn(&dyn std::fmt::Display) -> ClusterError + '_ {
     move |e| ClusterError::Bucket {
         bucket: what.to_string(),
         reason: e.to_string(),
@@ -155,33 +155,58 @@ pub(crate) async fn state_store(
     .await
 }
 
-/// An object store with every server's copy: opened, or made when there is none.
+/// An object store with every server's copy, read through its leader: opened, or made when
+/// there is none.
 pub(crate) async fn object_store_named(
     js: &jetstream::Context,
     config: &ClusterConfig,
     bucket: &'static str,
     description: &str,
 ) -> Result<object_store::ObjectStore, ClusterError> {
-    if let Ok(store) = js.get_object_store(bucket).await {
-        return Ok(store);
+    if js.get_object_store(bucket).await.is_err() {
+        let made = js
+            .create_object_store(object_store::Config {
+                bucket: bucket.into(),
+                description: Some(description.into()),
+                num_replicas: replicas(config),
+                storage: stream::StorageType::File,
+                ..Default::default()
+            })
+            .await;
+        // Another node may have made it meanwhile: opened below either way.
+        if let Err(made) = made
+            && js.get_object_store(bucket).await.is_err()
+        {
+            return Err(failed(bucket)(&made));
+        }
     }
-    let made = js
-        .create_object_store(object_store::Config {
-            bucket: bucket.into(),
-            description: Some(description.into()),
-            num_replicas: replicas(config),
-            storage: stream::StorageType::File,
-            ..Default::default()
-        })
-        .await;
-    match made {
-        Ok(store) => Ok(store),
-        // Another node made it meanwhile.
-        Err(made) => js
-            .get_object_store(bucket)
-            .await
-            .map_err(|_| failed(bucket)(&made)),
+    read_through_leader(js, bucket).await?;
+    js.get_object_store(bucket)
+        .await
+        .map_err(|e| failed(bucket)(&e))
+}
+
+/// Turns off direct reads of an object store's stream (the client makes them with direct
+/// reads on): a direct read may be answered by any replica, and one still catching up after
+/// its server's restart answers "not found" for an object the stream holds. Seen in the fleet
+/// test: a detector taking a partition back after two servers returned was told its snapshot
+/// did not exist and started the partition over from its first record. Objects are read
+/// rarely (a partition taken, an indicator file changed), so every read going to the leader
+/// costs nothing that matters. Done by whichever node opens the store first; a stream already
+/// set is left alone.
+async fn read_through_leader(js: &jetstream::Context, bucket: &str) -> Result<(), ClusterError> {
+    let name = format!("OBJ_{bucket}");
+    let mut stream = js.get_stream(&name).await.map_err(|e| failed(&name)(&e))?;
+    let info = stream.info().await.map_err(|e| failed(&name)(&e))?;
+    if !info.config.allow_direct {
+        return Ok(());
     }
+    let mut leader_only = info.config.clone();
+    leader_only.allow_direct = false;
+    js.update_stream(leader_only)
+        .await
+        .map(|_| ())
+        .map_err(|e| failed(&name)(&e))
 }
 
 /// Publishes one message to `subject`, built afresh by `message` for each try, until the

@@ -33,8 +33,9 @@ pub(crate) const ENTITY_HASH_HEADER: &str = "x-watchpost-entity-hash";
 pub struct Fanout {
     client: HttpClient,
     timeout: Duration,
-    /// Every sensor seen in the node list since this console started, with its API's URL.
-    seen: Mutex<BTreeMap<String, String>>,
+    /// Every sensor and detector seen in the node list since this console started (by role
+    /// and name), with its API's URL.
+    seen: Mutex<BTreeMap<(&'static str, String), String>>,
 }
 
 /// A sensor to ask: its node name, its API's URL, and whether it is in the node list now.
@@ -85,6 +86,27 @@ impl Fanout {
         membership: Option<&watchpost_cluster::Membership>,
         headers: &HeaderMap,
     ) -> Option<Vec<Target>> {
+        Self::role_targets("sensor", fanout, membership, headers)
+    }
+
+    /// [`Fanout::targets`] for what the detectors hold: the series of the partitions they
+    /// scored (anomaly minutes, rule fires), each in the store of the detector that owned the
+    /// partition at the time. A detector that left the list is asked all the same, and named
+    /// missing, as a sensor is: its history is part of the answer.
+    pub(crate) fn detector_targets(
+        fanout: Option<&Fanout>,
+        membership: Option<&watchpost_cluster::Membership>,
+        headers: &HeaderMap,
+    ) -> Option<Vec<Target>> {
+        Self::role_targets("detector", fanout, membership, headers)
+    }
+
+    fn role_targets(
+        role: &'static str,
+        fanout: Option<&Fanout>,
+        membership: Option<&watchpost_cluster::Membership>,
+        headers: &HeaderMap,
+    ) -> Option<Vec<Target>> {
         if headers.contains_key(LOCAL_HEADER) {
             return None;
         }
@@ -93,14 +115,15 @@ impl Fanout {
         let mut seen = fanout.seen.lock().unwrap_or_else(|p| p.into_inner());
         let mut live = Vec::new();
         for n in &snapshot.nodes {
-            if n.record.roles.iter().any(|r| r == "sensor") {
-                seen.insert(n.record.name.clone(), n.record.api.clone());
+            if n.record.roles.iter().any(|r| r == role) {
+                seen.insert((role, n.record.name.clone()), n.record.api.clone());
                 live.push(n.record.name.as_str());
             }
         }
         Some(
             seen.iter()
-                .map(|(name, url)| Target {
+                .filter(|((r, _), _)| *r == role)
+                .map(|((_, name), url)| Target {
                     name: name.clone(),
                     url: url.clone(),
                     live: live.contains(&name.as_str()),

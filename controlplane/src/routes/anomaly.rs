@@ -1,19 +1,25 @@
 //! `GET /anomaly/timeline`: the content ensemble's scores per bucket, with alert counts.
+//!
+//! On a fleet's console the scores are the detectors' (each holds the minutes of the
+//! partitions it scored) and the alerts the console's own (it holds the fleet's queue).
 
 use crate::answer::Json;
 use crate::error::ApiError;
+use crate::fanout::Fanout;
 use crate::query::Params;
 use crate::routes::entities::range_ns;
 use crate::state::AppState;
 use axum::extract::{RawQuery, State};
-use watchpost_proto::{hash64, now_ns};
+use axum::http::HeaderMap;
+use watchpost_outbound::Method;
+use watchpost_proto::{SensorCoverage, hash64, now_ns};
 use watchpost_store::AlertQuery;
 
 /// Most buckets in one answer (7 days at 5 minutes).
 const MAX_BUCKETS: i64 = 2016;
 
 /// `GET /anomaly/timeline`: the ensemble's scores over time.
-#[derive(serde::Serialize, schemars::JsonSchema)]
+#[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub(crate) struct AnomalyTimeline {
     /// `1h`, `6h`, `24h` or `7d`.
     range: String,
@@ -23,10 +29,14 @@ pub(crate) struct AnomalyTimeline {
     source: Option<String>,
     /// Buckets oldest first, every bucket present (empty ones with zeros).
     buckets: Vec<AnomalyBucket>,
+    /// On a fleet's console: the detectors asked for their scores, and those that did not
+    /// answer (`partial`: the scores are those of the detectors that did). Absent elsewhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    detectors: Option<SensorCoverage>,
 }
 
 /// One bucket of the anomaly timeline.
-#[derive(serde::Serialize, schemars::JsonSchema)]
+#[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 struct AnomalyBucket {
     /// Start of the bucket, ns.
     ts_ns: i64,
@@ -45,6 +55,7 @@ struct AnomalyBucket {
 /// Buckets of the last `range`, oldest first; every bucket is present (empty ones with zeros).
 pub async fn timeline(
     State(st): State<AppState>,
+    headers: HeaderMap,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<AnomalyTimeline>, ApiError> {
     let p = Params::read(raw.as_deref())?;
@@ -77,6 +88,20 @@ pub async fn timeline(
         ));
     }
     let source = p.text("source", 256)?;
+    // A console: the same question to every detector (one that is also this node answers
+    // for itself through the fan-out, so its store's minutes are not read twice below).
+    let fleet =
+        match Fanout::detector_targets(st.fanout.as_deref(), st.cluster.as_deref(), &headers) {
+            Some(targets) => {
+                let path = format!("/api/v1/anomaly/timeline?{}", raw.as_deref().unwrap_or(""));
+                let mut gathered = super::console_fanout(&st)?
+                    .ask(targets, Method::GET, &path, None)
+                    .await;
+                let answers = gathered.parsed::<AnomalyTimeline>(&[]);
+                Some((answers, gathered.coverage))
+            }
+            None => None,
+        };
     let store = st.store.clone();
     tokio::task::spawn_blocking(move || {
         let end = (now_ns() / step + 1) * step;
@@ -87,14 +112,35 @@ pub async fn timeline(
         let mut max = vec![0f64; n];
         let mut alarms = vec![0u64; n];
         let mut alerts = vec![0u64; n];
-        let src = source.as_deref().map(|s| hash64(s.as_bytes()));
-        for m in store.anomaly_minutes(start, end, src)? {
-            let i = ((m.minute_ns - start) / step) as usize;
-            if i < n {
-                events[i] += u64::from(m.events);
-                sum[i] += f64::from(m.sum);
-                max[i] = max[i].max(f64::from(m.max));
-                alarms[i] += u64::from(m.alarms);
+        let mut detectors = None;
+        match fleet {
+            Some((answers, coverage)) => {
+                // By each bucket's start, not its place: a detector whose clock crossed a
+                // bucket's end before this node's answers with its buckets one step on.
+                for b in answers.into_iter().flat_map(|(_, t)| t.buckets) {
+                    let i = (b.ts_ns - start).div_euclid(step);
+                    if let Ok(i) = usize::try_from(i)
+                        && i < n
+                    {
+                        events[i] += b.events;
+                        sum[i] += b.mean_score * b.events as f64;
+                        max[i] = max[i].max(b.max_score);
+                        alarms[i] += b.alarms;
+                    }
+                }
+                detectors = Some(coverage);
+            }
+            None => {
+                let src = source.as_deref().map(|s| hash64(s.as_bytes()));
+                for m in store.anomaly_minutes(start, end, src)? {
+                    let i = ((m.minute_ns - start) / step) as usize;
+                    if i < n {
+                        events[i] += u64::from(m.events);
+                        sum[i] += f64::from(m.sum);
+                        max[i] = max[i].max(f64::from(m.max));
+                        alarms[i] += u64::from(m.alarms);
+                    }
+                }
             }
         }
         // Alert counts per bucket by first-seen time (all types; one source when filtered).
@@ -137,6 +183,7 @@ pub async fn timeline(
             resolution,
             source,
             buckets,
+            detectors,
         }))
     })
     .await

@@ -7,16 +7,18 @@
 
 use crate::answer::Json;
 use crate::error::ApiError;
+use crate::fanout::Fanout;
 use crate::query::{DEFAULT_LIMIT, MAX_LIMIT, Params, page_of};
 use crate::routes::read_body;
 use crate::state::AppState;
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::Arc;
 use watchpost_dataplane::{Catalog, Error};
+use watchpost_outbound::Method;
 use watchpost_proto::{AttackMapping, ListResponse, now_ns};
 use watchpost_rules::{Body as RuleBody, RuleEntry};
 
@@ -253,7 +255,7 @@ pub async fn get(
 }
 
 /// One hour of a rule's timeline.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HourBucket {
     /// Start of the hour, ns.
     pub hour_ns: i64,
@@ -262,7 +264,7 @@ pub struct HourBucket {
 }
 
 /// A rule's last 24 hours.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[schemars(rename = "RuleTimeline")]
 pub struct Timeline {
     /// Rule id.
@@ -271,31 +273,59 @@ pub struct Timeline {
     pub buckets: Vec<HourBucket>,
     /// Sum of the buckets.
     pub total: u64,
+    /// On a fleet's console: the detectors asked for their counts (each holds the fires of
+    /// the partitions it scored), and those that did not answer (`partial`: the counts are
+    /// those of the detectors that did). Absent elsewhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detectors: Option<watchpost_proto::SensorCoverage>,
 }
 
 /// `GET /sigma/rules/{id}/timeline`: 24 hourly fire counts ending with the current hour.
 pub async fn timeline(
     State(st): State<AppState>,
+    headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Result<Json<Timeline>, ApiError> {
     let cat = Arc::clone(&st.catalog);
     let e = find(&cat, &id)?;
     let (first, until) = last_24_hours();
-    let store = st.store.clone();
-    let rows = tokio::task::spawn_blocking(move || store.rule_fires(first, until))
-        .await
-        .map_err(ApiError::internal)??;
     let mut buckets: Vec<HourBucket> = (0..24)
         .map(|h| HourBucket {
             hour_ns: first + h * HOUR_NS,
             count: 0,
         })
         .collect();
-    for (rule, hour_ns, n) in rows {
-        if rule == e.key {
-            let i = ((hour_ns - first) / HOUR_NS) as usize;
-            if let Some(b) = buckets.get_mut(i) {
-                b.count += u64::from(n);
+    let mut add = |hour_ns: i64, n: u64| {
+        if let Ok(i) = usize::try_from((hour_ns - first).div_euclid(HOUR_NS))
+            && let Some(b) = buckets.get_mut(i)
+        {
+            b.count += n;
+        }
+    };
+    let mut detectors = None;
+    // A console: the detectors' counts, by hour (one that is also this node answers for
+    // itself through the fan-out).
+    if let Some(targets) =
+        Fanout::detector_targets(st.fanout.as_deref(), st.cluster.as_deref(), &headers)
+    {
+        let path = format!("/api/v1/sigma/rules/{}/timeline", e.rule.id);
+        let mut gathered = super::console_fanout(&st)?
+            .ask(targets, Method::GET, &path, None)
+            .await;
+        for (_, t) in gathered.parsed::<Timeline>(&[404]) {
+            for b in t.buckets {
+                add(b.hour_ns, b.count);
+            }
+        }
+        detectors = Some(gathered.coverage);
+    } else {
+        let store = st.store.clone();
+        let rows = tokio::task::spawn_blocking(move || store.rule_fires(first, until))
+            .await
+            .map_err(ApiError::internal)??;
+        for (rule, hour_ns, n) in rows {
+            if rule == e.key {
+                add(hour_ns, u64::from(n));
             }
         }
     }
@@ -304,6 +334,7 @@ pub async fn timeline(
         rule_id: e.rule.id.clone(),
         buckets,
         total,
+        detectors,
     }))
 }
 
