@@ -196,12 +196,13 @@ pub(crate) async fn object_store_named(
 /// set is left alone.
 async fn read_through_leader(js: &jetstream::Context, bucket: &str) -> Result<(), ClusterError> {
     let name = format!("OBJ_{bucket}");
-    let mut stream = js.get_stream(&name).await.map_err(|e| failed(&name)(&e))?;
-    let info = stream.info().await.map_err(|e| failed(&name)(&e))?;
-    if !info.config.allow_direct {
+    // Opening the stream reads its configuration: no second request for it.
+    let stream = js.get_stream(&name).await.map_err(|e| failed(&name)(&e))?;
+    let config = &stream.cached_info().config;
+    if !config.allow_direct {
         return Ok(());
     }
-    let mut leader_only = info.config.clone();
+    let mut leader_only = config.clone();
     leader_only.allow_direct = false;
     js.update_stream(leader_only)
         .await

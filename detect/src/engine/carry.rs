@@ -46,6 +46,8 @@ impl OpenBook {
     }
 }
 
+/// `None` only if the alert cannot be written as JSON, which its shape rules out (string keys,
+/// plain values): the API writes every alert the same way.
 fn carried(key: u64, o: &OpenAlert) -> Option<CarriedAlert> {
     Some(CarriedAlert {
         key,
