@@ -439,6 +439,18 @@ fn content_set_on_the_console_acts_on_every_node_and_searches_ask_every_sensor()
         "{fires}"
     );
     assert_eq!(fires["detectors"]["partial"], false, "{fires}");
+    // The catalogue's counts agree with the timeline: the list and the rule's page, asked of
+    // the detectors with the same filters.
+    let listed = get(console, "/api/v1/sigma/rules?q=fleet%20canary");
+    assert_eq!(listed["items"][0]["fires_24h"], 1, "{listed}");
+    assert_eq!(
+        listed["meta"]["detectors"]["asked"],
+        serde_json::json!(["det-1"]),
+        "{listed}"
+    );
+    let one = get(console, &format!("/api/v1/sigma/rules/{CANARY_ID}"));
+    assert_eq!(one["fires_24h"], 1, "{one}");
+    assert_eq!(one["detectors"]["partial"], false, "{one}");
     let scored = || {
         let t = get(console, "/api/v1/anomaly/timeline?range=1h");
         let events: u64 = t["buckets"]

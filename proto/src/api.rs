@@ -27,6 +27,10 @@ pub struct ListMeta {
     /// (docs/cluster.md, "Searches across the fleet"); absent on a node answering alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sensors: Option<SensorCoverage>,
+    /// On a fleet's console, for what the detectors hold (the rule catalogue's fire counts):
+    /// the detectors asked and those that did not answer; absent on a node answering alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detectors: Option<SensorCoverage>,
 }
 
 /// Which sensors answered a search a console fanned out. A search any sensor did not answer is
@@ -73,6 +77,7 @@ impl ListMeta {
             timed_out: false,
             sort: None,
             sensors: None,
+            detectors: None,
         }
     }
 }

@@ -68,13 +68,14 @@ export function thresholdText(t) {
   return Number(t) >= 1e300 ? 'not calibrated yet' : Number(t).toFixed(3);
 }
 
-/** What a fleet's console says of a search some sensors did not answer (`sensors` of the
- * answer, docs/cluster.md): the answer is partial, never presented as the whole. Empty when
- * every sensor answered, or on a node alone. */
-export function partialText(sensors) {
+/** What a fleet's console says of a search some sensors (or, for `what` = 'detectors', the
+ * counts some detectors) did not answer (`sensors` or `detectors` of the answer,
+ * docs/cluster.md): the answer is partial, never presented as the whole. Empty when every node
+ * asked answered, or on a node alone. */
+export function partialText(sensors, what = 'sensors') {
   if (!sensors || !sensors.partial) return '';
   const missing = (sensors.missing || []).map((m) => `${m.sensor} (${m.error})`).join('; ');
-  return `Partial: ${sensors.missing.length} of ${sensors.asked.length} sensors did not answer: ${missing}`;
+  return `Partial: ${sensors.missing.length} of ${sensors.asked.length} ${what} did not answer: ${missing}`;
 }
 
 /** The ATT&CK site's page of a technique (`T1110.001`) or a tactic (`TA0006`). */

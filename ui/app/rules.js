@@ -8,7 +8,7 @@
 
 import {failure, get, patch, post} from './api.js';
 import {debounce, fill, h} from './dom.js';
-import {attackUrl, axisColours, count, severityBadge} from './format.js';
+import {attackUrl, axisColours, count, partialText, severityBadge} from './format.js';
 import uPlot from './uplot.js';
 
 const PAGE = 50;
@@ -85,8 +85,11 @@ export function mountRules(root) {
       fill(pageInfo, `page ${state.page} of ${pages}`);
       prev.disabled = state.page <= 1;
       next.disabled = state.page >= pages;
-      fill(message, res.items.length ? '' : 'No rule matches these filters. Clear the search or '
-        + 'choose "Any" to see the whole catalogue.');
+      // On a fleet's console the counts are the detectors' sum: say when some did not answer.
+      const partial = partialText(res.meta.detectors, 'detectors');
+      fill(message, res.items.length
+        ? (partial ? h('span', {class: 'error', id: 'rules-partial'}, `${partial}; fire counts are those of the others`) : '')
+        : 'No rule matches these filters. Clear the search or choose "Any" to see the whole catalogue.');
     } catch (e) {
       if (mine === request) fill(message, h('span', {class: 'error'}, failure('rules unavailable', e)));
     }

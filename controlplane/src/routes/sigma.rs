@@ -82,6 +82,10 @@ pub struct RuleDetail {
     pub path: String,
     /// The YAML text.
     pub yaml: String,
+    /// On a fleet's console, the detectors whose fire counts `fires_24h` sums, and those that
+    /// did not answer (`partial`). Absent elsewhere.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detectors: Option<watchpost_proto::SensorCoverage>,
 }
 
 fn summary(e: &RuleEntry, fires_24h: u64) -> RuleSummary {
@@ -127,6 +131,7 @@ fn detail(e: &RuleEntry, fires_24h: u64) -> RuleDetail {
         warnings: r.warnings.clone(),
         path: e.path.clone(),
         yaml: e.yaml.clone(),
+        detectors: None,
     }
 }
 
@@ -138,8 +143,84 @@ fn last_24_hours() -> (i64, i64) {
     (first, first + 24 * HOUR_NS)
 }
 
-/// Fires per rule key over [`last_24_hours`].
-async fn fires_24h(st: &AppState) -> Result<HashMap<u64, u64>, ApiError> {
+/// Fire counts over [`last_24_hours`]: this node's own, or on a fleet's console the sum of
+/// what the detectors answered (each holds the fires of the partitions it scored, as for the
+/// timeline), with who was asked and who did not answer.
+struct Fires {
+    /// This node's counts, by rule key.
+    by_key: HashMap<u64, u64>,
+    /// The detectors' counts, by rule id: a console's catalogue and a detector's share their ids
+    /// (content is set once for the fleet), not necessarily their keys.
+    by_id: HashMap<String, u64>,
+    /// On a console, the detectors asked; `None` on a node answering alone.
+    detectors: Option<watchpost_proto::SensorCoverage>,
+}
+
+/// What a console reads of a detector's rule listing: ids and counts.
+#[derive(Deserialize)]
+struct FiredRule {
+    id: String,
+    fires_24h: u64,
+}
+
+impl Fires {
+    fn of(&self, e: &RuleEntry) -> u64 {
+        self.by_key
+            .get(&e.key)
+            .or_else(|| self.by_id.get(&e.rule.id))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// The counts for what `path_and_query` (a rule listing, or one rule, under `/api/v1`) shows:
+    /// on a console, that same request is sent to every detector and their counts summed by rule
+    /// id; elsewhere, this node's store is read. Asking the detectors the same query (filters,
+    /// page) rather than for every rule keeps each answer one page long.
+    async fn read(
+        st: &AppState,
+        headers: &HeaderMap,
+        path_and_query: &str,
+        one_rule: bool,
+    ) -> Result<Fires, ApiError> {
+        let Some(targets) =
+            Fanout::detector_targets(st.fanout.as_deref(), st.cluster.as_deref(), headers)
+        else {
+            return Ok(Fires {
+                by_key: own_fires(st).await?,
+                by_id: HashMap::new(),
+                detectors: None,
+            });
+        };
+        let mut gathered = super::console_fanout(st)?
+            .ask(targets, Method::GET, path_and_query, None)
+            .await;
+        let mut by_id = HashMap::new();
+        let rules: Vec<FiredRule> = if one_rule {
+            gathered
+                .parsed::<FiredRule>(&[404])
+                .into_iter()
+                .map(|(_, r)| r)
+                .collect()
+        } else {
+            gathered
+                .parsed::<ListResponse<FiredRule>>(&[])
+                .into_iter()
+                .flat_map(|(_, page)| page.items)
+                .collect()
+        };
+        for r in rules {
+            *by_id.entry(r.id).or_insert(0) += r.fires_24h;
+        }
+        Ok(Fires {
+            by_key: HashMap::new(),
+            by_id,
+            detectors: Some(gathered.coverage),
+        })
+    }
+}
+
+/// This node's fires per rule key over [`last_24_hours`].
+async fn own_fires(st: &AppState) -> Result<HashMap<u64, u64>, ApiError> {
     let store = st.store.clone();
     let (since, until) = last_24_hours();
     let rows = tokio::task::spawn_blocking(move || store.rule_fires(since, until))
@@ -155,6 +236,7 @@ async fn fires_24h(st: &AppState) -> Result<HashMap<u64, u64>, ApiError> {
 /// `GET /sigma/rules`: rules in catalogue order, filtered, with their 24 h fire counts.
 pub async fn list(
     State(st): State<AppState>,
+    headers: HeaderMap,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<ListResponse<RuleSummary>>, ApiError> {
     let p = Params::read(raw.as_deref())?;
@@ -203,7 +285,8 @@ pub async fn list(
     let page = p.int("page", 1, 1, 1_000_000)?;
     let limit = p.int("limit", DEFAULT_LIMIT, 1, MAX_LIMIT)?;
     let cat = Arc::clone(&st.catalog);
-    let fires = fires_24h(&st).await?;
+    let query = raw.as_deref().map(|q| format!("?{q}")).unwrap_or_default();
+    let fires = Fires::read(&st, &headers, &format!("/api/v1/sigma/rules{query}"), false).await?;
     let items: Vec<RuleSummary> = cat
         .all()
         .iter()
@@ -233,9 +316,21 @@ pub async fn list(
                     || r.tags.iter().any(|g| g.to_lowercase().contains(t))
             })
         })
-        .map(|e| summary(e, fires.get(&e.key).copied().unwrap_or(0)))
+        .map(|e| summary(e, fires.of(e)))
         .collect();
-    Ok(Json(page_of(items, page, limit)))
+    let mut listed = page_of(items, page, limit);
+    listed.meta.detectors = fires.detectors;
+    Ok(Json(listed))
+}
+
+/// [`Fires::read`] for one rule.
+async fn one_rule_fires(
+    st: &AppState,
+    headers: &HeaderMap,
+    e: &RuleEntry,
+) -> Result<Fires, ApiError> {
+    let path = format!("/api/v1/sigma/rules/{}", e.rule.id);
+    Fires::read(st, headers, &path, true).await
 }
 
 fn find(cat: &Catalog, id: &str) -> Result<Arc<RuleEntry>, ApiError> {
@@ -246,12 +341,15 @@ fn find(cat: &Catalog, id: &str) -> Result<Arc<RuleEntry>, ApiError> {
 /// `GET /sigma/rules/{id}`: one rule with its YAML.
 pub async fn get(
     State(st): State<AppState>,
+    headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Result<Json<RuleDetail>, ApiError> {
     let cat = Arc::clone(&st.catalog);
     let e = find(&cat, &id)?;
-    let fires = fires_24h(&st).await?;
-    Ok(Json(detail(&e, fires.get(&e.key).copied().unwrap_or(0))))
+    let fires = one_rule_fires(&st, &headers, &e).await?;
+    let mut d = detail(&e, fires.of(&e));
+    d.detectors = fires.detectors;
+    Ok(Json(d))
 }
 
 /// One hour of a rule's timeline.
@@ -349,6 +447,7 @@ pub(crate) struct Toggle {
 /// `PATCH /sigma/rules/{id}` with `{"enabled": bool}`: turns the rule on or off, persistently.
 pub async fn patch(
     State(st): State<AppState>,
+    headers: HeaderMap,
     Path(id): Path<String>,
     body: Body,
 ) -> Result<Json<RuleSummary>, ApiError> {
@@ -367,8 +466,8 @@ pub async fn patch(
         .await
         .map_err(ApiError::internal)??
         .ok_or_else(|| ApiError::not_found(format!("no rule {id}")))?;
-    let fires = fires_24h(&st).await?;
-    Ok(Json(summary(&e, fires.get(&e.key).copied().unwrap_or(0))))
+    let fires = one_rule_fires(&st, &headers, &e).await?;
+    Ok(Json(summary(&e, fires.of(&e))))
 }
 
 #[derive(Deserialize, schemars::JsonSchema)]
