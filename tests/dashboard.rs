@@ -236,7 +236,13 @@ fn a_person_can_watch_triage_and_filter_in_a_real_browser() {
         {
             break;
         }
-        assert!(t.elapsed() < Duration::from_secs(20), "no alert was raised");
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "not every kind of alert was raised: sigma {}, killchain {}, ueba {}; all: {body}",
+            json(&sigma)["meta"]["total"],
+            json(&chains)["meta"]["total"],
+            json(&ueba)["meta"]["total"]
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     // Lines keep coming while the browser watches: every severity, and hostile markup.

@@ -8,6 +8,8 @@
 
 mod emit;
 pub mod http_post;
+mod logwriter;
+pub mod orgs;
 pub mod realistic;
 pub mod rng;
 pub mod scenario;

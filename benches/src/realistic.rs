@@ -1,5 +1,5 @@
 //! The realistic scenario: five weeks of a 150-person organisation's logs as a sensor really
-//! receives them, with ten labelled attacks and a benign look-alike of each in the last two.
+//! receives them, with eleven labelled attacks and a benign look-alike of each in the last two.
 //!
 //! What makes it honest where `scenario` is clean:
 //! - **Mixed formats**: RFC 3164 syslog without a year or zone (sshd, sudo, su, useradd, cron),
@@ -18,7 +18,8 @@
 //!   traveller's login at 03:00 UTC from abroad, a contractor back after a holiday of a week, an
 //!   on-call engineer hopping to a new server, a helpdesk password reset, a new account.
 
-use crate::scenario::{Attack, Scenario, civil, finish};
+use crate::logwriter::LogWriter;
+use crate::scenario::{Attack, Scenario, finish};
 use watchpost_detect::SplitMix64;
 
 const MIN: i64 = 60_000_000_000;
@@ -91,176 +92,6 @@ struct Person {
     home_day: Option<i64>,
 }
 
-struct Gen {
-    rng: SplitMix64,
-    events: Vec<(i64, String, Option<usize>)>,
-    pid: u32,
-}
-
-impl Gen {
-    fn pid(&mut self) -> u32 {
-        self.pid = 1000 + (self.pid + 7 + self.rng.below(50) as u32) % 60_000;
-        self.pid
-    }
-
-    fn iso(ts: i64) -> String {
-        let secs = ts.div_euclid(1_000_000_000);
-        let ms = ts.rem_euclid(1_000_000_000) / 1_000_000;
-        let (y, m, d) = civil(secs.div_euclid(86_400));
-        let rem = secs.rem_euclid(86_400);
-        format!(
-            "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{ms:03}Z",
-            rem / 3600,
-            (rem / 60) % 60,
-            rem % 60
-        )
-    }
-
-    /// RFC 3164: `<PRI>Mmm dd hh:mm:ss host tag[pid]: message`, no year, no zone (UTC here).
-    fn syslog(
-        &mut self,
-        ts: i64,
-        pri: u8,
-        host: &str,
-        tag: &str,
-        msg: &str,
-        attack: Option<usize>,
-    ) {
-        const MON: [&str; 12] = [
-            "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-        ];
-        let secs = ts.div_euclid(1_000_000_000);
-        let (_, m, d) = civil(secs.div_euclid(86_400));
-        let rem = secs.rem_euclid(86_400);
-        let pid = self.pid();
-        let line = format!(
-            "<{pri}>{} {d:>2} {:02}:{:02}:{:02} {host} {tag}[{pid}]: {msg}",
-            MON[(m - 1) as usize],
-            rem / 3600,
-            (rem / 60) % 60,
-            rem % 60
-        );
-        self.events.push((ts, line, attack));
-    }
-
-    /// A web server's access log entry as nested ECS.
-    #[allow(clippy::too_many_arguments)]
-    fn web(
-        &mut self,
-        ts: i64,
-        host: &str,
-        client: &str,
-        user: Option<&str>,
-        req: &str,
-        status: u16,
-        agent: &str,
-        attack: Option<usize>,
-    ) {
-        let who = user.unwrap_or("-");
-        let user = user.map_or(String::new(), |u| format!(",\"user\":{{\"name\":\"{u}\"}}"));
-        let bytes = 200 + self.rng.below(9000);
-        let line = format!(
-            "{{\"@timestamp\":\"{}\",\"event\":{{\"dataset\":\"nginx.access\"}},\"host\":{{\"name\":\"{host}\"}},\"source\":{{\"ip\":\"{client}\"}}{user},\"http\":{{\"response\":{{\"status_code\":{status}}}}},\"user_agent\":{{\"original\":\"{agent}\"}},\"message\":\"{client} - {} \\\"{req} HTTP/1.1\\\" {status} {} \\\"-\\\" \\\"{agent}\\\"\"}}",
-            Gen::iso(ts),
-            who,
-            bytes
-        );
-        self.events.push((ts, line, attack));
-    }
-
-    /// A VPN session as flat dotted JSON.
-    fn vpn(&mut self, ts: i64, user: &str, from: &str, attack: Option<usize>) {
-        let line = format!(
-            "{{\"@timestamp\":\"{}\",\"event.dataset\":\"vpn.session\",\"host.name\":\"vpn-01\",\"user.name\":\"{user}\",\"source.ip\":\"{from}\",\"message\":\"session established for {user} from {from}\"}}",
-            Gen::iso(ts)
-        );
-        self.events.push((ts, line, attack));
-    }
-
-    fn ssh_login(
-        &mut self,
-        ts: i64,
-        user: &str,
-        from: &str,
-        host: usize,
-        key: bool,
-        attack: Option<usize>,
-    ) {
-        let h = host_name(host);
-        let port = 40_000 + self.rng.below(20_000);
-        let how = if key { "publickey" } else { "password" };
-        self.syslog(
-            ts,
-            38,
-            &h,
-            "sshd",
-            &format!("Accepted {how} for {user} from {from} port {port} ssh2"),
-            attack,
-        );
-        let uid = 1000 + self.rng.below(1000);
-        self.syslog(
-            ts + 40_000_000,
-            86,
-            &h,
-            "sshd",
-            &format!(
-                "pam_unix(sshd:session): session opened for user {user}(uid={uid}) by (uid=0)"
-            ),
-            attack,
-        );
-    }
-
-    fn ssh_failed(&mut self, ts: i64, user: &str, from: &str, host: usize, attack: Option<usize>) {
-        let h = host_name(host);
-        let port = 30_000 + self.rng.below(30_000);
-        self.syslog(
-            ts,
-            38,
-            &h,
-            "sshd",
-            &format!("Failed password for {user} from {from} port {port} ssh2"),
-            attack,
-        );
-    }
-
-    fn ssh_invalid(&mut self, ts: i64, user: &str, from: &str, host: usize, attack: Option<usize>) {
-        let h = host_name(host);
-        let port = 30_000 + self.rng.below(30_000);
-        self.syslog(
-            ts,
-            38,
-            &h,
-            "sshd",
-            &format!("Invalid user {user} from {from} port {port}"),
-            attack,
-        );
-    }
-
-    fn sudo(&mut self, ts: i64, user: &str, host: usize, cmd: &str, attack: Option<usize>) {
-        let h = host_name(host);
-        let tty = self.rng.below(6);
-        self.syslog(
-            ts,
-            86,
-            &h,
-            "sudo",
-            &format!("{user} : TTY=pts/{tty} ; PWD=/home/{user} ; USER=root ; COMMAND={cmd}"),
-            attack,
-        );
-    }
-
-    fn internet_ip(&mut self) -> String {
-        // Documentation and public-looking ranges, never the organisation's own.
-        let a = [45, 61, 91, 103, 109, 146, 159, 185, 193, 212][self.rng.below(10) as usize];
-        format!(
-            "{a}.{}.{}.{}",
-            self.rng.below(256),
-            self.rng.below(256),
-            1 + self.rng.below(254)
-        )
-    }
-}
-
 /// The UTC time of local hour `h` on day `d0` (midnight UTC of the day): UTC+2, UTC+1 after DST.
 fn local(d0: i64, h: i64) -> i64 {
     let offset = if d0 + 12 * HOUR >= DST_END_NS {
@@ -295,7 +126,7 @@ const PROBES: [&str; 6] = [
     "GET /robots.txt",
     "GET /owa/auth/logon.aspx",
 ];
-const GUESSES: [&str; 10] = [
+const GUESSES: [&str; 16] = [
     "admin",
     "test",
     "oracle",
@@ -306,16 +137,21 @@ const GUESSES: [&str; 10] = [
     "support",
     "git",
     "postgres1",
+    "user",
+    "deployer",
+    "minecraft",
+    "hadoop",
+    "ubnt",
+    "steam",
 ];
 
 /// Generates the realistic scenario: `weeks` (at least 4) of behaviour, the attacks in the last two.
 pub fn generate(seed: u64, weeks: i64) -> Scenario {
     let weeks = weeks.max(4);
-    let mut g = Gen {
-        rng: SplitMix64::new(seed ^ 0x7265_616c),
-        events: Vec::new(),
-        pid: 1000,
-    };
+    let mut g = LogWriter::new(
+        SplitMix64::new(seed ^ 0x7265_616c),
+        (0..HOSTS).map(host_name).collect(),
+    );
     let people: Vec<Person> = (0..PEOPLE)
         .map(|i| {
             let n_servers = 1 + i % 3;
@@ -407,12 +243,20 @@ pub fn generate(seed: u64, weeks: i64) -> Scenario {
             for _ in 0..(20 + g.rng.below(20)) {
                 let ip = g.internet_ip();
                 let t = d0 + hour * HOUR + g.rng.below(3_600_000) as i64 * 1_000_000;
-                for k in 0..(1 + g.rng.below(4)) as i64 {
-                    let tt = t + k * 2_000_000_000;
+                // Most try a few names; one in eighty (about nine a day) runs a dictionary of 5
+                // to 16 account names once and leaves (never an account of the organisation's).
+                let tries = if g.rng.below(80) == 0 {
+                    5 + g.rng.below(12)
+                } else {
+                    1 + g.rng.below(4)
+                };
+                let first = g.rng.below(16);
+                for k in 0..tries as i64 {
+                    let tt = t + k * 3_000_000_000;
                     if g.rng.below(3) == 0 {
                         g.ssh_failed(tt, "root", &ip, BASTION, None);
                     } else {
-                        let u = GUESSES[g.rng.below(10) as usize];
+                        let u = GUESSES[((first + k as u64) % 16) as usize];
                         g.ssh_invalid(tt, u, &ip, BASTION, None);
                     }
                 }
@@ -800,6 +644,25 @@ pub fn generate(seed: u64, weeks: i64) -> Scenario {
     );
     let t = local(a0 + 10 * DAY, 11);
     g.ssh_login(t, "deploy", &host_ip(6), BACKUP, true, Some(a));
+    // 11. A patient brute force under the scanners' background: one address tries root on the
+    // bastion about every ten minutes for nine hours, never ten in five minutes.
+    let a = add(
+        "slow_brute_force",
+        "91.240.118.50 tries a root password on the bastion every ten minutes for nine hours",
+        "91.240.118.50",
+        Some("91.240.118.50"),
+    );
+    let t = local(a0 + 8 * DAY, 19);
+    for k in 0..54 {
+        let jitter = g.rng.below(240) as i64 * 1_000_000_000;
+        g.ssh_failed(
+            t + k * 10 * MIN + jitter,
+            "root",
+            "91.240.118.50",
+            BASTION,
+            Some(a),
+        );
+    }
 
     finish(g.events, attacks, START_NS + 7 * DAY)
 }
@@ -811,7 +674,7 @@ mod tests {
     #[test]
     fn the_mix_holds_every_format_and_each_attack_its_lines() {
         let s = generate(1, 4);
-        assert_eq!(s.attacks.len(), 10);
+        assert_eq!(s.attacks.len(), 11);
         for a in &s.attacks {
             assert!(!a.lines.is_empty(), "{}", a.name);
         }

@@ -43,6 +43,10 @@ const BASELINE_BYTES: u64 = 2_200;
 const UNWRITTEN_ALERT_BYTES: u64 = 8 << 10;
 /// Bytes of one open correlation group (keys, counts, distinct values kept).
 const CORRELATION_GROUP_BYTES: u64 = 512;
+/// Bytes of one address's persistence trail: in its table the key, the latest period and 144
+/// bits of periods with the table's slack (48), and its entry in the buffer a full table's
+/// eviction selects from (16) (`detect`'s `persistence::Trails`).
+const PERSISTENCE_TRAIL_BYTES: u64 = 64;
 
 /// The budget of `config`, largest part first.
 pub fn budget(config: &Config) -> Vec<BudgetPart> {
@@ -80,6 +84,11 @@ pub fn budget(config: &Config) -> Vec<BudgetPart> {
             part: "ueba baselines",
             keys: "ueba.max_entities, dataplane.detect_workers",
             bytes: config.ueba.max_entities * detectors * BASELINE_BYTES,
+        },
+        BudgetPart {
+            part: "persistence trails",
+            keys: "ueba.max_entities, dataplane.detect_workers",
+            bytes: config.ueba.max_entities * detectors * PERSISTENCE_TRAIL_BYTES,
         },
         BudgetPart {
             part: "correlation groups",

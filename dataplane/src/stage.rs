@@ -393,7 +393,7 @@ fn run(setup: DetectSetup, mut d: Detector, store: &Store, stats: &Stats) {
     let mut open = inputs.len();
     let mut minutes: Vec<MinutePoint> = Vec::with_capacity(4096);
     let mut risk: Vec<RiskPoint> = Vec::with_capacity(4096);
-    let mut reported = [0u64; 6];
+    let mut reported = [0u64; 7];
     let mut last_series = Instant::now();
     let mut last_save = Instant::now();
     let mut last_flush = Instant::now();
@@ -534,7 +534,7 @@ fn publish(
     stats: &Stats,
     minutes: &mut Vec<MinutePoint>,
     risk: &mut Vec<RiskPoint>,
-    reported: &mut [u64; 6],
+    reported: &mut [u64; 7],
 ) {
     d.take_minutes(minutes);
     d.take_risk_points(risk);
@@ -569,6 +569,11 @@ fn publish(
             true,
         ),
         (&stats.detect.risk_evicted, d.risk_evicted(), true),
+        (
+            &stats.detect.persistence_dropped,
+            d.persistence_dropped(),
+            true,
+        ),
     ];
     for ((sum, new, is_counter), old) in published.into_iter().zip(reported.iter_mut()) {
         let delta = if is_counter && new < *old {

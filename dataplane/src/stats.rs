@@ -173,6 +173,9 @@ pub struct DetectCounters {
     pub correlation_groups: AtomicU64,
     /// Hits dropped because a worker held `detection.correlation_max_groups` groups.
     pub correlation_dropped: AtomicU64,
+    /// Persistence trails dropped at a worker's bound (`ueba.max_entities`), the least
+    /// persistent first.
+    pub persistence_dropped: AtomicU64,
     /// Entities with a UEBA baseline in memory, over all workers.
     pub ueba_entities: AtomicU64,
     /// Sources with an ensemble in memory, over all workers.
@@ -381,6 +384,7 @@ impl Stats {
                 correlation_hits: self.detect.correlation_hits.get(),
                 correlation_groups: self.detect.correlation_groups.load(Ordering::Relaxed),
                 correlation_dropped: self.detect.correlation_dropped.load(Ordering::Relaxed),
+                persistence_dropped: self.detect.persistence_dropped.load(Ordering::Relaxed),
                 ueba_entities: self.detect.ueba_entities.load(Ordering::Relaxed),
                 ueba_evicted: self.detect.ueba_evicted.load(Ordering::Relaxed),
                 sources: self.detect.sources.load(Ordering::Relaxed),
@@ -542,6 +546,8 @@ pub struct DetectSnapshot {
     pub correlation_groups: u64,
     /// Hits dropped because a worker held `detection.correlation_max_groups` groups.
     pub correlation_dropped: u64,
+    /// Persistence trails dropped at the bound, the least persistent first.
+    pub persistence_dropped: u64,
     /// Entities with a UEBA baseline in memory, over all workers.
     pub ueba_entities: u64,
     /// Baselines evicted by the LRU sweep.

@@ -152,6 +152,7 @@ pub fn builtin_detector_name(detector: &str) -> Option<String> {
         "ueba:service_account" => "Behaviour analytics: service accounts".into(),
         "risk" => "Risk-based alerting".into(),
         "killchain" => "Kill-chain progression".into(),
+        "persistence" => "Persistent password guessing".into(),
         _ => match detector.strip_prefix("ioc:") {
             Some(feed) => format!("Threat feed {feed}"),
             None => return None,

@@ -3,18 +3,18 @@
 //! reports each attack's detection and the false alerts per 10,000 normal events after warmup.
 //!
 //! ```text
-//! cargo run --release -p watchpost-benches --bin scenario_table -- [--realistic] [--weeks N] [--seed 1] [--out DIR] [--config FILE] [--list-false 15]
+//! cargo run --release -p watchpost-benches --bin scenario_table -- [--realistic | --org remote|shifts] [--weeks N] [--seed 1] [--out DIR] [--config FILE] [--list-false 15]
 //! ```
 //! `--realistic` runs the realistic scenario instead (`watchpost_benches::realistic`: five weeks
-//! by default, mixed formats, internet background, ten attacks with benign look-alikes).
+//! by default, mixed formats, internet background, eleven attacks with benign look-alikes).
 //! `--out` keeps `scenario.jsonl`, `labels.json` and `alerts.jsonl` for a look with
 //! `watchpost analyze DIR/scenario.jsonl`.
 
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
-use watchpost_benches::realistic;
 use watchpost_benches::scenario::{Attack, generate};
+use watchpost_benches::{orgs, realistic};
 use watchpost_dataplane::{analyze, event_line};
 use watchpost_proto::{Alert, Config};
 
@@ -32,11 +32,18 @@ fn main() {
     let real = std::env::args().any(|a| a == "--realistic");
     let weeks: i64 = arg("--weeks")
         .and_then(|v| v.parse().ok())
-        .unwrap_or(if real { 5 } else { 4 });
+        .unwrap_or(if real || arg("--org").is_some() { 5 } else { 4 });
     let seed: u64 = arg("--seed").and_then(|v| v.parse().ok()).unwrap_or(1);
     let out = PathBuf::from(arg("--out").unwrap_or_else(|| "target/scenario".into()));
     std::fs::create_dir_all(&out).expect("create the output folder");
-    let s = if real {
+    // `--org NAME` runs one of the organisations built unlike the realistic one (`orgs`:
+    // `remote`, `shifts`), to report on what was tuned elsewhere.
+    let org = arg("--org").map(|name| {
+        orgs::by_name(&name).unwrap_or_else(|| panic!("no organisation {name}: remote or shifts"))
+    });
+    let s = if let Some(p) = &org {
+        orgs::generate(p, seed, weeks)
+    } else if real {
         realistic::generate(seed, weeks)
     } else {
         generate(seed, weeks)

@@ -677,6 +677,11 @@ fn detection(e: &mut Exposition, s: &StatsSnapshot, suppressed: u64) {
         &[("engine", "correlation"), ("reason", "max_groups")],
         d.correlation_dropped,
     );
+    e.sample(
+        "watchpost_rule_matches_dropped_total",
+        &[("engine", "persistence"), ("reason", "max_entities")],
+        d.persistence_dropped,
+    );
     e.single(
         "watchpost_correlation_groups",
         "gauge",

@@ -158,10 +158,16 @@ pub(super) fn round6(x: f64) -> f64 {
 }
 
 impl Detector {
-    /// Counts a new entity in rule `rule_key`'s grouping window for the record's source. `None`
-    /// while the window has room for an alert of its own (or grouping is off); else the key of
-    /// the rule's group alert and when the window ends.
-    pub(super) fn group_full(&mut self, rule_key: u64, r: &DetectRecord) -> Option<(u64, i64)> {
+    /// Counts a new entity in rule `rule_key`'s grouping window (`window_ns` long, from its
+    /// first alert) for the record's source. `None` while the window has room for an alert of
+    /// its own (or grouping is off); else the key of the rule's group alert and when the window
+    /// ends.
+    pub(super) fn group_full(
+        &mut self,
+        rule_key: u64,
+        r: &DetectRecord,
+        window_ns: i64,
+    ) -> Option<(u64, i64)> {
         if self.params.group_after == 0 {
             return None;
         }
@@ -172,7 +178,7 @@ impl Detector {
         });
         if r.ts_ns >= window.until_ns {
             window.alerted = 0;
-            window.until_ns = r.ts_ns.saturating_add(self.params.group_window_ns);
+            window.until_ns = r.ts_ns.saturating_add(window_ns);
         }
         if window.alerted < self.params.group_after {
             window.alerted += 1;

@@ -1,13 +1,13 @@
 //! Correlation alerts: the hits stage A found, counted in windows per group of the correlations
 //! this worker owns.
 
-use super::book::entity_ref;
+use super::book::{OpenAlert, entity_ref, group_title, relate};
 use super::sink::AlertSink;
 use super::{Detector, EventKey};
 use crate::record::CorrelationHit;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use watchpost_proto::{Alert, AlertType, MAX_CONTRIBUTING, event_id, fmix64};
+use watchpost_proto::{Alert, AlertType, MAX_CONTRIBUTING, Uuid, event_id, fmix64};
 use watchpost_rules::{CorrelationKind, Correlator, Fired, Hit, Level, RuleEntry};
 
 /// Salt of `correlation` dedup keys.
@@ -149,24 +149,73 @@ impl Detector {
         if let Some(o) = self.open.get_mut(&key)
             && f.last_ns < o.until_ns
         {
-            let a = &mut o.alert;
-            a.count += 1;
-            a.last_seen_ns = a.last_seen_ns.max(f.last_ns);
-            a.score = a.score.max(f.measure as f64);
-            // Ids are built only while there is room: a busy group's repeats allocate nothing
-            // once its alert holds its share of events.
-            for (b, p) in joined {
-                if a.contributing_events.len() >= MAX_CONTRIBUTING {
-                    break;
-                }
-                let id = event_id(b, *p);
-                if !a.contributing_events.contains(&id) {
-                    a.contributing_events.push(id);
-                }
-            }
-            o.dirty = true;
+            fold_fire(o, f, joined);
             return;
         }
+        // A new group for the rule: alerted on alone while the rule's window in this source has
+        // room, folded into the rule's group alert after, as Sigma matches are, the window being
+        // a correlation alert's cooldown (a day): forty scanners each trying five accounts are
+        // three alerts and one naming the other thirty-seven, not forty. A group that joined
+        // the group alert re-fires into it the same way, as the window stays full.
+        let window = self.params.correlation_cooldown_ns;
+        if let Some(h) = hit
+            && let Some((group_key, until_ns)) =
+                self.group_full(entry.key ^ CORRELATION_SALT, &h.record, window)
+        {
+            self.join_correlation_group(group_key, until_ns, f, h, &entry, sink);
+            return;
+        }
+        let alert = self.correlation_alert(f, hit, &entry, key);
+        let until_ns = f
+            .last_ns
+            .saturating_add(self.params.correlation_cooldown_ns);
+        self.open_alert(key, alert, until_ns, sink);
+    }
+
+    /// Folds a fire of a new group into the rule's group alert (opened by this fire when the
+    /// window has none yet): the group's entity (the address spraying) joins the related
+    /// entities and the count of entities in the title.
+    fn join_correlation_group(
+        &mut self,
+        group_key: u64,
+        until_ns: i64,
+        f: &Fired<EventKey>,
+        h: &CorrelationHit,
+        entry: &RuleEntry,
+        sink: &mut impl AlertSink,
+    ) {
+        let joined = f.events.as_slice();
+        let joined = &joined[joined.len().saturating_sub(MAX_CONTRIBUTING)..];
+        if let Some(o) = self.open.get_mut(&group_key)
+            && f.last_ns < o.until_ns
+        {
+            fold_fire(o, f, joined);
+            if let Some(e) = h.entity {
+                relate(&mut o.alert, Uuid::from_bytes(e.uuid), || entity_ref(&e));
+            }
+        } else {
+            let mut alert = self.correlation_alert(f, Some(h), entry, group_key);
+            alert.title = group_title(&entry.rule.title, 1);
+            alert.dedup_key = format!("correlation:{}:group", entry.rule.id);
+            alert.entity_count = 1;
+            self.open_alert(group_key, alert, until_ns, sink);
+            if let Some(o) = self.open.get_mut(&group_key) {
+                o.group_title = Some(entry.rule.title.clone());
+            }
+        }
+        self.note_member(group_key, f.group);
+    }
+
+    /// The new alert of a correlation's fire for one group (`key` its dedup key's hash).
+    fn correlation_alert(
+        &self,
+        f: &Fired<EventKey>,
+        hit: Option<&CorrelationHit>,
+        entry: &RuleEntry,
+        key: u64,
+    ) -> Alert {
+        let joined = f.events.as_slice();
+        let joined = &joined[joined.len().saturating_sub(MAX_CONTRIBUTING)..];
         let events: Vec<String> = joined.iter().map(|(b, p)| event_id(b, *p)).collect();
         let r = hit.map(|h| h.record);
         // The alert is about what the correlation counted by (the address spraying, the host
@@ -185,7 +234,7 @@ impl Detector {
             Some(CorrelationKind::ValueCount) => "distinct_values",
             _ => "rules",
         };
-        let alert = Alert {
+        Alert {
             id: self.next_id(f.last_ns, key),
             alert_type: AlertType::Correlation,
             severity: entry.severity,
@@ -221,10 +270,27 @@ impl Detector {
             deviation: None,
             triage: Default::default(),
             sensor: String::new(),
-        };
-        let until_ns = f
-            .last_ns
-            .saturating_add(self.params.correlation_cooldown_ns);
-        self.open_alert(key, alert, until_ns, sink);
+        }
     }
+}
+
+/// Folds a re-fire into an open correlation alert: one more, seen later, the highest measure,
+/// its joined events kept while there is room.
+fn fold_fire(o: &mut OpenAlert, f: &Fired<EventKey>, joined: &[EventKey]) {
+    let a = &mut o.alert;
+    a.count += 1;
+    a.last_seen_ns = a.last_seen_ns.max(f.last_ns);
+    a.score = a.score.max(f.measure as f64);
+    // Ids are built only while there is room: a busy group's repeats allocate nothing once
+    // its alert holds its share of events.
+    for (b, p) in joined {
+        if a.contributing_events.len() >= MAX_CONTRIBUTING {
+            break;
+        }
+        let id = event_id(b, *p);
+        if !a.contributing_events.contains(&id) {
+            a.contributing_events.push(id);
+        }
+    }
+    o.dirty = true;
 }

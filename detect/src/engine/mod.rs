@@ -14,6 +14,7 @@ mod correlation;
 mod ioc;
 mod ml;
 mod params;
+mod persistence;
 mod risk;
 mod sigma;
 mod signal;
@@ -113,6 +114,8 @@ pub struct Detector {
     signals: U64Map<OpenAlert>,
     /// Every entity's risk.
     risk: RiskBook,
+    /// The failed logons of each acting address over the last day (see `persistence`).
+    persistence: persistence::Trails,
 }
 
 /// An event as correlation windows name it: block key and position.
@@ -149,6 +152,7 @@ impl Detector {
             exceptions: Arc::new(ExceptionSet::default()),
             signals: U64Map::default(),
             risk: RiskBook::new(params.risk.clone()),
+            persistence: persistence::Trails::new(params.risk.max_entities),
             params,
         }
     }
@@ -445,6 +449,9 @@ impl Detector {
                 for (&entity_key, _) in self.alias.iter().filter(|&(_, &k)| k == key) {
                     self.ueba.end_cooldown(entity_key ^ UEBA_SALT);
                 }
+            }
+            if o.alert.detector == persistence::PERSISTENCE_DETECTOR {
+                self.persistence.restart_alerted(key);
             }
             self.members.remove(&key);
             self.alias.retain(|_, k| *k != key);

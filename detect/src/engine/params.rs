@@ -33,6 +33,9 @@ pub struct DetectorParams {
     pub group_window_ns: i64,
     /// Correlation groups held at most.
     pub correlation_max_groups: usize,
+    /// Ten-minute periods of a day with failed logons from one address that raise its
+    /// `persistence` alert; 0 = off.
+    pub persistence_min_periods: u32,
     /// Distinct tactics of a kill-chain progression.
     pub killchain_min_tactics: usize,
     /// Window of a kill-chain progression, ns.
@@ -84,6 +87,7 @@ impl DetectorParams {
             group_window_ns: (config.detection.alert_group_window_seconds as i64)
                 .saturating_mul(1_000_000_000),
             correlation_max_groups: config.detection.correlation_max_groups as usize,
+            persistence_min_periods: config.detection.persistence_min_periods,
             killchain_min_tactics: config.detection.killchain_min_tactics as usize,
             killchain_window_ns: (config.detection.killchain_window_seconds as i64)
                 .saturating_mul(1_000_000_000),

@@ -55,15 +55,27 @@ impl Detector {
             return;
         };
         self.count_fire(entry.key, r.ts_ns);
-        // A building block of a correlation without `generate: true` feeds it and nothing else.
-        if self
+        // A building block of a correlation without `generate: true` feeds it and nothing else,
+        // except that a failed logon counts on its address's persistence trail whatever becomes
+        // of the match: persistence is measured across every rule that says a credential was
+        // tried.
+        let building_block = self
             .correlator
             .as_ref()
-            .is_some_and(|(_, c)| c.plan().is_suppressed(rule))
-        {
+            .is_some_and(|(_, c)| c.plan().is_suppressed(rule));
+        let guessing = super::persistence::is_guessing(&entry);
+        if building_block && !guessing {
             return;
         }
+        // An exception on the rule (an operator's own scanner) holds the match back from the
+        // trail too.
         if self.excepted(&entry.rule.id, Some(r), r.ts_ns) {
+            return;
+        }
+        if guessing {
+            self.note_guess(r, &entry, sink);
+        }
+        if building_block {
             return;
         }
         // Below the alerting level (the Sigma specification's `informational`: "no case or
@@ -96,7 +108,9 @@ impl Detector {
         }
         // A new entity for the rule: alerted on alone while the rule's window has room,
         // folded into the rule's group alert after.
-        if let Some((group_key, until_ns)) = self.group_full(entry.key, r) {
+        if let Some((group_key, until_ns)) =
+            self.group_full(entry.key, r, self.params.group_window_ns)
+        {
             if self
                 .open
                 .get(&group_key)

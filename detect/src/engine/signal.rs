@@ -153,7 +153,8 @@ impl Detector {
         // rule's group signal after, as alerts group (an internet-facing sensor meets a new
         // address every few events, and a stored record for each would cost a write each). The
         // risk is still the entity's own.
-        let (key, until_ns) = match self.group_full(origin.key ^ SIGNAL_SALT, r) {
+        let window = self.params.group_window_ns;
+        let (key, until_ns) = match self.group_full(origin.key ^ SIGNAL_SALT, r, window) {
             Some((group_key, until_ns)) => (group_key, until_ns),
             None => (own_key, r.ts_ns.saturating_add(SIGNAL_WINDOW_NS)),
         };

@@ -24,6 +24,7 @@ fn params() -> DetectorParams {
         group_after: 3,
         group_window_ns: HOUR,
         correlation_max_groups: 1000,
+        persistence_min_periods: 12,
         killchain_min_tactics: 3,
         killchain_window_ns: 24 * 3_600_000_000_000,
         ueba: UebaParams {

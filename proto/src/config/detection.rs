@@ -80,6 +80,10 @@ pub struct DetectionConfig {
     /// Correlation groups (rule and group-by values) one stage B worker holds windows for;
     /// hits for new groups beyond it are dropped and counted.
     pub correlation_max_groups: u32,
+    /// Ten-minute periods of one day in which one address failed a logon (a match of a rule
+    /// mapped to T1110 naming an account) that raise its `persistence` alert; 0 = off
+    /// (docs/risk.md, "Persistent guessing").
+    pub persistence_min_periods: u32,
     /// Distinct ATT&CK tactics of one entity's alerts that make a kill-chain progression.
     pub killchain_min_tactics: u32,
     /// Seconds the tactics of a kill-chain progression must fall within (and that its alert
@@ -123,6 +127,7 @@ impl Default for DetectionConfig {
             risk_window_hours: 24.0,
             risk_level_weights: RiskLevelWeights::default(),
             correlation_max_groups: 100_000,
+            persistence_min_periods: 12,
             killchain_min_tactics: 3,
             killchain_window_seconds: 86_400,
             ioc_dir: String::new(),
@@ -279,6 +284,12 @@ pub(super) fn check(config: &Config, p: &mut Problems) {
         d.correlation_max_groups.into(),
         100,
         10_000_000,
+    );
+    p.range_u64(
+        "detection.persistence_min_periods",
+        d.persistence_min_periods.into(),
+        0,
+        144,
     );
     p.range_u64(
         "detection.killchain_min_tactics",
