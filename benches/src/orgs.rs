@@ -389,15 +389,7 @@ pub fn generate(p: &Profile, seed: u64, weeks: i64) -> Scenario {
     let a0 = (weeks - 2) * 7;
     let mut attacks: Vec<Attack> = Vec::new();
     let mut add = |name, description, entity: &str, actor: Option<&str>| {
-        attacks.push(Attack {
-            name,
-            description,
-            entity: entity.to_string(),
-            actor: actor.map(str::to_string),
-            start_ns: i64::MAX,
-            end_ns: i64::MIN,
-            lines: Vec::new(),
-        });
+        attacks.push(Attack::new(name, description, entity, actor));
         attacks.len() - 1
     };
     let day_of = |d: i64| {

@@ -464,15 +464,7 @@ pub fn generate(seed: u64, weeks: i64) -> Scenario {
     let a0 = START_NS + last2 * DAY;
     let mut attacks: Vec<Attack> = Vec::new();
     let mut add = |name, description, entity: &str, actor: Option<&str>| {
-        attacks.push(Attack {
-            name,
-            description,
-            entity: entity.to_string(),
-            actor: actor.map(str::to_string),
-            start_ns: i64::MAX,
-            end_ns: i64::MIN,
-            lines: Vec::new(),
-        });
+        attacks.push(Attack::new(name, description, entity, actor));
         attacks.len() - 1
     };
     let desk = |i: usize| format!("10.{}.{}.{}", people[i].desk.0, i % 4, leases[i]);

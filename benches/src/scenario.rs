@@ -37,6 +37,26 @@ pub struct Attack {
     pub lines: Vec<u64>,
 }
 
+impl Attack {
+    /// An attack about `entity` (by `actor`, when there is one), its lines still to come.
+    pub fn new(
+        name: &'static str,
+        description: &'static str,
+        entity: &str,
+        actor: Option<&str>,
+    ) -> Attack {
+        Attack {
+            name,
+            description,
+            entity: entity.to_string(),
+            actor: actor.map(str::to_string),
+            start_ns: i64::MAX,
+            end_ns: i64::MIN,
+            lines: Vec::new(),
+        }
+    }
+}
+
 /// A generated scenario.
 pub struct Scenario {
     /// The log, one JSON object per line, in time order.
@@ -365,15 +385,7 @@ pub fn generate(seed: u64, weeks: i64) -> Scenario {
     let last = START_NS + (weeks - 1) * 7 * DAY;
     let mut attacks: Vec<Attack> = Vec::new();
     let mut add = |name, description, entity: &str, actor: Option<&str>| {
-        attacks.push(Attack {
-            name,
-            description,
-            entity: entity.to_string(),
-            actor: actor.map(str::to_string),
-            start_ns: i64::MAX,
-            end_ns: i64::MIN,
-            lines: Vec::new(),
-        });
+        attacks.push(Attack::new(name, description, entity, actor));
         attacks.len() - 1
     };
     // 1. A login at 03:10 by someone who works 08:00-17:00, from the usual place.
