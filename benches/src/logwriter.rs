@@ -240,6 +240,30 @@ impl LogWriter {
         );
     }
 
+    /// One internet scanner's visit to `host` from `ip`: `tries` attempts `step_ns` apart, a
+    /// third of them `root`'s password, the rest the names of `names` in turn from `first`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn scanner_visit(
+        &mut self,
+        t: i64,
+        step_ns: i64,
+        ip: &str,
+        host: usize,
+        names: &[&str],
+        first: usize,
+        tries: u64,
+    ) {
+        for k in 0..tries as i64 {
+            let at = t + k * step_ns;
+            if self.rng.below(3) == 0 {
+                self.ssh_failed(at, "root", ip, host, None);
+            } else {
+                let u = names[(first + k as usize) % names.len()];
+                self.ssh_invalid(at, u, ip, host, None);
+            }
+        }
+    }
+
     pub(crate) fn internet_ip(&mut self) -> String {
         // Documentation and public-looking ranges, never the organisation's own.
         let a = [45, 61, 91, 103, 109, 146, 159, 185, 193, 212][self.rng.below(10) as usize];

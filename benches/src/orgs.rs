@@ -693,15 +693,8 @@ fn internet(p: &Profile, layout: &Layout, g: &mut LogWriter, d0: i64, brute_forc
                 } else {
                     1 + g.rng.below(3)
                 };
-                let first = g.rng.below(12);
-                for k in 0..tries as i64 {
-                    if g.rng.below(3) == 0 {
-                        g.ssh_failed(t + k * 2 * SEC, "root", &ip, host, None);
-                    } else {
-                        let u = GUESSES[((first + k as u64) % 12) as usize];
-                        g.ssh_invalid(t + k * 2 * SEC, u, &ip, host, None);
-                    }
-                }
+                let first = g.rng.below(12) as usize;
+                g.scanner_visit(t, 2 * SEC, &ip, host, &GUESSES, first, tries);
             }
         }
     }

@@ -250,16 +250,8 @@ pub fn generate(seed: u64, weeks: i64) -> Scenario {
                 } else {
                     1 + g.rng.below(4)
                 };
-                let first = g.rng.below(16);
-                for k in 0..tries as i64 {
-                    let tt = t + k * 3_000_000_000;
-                    if g.rng.below(3) == 0 {
-                        g.ssh_failed(tt, "root", &ip, BASTION, None);
-                    } else {
-                        let u = GUESSES[((first + k as u64) % 16) as usize];
-                        g.ssh_invalid(tt, u, &ip, BASTION, None);
-                    }
-                }
+                let first = g.rng.below(16) as usize;
+                g.scanner_visit(t, 3_000_000_000, &ip, BASTION, &GUESSES, first, tries);
             }
             for _ in 0..(5 + g.rng.below(10)) {
                 let ip = g.internet_ip();

@@ -342,6 +342,22 @@ pub(crate) fn merge_events(
     all.into_iter().skip(skip).take(take).collect()
 }
 
+/// `value` as one path segment of a URL the fan-out sends: every byte but RFC 3986's unreserved
+/// ones percent-encoded. A rule id is only expected to be a UUID (anything else is a warning,
+/// not an error), and an id holding `/`, `?`, `#` or a space would otherwise ask a detector
+/// for another path, or for none.
+pub(crate) fn path_segment(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for b in value.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 /// The query string `raw` with `page` and `limit` replaced: a console asks each sensor for
 /// the first `limit` items, enough to cut any page up to it from the merge.
 pub(crate) fn first_items(raw: Option<&str>, limit: u64) -> String {
@@ -391,6 +407,14 @@ mod tests {
             attributes: Default::default(),
             sensor: String::new(),
         }
+    }
+
+    #[test]
+    fn a_path_segment_keeps_a_uuid_and_encodes_what_would_change_the_path() {
+        let id = "4b7661cd-2f29-4d79-ae5a-4a708f7da51c";
+        assert_eq!(path_segment(id), id);
+        assert_eq!(path_segment("my rule/v2?x#y"), "my%20rule%2Fv2%3Fx%23y");
+        assert_eq!(path_segment("règle"), "r%C3%A8gle");
     }
 
     #[test]

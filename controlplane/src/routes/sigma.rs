@@ -329,7 +329,10 @@ async fn one_rule_fires(
     headers: &HeaderMap,
     e: &RuleEntry,
 ) -> Result<Fires, ApiError> {
-    let path = format!("/api/v1/sigma/rules/{}", e.rule.id);
+    let path = format!(
+        "/api/v1/sigma/rules/{}",
+        crate::fanout::path_segment(&e.rule.id)
+    );
     Fires::read(st, headers, &path, true).await
 }
 
@@ -406,7 +409,10 @@ pub async fn timeline(
     if let Some(targets) =
         Fanout::detector_targets(st.fanout.as_deref(), st.cluster.as_deref(), &headers)
     {
-        let path = format!("/api/v1/sigma/rules/{}/timeline", e.rule.id);
+        let path = format!(
+            "/api/v1/sigma/rules/{}/timeline",
+            crate::fanout::path_segment(&e.rule.id)
+        );
         let mut gathered = super::console_fanout(&st)?
             .ask(targets, Method::GET, &path, None)
             .await;

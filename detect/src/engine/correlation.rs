@@ -143,13 +143,11 @@ impl Detector {
             }
             return;
         }
-        let joined = f.events.as_slice();
-        let joined = &joined[joined.len().saturating_sub(MAX_CONTRIBUTING)..];
         let key = fmix64(entry.key ^ CORRELATION_SALT ^ f.group.rotate_left(29));
         if let Some(o) = self.open.get_mut(&key)
             && f.last_ns < o.until_ns
         {
-            fold_fire(o, f, joined);
+            fold_fire(o, f);
             return;
         }
         // A new group for the rule: alerted on alone while the rule's window in this source has
@@ -184,12 +182,10 @@ impl Detector {
         entry: &RuleEntry,
         sink: &mut impl AlertSink,
     ) {
-        let joined = f.events.as_slice();
-        let joined = &joined[joined.len().saturating_sub(MAX_CONTRIBUTING)..];
         if let Some(o) = self.open.get_mut(&group_key)
             && f.last_ns < o.until_ns
         {
-            fold_fire(o, f, joined);
+            fold_fire(o, f);
             if let Some(e) = h.entity {
                 relate(&mut o.alert, Uuid::from_bytes(e.uuid), || entity_ref(&e));
             }
@@ -214,9 +210,10 @@ impl Detector {
         entry: &RuleEntry,
         key: u64,
     ) -> Alert {
-        let joined = f.events.as_slice();
-        let joined = &joined[joined.len().saturating_sub(MAX_CONTRIBUTING)..];
-        let events: Vec<String> = joined.iter().map(|(b, p)| event_id(b, *p)).collect();
+        let events: Vec<String> = newest_joined(f)
+            .iter()
+            .map(|(b, p)| event_id(b, *p))
+            .collect();
         let r = hit.map(|h| h.record);
         // The alert is about what the correlation counted by (the address spraying, the host
         // a local address belongs to), not about whichever entity its last event named first;
@@ -274,16 +271,22 @@ impl Detector {
     }
 }
 
+/// The events a fire joined that an alert keeps: the newest [`MAX_CONTRIBUTING`].
+fn newest_joined(f: &Fired<EventKey>) -> &[EventKey] {
+    let joined = f.events.as_slice();
+    &joined[joined.len().saturating_sub(MAX_CONTRIBUTING)..]
+}
+
 /// Folds a re-fire into an open correlation alert: one more, seen later, the highest measure,
 /// its joined events kept while there is room.
-fn fold_fire(o: &mut OpenAlert, f: &Fired<EventKey>, joined: &[EventKey]) {
+fn fold_fire(o: &mut OpenAlert, f: &Fired<EventKey>) {
     let a = &mut o.alert;
     a.count += 1;
     a.last_seen_ns = a.last_seen_ns.max(f.last_ns);
     a.score = a.score.max(f.measure as f64);
     // Ids are built only while there is room: a busy group's repeats allocate nothing once
     // its alert holds its share of events.
-    for (b, p) in joined {
+    for (b, p) in newest_joined(f) {
         if a.contributing_events.len() >= MAX_CONTRIBUTING {
             break;
         }

@@ -24,8 +24,7 @@ use super::sink::AlertSink;
 use crate::record::DetectRecord;
 use std::collections::BTreeMap;
 use watchpost_proto::{
-    Alert, AlertType, EntityKind, MAX_CONTRIBUTING, U64Map, Uuid, builtin_detector_name, event_id,
-    fmix64,
+    Alert, AlertType, EntityKind, U64Map, Uuid, builtin_detector_name, event_id, fmix64,
 };
 use watchpost_rules::RuleEntry;
 
@@ -295,7 +294,6 @@ impl Detector {
             triage: Default::default(),
             sensor: String::new(),
         };
-        debug_assert!(alert.contributing_events.len() <= MAX_CONTRIBUTING);
         self.open_alert(key, alert, r.ts_ns.saturating_add(horizon), sink);
     }
 
