@@ -128,6 +128,7 @@ fn detectors(c: &mut Criterion) {
                 template: f.template,
                 host: if kind == UebaType::User { e.host } else { 0 },
                 account_named: true,
+                failed_logon: false,
             }));
         }
     };

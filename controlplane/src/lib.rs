@@ -9,6 +9,7 @@
 #![deny(missing_docs)]
 
 mod answer;
+mod benign;
 mod body;
 mod browser;
 mod dashboard;

@@ -351,6 +351,7 @@ fn detectors_allocate_nothing_per_event_in_steady_state() {
                 host: if kind == UebaType::User { 7 + i % 5 } else { 0 },
                 // Half the events name their account, so both sides of the rule run.
                 account_named: i.is_multiple_of(2),
+                failed_logon: i.is_multiple_of(3),
             });
         }
     };

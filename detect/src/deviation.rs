@@ -33,7 +33,7 @@
 //!   longest with chance `1 / (n + 1)`: that bound is its surprisal.
 
 use bincode::{Decode, Encode};
-pub use watchpost_proto::{Deviation as StrongDeviation, DeviationSignal as Signal};
+pub use watchpost_proto::{Deviation as StrongDeviation, DeviationPart, DeviationSignal as Signal};
 
 /// Which items (sources, hosts) an entity has seen once and more than once, for the Good-Turing
 /// estimate of how likely the next one is new: two 128-bit Bloom filters with two bits per item,
@@ -87,10 +87,17 @@ impl Novelty {
     /// The chance that the next item is unseen, `(singletons + 0.5) / (n + 1)`, or 1 for an
     /// entity past [`MAX_DISTINCT`] items (for which new ones are routine).
     pub fn new_item_chance(&self) -> f64 {
-        if self.distinct > MAX_DISTINCT {
+        if self.is_crowd() {
             return 1.0;
         }
         ((f64::from(self.singletons) + 0.5) / (f64::from(self.events) + 1.0)).min(1.0)
+    }
+
+    /// Whether the entity has met more than [`MAX_DISTINCT`] items: a crowd (a server many
+    /// clients reach), for which a new one is routine.
+    #[inline]
+    pub fn is_crowd(&self) -> bool {
+        self.distinct > MAX_DISTINCT
     }
 
     /// Surprisal of an unseen item next, bits: `log2((n + 1) / (singletons + 0.5))`.

@@ -22,7 +22,7 @@
 //! so scoring a known entity allocates nothing.
 
 use crate::deviation::{
-    Novelty, Signal, Slots, StrongDeviation, fold_source, hour_bits, rate_bits,
+    DeviationPart, Novelty, Signal, Slots, StrongDeviation, fold_source, hour_bits, rate_bits,
 };
 use crate::dspot::{Dspot, DspotConfig, Verdict};
 use crate::error::Error;
@@ -216,6 +216,10 @@ pub struct Observation {
     /// (docs/detection.md, "The account judges its address"), so the address's new
     /// counterpart is not a signal of its own.
     pub account_named: bool,
+    /// The event is a failed logon (a match of a rule mapped to T1110, see
+    /// `engine::persistence::is_guessing`): someone tried the account, which is not the account
+    /// being active, so it neither breaks nor ends a silence (dormancy).
+    pub failed_logon: bool,
 }
 
 /// The four sub-scores, in the order of [`UebaParams::weights`].
@@ -588,14 +592,21 @@ impl Baseline {
         odds: f64,
     ) -> Option<StrongDeviation> {
         let mut best: Option<StrongDeviation> = None;
+        let mut second: Option<StrongDeviation> = None;
         let rank = |signal, bits: f64| (alerts_alone(signal, bits, p), bits);
         let mut offer = |signal, bits: f64, value| {
+            let d = StrongDeviation {
+                signal,
+                bits,
+                value,
+                with: None,
+                sustained: None,
+            };
             if best.is_none_or(|b| rank(signal, bits) > rank(b.signal, b.bits)) {
-                best = Some(StrongDeviation {
-                    signal,
-                    bits,
-                    value,
-                });
+                second = best;
+                best = Some(d);
+            } else if second.is_none_or(|s| bits > s.bits) {
+                second = Some(d);
             }
         };
         // Hour counts saturate at u16::MAX: past that many events an hour's share is read against
@@ -605,7 +616,13 @@ impl Baseline {
         let near: u64 = (0..7)
             .map(|d| u64::from(self.hour_counts[(h + 21 + d) % 24]))
             .sum();
-        if total as f64 + 1.0 >= (near as f64 + 0.5) * odds {
+        // A server many clients reach (past `MAX_DISTINCT` sources) leaves its hour to the
+        // account on the event: its hours are the sum of its clients' habits, so a traveller's
+        // first morning abroad is new to the server, and only the person's own history says
+        // whether it is news ("Servers are not people", docs/detection.md).
+        let clients_judge =
+            self.kind == UebaType::Host && o.account_named && self.sources_seen.is_crowd();
+        if !clients_judge && total as f64 + 1.0 >= (near as f64 + 0.5) * odds {
             offer(Signal::NewHour, hour_bits(near, total), h as f64);
         }
         // An address's or a host's new counterpart on an event that names its account is judged
@@ -645,15 +662,68 @@ impl Baseline {
         {
             offer(Signal::NewHost, self.hosts_seen.new_item_bits(), 0.0);
         }
-        let gap_ns = o.time.ts_ns.saturating_sub(self.last_seen_ns);
-        if p.dormancy_ns > 0
-            && gap_ns >= p.dormancy_ns
-            && gap_ns / 1_000_000_000 >= 2 * i64::from(self.longest_gap_s)
-        {
-            let bits = (self.event_count as f64 + 1.0).log2();
-            offer(Signal::Dormancy, bits, gap_ns as f64 / 86_400e9);
+        if let Some(d) = self.dormancy(o, p) {
+            offer(d.signal, d.bits, d.value);
         }
-        best
+        // Two dimensions past the signal bar on one event are independent evidence: their
+        // surprisals add, and past the alert bar together they alert where neither would alone
+        // (a login at an hour the account never used *and* from a network it never used). Each
+        // offer above passed the lower bar, so with signals on, both are signals at least; a pair
+        // short of the alert bar stays the stronger one's signal.
+        match (best, second) {
+            (Some(b), Some(s))
+                if p.signal_odds > 0.0
+                    && !alerts_alone(b.signal, b.bits, p)
+                    && b.bits + s.bits >= p.strong_bits =>
+            {
+                Some(StrongDeviation {
+                    bits: b.bits + s.bits,
+                    with: Some(DeviationPart {
+                        signal: s.signal,
+                        bits: s.bits,
+                        value: s.value,
+                    }),
+                    ..b
+                })
+            }
+            _ => best,
+        }
+    }
+
+    /// Dormancy: a silence of at least `ueba.dormancy_days` that is also at least twice the
+    /// longest gap before; its bits say only how much history the entity had.
+    fn dormancy(&self, o: &Observation, p: &UebaParams) -> Option<StrongDeviation> {
+        let gap_ns = o.time.ts_ns.saturating_sub(self.last_seen_ns);
+        (p.dormancy_ns > 0
+            && !o.failed_logon
+            && self.event_count > 0
+            && gap_ns >= p.dormancy_ns
+            && gap_ns / 1_000_000_000 >= 2 * i64::from(self.longest_gap_s))
+        .then(|| StrongDeviation {
+            signal: Signal::Dormancy,
+            bits: (self.event_count as f64 + 1.0).log2(),
+            value: gap_ns as f64 / 86_400e9,
+            with: None,
+            sustained: None,
+        })
+    }
+
+    /// Dormancy of an account still short of `ueba.warmup_min_events` (the leaver who worked a
+    /// week and went quiet): the silence is judged once `ueba.warmup_days` have passed since
+    /// the account appeared and it showed at least [`DORMANCY_MIN_EVENTS`] events, since a
+    /// silence needs time behind it, not a full baseline. Alerts alone, as dormancy does.
+    /// Accounts only: an address back after weeks is a DHCP lease handed out again as often
+    /// as a returning actor (on the realistic scenario such returns were all of the first).
+    fn dormant_in_warmup(&self, o: &Observation, p: &UebaParams) -> Option<StrongDeviation> {
+        let days_passed = o.time.ts_ns.saturating_sub(self.first_seen_ns) >= p.warmup_ns;
+        let account = matches!(self.kind, UebaType::User | UebaType::ServiceAccount);
+        if !p.enabled || p.strong_odds <= 0.0 || !days_passed || !account {
+            return None;
+        }
+        if self.event_count < DORMANCY_MIN_EVENTS {
+            return None;
+        }
+        self.dormancy(o, p)
     }
 
     /// Where `o`'s source and host lie in the novelty filters. A source counts by a person's
@@ -692,13 +762,17 @@ impl Baseline {
         p: &UebaParams,
     ) -> TemplateChange {
         self.dirty = true;
-        if self.event_count > 0 {
-            let gap_s = (o.time.ts_ns.saturating_sub(self.last_seen_ns) / 1_000_000_000)
-                .clamp(0, i64::from(u32::MAX)) as u32;
-            self.longest_gap_s = self.longest_gap_s.max(gap_s);
+        // A failed logon is someone trying the account: its silence goes on (dormancy reads the
+        // gap from `last_seen_ns`), and so does its place in the eviction order.
+        if !o.failed_logon {
+            if self.event_count > 0 {
+                let gap_s = (o.time.ts_ns.saturating_sub(self.last_seen_ns) / 1_000_000_000)
+                    .clamp(0, i64::from(u32::MAX)) as u32;
+                self.longest_gap_s = self.longest_gap_s.max(gap_s);
+            }
+            self.last_seen_ns = self.last_seen_ns.max(o.time.ts_ns);
         }
         self.event_count += 1;
-        self.last_seen_ns = self.last_seen_ns.max(o.time.ts_ns);
         if let Some(source) = slots.source {
             self.sources_seen.learn(source);
         }
@@ -766,6 +840,10 @@ struct NoveltySlots {
     source: Option<Slots>,
     host: Option<Slots>,
 }
+
+/// Events an entity in warmup must have shown before its silence can count as dormancy: a
+/// pattern, not a name seen once or twice.
+pub const DORMANCY_MIN_EVENTS: u64 = 20;
 
 /// `1 - exp(-d / 2.5)` for an hour distance `d` of 1 to 12: the time-of-day score, tabled because
 /// it is read on every observation and `exp` is the dearest step of it.
@@ -1029,7 +1107,24 @@ impl Ueba {
         let probe = b.lists.probe(observation.template, observation.source);
         let slots = b.novelty_slots(observation);
         let state = b.lifecycle(observation.time.ts_ns, p);
-        let outcome = if state == Lifecycle::WarmingUp {
+        let dormant = if state == Lifecycle::WarmingUp {
+            b.dormant_in_warmup(observation, p)
+        } else {
+            None
+        };
+        let outcome = if let Some(d) = dormant {
+            b.cooldown_until_ns = observation.time.ts_ns.saturating_add(p.cooldown_ns);
+            let sub = b.score_probed(observation, &probe, peer_share);
+            Outcome::Alert(UebaAlert {
+                entity: observation.entity,
+                kind: b.kind,
+                ts_ns: observation.time.ts_ns,
+                score: sub.blend(&p.weights),
+                threshold: self.thresholds[b.kind as usize].threshold(),
+                sub_scores: sub,
+                deviation: Some(d),
+            })
+        } else if state == Lifecycle::WarmingUp {
             Outcome::Learned
         } else {
             let sub = b.score_probed(observation, &probe, peer_share);
@@ -1153,6 +1248,7 @@ mod tests {
             template,
             host: 0,
             account_named: false,
+            failed_logon: false,
         }
     }
 
@@ -1506,6 +1602,75 @@ mod tests {
     }
 
     #[test]
+    fn two_signals_on_one_event_alert_where_neither_alone_would() {
+        let at = 2 * DAY + 3 * HOUR;
+        let run = |source: &str| {
+            let mut u = Ueba::new(UebaParams {
+                weights: [0.0, 0.4, 0.3, 0.3],
+                warmup_ns: DAY,
+                ..params()
+            });
+            office_days(&mut u, 1, 2);
+            u.observe(&obs(at, 1, ip(source), 1))
+        };
+        // 03:00 after 96 daytime events from one network, and from a network never used: 7.6
+        // bits each, a signal each, 15.2 together past the alert's 9.
+        let Outcome::Alert(a) = run("192.0.2.9") else {
+            panic!("two signals at once alert");
+        };
+        let d = a.deviation.expect("the deviations it is");
+        let with = d.with.expect("the second dimension");
+        assert_eq!(
+            (d.signal, with.signal),
+            (Signal::NewHour, Signal::NewSource)
+        );
+        assert!(with.bits > 7.0 && with.bits < 9.0, "{}", with.bits);
+        assert!(
+            (d.bits - 2.0 * with.bits).abs() < 0.5,
+            "{} {}",
+            d.bits,
+            with.bits
+        );
+        // The same hour from the usual network: one signal, no alert.
+        match run("10.1.2.3") {
+            Outcome::Signal(a) => assert!(a.deviation.is_some_and(|d| d.with.is_none())),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_server_many_clients_reach_leaves_its_hour_to_the_account() {
+        let server = |clients: u64, account_named: bool| {
+            let mut u = Ueba::new(params());
+            for d in 0..20 {
+                for h in 9..17 {
+                    for c in 0..clients {
+                        let source = Some(ip_key(
+                            std::net::Ipv4Addr::new(10, 9, 0, c as u8 + 1).into(),
+                        ));
+                        u.observe(&Observation {
+                            kind: UebaType::Host,
+                            account_named: true,
+                            ..obs(d * DAY + h * HOUR + c as i64 * NS_PER_MINUTE, 5, source, 1)
+                        });
+                    }
+                }
+            }
+            let night = Observation {
+                kind: UebaType::Host,
+                account_named,
+                ..obs(20 * DAY + 3 * HOUR, 5, ip("10.9.0.1"), 1)
+            };
+            deviation_of(u.observe(&night)).map(|d| d.signal)
+        };
+        // Thirty clients: a client's night is the client's to judge, not the server's.
+        assert_eq!(server(30, true), None);
+        // Unless no account is named (the server itself acting), or few clients reach it.
+        assert_eq!(server(30, false), Some(Signal::NewHour));
+        assert_eq!(server(3, true), Some(Signal::NewHour));
+    }
+
+    #[test]
     fn an_on_call_account_at_night_and_a_late_evening_stay_quiet() {
         let mut u = Ueba::new(params());
         office_days(&mut u, 2, 20);
@@ -1659,6 +1824,7 @@ mod tests {
         let address = |ts: i64, host: u64, account_named: bool| Observation {
             kind: UebaType::Ip,
             account_named,
+            failed_logon: false,
             ..obs(ts, 9, host_key(host), 1)
         };
         let run = |account_named: bool| {
@@ -1737,6 +1903,48 @@ mod tests {
         let d = deviation_of(u.observe(&obs(back, 9, ip("10.1.2.3"), 1))).expect("dormancy alerts");
         assert_eq!(d.signal, Signal::Dormancy);
         assert!((d.value - 30.0).abs() < 0.01, "{}", d.value);
+    }
+
+    #[test]
+    fn a_leaver_silent_since_its_first_week_alerts_though_still_in_warmup() {
+        let p = UebaParams {
+            warmup_ns: 7 * DAY,
+            warmup_min_events: 200,
+            ..params()
+        };
+        let leaver = |events_a_day: i64| {
+            let mut u = Ueba::new(p.clone());
+            for d in 0..5 {
+                for k in 0..events_a_day {
+                    u.observe(&obs(d * DAY + 9 * HOUR + k * HOUR, 4, ip("10.1.2.3"), 1));
+                }
+            }
+            u.observe(&obs(40 * DAY + 10 * HOUR, 4, ip("198.51.100.9"), 1))
+        };
+        // Forty events in its only week, then five weeks of silence: far short of 200 events.
+        let d = deviation_of(leaver(8)).expect("dormancy alerts in warmup");
+        assert_eq!(d.signal, Signal::Dormancy);
+        assert!(d.value > 30.0, "{}", d.value);
+        // A name seen a handful of times is no pattern to fall silent from.
+        assert!(!alerted(leaver(1)));
+    }
+
+    #[test]
+    fn failed_logons_against_a_silent_account_do_not_end_its_silence() {
+        let mut u = Ueba::new(params());
+        office_days(&mut u, 4, 10);
+        // Three weeks later a wrong password at the usual hour, from the usual network: no
+        // return of the account, no alert (a return would be a dormancy alert).
+        let tried = Observation {
+            failed_logon: true,
+            ..obs(31 * DAY + 10 * HOUR, 4, ip("10.1.2.3"), 1)
+        };
+        assert!(!alerted(u.observe(&tried)));
+        // A week after that the account itself logs in: still a month of silence.
+        let back = obs(38 * DAY + 10 * HOUR, 4, ip("10.1.2.3"), 1);
+        let d = deviation_of(u.observe(&back)).expect("dormancy alerts");
+        assert_eq!(d.signal, Signal::Dormancy);
+        assert!(d.value > 28.0, "{}", d.value);
     }
 
     #[test]

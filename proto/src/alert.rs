@@ -173,6 +173,40 @@ pub struct Deviation {
     /// the usual per-minute rate; `dormancy` the days of silence; 0 for `new_source`, `new_host`.
     #[serde(deserialize_with = "number_or_null_as_zero")]
     pub value: f64,
+    /// A second dimension, on the same event, past `ueba.signal_bits` where neither alone reached
+    /// `ueba.strong_deviation_bits`: independent evidence adds, so `bits` above is the sum of
+    /// both surprisals, and this part's own share is in its `bits` (docs/detection.md, "Two
+    /// deviations at once"). Absent when one dimension alerted alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub with: Option<DeviationPart>,
+    /// On a `new_hour` deviation short of an alert on its first event, the activity that made
+    /// it one by going on at such hours (docs/detection.md, "Time of day alone, sustained").
+    /// Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sustained: Option<Sustained>,
+}
+
+/// How long an entity went on at an hour it is rarely active in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Sustained {
+    /// Its events, the first included.
+    pub events: u32,
+    /// From its first event to the one that raised the alert, seconds.
+    pub seconds: u32,
+}
+
+/// The second dimension of a [`Deviation`] that took two to alert: which, its own surprisal and
+/// its measure, read as [`Deviation`]'s.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct DeviationPart {
+    /// Which dimension.
+    pub signal: DeviationSignal,
+    /// Its own surprisal, bits.
+    #[serde(deserialize_with = "number_or_null")]
+    pub bits: f64,
+    /// Its measure, as [`Deviation::value`].
+    #[serde(deserialize_with = "number_or_null_as_zero")]
+    pub value: f64,
 }
 
 /// What a [`Deviation`] was about.
@@ -248,6 +282,10 @@ impl Alert {
         if let Some(d) = a.deviation.as_mut() {
             d.bits = finite(d.bits);
             d.value = finite(d.value);
+            if let Some(w) = d.with.as_mut() {
+                w.bits = finite(w.bits);
+                w.value = finite(w.value);
+            }
         }
         a
     }

@@ -36,9 +36,9 @@ mod severity;
 pub mod store_url;
 
 pub use alert::{
-    Alert, AlertType, AttackMapping, CloseReason, Deviation, DeviationSignal, Feedback,
-    MAX_CONTRIBUTING, MAX_TRIAGE_HISTORY, ThresholdChange, Triage, TriageChange, TriageStatus,
-    Verdict, builtin_detector_name, finite,
+    Alert, AlertType, AttackMapping, CloseReason, Deviation, DeviationPart, DeviationSignal,
+    Feedback, MAX_CONTRIBUTING, MAX_TRIAGE_HISTORY, Sustained, ThresholdChange, Triage,
+    TriageChange, TriageStatus, Verdict, builtin_detector_name, finite,
 };
 pub use api::{
     ErrorBody, ListMeta, ListResponse, MissingSensor, SensorCoverage, TOTAL_EXACT_UP_TO,

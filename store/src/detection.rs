@@ -1170,6 +1170,8 @@ mod tests {
             signal: watchpost_proto::DeviationSignal::NewHour,
             bits: f64::INFINITY,
             value: 3.0,
+            with: None,
+            sustained: None,
         });
         store.put_signal(&s).unwrap();
         let back = store.signal(ID).unwrap().unwrap();

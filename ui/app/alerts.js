@@ -279,6 +279,15 @@ export function mountAlerts(root, detailRoot, stream, {onOpen, onClose} = {}) {
         a.deviation && fact('Deviation', deviationText(a.deviation))),
     ];
     out.push(...explanationSection(a));
+    if (a.benign) {
+      // The innocent story an analyst looks for first, the facts it rests on, and what would
+      // settle it: a reading, not a verdict.
+      out.push(h('h3', {}, 'Why it may be benign'), h('section', {id: 'benign', class: 'benign'},
+        h('p', {}, a.benign.explanation),
+        a.benign.evidence && a.benign.evidence.length
+          ? h('ul', {}, a.benign.evidence.map((e) => h('li', {}, e))) : null,
+        h('p', {}, h('strong', {}, 'Confirm: '), a.benign.confirm)));
+    }
     const contributions = Object.entries(a.contributions || {});
     if (contributions.length) {
       // Scores are in [0, 1]; a risk alert's contributions are risk points (a low signal ~15).

@@ -19,17 +19,28 @@ export function llmBackend() {
   return backendOnce;
 }
 
-/** A single strong deviation in an analyst's words: what, and how unlikely under the history. */
-export function deviationText(d) {
-  const odds = Math.round(Math.pow(2, d.bits));
-  const what = {
-    new_hour: `active at ${String(Math.floor(d.value)).padStart(2, '0')}:00 UTC, an hour it has never used`,
-    rate: `${Math.round(d.value)} times its usual rate of events`,
+/** What one deviation says of its entity, in an analyst's words. */
+function deviationPhrase(signal, value) {
+  return {
+    new_hour: `active at ${String(Math.floor(value)).padStart(2, '0')}:00 UTC, an hour it has never used`,
+    rate: `${Math.round(value)} times its usual rate of events`,
     new_source: 'a source it has never used',
     new_host: 'a host it has never been on',
-    dormancy: `active again after ${Math.floor(d.value)} days of silence`,
-  }[d.signal] || d.signal;
-  return `${what} (odds about 1 in ${count(odds)}, ${d.bits.toFixed(1)} bits)`;
+    dormancy: `active again after ${Math.floor(value)} days of silence`,
+  }[signal] || signal;
+}
+
+/**
+ * A strong deviation in an analyst's words: what, and how unlikely under the history; with the
+ * second dimension when it took two on one event to alert (their surprisals add).
+ */
+export function deviationText(d) {
+  const odds = Math.round(Math.pow(2, d.bits));
+  const what = deviationPhrase(d.signal, d.value);
+  const also = d.with
+    ? ` together with ${deviationPhrase(d.with.signal, d.with.value)} (${d.with.bits.toFixed(1)} of the bits)`
+    : '';
+  return `${what}${also} (odds about 1 in ${count(odds)}, ${d.bits.toFixed(1)} bits)`;
 }
 
 /** A plain, deterministic summary of an alert: what the detail degrades to without the LLM. */
@@ -39,7 +50,9 @@ export function plainSummary(a) {
     `A ${severityName(a.severity)} ${a.type} alert${who}, raised by ${a.detector_name || a.detector} on ${a.source || 'an unknown source'}.`,
   ];
   if (a.deviation) {
-    parts.push(`One dimension alone was far outside the entity's history: ${deviationText(a.deviation)}.`);
+    parts.push(a.deviation.with
+      ? `Two dimensions at once were far outside the entity's history: ${deviationText(a.deviation)}.`
+      : `One dimension alone was far outside the entity's history: ${deviationText(a.deviation)}.`);
   } else if (a.threshold > 0 && a.threshold < 1e300) {
     parts.push(`Its score ${a.score.toFixed(3)} passed the threshold ${thresholdText(a.threshold)}.`);
   }

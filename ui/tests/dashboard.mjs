@@ -592,6 +592,11 @@ try {
   await page.waitForFunction((id) => (document.getElementById('detail') || {}).textContent?.includes(id), ueba.id);
   const uebaText = await page.locator('#detail').textContent();
   expect(uebaText.includes('ueba') && !uebaText.includes('179769313'), `UEBA detail: ${uebaText.slice(0, 300)}`);
+  // Why it may be benign: the account's usual hours from its baseline, the story, and what
+  // would settle it.
+  const benign = await page.locator('#benign').textContent();
+  expect(benign.includes('usually active') && benign.includes('Confirm:'), `benign reading: ${benign}`);
+  summary.benign = benign;
   await page.screenshot({path: `${out}/ueba.png`});
   await page.click('#detail .close');
   summary.ueba = ueba.title;

@@ -1,7 +1,10 @@
 //! Grouping accuracy and throughput of the template miner on the Loghub 2k samples.
 //!
-//! Usage: `template_ga <loghub-2k dir> [--detail]`; `--detail` lists, per dataset, every
-//! ground-truth event that was not grouped exactly, with the templates its lines went to.
+//! Usage: `template_ga <loghub-2k dir>... [--detail]`; `--detail` lists, per dataset, every
+//! ground-truth event that was not grouped exactly, with the templates its lines went to. Each
+//! folder holds dataset folders and is scored as a set with its own mean: the eight samples the
+//! miner was tuned on (`../shared/data/loghub-2k`) apart from the ones held back from tuning
+//! (docs/benchmarks.md, "Template miner", says where to get them).
 //!
 //! For each dataset `DS` it mines the `Content` column of `DS/DS_2k.log_structured_corrected.csv`
 //! in file order with one fresh miner and the default configuration, then scores the ids returned
@@ -22,17 +25,6 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use watchpost_normalize::{Change, MinerConfig, TemplateId, TemplateMiner};
-
-const DATASETS: [&str; 8] = [
-    "HDFS",
-    "BGL",
-    "OpenSSH",
-    "Apache",
-    "Spark",
-    "Zookeeper",
-    "Linux",
-    "Proxifier",
-];
 
 /// Parses RFC 4180-style CSV: `"`-quoted fields may hold commas, newlines and `""`.
 fn parse_csv(text: &str) -> Vec<Vec<String>> {
@@ -77,17 +69,40 @@ fn parse_csv(text: &str) -> Vec<Vec<String>> {
 }
 
 struct Dataset {
-    name: &'static str,
+    name: String,
     content: Vec<String>,
     event: Vec<String>,
     event_template: HashMap<String, String>,
 }
 
-fn load(dir: &Path, name: &'static str) -> Result<Dataset, String> {
-    let path = dir
-        .join(name)
-        .join(format!("{name}_2k.log_structured_corrected.csv"));
-    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+/// The structured sample of dataset folder `dir` (`DS/DS_2k.log_structured_corrected.csv`).
+fn sample_of(dir: &Path) -> Option<(String, std::path::PathBuf)> {
+    let name = dir.file_name()?.to_string_lossy().into_owned();
+    let path = dir.join(format!("{name}_2k.log_structured_corrected.csv"));
+    path.is_file().then_some((name, path))
+}
+
+/// Every dataset folder in `dir`, by name.
+fn datasets_in(dir: &Path) -> Result<Vec<Dataset>, String> {
+    let mut found: Vec<(String, std::path::PathBuf)> = std::fs::read_dir(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(|e| sample_of(&e.ok()?.path()))
+        .collect();
+    found.sort();
+    if found.is_empty() {
+        return Err(format!(
+            "{}: no DS/DS_2k.log_structured_corrected.csv",
+            dir.display()
+        ));
+    }
+    found
+        .into_iter()
+        .map(|(name, path)| load(&path, name))
+        .collect()
+}
+
+fn load(path: &Path, name: String) -> Result<Dataset, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut rows = parse_csv(&text).into_iter();
     let header = rows
         .next()
@@ -185,18 +200,20 @@ fn schedstat() -> Option<(u64, u64)> {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let Some(dir) = args.get(1) else {
-        eprintln!("usage: template_ga <loghub-2k dir> [--detail]");
+    let dirs: Vec<&String> = args[1..].iter().filter(|a| !a.starts_with("--")).collect();
+    if dirs.is_empty() {
+        eprintln!("usage: template_ga <loghub-2k dir>... [--detail]");
         std::process::exit(2);
-    };
+    }
     let detail = args.iter().any(|a| a == "--detail");
-    let dir = Path::new(dir);
     let cfg = MinerConfig::default();
 
-    let mut datasets = Vec::new();
-    for name in DATASETS {
-        match load(dir, name) {
-            Ok(ds) => datasets.push(ds),
+    // Each folder is a set scored on its own: the datasets the miner was tuned on, and the ones
+    // held back from tuning (docs/benchmarks.md, "Template miner").
+    let mut sets = Vec::new();
+    for dir in dirs {
+        match datasets_in(Path::new(dir)) {
+            Ok(ds) => sets.push((dir.clone(), ds)),
             Err(e) => {
                 eprintln!("error: {e}");
                 std::process::exit(1);
@@ -205,43 +222,50 @@ fn main() {
     }
 
     println!(
-        "{:<10} {:>6} {:>9} {:>9} {:>8}",
+        "{:<12} {:>6} {:>9} {:>9} {:>8}",
         "dataset", "GA", "templates", "truth", "restore"
     );
-    let mut sum = 0.0;
-    for ds in &datasets {
-        let mut miner = TemplateMiner::new(&cfg).expect("default config is valid");
-        let ids: Vec<TemplateId> = ds.content.iter().map(|l| miner.mine(l).id).collect();
-        let ga = grouping_accuracy(&ids, &ds.event);
-        sum += ga;
+    for (dir, datasets) in &sets {
+        let mut sum = 0.0;
+        for ds in datasets {
+            let mut miner = TemplateMiner::new(&cfg).expect("default config is valid");
+            let ids: Vec<TemplateId> = ds.content.iter().map(|l| miner.mine(l).id).collect();
+            let ga = grouping_accuracy(&ids, &ds.event);
+            sum += ga;
 
-        let mut restored = TemplateMiner::new(&cfg).expect("default config is valid");
-        for (id, t) in miner.templates() {
-            restored.restore(id, t);
-        }
-        let moved = ds
-            .content
-            .iter()
-            .zip(&ids)
-            .filter(|(l, id)| restored.mine(l).id != **id)
-            .count();
-        println!(
-            "{:<10} {:>6.4} {:>9} {:>9} {:>8}",
-            ds.name,
-            ga,
-            miner.len(),
-            ds.event_template.len(),
-            if moved == 0 {
-                "ok".to_string()
-            } else {
-                format!("{moved} moved")
+            let mut restored = TemplateMiner::new(&cfg).expect("default config is valid");
+            for (id, t) in miner.templates() {
+                restored.restore(id, t);
             }
-        );
-        if detail {
-            print_detail(ds, &ids, &miner);
+            let moved = ds
+                .content
+                .iter()
+                .zip(&ids)
+                .filter(|(l, id)| restored.mine(l).id != **id)
+                .count();
+            println!(
+                "{:<12} {:>6.4} {:>9} {:>9} {:>8}",
+                ds.name,
+                ga,
+                miner.len(),
+                ds.event_template.len(),
+                if moved == 0 {
+                    "ok".to_string()
+                } else {
+                    format!("{moved} moved")
+                }
+            );
+            if detail {
+                print_detail(ds, &ids, &miner);
+            }
         }
+        println!(
+            "mean GA {:.4} over {} datasets of {dir}",
+            sum / datasets.len() as f64,
+            datasets.len()
+        );
     }
-    println!("mean GA {:.4}", sum / datasets.len() as f64);
+    let datasets: Vec<&Dataset> = sets.iter().flat_map(|(_, ds)| ds).collect();
 
     let lines: Vec<&str> = datasets
         .iter()

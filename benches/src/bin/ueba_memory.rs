@@ -46,6 +46,7 @@ fn main() {
                 template: i % templates,
                 host: 0,
                 account_named: false,
+                failed_logon: false,
             });
         }
     }

@@ -1,6 +1,7 @@
 //! `GET /alerts`, `GET /alerts/{id}`, triage (`PATCH /alerts/{id}`), and the feedback routes.
 
 use crate::answer::Json;
+use crate::benign::{Benign, History, reading};
 use crate::error::ApiError;
 use crate::query::{DEFAULT_LIMIT, DeclaredQuery, MAX_LIMIT, Params, page_of};
 use crate::routes::read_body;
@@ -11,7 +12,7 @@ use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use watchpost_proto::{
     Alert, AlertType, CloseReason, EntityKind, Event, Feedback, ListMeta, ListResponse,
-    TriageStatus, Uuid, Verdict, entity_uuid_of, now_ns,
+    TriageStatus, Uuid, Verdict, entity_uuid_of, hash64_seeded, now_ns,
 };
 use watchpost_store::{AlertOrder, AlertQuery, Store, StoreError, TriageError, TriageUpdate};
 
@@ -415,6 +416,9 @@ pub struct AlertDetail {
     pub events: Vec<Event>,
     /// Feedback received, newest first.
     pub feedback: Vec<Feedback>,
+    /// Why it may be benign: the nearest innocent story in the entity's own history, the facts
+    /// it rests on, and what would confirm it (docs/alerts.md, "Why it may be benign").
+    pub benign: Benign,
 }
 
 /// An alert with names resolved and at most `max_events` of its contributing events still
@@ -457,14 +461,35 @@ pub async fn get(
     Path(id): Path<String>,
 ) -> Result<Json<AlertDetail>, ApiError> {
     let store = st.store.clone();
+    let detect = st.detect.clone();
+    let catalog = st.catalog.clone();
     tokio::task::spawn_blocking(move || {
         let (alert, events) = with_events(&store, &id, usize::MAX)?
             .ok_or_else(|| ApiError::not_found(format!("no alert {id}")))?;
         let feedback = store.feedback_for(&id)?;
+        // The entity's baseline as the data plane holds it now (none on a console, whose
+        // detectors hold the baselines, nor for an entity still warming up).
+        let history = alert
+            .entity
+            .as_ref()
+            .and_then(|e| detect.baseline(hash64_seeded(e.value.as_bytes(), e.kind as u64)))
+            .filter(|v| !v.warming_up)
+            .map(|v| History {
+                hours_active: v.hours_active,
+                top_sources: v.top_source_ips,
+                event_count: v.event_count,
+                volume_per_minute: v.volume_ema_minute,
+            });
+        let falsepositives = catalog
+            .find(&alert.detector)
+            .map(|e| e.rule.falsepositives.clone())
+            .unwrap_or_default();
+        let benign = reading(&alert, history.as_ref(), &falsepositives);
         Ok(Json(AlertDetail {
             alert,
             events,
             feedback,
+            benign,
         }))
     })
     .await

@@ -19,6 +19,7 @@ mod risk;
 mod sigma;
 mod signal;
 mod sink;
+mod sustained;
 mod ueba;
 
 pub use params::DetectorParams;
@@ -116,6 +117,8 @@ pub struct Detector {
     risk: RiskBook,
     /// The failed logons of each acting address over the last day (see `persistence`).
     persistence: persistence::Trails,
+    /// Accounts active at an hour they are rarely active in, until a pause (see `sustained`).
+    hour_runs: sustained::HourRuns,
 }
 
 /// An event as correlation windows name it: block key and position.
@@ -153,6 +156,7 @@ impl Detector {
             signals: U64Map::default(),
             risk: RiskBook::new(params.risk.clone()),
             persistence: persistence::Trails::new(params.risk.max_entities),
+            hour_runs: sustained::HourRuns::default(),
             params,
         }
     }
@@ -314,6 +318,7 @@ impl Detector {
                 Some(UebaType::User | UebaType::ServiceAccount)
             )
         });
+        let failed_logon = account_named && self.names_failed_logon(matches);
         // Accounts first: when one event alarms an account and the server it is on, the
         // account's alert is the incident's and the server's joins it (see `incident_of`).
         for hosts in [false, true] {
@@ -322,14 +327,15 @@ impl Detector {
                     && let Some(kind) = e.ueba_type()
                     && (kind == UebaType::Host) == hosts
                 {
-                    self.judge_entity(record, i, kind, time, account_named, sink);
+                    self.judge_entity(record, i, kind, time, (account_named, failed_logon), sink);
                 }
             }
         }
     }
 
     /// Scores entity `i` of `record` (of UEBA type `kind`) against its baseline and raises
-    /// what the outcome calls for.
+    /// what the outcome calls for. `(account_named, failed_logon)`: the event names an account,
+    /// and a rule called it a failed logon (see `ueba::Observation`).
     #[inline]
     fn judge_entity(
         &mut self,
@@ -337,7 +343,7 @@ impl Detector {
         i: usize,
         kind: UebaType,
         time: EventTime,
-        account_named: bool,
+        (account_named, failed_logon): (bool, bool),
         sink: &mut impl AlertSink,
     ) {
         let e = &record.entities[i];
@@ -360,8 +366,11 @@ impl Detector {
                 UebaType::Host | UebaType::Ip => 0,
             },
             account_named,
+            failed_logon,
         };
-        match self.ueba.observe(&o) {
+        let outcome = self.ueba.observe(&o);
+        self.follow_hour_run(record, i, kind, &outcome, sink);
+        match outcome {
             Outcome::Alert(_)
             | Outcome::Signal(_)
             | Outcome::Scored {
@@ -386,6 +395,7 @@ impl Detector {
     pub fn flush(&mut self, sink: &mut impl AlertSink) {
         self.sweep_correlations(sink);
         let now = self.now_ns;
+        self.hour_runs.prune(now);
         self.signals.retain(|_, o| {
             if o.dirty {
                 o.dirty = false;

@@ -47,6 +47,15 @@ impl Detector {
         Some(e)
     }
 
+    /// Whether any of `matches` (catalogue numbers) says the event is a failed logon (see
+    /// `persistence::is_guessing`).
+    pub(super) fn names_failed_logon(&mut self, matches: &[u32]) -> bool {
+        matches.iter().any(|&rule| {
+            self.rule_entry(rule)
+                .is_some_and(|e| super::persistence::is_guessing(&e))
+        })
+    }
+
     /// A Sigma match: a new alert per rule and entity (the event's first scored entity, or its
     /// source when it has none), repeats inside the cooldown folded into it. Every match counts
     /// as a fire of the rule in its hour.

@@ -81,26 +81,40 @@ pub(super) fn ueba_detector(kind: UebaType) -> &'static str {
 }
 
 /// The title of an alert raised by one strong deviation: what was extreme, in the analyst's
-/// words, with the measure where there is one.
+/// words, with the measure where there is one; a second dimension that took part follows it.
 pub(super) fn deviation_title(who: &str, kind: UebaType, d: &Deviation) -> String {
-    match d.signal {
-        Signal::NewHour => format!(
-            "{who} active at {:02}:00 UTC, an hour it has never been active in",
-            d.value as u32
-        ),
-        Signal::Rate => format!(
-            "{who} with {:.0} times its usual rate of events",
-            d.value.max(1.0)
-        ),
-        Signal::NewSource if kind == UebaType::Ip => {
+    let first = match (d.signal, d.sustained) {
+        (Signal::NewSource, _) if kind == UebaType::Ip => {
             "IP address reached a host it never reached before".to_string()
         }
-        Signal::NewSource => format!("{who} seen from an address it has never used"),
-        Signal::NewHost => format!("{who} on a host it has never been on"),
-        Signal::Dormancy => format!(
-            "{who} active again after {:.0} days of silence",
-            d.value.floor()
+        (Signal::NewHour, Some(run)) => format!(
+            "{who} active at {:02}:00 UTC, an hour it is rarely active in, for {} minutes ({} events)",
+            d.value as u32,
+            run.seconds / 60,
+            run.events
         ),
+        (signal, _) => format!("{who} {}", deviation_phrase(kind, signal, d.value)),
+    };
+    match d.with {
+        Some(w) => format!("{first}, {}", deviation_phrase(kind, w.signal, w.value)),
+        None => first,
+    }
+}
+
+/// What one deviation says of its entity, after its name: "active at 03:00 UTC, ...".
+fn deviation_phrase(kind: UebaType, signal: Signal, value: f64) -> String {
+    match signal {
+        Signal::NewHour => format!(
+            "active at {:02}:00 UTC, an hour it has never been active in",
+            value as u32
+        ),
+        Signal::Rate => format!("with {:.0} times its usual rate of events", value.max(1.0)),
+        Signal::NewSource if kind == UebaType::Ip => {
+            "reaching a host it never reached before".into()
+        }
+        Signal::NewSource => "seen from an address it has never used".into(),
+        Signal::NewHost => "on a host it has never been on".into(),
+        Signal::Dormancy => format!("active again after {:.0} days of silence", value.floor()),
     }
 }
 
@@ -212,9 +226,15 @@ impl Detector {
         // address and type, each entity joining its related entities.
         // A first host reached from a new address folds the same way: one address trying many
         // accounts on a server none of them used is the spray, seen from the accounts' side.
+        // So does a pair of deviations one of which is the new address (an hour never used,
+        // from an address never used): the address is what the incident is about.
         let new_host = a.deviation.is_some_and(|d| d.signal == Signal::NewHost);
-        let by_source = top == "source_novelty"
-            && (!new_host || sub.source_novelty > 0.0)
+        let with_new_source = a
+            .deviation
+            .and_then(|d| d.with)
+            .is_some_and(|w| w.signal == Signal::NewSource);
+        let by_source = ((top == "source_novelty" && (!new_host || sub.source_novelty > 0.0))
+            || with_new_source)
             && kind != UebaType::Ip
             && r.client_ip != 0;
         let key = if by_source {

@@ -19,7 +19,8 @@
 //!   count as one kind: `00030000` is as likely hex as `003b005b`), repeated identical tokens that
 //!   hold a variable (`blk_<NUM> blk_<NUM> ...`), and a value restated in parentheses
 //!   (`1190 bytes (1.16 KB)`, `10.0.0.1 (10.0.0.1)`) collapse into the first, since how many values
-//!   a list holds is data, not structure. A date followed by a time becomes one `<TIMESTAMP>`.
+//!   a list holds is data, not structure. Tokens equal but for their digits (`an14 an15 an16`)
+//!   are such a list too. A date followed by a time becomes one `<TIMESTAMP>`.
 
 use watchpost_proto::{addr::dotted_quad, hash64};
 
@@ -38,10 +39,11 @@ pub(crate) enum Var {
     Time,
     Date,
     Timestamp,
+    Bool,
 }
 
 impl Var {
-    const ALL: [Var; 12] = [
+    const ALL: [Var; 13] = [
         Var::Num,
         Var::Hex,
         Var::Ip,
@@ -54,6 +56,7 @@ impl Var {
         Var::Time,
         Var::Date,
         Var::Timestamp,
+        Var::Bool,
     ];
 
     pub(crate) const fn placeholder(self) -> &'static str {
@@ -70,6 +73,7 @@ impl Var {
             Var::Time => "<TIME>",
             Var::Date => "<DATE>",
             Var::Timestamp => "<TIMESTAMP>",
+            Var::Bool => "<BOOL>",
         }
     }
 
@@ -130,8 +134,11 @@ pub(crate) struct Tok {
     pub(crate) val: u8,
     /// Nonzero placeholder code when the token is exactly one placeholder.
     pub(crate) pure: u8,
-    /// The token holds a placeholder or a digit, so it is no good as a tree branch.
+    /// The token holds a placeholder or a digit, or is a dotted name, so it is no good as a tree
+    /// branch.
     pub(crate) var: bool,
+    /// `WORD_*`: whether the token is a plain word, and its case.
+    pub(crate) word: u8,
 }
 
 /// Reusable buffers for masking; after the longest line has been seen nothing here allocates.
@@ -262,8 +269,10 @@ pub(crate) struct Info {
     pure: u8,
     /// Holds a digit or a placeholder.
     var: bool,
-    /// Holds `=` (so may be `key=value`).
+    /// Holds `=` or `:` (so may be `key=value`).
     eq: bool,
+    /// Holds `.` (so may be a dotted name).
+    dot: bool,
 }
 
 impl Info {
@@ -271,7 +280,8 @@ impl Info {
         Info {
             pure: if pure != 0 { pure } else { builtin_code(text) },
             var: has_var(text),
-            eq: text.contains(&b'='),
+            eq: text.iter().any(|&b| b == b'=' || b == b':'),
+            dot: text.contains(&b'.'),
         }
     }
 }
@@ -361,13 +371,33 @@ fn finish_token(buf: &mut Vec<u8>, toks: &mut Vec<Tok>, start: usize, info: Info
                 push_tok(buf, toks, prev_start, info);
                 return;
             }
-        } else if prev.var && buf[start..] == buf[prev.start as usize..prev.end as usize] {
-            // `blk_<NUM> blk_<NUM> ...`: a list of like values.
+        } else if prev.var
+            && info.var
+            && same_shape(&buf[start..], &buf[prev.start as usize..prev.end as usize])
+        {
+            // `blk_<NUM> blk_<NUM> ...`, `an14 an15 ...`: a list of like values.
             buf.truncate(start - 1);
             return;
         }
     }
     push_tok(buf, toks, start, info);
+}
+
+/// Equal, or equal but for the digit runs in them (`an14` and `an152`, `cpu3:` and `cpu12:`).
+fn same_shape(a: &[u8], b: &[u8]) -> bool {
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        if a[i].is_ascii_digit() && b[j].is_ascii_digit() {
+            i = digits_end(a, i);
+            j = digits_end(b, j);
+        } else if a[i] == b[j] {
+            i += 1;
+            j += 1;
+        } else {
+            return false;
+        }
+    }
+    i == a.len() && j == b.len()
 }
 
 /// Placeholders that can stand for the same kind of value: equal ones, numbers written in decimal
@@ -391,7 +421,12 @@ fn push_tok(buf: &[u8], toks: &mut Vec<Tok>, start: usize, info: Info) {
         key,
         val,
         pure: info.pure,
-        var: info.pure != 0 || info.var,
+        var: info.pure != 0 || info.var || (info.dot && dotted_name(text)),
+        word: if info.var {
+            WORD_NONE
+        } else {
+            word_class(text)
+        },
     });
 }
 
@@ -410,6 +445,36 @@ pub(crate) fn has_var(text: &[u8]) -> bool {
     text.iter().any(|&b| b.is_ascii_digit() || b == b'<')
 }
 
+/// A dotted name such as `com.apple.Safari.Update:` or `org.example.Main` (two or more dots
+/// between word characters): a job, class or host name, as likely to vary at the head of a
+/// message as a number is, so it takes the tree's wildcard branch. Drain still compares it.
+pub(crate) fn dotted_name(text: &[u8]) -> bool {
+    text.windows(3)
+        .filter(|w| w[1] == b'.' && is_word(w[0]) && is_word(w[2]))
+        .nth(1)
+        .is_some()
+}
+
+/// `Tok::word` of a token that is not a plain word.
+pub(crate) const WORD_NONE: u8 = 0;
+/// `Tok::word` of a plain word starting lower-case (`root`, `spawned`).
+pub(crate) const WORD_LOWER: u8 = 1;
+/// `Tok::word` of a plain word starting upper-case (`Started`, `SPP.`, `'Active'`).
+pub(crate) const WORD_UPPER: u8 = 2;
+
+/// Whether `text` (no digits, no placeholder) is a plain word: ASCII letters and `_`, wrapped
+/// in punctuation at most; and if so its case (`WORD_*`).
+pub(crate) fn word_class(text: &[u8]) -> u8 {
+    let (_, core, _) = split_punct(text);
+    if core.is_empty() || !core.iter().all(|&b| b.is_ascii_alphabetic() || b == b'_') {
+        WORD_NONE
+    } else if core[0].is_ascii_uppercase() {
+        WORD_UPPER
+    } else {
+        WORD_LOWER
+    }
+}
+
 /// `Tok::val` of a token that is not `key=value`.
 pub(crate) const VAL_NONE: u8 = 0;
 /// `Tok::val` of `key=` with nothing after it.
@@ -421,7 +486,9 @@ pub(crate) const VAL_OTHER: u8 = 3;
 
 /// The `key=` prefix hash (an optional `(` or `[`, an identifier, `=`) and the kind of value
 /// (`VAL_*`), or `(0, VAL_NONE)`. Keys make `uid=0` and `uid=5` one token with different values,
-/// and `uid=0` and `gid=0` different tokens whatever the value.
+/// and `uid=0` and `gid=0` different tokens whatever the value. `key:value` is a key too when the
+/// key is a plain identifier and the value starts with a letter in the same token
+/// (`overlap:<BOOL>`, `nodes:node-<NUM>`); `host.name:<NUM>`, `Class::method` and `ARPT:` are not.
 pub(crate) fn key_val(text: &[u8]) -> (u64, u8) {
     let mut i = 0;
     if i < text.len() && matches!(text[i], b'(' | b'[' | b'{') {
@@ -430,8 +497,26 @@ pub(crate) fn key_val(text: &[u8]) -> (u64, u8) {
     if i >= text.len() || !text[i].is_ascii_alphabetic() {
         return (0, VAL_NONE);
     }
+    let ident_start = i;
     while i < text.len() {
         match text[i] {
+            b':' if text.get(i + 1).is_some_and(u8::is_ascii_alphabetic)
+                && text[ident_start..i]
+                    .iter()
+                    .all(|&b| b.is_ascii_alphanumeric() || b == b'_') =>
+            {
+                let key = hash64(&text[..=i]) | 1;
+                let mut v = &text[i + 1..];
+                while let [rest @ .., b')' | b']' | b'}' | b',' | b';' | b':' | b'.'] = v {
+                    v = rest;
+                }
+                let val = if is_placeholder_text(v) {
+                    VAL_PURE
+                } else {
+                    VAL_OTHER
+                };
+                return (key, val);
+            }
             b'=' => {
                 let key = hash64(&text[..=i]) | 1;
                 let mut v = &text[i + 1..];
@@ -541,7 +626,8 @@ fn mask_token(t: &[u8], flags: u8, buf: &mut Vec<u8>) -> Info {
     Info {
         pure: if only { last.code() } else { 0 },
         var: placeholders > 0 || flags & (F_DIGIT | F_LT) != 0,
-        eq: flags & F_EQ != 0,
+        eq: flags & (F_EQ | F_COLON) != 0,
+        dot: flags & F_DOT != 0,
     }
 }
 
@@ -573,6 +659,11 @@ fn match_value(t: &[u8], i: usize, h: Hints, no_path_before: &mut usize) -> Opti
         b'/' | b'.' | b'~' => match_path(t, i, no_path_before),
         b':' if h.colon => match_ipv6(t, i),
         _ if c.is_ascii_alphabetic() => {
+            if matches!(c, b't' | b'f' | b'T' | b'F')
+                && let Some(r) = match_bool(t, i)
+            {
+                return Some(r);
+            }
             if h.colon && t.get(i + 1) == Some(&b':') && t.get(i + 2) == Some(&b'\\') {
                 return match_windows_path(t, i);
             }
@@ -590,6 +681,17 @@ fn match_value(t: &[u8], i: usize, h: Hints, no_path_before: &mut usize) -> Opti
             None
         }
         _ => None,
+    }
+}
+
+/// `true` or `false` in any case, as a whole word: a flag's value, never what tells events apart.
+fn match_bool(t: &[u8], i: usize) -> Option<(usize, Var)> {
+    let e = alpha_end(t, i);
+    let w = &t[i..e];
+    if (w.eq_ignore_ascii_case(b"true") || w.eq_ignore_ascii_case(b"false")) && boundary(t, e) {
+        Some((e, Var::Bool))
+    } else {
+        None
     }
 }
 

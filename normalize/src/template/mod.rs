@@ -26,6 +26,7 @@
 //!    | `<TIME>`       | `07:07:00`, `17:41:44,747`, `00:01`                                   |
 //!    | `<DATE>`       | `2005-06-03`, `2005.06.03`, `06/10/2013`                              |
 //!    | `<TIMESTAMP>`  | ISO 8601 date-times, a date followed by a time, ctime/syslog stamps   |
+//!    | `<BOOL>`       | `true`, `false` (any case)                                            |
 //!    | `<NAME>`       | a user mask ([`MaskRule`]), tried before the built-in ones            |
 //!
 //!    Values are found inside tokens too, at every segment start after punctuation, so `uid=0`
@@ -33,6 +34,7 @@
 //!    Letters-with-digits words (`ssh2`, `jk2_init()`, `bglio559`) and host names are left to
 //!    Drain: no byte pattern tells a host name from a dotted identifier (`mapred.task.id`), and a
 //!    host that never changes within an event (a configured upstream) is part of its identity.
+//!    Such dotted names (two dots or more) only route like variables in the tree (step 3).
 //!    Runs of values collapse into one (`blk_<NUM> blk_<NUM> ...`, `1190 bytes (1.16 KB)`), so
 //!    that a list's length does not change the line's shape.
 //!
@@ -42,8 +44,9 @@
 //!    template's founding lines to it after a [`TemplateMiner::restore`].
 //!
 //! 3. **Drain tree** (`tree.rs`): candidates are the templates with the same token count and the
-//!    same first `depth - 2` tokens, where a variable token routes to a wildcard branch and a
-//!    `key=value` token routes by its key. Unlike Drain, the search follows both a token's own
+//!    same first `depth - 2` tokens, where a variable token (a value, or a dotted name such as
+//!    `com.apple.job.daily:`) routes to a wildcard branch and a `key=value` (or `key:word`) token
+//!    routes by its key. Unlike Drain, the search follows both a token's own
 //!    branch and the wildcard branch, so a template filed under either is found.
 //!
 //! 4. **Similarity.** Position by position, a template token and a line token can: agree (equal,
@@ -51,8 +54,11 @@
 //!    words, different values of one key, a `key=` that is empty on one side only, since a value
 //!    that is sometimes missing is a different shape of line); or clash (different keys, or a key
 //!    against no key: `(uid=0)` and `LOGIN(uid=0)` are different events however similar the rest
-//!    is). A clash rules the template out; otherwise the line joins the template with the most
-//!    agreeing tokens if at least `similarity_threshold` of them agree. Lines of 4+ tokens may
+//!    is; or two different plain words, one of them capitalised: `VM Started` and `VM Paused`,
+//!    `client SPP.` and `client WindowsUpdateAgent.` name states and components, which are part
+//!    of the event, while the words that vary within one event, such as user names, are
+//!    lower-case). A clash rules the template out; otherwise the line joins the template with the
+//!    most agreeing tokens if at least `similarity_threshold` of them agree. Lines of 4+ tokens may
 //!    always disagree in one position, or short messages could never take a variable word. Ties
 //!    go to the more general template (as in Drain3), then the lower id. Both depend only on
 //!    template contents, never on creation or restore order; with the exact anchor that is what
@@ -80,9 +86,10 @@
 //! On the eight Loghub 2k samples (corrected ground truth) the default configuration reaches a
 //! mean grouping accuracy of 0.965 (Drain3's default: about 0.75), in file order and reversed.
 //! What it still gets wrong
-//! is what no masking can see: events that differ only in one constant word (`stored as bytes`
-//! against `stored as values`, `user=root` against `user=guest`) are merged, because the same
-//! shape is how a variable word such as a user name looks.
+//! is what no masking can see: events that differ only in one lower-case constant word (`stored
+//! as bytes` against `stored as values`, `user=root` against `user=guest`) are merged, because the
+//! same shape is how a variable word such as a user name looks; and capitalised words that do
+//! vary within an event (`[LNKA]`, `[LNKB]`) split it.
 //!
 //! Ids are independent of the worker only when the template's first text is: a template whose
 //! variables are all masked has one text everywhere, but one generalised by Drain (a user name
@@ -93,7 +100,9 @@ mod tree;
 
 use std::cmp::Reverse;
 
-use mask::{CustomMask, Masker, Tok, VAL_EMPTY, VAL_NONE, VAL_OTHER, VAL_PURE};
+use mask::{
+    CustomMask, Masker, Tok, VAL_EMPTY, VAL_NONE, VAL_OTHER, VAL_PURE, WORD_NONE, WORD_UPPER,
+};
 use tree::{Tree, U64Map, WILD_ROUTE};
 use watchpost_proto::{hash64, hash64_seeded};
 
@@ -220,6 +229,8 @@ struct CTok {
     key: u64,
     val: u8,
     var: bool,
+    /// `Tok::word`.
+    word: u8,
     kind: Kind,
 }
 
@@ -256,7 +267,8 @@ enum Meet {
     KeyValue,
     /// Different tokens: disagreement, becomes `<*>`.
     Differ,
-    /// Different keys (or a key against no key): the line cannot join this template.
+    /// Different keys (or a key against no key), or two different plain words of which one is
+    /// capitalised: the line cannot join this template.
     Clash,
 }
 
@@ -270,6 +282,14 @@ fn meet(c: &CTok, t: &Tok) -> Meet {
         _ if c.hash == t.hash => Meet::Same,
         Kind::Pure(_) if t.pure != 0 => Meet::BothValues,
         _ if c.key != t.key => Meet::Clash,
+        // `VM Started` / `VM Paused`: a capitalised word names a state or a component.
+        _ if c.key == 0
+            && c.word != WORD_NONE
+            && t.word != WORD_NONE
+            && (c.word == WORD_UPPER || t.word == WORD_UPPER) =>
+        {
+            Meet::Clash
+        }
         _ if c.key == 0 => Meet::Differ,
         // A value that is sometimes missing is a different shape of line, not a value.
         _ if c.val == VAL_EMPTY || t.val == VAL_EMPTY => Meet::Differ,
@@ -514,6 +534,7 @@ impl TemplateMiner {
                 key: t.key,
                 val: t.val,
                 var: t.var,
+                word: t.word,
                 kind: if t.pure != 0 {
                     Kind::Pure(t.pure)
                 } else {
@@ -616,6 +637,7 @@ fn restored_tok(word: &[u8], custom: &[CustomMask]) -> CTok {
             key: 0,
             val: VAL_NONE,
             var: true,
+            word: WORD_NONE,
             kind: Kind::Wild,
         };
     }
@@ -626,6 +648,7 @@ fn restored_tok(word: &[u8], custom: &[CustomMask]) -> CTok {
             key,
             val,
             var: true,
+            word: WORD_NONE,
             kind: Kind::KeyWild,
         };
     }
@@ -635,15 +658,24 @@ fn restored_tok(word: &[u8], custom: &[CustomMask]) -> CTok {
             key,
             val,
             var: true,
+            word: WORD_NONE,
             kind: Kind::Pure(code),
         },
-        None => CTok {
-            hash,
-            key,
-            val,
-            var: mask::has_var(word),
-            kind: Kind::Lit,
-        },
+        None => {
+            let var = mask::has_var(word);
+            CTok {
+                hash,
+                key,
+                val,
+                var: var || mask::dotted_name(word),
+                word: if var {
+                    WORD_NONE
+                } else {
+                    mask::word_class(word)
+                },
+                kind: Kind::Lit,
+            }
+        }
     }
 }
 
@@ -672,6 +704,7 @@ fn generalise(c: &mut Cluster, m: &Masker) {
                     key: ct.key,
                     val: VAL_OTHER,
                     var: true,
+                    word: WORD_NONE,
                     kind: Kind::KeyWild,
                 };
             }
@@ -682,6 +715,7 @@ fn generalise(c: &mut Cluster, m: &Masker) {
                     key: 0,
                     val: VAL_NONE,
                     var: true,
+                    word: WORD_NONE,
                     kind: Kind::Wild,
                 };
             }

@@ -264,6 +264,51 @@ fn different_events_stay_apart() {
     }
 }
 
+#[test]
+fn flags_lists_dotted_names_and_capitalised_words() {
+    check_masks(&[
+        ("overlap:false", "overlap:<BOOL>"),
+        (
+            "force=TRUE, delayed=false,",
+            "force=<BOOL>, delayed=<BOOL>,",
+        ),
+        ("trueness falsey", "trueness falsey"),
+        ("name an14 an15 an152 x", "name an14 x"),
+    ]);
+    let mut m = miner();
+    // `key:<BOOL>` is a key with a value, so it agrees even in a line too short for any difference.
+    let a = m.mine("shouldBlockLocation ret:true").id;
+    assert_eq!(m.mine("shouldBlockLocation ret:false").id, a);
+    // A host:port is no key.
+    let a = m.mine("proxy.example.com:443 open through proxy").id;
+    assert_eq!(m.mine("www.example.org:443 open through proxy").id, a);
+    // A dotted name leading a message routes like a variable.
+    let a = m
+        .mine(
+            "com.apple.CacheDelete.daily: told me to run this job; however, the start time is off",
+        )
+        .id;
+    let b = m
+        .mine("com.apple.Safari.Update: told me to run this job; however, the start time is off")
+        .id;
+    assert_eq!(a, b);
+    // A capitalised word tells events apart; a lower-case one (a user name) does not.
+    let a = m.mine("[instance: 1] VM Started (Lifecycle Event)").id;
+    assert_ne!(m.mine("[instance: 2] VM Paused (Lifecycle Event)").id, a);
+    let a = m
+        .mine("Session: 1_2 initialized by client WindowsUpdateAgent.")
+        .id;
+    assert_ne!(m.mine("Session: 3_4 initialized by client SPP.").id, a);
+    let a = m
+        .mine("Failed password for root from 1.2.3.4 port 22 ssh2")
+        .id;
+    assert_eq!(
+        m.mine("Failed password for uucp from 1.2.3.5 port 23 ssh2")
+            .id,
+        a
+    );
+}
+
 const CORPUS: &[&str] = &[
     "Invalid user webmaster from 173.234.31.186",
     "Invalid user chen from 202.100.179.208",

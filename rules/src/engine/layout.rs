@@ -268,10 +268,32 @@ impl NameKey {
     }
 }
 
+/// `name` word by word, as Defender's events reach us as JSON from some forwarders (`Threat
+/// Name`, `Source Name`, `Process Name` where the Sigma taxonomy reads `ThreatName`): a space
+/// before each capital that follows a small letter. The `.evtx` reader drops such spaces
+/// (`watchpost_dataplane::evtx`); a JSON line keeps its names as written, so the table answers
+/// both spellings of a name, at the same rank, and a record and its forwarded twin match the
+/// same rules. No cost per event: one more name in the table. `None` for a name of one word, or
+/// of anything but ASCII letters and digits.
+fn spaced(name: &str) -> Option<String> {
+    let bytes = name.as_bytes();
+    if !bytes.iter().all(u8::is_ascii_alphanumeric) {
+        return None;
+    }
+    let mut out = String::with_capacity(name.len() + 4);
+    for (i, &c) in bytes.iter().enumerate() {
+        if i > 0 && c.is_ascii_uppercase() && bytes[i - 1].is_ascii_lowercase() {
+            out.push(' ');
+        }
+        out.push(char::from(c));
+    }
+    (out.len() > name.len()).then_some(out)
+}
+
 impl NameTable {
     /// The table of the attribute places of `fields`.
     pub(super) fn build(fields: &[Field]) -> NameTable {
-        let mut by_name: BTreeMap<&str, Vec<(u32, u8)>> = BTreeMap::new();
+        let mut by_name: BTreeMap<String, Vec<(u32, u8)>> = BTreeMap::new();
         let mut fill = vec![Fill::None; fields.len()];
         for (f, field) in fields.iter().enumerate() {
             let is_attribute = |p: &FieldSource| matches!(p, FieldSource::Attr(_));
@@ -285,10 +307,12 @@ impl NameTable {
             };
             for (rank, place) in field.0.iter().enumerate() {
                 if let FieldSource::Attr(name) = place {
-                    by_name
-                        .entry(name)
-                        .or_default()
-                        .push((f as u32, rank as u8));
+                    for spelling in std::iter::once(name.to_string()).chain(spaced(name)) {
+                        by_name
+                            .entry(spelling)
+                            .or_default()
+                            .push((f as u32, rank as u8));
+                    }
                 }
             }
         }

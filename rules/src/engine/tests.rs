@@ -348,6 +348,35 @@ fn an_antivirus_signature_is_defenders_threat_name() {
     assert_eq!(out, vec![0]);
 }
 
+/// Defender's events forwarded as JSON keep its field names word by word (`Threat Name`), where
+/// the `.evtx` reader (and the Sigma taxonomy) write `ThreatName`: both spellings match.
+#[test]
+fn defenders_spaced_field_names_match_as_the_evtx_names_do() {
+    let s = set(
+        "title: t\nid: 5f2a3c1e-8b7d-4e6f-9a0b-1c2d3e4f5a7e\nlogsource: {product: windows, service: windefend}\ndetection:\n  sel:\n    EventID: 1116\n    ThreatName|contains: 'EICAR'\n    SourceName: 'Real-Time Protection'\n  condition: sel\n",
+    );
+    let defender = |threat: &str, source: &str| {
+        ev(
+            "Microsoft-Windows-Windows Defender/Operational",
+            &[
+                ("Channel", "Microsoft-Windows-Windows Defender/Operational"),
+                ("EventID", "1116"),
+                (threat, "Virus:DOS/EICAR_Test_File"),
+                (source, "Real-Time Protection"),
+            ],
+        )
+    };
+    for (threat, source) in [("ThreatName", "SourceName"), ("Threat Name", "Source Name")] {
+        let mut out = Vec::new();
+        s.matches(&defender(threat, source), &mut out);
+        assert_eq!(out, vec![0], "{threat}, {source}");
+    }
+    // Another name is not read as the field: no match.
+    let mut out = Vec::new();
+    s.matches(&defender("Threat Names", "Source Name"), &mut out);
+    assert!(out.is_empty());
+}
+
 const NETWORK: &str = r#"title: t
 id: 5f2a3c1e-8b7d-4e6f-9a0b-1c2d3e4f5a73
 logsource: {product: windows, category: network_connection}
