@@ -6,6 +6,7 @@
 //! `"line N"` input would make the template miner and entity store look unrealistically fast, so
 //! this crate models a small organisation instead.
 
+pub mod domain;
 mod emit;
 pub mod http_post;
 mod logwriter;

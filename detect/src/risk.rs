@@ -11,7 +11,12 @@
 //! and decays to a tenth over `detection.risk_window_hours`. An entity's risk is the sum, times
 //! `1 + 0.25 (t - 1)` for the `t` distinct ATT&CK tactics its signals showed: breadth across the
 //! kill chain is what separates an intrusion from a noisy neighbour. A (rule, entity) pair adds
-//! risk once per signal window (an hour), so a flood of one rule is one signal.
+//! risk once per signal window (an hour), so a flood of one rule is one signal; and over the
+//! risk window one rule's signals about one subject add at most [`RULE_REPEAT_CAP`] times one
+//! signal's risk to an entity, so a rule that fires every hour about the same entity (every
+//! burst of one brute-forcer) is one behaviour, not a climb past the threshold by repetition.
+//! Signals about different subjects still add in full: an address trying forty accounts
+//! gathers forty.
 
 use crate::table::EntityTable;
 use watchpost_proto::{AttackMapping, EntityRef, RiskLevelWeights, U64Map};
@@ -19,6 +24,12 @@ use watchpost_rules::Level;
 
 /// Contributions an entity keeps for its risk alert: the highest-weighted ones.
 const MAX_CONTRIBUTIONS: usize = 20;
+
+/// The most one rule's signals on one entity hold at a time, in multiples of one signal's risk:
+/// a second signal of the rule adds as much as the first, later ones only what the decay freed
+/// (read from the contributions kept, so a flood past [`MAX_CONTRIBUTIONS`] may pass it by a
+/// few percent).
+pub const RULE_REPEAT_CAP: f64 = 2.0;
 
 /// Risk settings.
 #[derive(Clone, Debug, PartialEq)]
@@ -51,6 +62,9 @@ impl RiskParams {
 /// One signal's part in an entity's risk.
 #[derive(Clone, Debug)]
 struct Contribution {
+    /// The rule (or origin) that raised it and the entity it was about, mixed: what its repeats
+    /// share.
+    repeat: u64,
     signal: String,
     title: String,
     weight: f64,
@@ -75,6 +89,10 @@ pub struct SignalRisk<'a> {
     pub id: &'a str,
     /// The rule's key (its rarity across the fleet).
     pub rule_key: u64,
+    /// The entity the signal is about (its hash): the rule's repeats about one subject are one
+    /// behaviour (`RULE_REPEAT_CAP`), while an address gathering signals about many accounts
+    /// (a scanner trying forty names) gathers forty.
+    pub subject: u64,
     /// The rule's title: contributions sum by it.
     pub rule_title: &'a str,
     /// The rule's level (the base weight).
@@ -182,10 +200,20 @@ impl RiskBook {
         let window = self.params.window_ns.max(1) as f64;
         let decay = |value: f64, from: i64| value * 0.1f64.powf((ts - from).max(0) as f64 / window);
         let e = self.entities.at_mut(at)?;
-        e.score = decay(e.score, e.at_ns) + weight;
         for c in &mut e.contributions {
             c.weight = decay(c.weight, e.at_ns);
         }
+        // What the rule already holds on the entity about the same subject, decayed: a repeat
+        // adds only up to the cap.
+        let repeat = watchpost_proto::fmix64(rule_key ^ signal.subject.rotate_left(17));
+        let held: f64 = e
+            .contributions
+            .iter()
+            .filter(|c| c.repeat == repeat)
+            .map(|c| c.weight)
+            .sum();
+        let weight = weight.min((RULE_REPEAT_CAP * weight - held).max(0.0));
+        e.score = decay(e.score, e.at_ns) + weight;
         e.at_ns = e.at_ns.max(ts);
         for m in signal.attack {
             if let Some(n) = m
@@ -197,6 +225,7 @@ impl RiskBook {
             }
         }
         e.contributions.push(Contribution {
+            repeat,
             signal: signal.id.to_string(),
             title: signal.rule_title.to_string(),
             weight,
@@ -317,6 +346,7 @@ mod tests {
         SignalRisk {
             id: &s.id,
             rule_key,
+            subject: 7,
             rule_title: &s.title,
             level,
             attack: &s.attack,
@@ -418,6 +448,29 @@ mod tests {
         );
         let later = book.entities.get(1).unwrap().score;
         assert!((later - (common / 10.0 + 5.0)).abs() < 0.5, "{later}");
+    }
+
+    #[test]
+    fn one_rule_repeated_every_hour_never_crosses_alone() {
+        let mut book = RiskBook::new(params());
+        // A low rule on one address every hour of a day: about two signals' worth at most, 30
+        // (the cap reads the contributions kept, the top twenty: a tiny excess past them).
+        for h in 0..24 {
+            let s = signal(&format!("r{h}"), h * HOUR, "TA0008");
+            assert!(
+                book.add(7, &alice(), &risk_of(1, Some(Level::Low), &s))
+                    .is_none(),
+                "hour {h}"
+            );
+        }
+        let held = book.entities.get(7).unwrap().score;
+        assert!(held <= 33.0 && held > 15.0, "{held}");
+        // Another rule still adds in full: a medium signal of another tactic crosses.
+        let s = signal("m1", 24 * HOUR, "TA0006");
+        let c = book
+            .add(7, &alice(), &risk_of(2, Some(Level::Medium), &s))
+            .expect("breadth crosses");
+        assert!(c.risk > 60.0, "{}", c.risk);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! reports each attack's detection and the false alerts per 10,000 normal events after warmup.
 //!
 //! ```text
-//! cargo run --release -p watchpost-benches --bin scenario_table -- [--realistic | --org remote|shifts] [--weeks N] [--seed 1] [--out DIR] [--config FILE] [--list-false 15]
+//! cargo run --release -p watchpost-benches --bin scenario_table -- [--realistic | --org remote|shifts|domain] [--weeks N] [--seed 1] [--out DIR] [--config FILE] [--list-false 15]
 //! ```
 //! `--realistic` runs the realistic scenario instead (`watchpost_benches::realistic`: five weeks
 //! by default, mixed formats, internet background, eleven attacks with benign look-alikes).
@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
 use watchpost_benches::scenario::{Attack, generate};
-use watchpost_benches::{orgs, realistic};
+use watchpost_benches::{domain, orgs, realistic};
 use watchpost_dataplane::{analyze, event_line};
 use watchpost_proto::{Alert, Config};
 
@@ -37,12 +37,13 @@ fn main() {
     let out = PathBuf::from(arg("--out").unwrap_or_else(|| "target/scenario".into()));
     std::fs::create_dir_all(&out).expect("create the output folder");
     // `--org NAME` runs one of the organisations built unlike the realistic one (`orgs`:
-    // `remote`, `shifts`), to report on what was tuned elsewhere.
-    let org = arg("--org").map(|name| {
-        orgs::by_name(&name).unwrap_or_else(|| panic!("no organisation {name}: remote or shifts"))
-    });
-    let s = if let Some(p) = &org {
-        orgs::generate(p, seed, weeks)
+    // `remote`, `shifts`; `domain`, a Windows domain), to report on what was tuned elsewhere.
+    let s = if let Some(name) = arg("--org") {
+        match orgs::by_name(&name) {
+            Some(p) => orgs::generate(&p, seed, weeks),
+            None if name == "domain" => domain::generate(seed, weeks),
+            None => panic!("no organisation {name}: remote, shifts or domain"),
+        }
     } else if real {
         realistic::generate(seed, weeks)
     } else {

@@ -233,6 +233,7 @@ impl Detector {
             let addition = SignalRisk {
                 id: &signal.id,
                 rule_key: origin.key,
+                subject,
                 rule_title: &origin.title.text(),
                 level: origin.level,
                 attack: origin.attack,
