@@ -20,7 +20,7 @@
 //! network, and Kerberoasting (RC4 service tickets for many services from one workstation).
 
 use crate::logwriter::LogWriter;
-use crate::scenario::{Attack, Scenario, finish};
+use crate::scenario::{Attack, Scenario, attack_weekday, finish};
 use watchpost_detect::SplitMix64;
 
 const SEC: i64 = 1_000_000_000;
@@ -261,20 +261,13 @@ pub fn generate(seed: u64, weeks: i64) -> Scenario {
         }
     }
 
-    // The attacks, in the last two weeks.
-    let a0 = (weeks - 2) * 7;
+    // The attacks, in the last two weeks, on working days.
     let mut attacks: Vec<Attack> = Vec::new();
     let mut add = |name, description, entity: &str, actor: Option<&str>| {
         attacks.push(Attack::new(name, description, entity, actor));
         attacks.len() - 1
     };
-    let workday_of = |d: i64| {
-        let mut day = a0 + d;
-        while day % 7 >= 5 {
-            day += 1;
-        }
-        day
-    };
+    let workday_of = |d: i64| attack_weekday(weeks, d);
 
     // 1. A spray over RDP from the internet: 30 real accounts, one wrong password each.
     let ip = "91.240.118.172";

@@ -22,7 +22,7 @@
 //! their hours from their usual address, and a patient brute force under the scanners.
 
 use crate::logwriter::LogWriter;
-use crate::scenario::{Attack, Scenario, finish};
+use crate::scenario::{Attack, Scenario, attack_weekday, finish};
 use watchpost_detect::SplitMix64;
 
 const SEC: i64 = 1_000_000_000;
@@ -385,21 +385,13 @@ pub fn generate(p: &Profile, seed: u64, weeks: i64) -> Scenario {
         }
     }
 
-    // The attacks, in the last two weeks.
-    let a0 = (weeks - 2) * 7;
+    // The attacks, in the last two weeks, on working days.
     let mut attacks: Vec<Attack> = Vec::new();
     let mut add = |name, description, entity: &str, actor: Option<&str>| {
         attacks.push(Attack::new(name, description, entity, actor));
         attacks.len() - 1
     };
-    let day_of = |d: i64| {
-        // A working day of the victim's: weekdays, and for shift work a day they work.
-        let mut day = a0 + d;
-        while day % 7 >= 5 {
-            day += 1;
-        }
-        day
-    };
+    let day_of = |d: i64| attack_weekday(weeks, d);
 
     // 1. Time of day alone: a day worker active in the small hours from their usual address,
     // browsing and exporting for half an hour.
