@@ -129,6 +129,8 @@ fn detectors(c: &mut Criterion) {
                 host: if kind == UebaType::User { e.host } else { 0 },
                 account_named: true,
                 failed_logon: false,
+                // The host counts the person among its people, as the engine has it.
+                person: if kind == UebaType::Host { e.user } else { 0 },
             }));
         }
     };

@@ -110,6 +110,9 @@ pub struct DetectorKit {
     pub iocs: Arc<dyn IndicatorBook>,
     /// The node's kill-chain tracker.
     pub killchain: Arc<Mutex<KillChain>>,
+    /// The node's board of who uses each host (the hosts of its own partitions, see
+    /// [`watchpost_detect::PeerBoard`]).
+    pub peers: Arc<watchpost_detect::PeerBoard>,
     /// The operators' exceptions (shared from the console), and where their hits are kept.
     pub exceptions: Arc<watchpost_dataplane::ExceptionBook>,
     /// The node's store: the partitions' series (sources' minutes, entities' hourly risk, rule
@@ -124,6 +127,7 @@ impl DetectorKit {
         d.set_catalog(Some(Arc::clone(&self.catalog)));
         d.set_iocs(Some(Arc::clone(&self.iocs)));
         d.set_killchain(Arc::clone(&self.killchain));
+        d.set_peer_board(Arc::clone(&self.peers));
         d.set_exceptions(self.exceptions.current().1);
         d
     }

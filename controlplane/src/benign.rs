@@ -156,14 +156,28 @@ fn signal_story(
              access provider (home, mobile, hotel, the VPN's pool) rather than a hosting company."
                 .into(),
         ),
-        Signal::NewHost => (
-            "A first visit to this host: a new task, an on-call page or a planned change would \
-             explain it."
-                .into(),
-            "A change ticket or an on-call page covers the visit, or the host's owner expected \
-             it."
-            .into(),
-        ),
+        Signal::NewHost => {
+            // The people who used the host before the visit (the deviation's value; 0 also
+            // when not known, so only a count is said).
+            if let Some(d) = d
+                && d.value >= 1.0
+            {
+                let people = d.value as u64;
+                evidence.push(if people == 1 {
+                    "one other person has used this host".to_string()
+                } else {
+                    format!("{people} other people have used this host")
+                });
+            }
+            (
+                "A first visit to this host: a new task, an on-call page or a planned change \
+                 would explain it."
+                    .into(),
+                "A change ticket or an on-call page covers the visit, or the host's owner \
+                 expected it."
+                    .into(),
+            )
+        }
         Signal::Rate => {
             if let Some(h) = history {
                 evidence.push(format!(
@@ -396,6 +410,30 @@ mod tests {
         assert!(
             facts.contains("24.25.55.8, an address it has used before"),
             "{facts}"
+        );
+    }
+
+    #[test]
+    fn a_first_host_says_how_many_people_use_it_when_that_is_known() {
+        let host = |people: f64| Deviation {
+            signal: Signal::NewHost,
+            bits: 9.2,
+            value: people,
+            with: None,
+            sustained: None,
+        };
+        let b = reading(&ueba_alert(host(12.0), "24.25.55.8"), Some(&office()), &[]);
+        let facts = b.evidence.join(" | ");
+        assert!(
+            facts.contains("12 other people have used this host"),
+            "{facts}"
+        );
+        assert!(b.confirm.contains("on-call page"), "{}", b.confirm);
+        let b = reading(&ueba_alert(host(0.0), "24.25.55.8"), Some(&office()), &[]);
+        assert!(
+            !b.evidence.join(" | ").contains("people"),
+            "{:?}",
+            b.evidence
         );
     }
 

@@ -324,6 +324,7 @@ fn start_fleet_roles(
             killchain: Arc::new(std::sync::Mutex::new(
                 watchpost_detect::KillChain::from_config(cfg),
             )),
+            peers: Arc::new(watchpost_detect::PeerBoard::default()),
             exceptions: pipeline.exceptions(),
             store: pipeline.store(),
         };

@@ -510,12 +510,16 @@ fn spawn_detectors(
     let killchain = Arc::new(std::sync::Mutex::new(
         watchpost_detect::KillChain::from_config(cfg),
     ));
+    // One board of who uses each host: a host's baseline is one worker's, the people who come
+    // to it are others'.
+    let peers = Arc::new(watchpost_detect::PeerBoard::default());
     let mut handles = Vec::new();
     for (b, (inputs, control)) in detect_inputs.into_iter().zip(controls).enumerate() {
         let mut detector = restore(shared.store, b, detectors, params.clone())?;
         detector.set_catalog(Some(shared.catalog.clone()));
         detector.set_iocs(Some(shared.iocs.clone()));
         detector.set_killchain(Arc::clone(&killchain));
+        detector.set_peer_board(Arc::clone(&peers));
         let setup = DetectSetup {
             index: b,
             inputs,

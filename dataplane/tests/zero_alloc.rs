@@ -347,11 +347,22 @@ fn detectors_allocate_nothing_per_event_in_steady_state() {
                 kind,
                 source: Some(0xffff_0a00_0000 + u128::from(i % 40)),
                 template: i % 17,
-                // Users are on one of a few hosts, so the new-host signal is read and learned.
-                host: if kind == UebaType::User { 7 + i % 5 } else { 0 },
+                // Users are on one of a few hosts (hosts scored here too), so the new-host
+                // signal is read and learned, and the board of who uses each host is read.
+                host: if kind == UebaType::User {
+                    1000 + i % 5
+                } else {
+                    0
+                },
                 // Half the events name their account, so both sides of the rule run.
                 account_named: i.is_multiple_of(2),
                 failed_logon: i.is_multiple_of(3),
+                // The hosts count their people and publish them on the board.
+                person: if kind == UebaType::Host && i.is_multiple_of(2) {
+                    i % 300
+                } else {
+                    0
+                },
             });
         }
     };

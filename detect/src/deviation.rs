@@ -93,6 +93,19 @@ impl Novelty {
         ((f64::from(self.singletons) + 0.5) / (f64::from(self.events) + 1.0)).min(1.0)
     }
 
+    /// Whether no item was ever learned.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.events == 0
+    }
+
+    /// Distinct items met (saturating; past [`MAX_DISTINCT`] the filters fill up and it
+    /// undercounts, see [`Novelty::is_crowd`]).
+    #[inline]
+    pub fn distinct(&self) -> u16 {
+        self.distinct
+    }
+
     /// Whether the entity has met more than [`MAX_DISTINCT`] items: a crowd (a server many
     /// clients reach), for which a new one is routine.
     #[inline]

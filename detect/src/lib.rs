@@ -41,6 +41,7 @@ mod hst;
 mod killchain;
 mod markov;
 mod names;
+mod peers;
 mod prefetch;
 mod record;
 mod risk;
@@ -69,6 +70,7 @@ pub use hst::{HalfSpaceTrees, HstConfig, MAX_DIMS, MAX_HEIGHT, MAX_TREES};
 pub use killchain::{DETECTOR, KillChain};
 pub use markov::Markov;
 pub use names::{IndicatorBook, RuleBook};
+pub use peers::{HostPeers, PEER_BOARD_SLOTS, PeerBoard};
 pub use prefetch::{prefetch, prefetch_lines};
 pub use record::{
     CorrelationHit, DetectBatch, DetectRecord, GROUP_TEXT_BYTES, NOT_SCORED, RECORD_ENTITIES,

@@ -15,8 +15,11 @@
 //! risk window one rule's signals about one subject add at most [`RULE_REPEAT_CAP`] times one
 //! signal's risk to an entity, so a rule that fires every hour about the same entity (every
 //! burst of one brute-forcer) is one behaviour, not a climb past the threshold by repetition.
-//! Signals about different subjects still add in full: an address trying forty accounts
-//! gathers forty.
+//! Signals about different subjects still add in full, except failed logons: an address's
+//! guesses, whatever rule names them and whatever account they try, are one behaviour held to
+//! the same cap, so a scanner's visit through a dictionary of forty names is one guess
+//! repeated, not forty victims. A patient guesser is what `persistence` counts, and a spray
+//! over real accounts is the spraying correlation's.
 
 use crate::table::EntityTable;
 use watchpost_proto::{AttackMapping, EntityRef, RiskLevelWeights, U64Map};
@@ -30,6 +33,10 @@ const MAX_CONTRIBUTIONS: usize = 20;
 /// (read from the contributions kept, so a flood past [`MAX_CONTRIBUTIONS`] may pass it by a
 /// few percent).
 pub const RULE_REPEAT_CAP: f64 = 2.0;
+
+/// Stands for the rule in the repeat key of guessing signals: all of an entity's failed
+/// logons are one behaviour, whichever rule named them.
+const GUESSING_BEHAVIOUR: u64 = 0x6775_6573_7369_6e67;
 
 /// Risk settings.
 #[derive(Clone, Debug, PartialEq)]
@@ -90,9 +97,14 @@ pub struct SignalRisk<'a> {
     /// The rule's key (its rarity across the fleet).
     pub rule_key: u64,
     /// The entity the signal is about (its hash): the rule's repeats about one subject are one
-    /// behaviour (`RULE_REPEAT_CAP`), while an address gathering signals about many accounts
-    /// (a scanner trying forty names) gathers forty.
+    /// behaviour (`RULE_REPEAT_CAP`), while an address gathering signals about different
+    /// entities gathers each.
     pub subject: u64,
+    /// The signal says that the entity taking the risk (the acting address) tried an account
+    /// and failed: every such signal on it, whatever rule and subject, is one behaviour,
+    /// guessing, held to `RULE_REPEAT_CAP` signals' worth ("Failed logons are one behaviour",
+    /// docs/risk.md).
+    pub guessing: bool,
     /// The rule's title: contributions sum by it.
     pub rule_title: &'a str,
     /// The rule's level (the base weight).
@@ -205,7 +217,11 @@ impl RiskBook {
         }
         // What the rule already holds on the entity about the same subject, decayed: a repeat
         // adds only up to the cap.
-        let repeat = watchpost_proto::fmix64(rule_key ^ signal.subject.rotate_left(17));
+        let repeat = if signal.guessing {
+            watchpost_proto::fmix64(GUESSING_BEHAVIOUR ^ key)
+        } else {
+            watchpost_proto::fmix64(rule_key ^ signal.subject.rotate_left(17))
+        };
         let held: f64 = e
             .contributions
             .iter()
@@ -347,6 +363,7 @@ mod tests {
             id: &s.id,
             rule_key,
             subject: 7,
+            guessing: false,
             rule_title: &s.title,
             level,
             attack: &s.attack,
@@ -471,6 +488,40 @@ mod tests {
             .add(7, &alice(), &risk_of(2, Some(Level::Medium), &s))
             .expect("breadth crosses");
         assert!(c.risk > 60.0, "{}", c.risk);
+    }
+
+    #[test]
+    fn an_address_guessing_forty_names_through_two_rules_holds_two_guesses_worth() {
+        let mut book = RiskBook::new(params());
+        // A scanner's visit: forty names, each line matched by two guessing rules.
+        for name in 0..40u64 {
+            for rule in [1u64, 2] {
+                let s = signal(
+                    &format!("g{name}-{rule}"),
+                    name as i64 * 1_000_000_000,
+                    "TA0006",
+                );
+                let guess = SignalRisk {
+                    subject: 100 + name,
+                    guessing: true,
+                    ..risk_of(rule, Some(Level::Low), &s)
+                };
+                assert!(book.add(7, &alice(), &guess).is_none(), "{name}");
+            }
+        }
+        let held = book.entities.get(7).unwrap().score;
+        assert!(held <= 31.0 && held > 15.0, "{held}");
+        // The same signals about forty other entities, not guesses, add each.
+        let mut other = RiskBook::new(params());
+        let crossed = (0..40u64).any(|name| {
+            let s = signal(&format!("n{name}"), name as i64 * 1_000_000_000, "TA0006");
+            let not_a_guess = SignalRisk {
+                subject: 100 + name,
+                ..risk_of(1, Some(Level::Low), &s)
+            };
+            other.add(7, &alice(), &not_a_guess).is_some()
+        });
+        assert!(crossed);
     }
 
     #[test]

@@ -115,6 +115,13 @@ impl<V> EntityTable<V> {
 
     /// The value at a handle from [`EntityTable::position`] or [`EntityTable::insert`].
     #[inline]
+    pub fn at(&self, at: u32) -> Option<&V> {
+        self.values.get(at as usize)?.as_ref().map(|(_, v)| v)
+    }
+
+    /// The value at a handle from [`EntityTable::position`] or [`EntityTable::insert`],
+    /// mutably.
+    #[inline]
     pub fn at_mut(&mut self, at: u32) -> Option<&mut V> {
         self.values.get_mut(at as usize)?.as_mut().map(|(_, v)| v)
     }

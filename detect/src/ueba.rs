@@ -27,6 +27,7 @@ use crate::deviation::{
 use crate::dspot::{Dspot, DspotConfig, Verdict};
 use crate::error::Error;
 use crate::fastmath::{log2, logistic4};
+use crate::peers::{HostPeers, PeerBoard};
 use crate::table::EntityTable;
 use crate::time::{EventTime, NS_PER_HOUR};
 use crate::topk::{Probe, TemplateChange, TopLists, network_of};
@@ -34,6 +35,7 @@ use bincode::de::Decoder;
 use bincode::enc::Encoder;
 use bincode::error::{DecodeError, EncodeError};
 use bincode::{Decode, Encode};
+use std::sync::Arc;
 use watchpost_proto::{RiskPoint, U64Map};
 
 /// The least blended score that may alert, whatever the threshold. An entity type whose normal
@@ -216,6 +218,9 @@ pub struct Observation {
     /// (docs/detection.md, "The account judges its address"), so the address's new
     /// counterpart is not a signal of its own.
     pub account_named: bool,
+    /// For a host: the person (the first user account) on the event, 0 if none. The host
+    /// counts its people for the others' first visits (see [`crate::PeerBoard`]).
+    pub person: u64,
     /// The event is a failed logon (a match of a rule mapped to T1110, see
     /// `engine::persistence::is_guessing`): someone tried the account, which is not the account
     /// being active, so it neither breaks nor ends a silence (dormancy).
@@ -371,6 +376,10 @@ pub struct Baseline {
     /// entity stays active at that hour: the rate signal needs a minute busier than any the
     /// entity had at this hour, so a nightly batch burst is not news at night.
     hour_peaks: [u8; 24],
+    /// For a host, from when the people who came to it (`hosts_seen`, which a host does not
+    /// otherwise use) have been counted: its first event, or the first after a baseline saved
+    /// before the count was read back (see [`crate::PeerBoard`]).
+    people_since_ns: i64,
 }
 
 impl<C> Decode<C> for Baseline {
@@ -407,6 +416,7 @@ impl<C> Decode<C> for Baseline {
             hosts_seen: Novelty::default(),
             longest_gap_s: 0,
             hour_peaks: [0; 24],
+            people_since_ns: 0,
         };
         if layout == BASELINE_LAYOUT {
             b.sources_seen = Decode::decode(d)?;
@@ -418,6 +428,14 @@ impl<C> Decode<C> for Baseline {
                 Err(DecodeError::UnexpectedEnd { .. }) => [0; 24],
                 Err(e) => return Err(e),
             };
+            b.people_since_ns = match Decode::decode(d) {
+                Ok(since) => since,
+                // Saved before its people were counted: they are from its next event on.
+                Err(DecodeError::UnexpectedEnd { .. }) => b.last_seen_ns,
+                Err(e) => return Err(e),
+            };
+        } else {
+            b.people_since_ns = b.last_seen_ns;
         }
         Ok(b)
     }
@@ -459,12 +477,22 @@ impl Baseline {
             hosts_seen: Novelty::default(),
             longest_gap_s: 0,
             hour_peaks: [0; 24],
+            people_since_ns: ts_ns,
         }
     }
 
     /// Per-minute volume EMA over active minutes.
     pub fn volume_ema(&self) -> f64 {
         f64::from(self.volume_ema)
+    }
+
+    /// For a host: what its worker publishes on the board (see [`crate::PeerBoard`]).
+    fn host_peers(&self) -> HostPeers {
+        HostPeers {
+            people: self.hosts_seen.distinct(),
+            crowd: self.sources_seen.is_crowd() || self.hosts_seen.is_crowd(),
+            since_hour: (self.people_since_ns.max(0) / NS_PER_HOUR).min(i64::from(u32::MAX)) as u32,
+        }
     }
 
     /// Warming up at `now_ns`?
@@ -622,14 +650,15 @@ impl Baseline {
         // whether it is news ("Servers are not people", docs/detection.md).
         let clients_judge =
             self.kind == UebaType::Host && o.account_named && self.sources_seen.is_crowd();
-        if !clients_judge && total as f64 + 1.0 >= (near as f64 + 0.5) * odds {
+        let account_hour = self.kind == UebaType::Ip && o.account_named;
+        if !clients_judge && !account_hour && total as f64 + 1.0 >= (near as f64 + 0.5) * odds {
             offer(Signal::NewHour, hour_bits(near, total), h as f64);
         }
         // An address's or a host's new counterpart on an event that names its account is judged
         // on the account (DHCP, NAT and VPN pools hand one address to many people in turn), and
         // so is an address's rate: it is the account's own burst, seen again.
         let account_judges = o.account_named && matches!(self.kind, UebaType::Host | UebaType::Ip);
-        if self.active_minutes >= 30 && !(account_judges && self.kind == UebaType::Ip) {
+        if self.active_minutes >= 30 && !account_judges {
             let count = if o.time.minute == self.minute {
                 self.minute_count as f32 + 1.0
             } else {
@@ -643,7 +672,17 @@ impl Baseline {
             }
         }
         let mut new_source = false;
-        if let Some(source) = slots.source
+        let account = matches!(self.kind, UebaType::User | UebaType::ServiceAccount);
+        if slots.source.is_some() && account && self.sources_seen.is_empty() {
+            // The first address ever on an account's events: one that acted only locally (a
+            // backup agent's service logons, cron, su) now arrives over the network. Of its
+            // `n` events none had a source, so one with a source is `(n + 1) / 0.5` to one.
+            let n = self.event_count as f64;
+            if n + 1.0 >= 0.5 * odds {
+                new_source = p.strong_odds > 0.0 && n + 1.0 >= 0.5 * p.strong_odds;
+                offer(Signal::NewSource, ((n + 1.0) / 0.5).log2(), 0.0);
+            }
+        } else if let Some(source) = slots.source
             && !account_judges
             && !self.sources_seen.contains(source)
             && self.sources_seen.new_item_reaches(odds)
@@ -655,12 +694,38 @@ impl Baseline {
         }
         // A new source and a new host at once are one step from that source: the source names
         // the actor (and folds a spray from one address into one alert), so it alone is offered.
+        // A person's first visit to a host is judged against the people who use it ("Servers
+        // are not people", docs/detection.md): to a host `c` other people use it is `c` times
+        // less news (an on-call admin paged onto a colleague's server), to a crowd (a VPN
+        // gateway, a portal, a file server) none, and to an established host no person ever
+        // used (a database only services reach) it alerts past the signal bar. A service
+        // account's first host is news whoever else uses it.
         if let Some(host) = slots.host
+            && account
             && !new_source
+            && !slots.peers.is_some_and(|h| h.crowd)
             && !self.hosts_seen.contains(host)
             && self.hosts_seen.new_item_reaches(odds)
         {
-            offer(Signal::NewHost, self.hosts_seen.new_item_bits(), 0.0);
+            let own = self.hosts_seen.new_item_bits();
+            // What lifts the signal bar to the alert bar (none with either off).
+            let lift = if p.strong_odds > 0.0 && p.signal_odds > 0.0 {
+                (p.strong_odds / p.signal_odds).log2().max(0.0)
+            } else {
+                0.0
+            };
+            let bits = match slots.peers {
+                Some(h) if h.people == 0 && h.counted_for(p.warmup_ns, o.time.ts_ns) => own + lift,
+                Some(h) => own - f64::from(h.people.max(1)).log2(),
+                None => own,
+            };
+            if bits >= odds.log2() {
+                offer(
+                    Signal::NewHost,
+                    bits,
+                    slots.peers.map_or(0.0, |h| f64::from(h.people)),
+                );
+            }
         }
         if let Some(d) = self.dormancy(o, p) {
             offer(d.signal, d.bits, d.value);
@@ -726,19 +791,79 @@ impl Baseline {
         self.dormancy(o, p)
     }
 
+    /// An entity short of `ueba.warmup_min_events` once `ueba.warmup_days` have passed: a thin
+    /// history (a person who logs on a few times a day, a nightly job). The blend needs a settled
+    /// baseline and stays off, but the surprisal of each dimension carries its own evidence
+    /// count (an hour never used in 140 events is at most 8.2 bits, short of an alert alone), so
+    /// the deviations are judged as for a scored entity: a signal, two signals at once, or a
+    /// signal that opens a sustained run ("Thin histories", docs/detection.md). Without this a
+    /// sparse account is never judged at all, and an attacker using it goes unseen.
+    fn judge_thin(
+        &mut self,
+        o: &Observation,
+        slots: &NoveltySlots,
+        probe: &Probe,
+        peer_share: f64,
+        p: &UebaParams,
+        thresholds: &[Dspot; 4],
+    ) -> Outcome {
+        let days_passed = o.time.ts_ns.saturating_sub(self.first_seen_ns) >= p.warmup_ns;
+        let account = matches!(self.kind, UebaType::User | UebaType::ServiceAccount);
+        let bar = p.strong_odds.min(p.signal_odds);
+        if !p.enabled
+            || !account
+            || !days_passed
+            || p.strong_odds <= 0.0
+            || p.signal_odds <= 0.0
+            || o.time.ts_ns < self.cooldown_until_ns
+        {
+            return Outcome::Learned;
+        }
+        // Dormancy in warmup has its own test (`dormant_in_warmup`), already passed over.
+        let Some(d) = self
+            .strong_deviation(o, slots, p, bar)
+            .filter(|d| d.signal != Signal::Dormancy)
+        else {
+            return Outcome::Learned;
+        };
+        let sub = self.score_probed(o, probe, peer_share);
+        let finding = UebaAlert {
+            entity: o.entity,
+            kind: self.kind,
+            ts_ns: o.time.ts_ns,
+            score: sub.blend(&p.weights),
+            threshold: thresholds[self.kind as usize].threshold(),
+            sub_scores: sub,
+            deviation: Some(d),
+        };
+        // A signal the blend also finds past its type's threshold is an alarm, as for a scored
+        // entity (the blend alone is not trusted on a thin history: with it, it confirms).
+        let blend_agrees = finding.score >= finding.threshold && finding.score >= MIN_ALERT_SCORE;
+        if alerts_alone(d.signal, d.bits, p) || blend_agrees {
+            self.cooldown_until_ns = o.time.ts_ns.saturating_add(p.cooldown_ns);
+            Outcome::Alert(finding)
+        } else {
+            Outcome::Signal(finding)
+        }
+    }
+
     /// Where `o`'s source and host lie in the novelty filters. A source counts by a person's
     /// network, by a host's or an address's exact counterpart (see [`crate::deviation`]).
     #[inline]
     fn novelty_slots(&self, o: &Observation) -> NoveltySlots {
         let source = o.source.map(|source| match self.kind {
-            UebaType::User | UebaType::ServiceAccount if source >> 127 == 0 => {
-                Slots::of(fold_source(network_of(source)))
-            }
+            // A person's by network (a new DHCP lease is no news); a service account's, a
+            // host's and an address's by exact counterpart: services run from servers that
+            // keep their addresses, so a service account from a new desk is news even in a
+            // known subnet.
+            UebaType::User if source >> 127 == 0 => Slots::of(fold_source(network_of(source))),
             _ => Slots::of(fold_source(source)),
         });
         NoveltySlots {
             source,
             host: (o.host != 0).then(|| Slots::of(o.host)),
+            person: (self.kind == UebaType::Host && o.person != 0).then(|| Slots::of(o.person)),
+            peers: None,
         }
     }
 
@@ -778,6 +903,9 @@ impl Baseline {
         }
         if let Some(host) = slots.host {
             self.hosts_seen.learn(host);
+        }
+        if let Some(person) = slots.person {
+            self.hosts_seen.learn(person);
         }
         let h = usize::from(o.time.hour_of_day);
         self.hour_counts[h] = self.hour_counts[h].saturating_add(1);
@@ -839,6 +967,10 @@ fn alerts_alone(signal: Signal, bits: f64, p: &UebaParams) -> bool {
 struct NoveltySlots {
     source: Option<Slots>,
     host: Option<Slots>,
+    /// For a host, the person on the event (a user account), whom its people count.
+    person: Option<Slots>,
+    /// Who uses the host, where it is new to a person: its worker's word on the board.
+    peers: Option<HostPeers>,
 }
 
 /// Events an entity in warmup must have shown before its silence can count as dormancy: a
@@ -916,6 +1048,8 @@ pub struct Ueba {
     /// or goes, shares are read on every observation.
     type_counts: [u32; 4],
     type_count_inv: [f32; 4],
+    /// Who uses each host, shared with the process's other workers (see [`crate::PeerBoard`]).
+    board: Arc<PeerBoard>,
 }
 
 impl Ueba {
@@ -938,7 +1072,24 @@ impl Ueba {
             peers: U64Map::with_capacity_and_hasher(256, Default::default()),
             type_counts: [0; 4],
             type_count_inv: [1.0; 4],
+            board: Arc::new(PeerBoard::default()),
         }
+    }
+
+    /// Shares `board` with the process's other workers (it starts with a board of its own),
+    /// publishing on it what this worker's hosts know.
+    pub fn set_board(&mut self, board: Arc<PeerBoard>) {
+        for (host, b) in self.entities.iter() {
+            if b.kind == UebaType::Host {
+                board.publish(host, b.host_peers());
+            }
+        }
+        self.board = board;
+    }
+
+    /// The board of who uses each host.
+    pub fn board(&self) -> &Arc<PeerBoard> {
+        &self.board
     }
 
     /// Share of the entities of `kind` that use `template` (0 to 1).
@@ -1002,6 +1153,9 @@ impl Ueba {
             self.count_type(baseline.kind, true);
             for i in 0..baseline.lists.template_len() {
                 self.add_peer(baseline.lists.template(i), baseline.kind);
+            }
+            if baseline.kind == UebaType::Host {
+                self.board.publish(entity, baseline.host_peers());
             }
             self.entities.insert(entity, baseline);
         }
@@ -1086,17 +1240,18 @@ impl Ueba {
 
     /// Scores one entity occurrence, then learns it.
     pub fn observe(&mut self, observation: &Observation) -> Outcome {
-        let at = match self.entities.position(observation.entity) {
-            Some(at) => at,
+        let (at, new_entity) = match self.entities.position(observation.entity) {
+            Some(at) => (at, false),
             None => {
                 if self.entities.len() >= self.params.max_entities {
                     self.evict();
                 }
                 self.count_type(observation.kind, true);
-                self.entities.insert(
+                let at = self.entities.insert(
                     observation.entity,
                     Baseline::new(observation.kind, observation.time.ts_ns, &self.params),
-                )
+                );
+                (at, true)
             }
         };
         let peer_share = self.peer_share(observation.template, observation.kind);
@@ -1105,7 +1260,14 @@ impl Ueba {
             return Outcome::Learned;
         };
         let probe = b.lists.probe(observation.template, observation.source);
-        let slots = b.novelty_slots(observation);
+        let mut slots = b.novelty_slots(observation);
+        // Only for a host new to a person (rare): who else uses it, by its worker's word.
+        if b.kind == UebaType::User && slots.host.is_some_and(|h| !b.hosts_seen.contains(h)) {
+            slots.peers = self.board.read(observation.host);
+        }
+        // For a host: its first event, a new person, or a turn into a crowd is news for the
+        // board.
+        let host_before = (b.kind == UebaType::Host && !new_entity).then(|| b.host_peers());
         let state = b.lifecycle(observation.time.ts_ns, p);
         let dormant = if state == Lifecycle::WarmingUp {
             b.dormant_in_warmup(observation, p)
@@ -1125,7 +1287,7 @@ impl Ueba {
                 deviation: Some(d),
             })
         } else if state == Lifecycle::WarmingUp {
-            Outcome::Learned
+            b.judge_thin(observation, &slots, &probe, peer_share, p, &self.thresholds)
         } else {
             let sub = b.score_probed(observation, &probe, peer_share);
             let score = sub.blend(&p.weights);
@@ -1202,6 +1364,12 @@ impl Ueba {
                 self.remove_peer(old, kind);
             }
         }
+        if let Some(b) = self.entities.at(at)
+            && b.kind == UebaType::Host
+            && host_before.is_none_or(|before| b.host_peers() != before)
+        {
+            self.board.publish(observation.entity, b.host_peers());
+        }
         outcome
     }
 
@@ -1249,6 +1417,7 @@ mod tests {
             host: 0,
             account_named: false,
             failed_logon: false,
+            person: 0,
         }
     }
 
@@ -1825,6 +1994,7 @@ mod tests {
             kind: UebaType::Ip,
             account_named,
             failed_logon: false,
+            person: 0,
             ..obs(ts, 9, host_key(host), 1)
         };
         let run = |account_named: bool| {
@@ -1937,6 +2107,7 @@ mod tests {
         // return of the account, no alert (a return would be a dormancy alert).
         let tried = Observation {
             failed_logon: true,
+            person: 0,
             ..obs(31 * DAY + 10 * HOUR, 4, ip("10.1.2.3"), 1)
         };
         assert!(!alerted(u.observe(&tried)));
@@ -1977,7 +2148,10 @@ mod tests {
         assert!(b.hour_peaks[10] > 0, "{:?}", b.hour_peaks);
         let cfg = watchpost_proto::bincode_config();
         let bytes = bincode::encode_to_vec(b, cfg).unwrap();
-        let old = bytes[..bytes.len() - 24].to_vec();
+        let since = bincode::encode_to_vec(b.people_since_ns, cfg)
+            .unwrap()
+            .len();
+        let old = bytes[..bytes.len() - 24 - since].to_vec();
         let (back, read): (Baseline, _) = bincode::decode_from_slice(&old, cfg).unwrap();
         assert_eq!(read, old.len());
         assert_eq!(
@@ -1985,6 +2159,256 @@ mod tests {
             (b.event_count, b.longest_gap_s)
         );
         assert_eq!(back.hour_peaks, [0; 24]);
+    }
+
+    #[test]
+    fn a_baseline_saved_before_its_people_were_counted_counts_them_from_its_last_event() {
+        let mut u = Ueba::new(params());
+        office_days(&mut u, 12, 3);
+        let b = u.baseline(12).unwrap();
+        assert_eq!(b.people_since_ns, b.first_seen_ns);
+        let cfg = watchpost_proto::bincode_config();
+        let bytes = bincode::encode_to_vec(b, cfg).unwrap();
+        let since = bincode::encode_to_vec(b.people_since_ns, cfg)
+            .unwrap()
+            .len();
+        let old = bytes[..bytes.len() - since].to_vec();
+        let (back, _): (Baseline, _) = bincode::decode_from_slice(&old, cfg).unwrap();
+        assert_eq!(back.hour_peaks, b.hour_peaks);
+        // Not its first event: an upgrade must not vouch that no person ever came to a host.
+        assert_eq!(back.people_since_ns, b.last_seen_ns);
+    }
+
+    /// Twenty working days of a server that `people` people (ids from 1000) log on to and
+    /// three application servers reach, as the host's worker sees them.
+    fn server_days(u: &mut Ueba, host: u64, people: u64) {
+        for d in 0..20 {
+            for h in 9..17 {
+                for k in 0..3u8 {
+                    u.observe(&Observation {
+                        kind: UebaType::Host,
+                        account_named: true,
+                        ..obs(
+                            d * DAY + h * HOUR + i64::from(k) * NS_PER_MINUTE,
+                            host,
+                            Some(ip_key(std::net::Ipv4Addr::new(10, 5, 0, k + 1).into())),
+                            1,
+                        )
+                    });
+                }
+                for person in 0..people {
+                    u.observe(&Observation {
+                        kind: UebaType::Host,
+                        account_named: true,
+                        person: 1000 + person,
+                        ..obs(
+                            d * DAY + h * HOUR + 30 * NS_PER_MINUTE,
+                            host,
+                            ip("10.1.2.3"),
+                            2,
+                        )
+                    });
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_first_visit_is_judged_against_the_people_who_use_the_host_on_the_shared_board() {
+        // The hosts live with one worker, the person with another: they share a board.
+        let board = Arc::new(PeerBoard::default());
+        let mut hosts = Ueba::new(params());
+        hosts.set_board(Arc::clone(&board));
+        server_days(&mut hosts, 900, 12); // a colleague's application server
+        server_days(&mut hosts, 901, 0); // a database only services reach
+        assert_eq!(board.read(900).map(|h| h.people), Some(12));
+        assert_eq!(board.read(901).map(|h| h.people), Some(0));
+        let person = |u: &mut Ueba, entity: u64, day: i64| {
+            for i in 0..40 {
+                let mut o = obs(
+                    day * DAY + 9 * HOUR + i * 10 * NS_PER_MINUTE,
+                    entity,
+                    ip("10.1.2.3"),
+                    1,
+                );
+                o.host = 100 + (i as u64 % 2);
+                u.observe(&o);
+            }
+        };
+        let mut people = Ueba::new(params());
+        people.set_board(Arc::clone(&board));
+        for day in 0..20 {
+            person(&mut people, 6, day);
+            person(&mut people, 7, day);
+        }
+        let visit = |u: &mut Ueba, entity: u64, host: u64| {
+            let mut o = obs(20 * DAY + 10 * HOUR, entity, ip("10.1.2.3"), 1);
+            o.host = host;
+            u.observe(&o)
+        };
+        // Alone the first host is worth a signal (800 events, two hosts: 10.6 bits less the
+        // twelve people's 3.6), not an alert.
+        let shared = visit(&mut people, 6, 900);
+        assert!(!alerted(shared), "{shared:?}");
+        // No person ever came to the database: the first one alerts, saying so.
+        let d = deviation_of(visit(&mut people, 7, 901)).expect("a first person alerts");
+        assert_eq!((d.signal, d.value), (Signal::NewHost, 0.0));
+        // A host the board does not know is judged on the account alone, as before.
+        let mut alone = Ueba::new(params());
+        for day in 0..20 {
+            person(&mut alone, 6, day);
+        }
+        let d = deviation_of(visit(&mut alone, 6, 900)).expect("alone, a first host alerts");
+        assert_eq!(d.signal, Signal::NewHost);
+    }
+
+    #[test]
+    fn a_person_new_to_a_crowd_is_no_news() {
+        let board = Arc::new(PeerBoard::default());
+        let mut u = Ueba::new(params());
+        u.set_board(Arc::clone(&board));
+        server_days(&mut u, 900, 30);
+        assert!(board.read(900).is_some_and(|h| h.crowd));
+        for day in 0..20 {
+            for i in 0..40 {
+                let mut o = obs(
+                    day * DAY + 9 * HOUR + i * 10 * NS_PER_MINUTE,
+                    6,
+                    ip("10.1.2.3"),
+                    1,
+                );
+                o.host = 100;
+                u.observe(&o);
+            }
+        }
+        let mut o = obs(20 * DAY + 10 * HOUR, 6, ip("10.1.2.3"), 1);
+        o.host = 900;
+        assert!(matches!(u.observe(&o), Outcome::Scored { .. }));
+    }
+
+    #[test]
+    fn a_thin_account_past_its_warmup_days_is_judged_by_its_deviations_not_the_blend() {
+        // Five events a working day for three weeks: 75, short of the 200 events of warmup.
+        let p = UebaParams {
+            warmup_ns: 7 * DAY,
+            warmup_min_events: 200,
+            ..UebaParams::default()
+        };
+        let mut u = Ueba::new(p);
+        for d in 0..15 {
+            for k in 0..5 {
+                let o = obs(d * DAY + 10 * HOUR + k * HOUR, 8, ip("10.1.2.3"), 1);
+                assert!(matches!(u.observe(&o), Outcome::Learned));
+            }
+        }
+        assert_eq!(
+            u.baseline(8).unwrap().lifecycle(15 * DAY, u.params()),
+            Lifecycle::WarmingUp
+        );
+        // One new dimension is worth at most 7.2 bits here: a signal, no alert.
+        let hour = u.observe(&obs(15 * DAY + 2 * HOUR, 8, ip("10.1.2.3"), 1));
+        assert!(matches!(hour, Outcome::Signal(_)), "{hour:?}");
+        // A new hour and a new network at once: two signals, an alert.
+        let both = deviation_of(u.observe(&obs(16 * DAY + 22 * HOUR, 8, ip("203.0.113.9"), 1)))
+            .expect("two deviations alert");
+        assert!(both.with.is_some(), "{both:?}");
+    }
+
+    #[test]
+    fn a_service_account_that_only_acted_locally_arriving_over_the_network_is_news() {
+        let mut u = Ueba::new(params());
+        for d in 0..20 {
+            for k in 0..20 {
+                u.observe(&Observation {
+                    kind: UebaType::ServiceAccount,
+                    ..obs(d * DAY + 2 * HOUR + k * NS_PER_MINUTE, 9, None, 1)
+                });
+            }
+        }
+        let d = deviation_of(u.observe(&Observation {
+            kind: UebaType::ServiceAccount,
+            ..obs(20 * DAY + 2 * HOUR, 9, ip("10.20.0.134"), 1)
+        }))
+        .expect("a first address alerts");
+        assert_eq!(d.signal, Signal::NewSource);
+        assert!(d.bits > 9.0, "{d:?}");
+    }
+
+    #[test]
+    fn a_service_account_from_a_new_desk_in_its_known_subnet_is_news_a_person_is_not() {
+        let run = |kind: UebaType| {
+            let mut u = Ueba::new(params());
+            for d in 0..20 {
+                for k in 0..30 {
+                    u.observe(&Observation {
+                        kind,
+                        ..obs(
+                            d * DAY + 10 * HOUR + k * NS_PER_MINUTE,
+                            9,
+                            ip("10.20.0.5"),
+                            1,
+                        )
+                    });
+                }
+            }
+            u.observe(&Observation {
+                kind,
+                ..obs(20 * DAY + 10 * HOUR, 9, ip("10.20.0.134"), 1)
+            })
+        };
+        let d = deviation_of(run(UebaType::ServiceAccount)).expect("a new desk alerts");
+        assert_eq!(d.signal, Signal::NewSource);
+        assert!(!alerted(run(UebaType::User)));
+    }
+
+    #[test]
+    fn an_address_hour_and_a_host_rate_on_an_event_naming_its_account_are_the_accounts() {
+        let mut u = Ueba::new(params());
+        // A host and an address that a nightly job's account uses, a few events a minute.
+        for kind in [UebaType::Host, UebaType::Ip] {
+            for d in 0..20 {
+                for k in 0..60 {
+                    u.observe(&Observation {
+                        kind,
+                        account_named: true,
+                        ..obs(
+                            d * DAY + 2 * HOUR + k * NS_PER_MINUTE,
+                            50 + kind as u64,
+                            ip("10.5.0.1"),
+                            1,
+                        )
+                    });
+                }
+            }
+        }
+        // The address at an hour it never saw, the host with a hundred events in a minute.
+        let ip_noon = u.observe(&Observation {
+            kind: UebaType::Ip,
+            account_named: true,
+            ..obs(
+                20 * DAY + 12 * HOUR,
+                50 + UebaType::Ip as u64,
+                ip("10.5.0.1"),
+                1,
+            )
+        });
+        assert!(
+            !alerted(ip_noon) && !matches!(ip_noon, Outcome::Signal(_)),
+            "{ip_noon:?}"
+        );
+        for k in 0..100 {
+            let burst = u.observe(&Observation {
+                kind: UebaType::Host,
+                account_named: true,
+                ..obs(
+                    21 * DAY + 2 * HOUR + k * 100_000_000,
+                    50 + UebaType::Host as u64,
+                    ip("10.5.0.1"),
+                    1,
+                )
+            });
+            assert!(deviation_of(burst).is_none(), "{k}: {burst:?}");
+        }
     }
 
     #[test]
@@ -2000,6 +2424,7 @@ mod tests {
                 &b.hosts_seen,
                 b.longest_gap_s,
                 b.hour_peaks,
+                b.people_since_ns,
             ),
             cfg,
         )

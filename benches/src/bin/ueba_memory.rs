@@ -47,6 +47,7 @@ fn main() {
                 host: 0,
                 account_named: false,
                 failed_logon: false,
+                person: 0,
             });
         }
     }

@@ -89,6 +89,7 @@ impl Detector {
                 attack: ioc_attack_of(ind.kind),
                 entity: None,
                 with_actor: true,
+                guessing: false,
             };
             let build = |d: &mut Detector, key, primary| {
                 let m = ioc_match_alert(ind, "signal:ioc");

@@ -11,6 +11,10 @@ use crate::time::{EventTime, NS_PER_MINUTE};
 use watchpost_proto::{Alert, AlertType, MinutePoint, builtin_detector_name, event_id, fmix64};
 use watchpost_rules::Level;
 
+/// How long after a source's failed logon an anomaly led by volume or by the order of messages
+/// is that burst's wake rather than news of its own: the minute of the burst and the next.
+pub(super) const GUESS_WAKE_NS: i64 = 2 * NS_PER_MINUTE;
+
 /// Salt of `ml` dedup keys (so a source hash and an entity hash never share a key).
 pub(super) const ML_SALT: u64 = 0x6d6c_0000_0000_0001;
 
@@ -38,10 +42,13 @@ pub(super) fn ml_finding(s: &Scored) -> &'static str {
 }
 
 impl Detector {
+    /// Scores `r` against its source's model; an anomaly past the alert quantile alerts, one
+    /// short of it (led by volume) or on a failed logon (`guessing`) is a signal.
     pub(super) fn ensemble(
         &mut self,
         r: &DetectRecord,
         time: &EventTime,
+        guessing: bool,
         sink: &mut impl AlertSink,
     ) {
         let risk = self.params.ml_risk;
@@ -52,7 +59,11 @@ impl Detector {
                 minute_ns: i64::MIN,
                 ..MinutePoint::default()
             },
+            last_guess_ns: i64::MIN,
         });
+        if guessing {
+            st.last_guess_ns = r.ts_ns;
+        }
         let s = st.model.observe(&EventFeatures {
             time: *time,
             template: r.template,
@@ -78,6 +89,7 @@ impl Detector {
             return;
         }
         st.minute.alarms += 1;
+        let since_guess = r.ts_ns.saturating_sub(st.last_guess_ns);
         let alert_bar = st.model.threshold().threshold_at(self.params.ml_alert_risk);
         if !self.params.ml_enabled || self.excepted("ensemble", Some(r), r.ts_ns) {
             return;
@@ -88,9 +100,19 @@ impl Detector {
             return;
         }
         // Past the source's threshold but not its alert quantile: an anomaly of the kind a busy
-        // source shows several times a day (docs/risk.md), which adds risk to its entity.
-        let volume_led = matches!(ml_finding(&s), "unusual volume");
-        if volume_led && s.score < alert_bar {
+        // source shows several times a day (docs/risk.md), which adds risk to its entity. An
+        // anomaly on a failed logon is the internet's guessing seen by its volume or its order
+        // (a scanner's burst on an exposed SSH host): a signal on the address at any score, so
+        // that guesses add up on the address over the risk window and in `persistence`, and a
+        // scanner that tries and leaves raises nothing ("Failed logons are one behaviour",
+        // docs/risk.md).
+        let finding = ml_finding(&s);
+        let volume_led = finding == "unusual volume";
+        // The events right after a guessing burst inherit its volume and its break in the
+        // order of messages (the next login on the stream scores high with content it has
+        // seen a thousand times): the burst's wake, not news of its own.
+        let wake = finding != "unusual event content" && since_guess <= GUESS_WAKE_NS;
+        if (volume_led && s.score < alert_bar) || guessing || wake {
             let origin = SignalOrigin {
                 key,
                 id: SignalTitle::Rule("ensemble"),
@@ -102,6 +124,7 @@ impl Detector {
                 attack: &[],
                 entity: None,
                 with_actor: true,
+                guessing,
             };
             self.raise_signal(
                 r,

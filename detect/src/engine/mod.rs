@@ -60,13 +60,52 @@ pub const RISK_DETECTOR: &str = "risk";
 /// one operator's click cannot silence a detector.
 pub const FEEDBACK_STEP: f64 = 1.25;
 
+/// What the UEBA judgement of each entity of an event knows of the whole event (see
+/// `ueba::Observation`).
+#[derive(Clone, Copy, Debug)]
+struct EventFacts {
+    /// It names an account (a user or service account).
+    account_named: bool,
+    /// A rule called it a failed logon.
+    failed_logon: bool,
+    /// The person (user account) who came to the reporting host, 0 if none.
+    person: u64,
+}
+
 /// A source's detectors and its open minute.
-#[derive(Clone, Debug, Encode, Decode)]
+#[derive(Clone, Debug)]
 pub struct SourceState {
     /// The ensemble and its threshold.
     pub model: SourceModel,
     minute: MinutePoint,
+    /// The source's last failed logon (see `ml::GUESS_WAKE_NS`), ns: a moment's state, not
+    /// saved (the saved layout is the model and the minute, as before it).
+    last_guess_ns: i64,
 }
+
+impl Encode for SourceState {
+    fn encode<E: bincode::enc::Encoder>(
+        &self,
+        e: &mut E,
+    ) -> Result<(), bincode::error::EncodeError> {
+        self.model.encode(e)?;
+        self.minute.encode(e)
+    }
+}
+
+impl<C> Decode<C> for SourceState {
+    fn decode<D: bincode::de::Decoder<Context = C>>(
+        d: &mut D,
+    ) -> Result<Self, bincode::error::DecodeError> {
+        Ok(SourceState {
+            model: Decode::decode(d)?,
+            minute: Decode::decode(d)?,
+            last_guess_ns: i64::MIN,
+        })
+    }
+}
+
+bincode::impl_borrow_decode!(SourceState);
 
 /// The state of one stage B worker.
 pub struct Detector {
@@ -199,6 +238,13 @@ impl Detector {
         self.killchain = killchain;
     }
 
+    /// Shares the board of who uses each host with the process's other workers (see
+    /// [`crate::PeerBoard`]): a person's first visit to a host is judged by what the host's
+    /// own worker knows of it.
+    pub fn set_peer_board(&mut self, board: Arc<crate::PeerBoard>) {
+        self.ueba.set_board(board);
+    }
+
     /// Correlation hits dropped because the group table was full.
     pub fn correlation_dropped(&self) -> u64 {
         self.correlator.as_ref().map_or(0, |(_, c)| c.dropped())
@@ -303,8 +349,12 @@ impl Detector {
     ) {
         self.now_ns = self.now_ns.max(record.ts_ns);
         let time = EventTime::new(record.ts_ns);
+        // A rule called it a failed logon (see `persistence::is_guessing`): someone tried an
+        // account, which neither the account's silence nor the source's anomalies should read
+        // as the account, or the service, acting.
+        let guessing = !matches.is_empty() && self.names_failed_logon(matches);
         if record.owned & 1 != 0 {
-            self.ensemble(record, &time, sink);
+            self.ensemble(record, &time, guessing, sink);
             for &rule in matches {
                 self.raise_sigma(record, rule, sink);
             }
@@ -318,7 +368,18 @@ impl Detector {
                 Some(UebaType::User | UebaType::ServiceAccount)
             )
         });
-        let failed_logon = account_named && self.names_failed_logon(matches);
+        let failed_logon = account_named && guessing;
+        // The person who came to the reporting host (not one a guesser only tried), whom the
+        // host counts among its people.
+        let person = if account_named && !failed_logon {
+            record
+                .entities()
+                .iter()
+                .find(|e| e.ueba_type() == Some(UebaType::User))
+                .map_or(0, |e| e.hash)
+        } else {
+            0
+        };
         // Accounts first: when one event alarms an account and the server it is on, the
         // account's alert is the incident's and the server's joins it (see `incident_of`).
         for hosts in [false, true] {
@@ -327,15 +388,19 @@ impl Detector {
                     && let Some(kind) = e.ueba_type()
                     && (kind == UebaType::Host) == hosts
                 {
-                    self.judge_entity(record, i, kind, time, (account_named, failed_logon), sink);
+                    let event = EventFacts {
+                        account_named,
+                        failed_logon,
+                        person,
+                    };
+                    self.judge_entity(record, i, kind, time, event, sink);
                 }
             }
         }
     }
 
     /// Scores entity `i` of `record` (of UEBA type `kind`) against its baseline and raises
-    /// what the outcome calls for. `(account_named, failed_logon)`: the event names an account,
-    /// and a rule called it a failed logon (see `ueba::Observation`).
+    /// what the outcome calls for, with what is known of the whole event (`event`).
     #[inline]
     fn judge_entity(
         &mut self,
@@ -343,7 +408,7 @@ impl Detector {
         i: usize,
         kind: UebaType,
         time: EventTime,
-        (account_named, failed_logon): (bool, bool),
+        event: EventFacts,
         sink: &mut impl AlertSink,
     ) {
         let e = &record.entities[i];
@@ -365,8 +430,13 @@ impl Detector {
                 UebaType::User | UebaType::ServiceAccount => record.reporter,
                 UebaType::Host | UebaType::Ip => 0,
             },
-            account_named,
-            failed_logon,
+            account_named: event.account_named,
+            failed_logon: event.failed_logon,
+            person: if kind == UebaType::Host && e.hash == record.reporter {
+                event.person
+            } else {
+                0
+            },
         };
         let outcome = self.ueba.observe(&o);
         self.follow_hour_run(record, i, kind, &outcome, sink);

@@ -184,6 +184,7 @@ impl Detector {
             attack: &entry.attack,
             entity: None,
             with_actor: true,
+            guessing: super::persistence::is_guessing(entry),
         };
         // Built only for a new signal: repeats fold in without allocating.
         let build = |d: &mut Detector, key, primary| {

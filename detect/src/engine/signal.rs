@@ -38,6 +38,13 @@ pub(super) struct SignalOrigin<'a> {
     /// Whether the address acting in the event takes risk too (a rule's match: the scanner
     /// behind a failed login), or the entity alone (a deviation of its own baseline).
     pub(super) with_actor: bool,
+    /// It says an account was tried and failed (a rule mapped only to T1110, or an anomaly on
+    /// such an event): on the acting address its repeats are one behaviour whatever account
+    /// they name, so a scanner's visit through a dictionary of names adds the risk of one
+    /// guess repeated, not of forty victims ("Failed logons are one behaviour",
+    /// docs/risk.md). Patience is what `persistence` counts, and breadth over real accounts
+    /// is the spraying correlation's.
+    pub(super) guessing: bool,
 }
 
 /// A signal origin's name, put together only where it is shown: a source's anomalies fold into
@@ -230,10 +237,12 @@ impl Detector {
             let Some(signal) = self.signals.get(&key).map(|o| &o.alert) else {
                 continue;
             };
+            let on_actor = actor.is_some_and(|a| a == i);
             let addition = SignalRisk {
                 id: &signal.id,
                 rule_key: origin.key,
                 subject,
+                guessing: origin.guessing && on_actor,
                 rule_title: &origin.title.text(),
                 level: origin.level,
                 attack: origin.attack,

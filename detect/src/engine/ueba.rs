@@ -174,6 +174,7 @@ impl Detector {
             attack: ueba_attack_of(kind, d.signal),
             entity: Some(i),
             with_actor: false,
+            guessing: false,
         };
         let build = |det: &mut Detector, key, primary| {
             let m = MatchAlert {
