@@ -550,6 +550,11 @@ fn publish(
     }
     minutes.clear();
     risk.clear();
+    // The board is shared by the workers, so its count is theirs together: stored, not summed.
+    stats
+        .detect
+        .peer_board_displaced
+        .store(d.peer_board_displaced(), Ordering::Relaxed);
     // Values summed over workers: each adds the change since its last report. A counter
     // restarts from 0 when its owner is rebuilt (a new correlation plan after a rule upload or
     // toggle): a drop then means "counted anew", and only the new count is added, so the sums

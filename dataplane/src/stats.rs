@@ -160,6 +160,9 @@ pub struct DetectCounters {
     pub signal_errors: Counter,
     /// Entities whose risk was dropped at the bound, over all workers.
     pub risk_evicted: AtomicU64,
+    /// Hosts whose slot on the workers' shared board of who uses each host another host took
+    /// (`watchpost_detect::PeerBoard`): the board's own total, stored, not summed.
+    pub peer_board_displaced: AtomicU64,
     /// Sigma rule matches (an event matching three rules counts three).
     pub sigma_matches: Counter,
     /// Matches past `detection.sigma_max_matches_per_event` of their event (its least severe):
@@ -378,6 +381,7 @@ impl Stats {
                 signal_updates: self.detect.signal_updates.get(),
                 signal_errors: self.detect.signal_errors.get(),
                 risk_evicted: self.detect.risk_evicted.load(Ordering::Relaxed),
+                peer_board_displaced: self.detect.peer_board_displaced.load(Ordering::Relaxed),
                 sigma_matches: self.detect.sigma_matches.get(),
                 sigma_dropped: self.detect.sigma_dropped.get(),
                 ioc_matches: self.detect.ioc_matches.get(),
@@ -533,6 +537,9 @@ pub struct DetectSnapshot {
     pub signal_errors: u64,
     /// Entities whose risk was dropped at the bound (`ueba.max_entities` per worker).
     pub risk_evicted: u64,
+    /// Hosts whose slot on the board of who uses each host another host took: their first
+    /// visits are judged on the person's history alone (docs/detection.md).
+    pub peer_board_displaced: u64,
     /// Sigma rule matches (an event matching three rules counts three).
     pub sigma_matches: u64,
     /// Matches past `detection.sigma_max_matches_per_event` of their event (its least severe):

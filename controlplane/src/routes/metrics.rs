@@ -645,6 +645,12 @@ fn detection(e: &mut Exposition, s: &StatsSnapshot, suppressed: u64) {
         d.risk_evicted,
     );
     e.single(
+        "watchpost_peer_board_displaced_total",
+        "counter",
+        "Hosts whose slot on the board of who uses each host another host took.",
+        d.peer_board_displaced,
+    );
+    e.single(
         "watchpost_exception_suppressed_events_total",
         "counter",
         "Events the operators' exceptions kept from raising or joining an alert.",

@@ -238,6 +238,12 @@ impl Detector {
         self.killchain = killchain;
     }
 
+    /// Hosts whose slot on the board of who uses each host another host took, since the start
+    /// (the board's own count: shared by the workers that share the board).
+    pub fn peer_board_displaced(&self) -> u64 {
+        self.ueba.board().displaced()
+    }
+
     /// Shares the board of who uses each host with the process's other workers (see
     /// [`crate::PeerBoard`]): a person's first visit to a host is judged by what the host's
     /// own worker knows of it.
