@@ -531,8 +531,6 @@ pub fn generate(seed: u64, weeks: i64) -> Scenario {
     finish(g.events, attacks, START_NS + 7 * DAY)
 }
 
-/// The scenario of `events` (time, line, attack index), in time order, each attack labelled
-/// with its lines and time span.
 /// Day number (from the start) of the `d`-th day of the attack fortnight (the last two of
 /// `weeks`), moved on to the next weekday when it falls on a weekend: the organisations' attacks
 /// land on working days of their victims.
@@ -544,6 +542,8 @@ pub(crate) fn attack_weekday(weeks: i64, d: i64) -> i64 {
     day
 }
 
+/// The scenario of `events` (time, line, attack index), in time order, each attack labelled
+/// with its lines and time span.
 pub(crate) fn finish(
     mut events: Vec<(i64, String, Option<usize>)>,
     mut attacks: Vec<Attack>,

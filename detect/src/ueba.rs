@@ -672,7 +672,7 @@ impl Baseline {
             }
         }
         let mut new_source = false;
-        let account = matches!(self.kind, UebaType::User | UebaType::ServiceAccount);
+        let account = self.is_account();
         if slots.source.is_some() && account && self.sources_seen.is_empty() {
             // The first address ever on an account's events: one that acted only locally (a
             // backup agent's service logons, cron, su) now arrives over the network. Of its
@@ -780,15 +780,24 @@ impl Baseline {
     /// Accounts only: an address back after weeks is a DHCP lease handed out again as often
     /// as a returning actor (on the realistic scenario such returns were all of the first).
     fn dormant_in_warmup(&self, o: &Observation, p: &UebaParams) -> Option<StrongDeviation> {
-        let days_passed = o.time.ts_ns.saturating_sub(self.first_seen_ns) >= p.warmup_ns;
-        let account = matches!(self.kind, UebaType::User | UebaType::ServiceAccount);
-        if !p.enabled || p.strong_odds <= 0.0 || !days_passed || !account {
-            return None;
-        }
-        if self.event_count < DORMANCY_MIN_EVENTS {
+        if !self.judged_thin(o, p) || self.event_count < DORMANCY_MIN_EVENTS {
             return None;
         }
         self.dormancy(o, p)
+    }
+
+    /// Whether an account still in warmup is judged on a thin history at `o`: alerting on,
+    /// strong deviations on, and `ueba.warmup_days` passed since it appeared (its events may
+    /// still be short of `ueba.warmup_min_events`).
+    fn judged_thin(&self, o: &Observation, p: &UebaParams) -> bool {
+        let days_passed = o.time.ts_ns.saturating_sub(self.first_seen_ns) >= p.warmup_ns;
+        p.enabled && p.strong_odds > 0.0 && days_passed && self.is_account()
+    }
+
+    /// A user or service account.
+    #[inline]
+    fn is_account(&self) -> bool {
+        matches!(self.kind, UebaType::User | UebaType::ServiceAccount)
     }
 
     /// An entity short of `ueba.warmup_min_events` once `ueba.warmup_days` have passed: a thin
@@ -807,15 +816,8 @@ impl Baseline {
         p: &UebaParams,
         thresholds: &[Dspot; 4],
     ) -> Outcome {
-        let days_passed = o.time.ts_ns.saturating_sub(self.first_seen_ns) >= p.warmup_ns;
-        let account = matches!(self.kind, UebaType::User | UebaType::ServiceAccount);
         let bar = p.strong_odds.min(p.signal_odds);
-        if !p.enabled
-            || !account
-            || !days_passed
-            || p.strong_odds <= 0.0
-            || p.signal_odds <= 0.0
-            || o.time.ts_ns < self.cooldown_until_ns
+        if !self.judged_thin(o, p) || p.signal_odds <= 0.0 || o.time.ts_ns < self.cooldown_until_ns
         {
             return Outcome::Learned;
         }

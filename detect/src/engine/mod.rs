@@ -386,6 +386,11 @@ impl Detector {
         } else {
             0
         };
+        let event = EventFacts {
+            account_named,
+            failed_logon,
+            person,
+        };
         // Accounts first: when one event alarms an account and the server it is on, the
         // account's alert is the incident's and the server's joins it (see `incident_of`).
         for hosts in [false, true] {
@@ -394,11 +399,6 @@ impl Detector {
                     && let Some(kind) = e.ueba_type()
                     && (kind == UebaType::Host) == hosts
                 {
-                    let event = EventFacts {
-                        account_named,
-                        failed_logon,
-                        person,
-                    };
                     self.judge_entity(record, i, kind, time, event, sink);
                 }
             }

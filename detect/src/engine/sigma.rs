@@ -29,6 +29,13 @@ pub(super) fn rule_match_alert(entry: &RuleEntry, dedup: &str) -> MatchAlert {
 impl Detector {
     /// The catalogue entry of detection rule number `i`, cached.
     pub(super) fn rule_entry(&mut self, i: u32) -> Option<Arc<RuleEntry>> {
+        self.cached_rule(i).cloned()
+    }
+
+    /// The cached entry of catalogue rule `i`, borrowed (see [`Detector::rule_entry`]): for a
+    /// question about the rule that needs no entry of its own, without a reference count's
+    /// increment and decrement per match.
+    fn cached_rule(&mut self, i: u32) -> Option<&Arc<RuleEntry>> {
         let at = i as usize;
         // An atomic load per match: a reload or an upload may have replaced the rule.
         let version = self.catalog.as_ref()?.version();
@@ -36,23 +43,22 @@ impl Detector {
             self.rule_cache.clear();
             self.rule_cache_version = version;
         }
-        if let Some(Some(e)) = self.rule_cache.get(at) {
-            return Some(e.clone());
+        if !matches!(self.rule_cache.get(at), Some(Some(_))) {
+            let e = self.catalog.as_ref()?.detection(i)?;
+            if self.rule_cache.len() <= at {
+                self.rule_cache.resize(at + 1, None);
+            }
+            self.rule_cache[at] = Some(e);
         }
-        let e = self.catalog.as_ref()?.detection(i)?;
-        if self.rule_cache.len() <= at {
-            self.rule_cache.resize(at + 1, None);
-        }
-        self.rule_cache[at] = Some(e.clone());
-        Some(e)
+        self.rule_cache.get(at)?.as_ref()
     }
 
     /// Whether any of `matches` (catalogue numbers) says the event is a failed logon (see
     /// `persistence::is_guessing`).
     pub(super) fn names_failed_logon(&mut self, matches: &[u32]) -> bool {
         matches.iter().any(|&rule| {
-            self.rule_entry(rule)
-                .is_some_and(|e| super::persistence::is_guessing(&e))
+            self.cached_rule(rule)
+                .is_some_and(|e| super::persistence::is_guessing(e))
         })
     }
 
